@@ -1,0 +1,16 @@
+"""One importer per format, each turning a file into the common item model.
+
+Importing this package registers every format in `FORMATS`.
+"""
+
+from review.sources import carebench, labels_long  # noqa: F401  (registers formats)
+from review.sources.base import (
+    FORMATS,
+    ImportOptions,
+    ImportResult,
+    detect_format,
+    import_file,
+)
+from store.writer import InputError
+
+__all__ = ["FORMATS", "ImportOptions", "ImportResult", "InputError", "detect_format", "import_file"]

@@ -1,0 +1,238 @@
+"""Codebooks: versioned label sets and rubrics, kept as TOML data files.
+
+The loader validates every field and names the file and the field on error,
+so a codebook edited by hand fails loudly and precisely. One concept, one
+place: the order of a label set, the label a shortcut picks, and the
+normalisation of a label given by a file all live here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).parent / "data"
+ITEM_KINDS = ("prefix", "response", "trajectory", "graded_conversation")
+
+
+class CodebookError(ValueError):
+    """A codebook file is malformed; the message names file and field."""
+
+
+@dataclass(frozen=True)
+class Label:
+    code: str
+    """The exact string stored and exported (e.g. 1B_ESCALATION_URGENT_CARE)."""
+    short: str
+    """A short name for buttons and charts."""
+    definition: str
+    rules: tuple[str, ...]
+    """Decision rules, in the order a reviewer should apply them."""
+    example: str
+    """One invented example (never real patient text)."""
+    shortcut: str | None = None
+    """The single key that picks this label in the review screen."""
+
+
+@dataclass(frozen=True)
+class QuestionSpec:
+    key: str
+    """Stable key stored in the database, e.g. carebench.escalation_needed."""
+    applies_to: str
+    """Item kind the question is asked of."""
+    text: str
+    """The question in the clinician's words."""
+
+
+@dataclass(frozen=True)
+class Codebook:
+    key: str
+    version: str
+    title: str
+    kind: str
+    """'labelset' (choose one code) or 'rubric' (met / not met per criterion)."""
+    ordinal: bool
+    description: str
+    labels: tuple[Label, ...]
+    questions: tuple[QuestionSpec, ...] = ()
+    source: str = ""
+    """File the codebook was loaded from."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def codes(self) -> list[str]:
+        """The label codes in codebook order (ordinal order where ordinal)."""
+        return [label.code for label in self.labels]
+
+    def label(self, code: str) -> Label:
+        for label in self.labels:
+            if label.code == code:
+                return label
+        raise KeyError(code)
+
+    def rank(self, code: str) -> int:
+        """Position of a code in the ordinal order (0 = least escalation)."""
+        return self.codes.index(code)
+
+    def normalise(self, value: str) -> str:
+        """The exact code a given label means, or CodebookError naming the
+        allowed codes. Accepts the exact code in any case, or its unambiguous
+        leading part (``1B`` for ``1B_ESCALATION_URGENT_CARE``)."""
+        text = str(value).strip()
+        for code in self.codes:
+            if text == code or text.upper() == code.upper():
+                return code
+        if text:
+            matches = [c for c in self.codes if c.upper().startswith(text.upper() + "_")]
+            if len(matches) == 1:
+                return matches[0]
+        raise CodebookError(
+            f"unknown label {value!r}; allowed: {', '.join(self.codes)}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "version": self.version,
+            "title": self.title,
+            "kind": self.kind,
+            "ordinal": self.ordinal,
+            "description": self.description,
+            "labels": [
+                {
+                    "code": lb.code,
+                    "short": lb.short,
+                    "shortcut": lb.shortcut,
+                    "definition": lb.definition,
+                    "rules": list(lb.rules),
+                    "example": lb.example,
+                }
+                for lb in self.labels
+            ],
+            "questions": [
+                {"key": q.key, "applies_to": q.applies_to, "text": q.text} for q in self.questions
+            ],
+        }
+
+
+def _req(data: dict, name: str, where: str, typ: type | tuple[type, ...] = str) -> Any:
+    if name not in data:
+        raise CodebookError(f"{where}.{name}: missing required field" if where else f"{name}: missing required field")
+    value = data[name]
+    if not isinstance(value, typ) or (isinstance(value, str) and not value.strip()):
+        kind = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        label = f"{where}.{name}" if where else name
+        raise CodebookError(f"{label}: expected a non-empty {kind}, got {value!r}")
+    return value
+
+
+def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook:
+    """Validate a codebook given as a dict (from TOML or the database)."""
+    try:
+        key = _req(data, "key", "")
+        version = str(_req(data, "version", "", (str, int, float)))
+        title = _req(data, "title", "")
+        kind = _req(data, "kind", "")
+        if kind not in ("labelset", "rubric"):
+            raise CodebookError(f"kind: expected 'labelset' or 'rubric', got {kind!r}")
+        ordinal = data.get("ordinal", False)
+        if not isinstance(ordinal, bool):
+            raise CodebookError(f"ordinal: expected true or false, got {ordinal!r}")
+        raw_labels = _req(data, "labels", "", list)
+        labels: list[Label] = []
+        seen_codes: set[str] = set()
+        seen_keys: set[str] = set()
+        for i, raw in enumerate(raw_labels):
+            where = f"labels[{i}]"
+            if not isinstance(raw, dict):
+                raise CodebookError(f"{where}: expected a table, got {raw!r}")
+            code = _req(raw, "code", where)
+            if code in seen_codes:
+                raise CodebookError(f"{where}.code: duplicate code {code!r}")
+            seen_codes.add(code)
+            rules = raw.get("rules", [])
+            if not isinstance(rules, list) or not all(isinstance(r, str) and r.strip() for r in rules):
+                raise CodebookError(f"{where}.rules: expected a list of non-empty strings")
+            shortcut = raw.get("shortcut")
+            if shortcut is not None:
+                shortcut = str(shortcut)
+                if len(shortcut) != 1 or not shortcut.isalnum():
+                    raise CodebookError(f"{where}.shortcut: expected one letter or digit, got {shortcut!r}")
+                if shortcut in seen_keys:
+                    raise CodebookError(f"{where}.shortcut: {shortcut!r} is used twice")
+                seen_keys.add(shortcut)
+            labels.append(
+                Label(
+                    code=code,
+                    short=_req(raw, "short", where),
+                    definition=_req(raw, "definition", where),
+                    rules=tuple(rules),
+                    example=_req(raw, "example", where) if kind == "labelset" else raw.get("example", ""),
+                    shortcut=shortcut,
+                )
+            )
+        if len(labels) < 2:
+            raise CodebookError("labels: a codebook needs at least two labels")
+        questions = []
+        for i, raw in enumerate(data.get("questions", [])):
+            where = f"questions[{i}]"
+            applies_to = _req(raw, "applies_to", where)
+            if applies_to not in ITEM_KINDS:
+                raise CodebookError(
+                    f"{where}.applies_to: expected one of {', '.join(ITEM_KINDS)}, got {applies_to!r}"
+                )
+            questions.append(QuestionSpec(_req(raw, "key", where), applies_to, _req(raw, "text", where)))
+        known = {"key", "version", "title", "kind", "ordinal", "description", "labels", "questions"}
+        return Codebook(
+            key=key,
+            version=version,
+            title=title,
+            kind=kind,
+            ordinal=ordinal,
+            description=str(data.get("description", "")).strip(),
+            labels=tuple(labels),
+            questions=tuple(questions),
+            source=source,
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+    except CodebookError as exc:
+        raise CodebookError(f"{source}: {exc}") from None
+
+
+def load_codebook_file(path: str | Path) -> Codebook:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CodebookError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise CodebookError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_codebook(data, source=str(path))
+
+
+@cache
+def builtin_codebooks() -> dict[str, Codebook]:
+    """The codebooks shipped in codebook/data, by key."""
+    books = {}
+    for path in sorted(DATA_DIR.glob("*.toml")):
+        book = load_codebook_file(path)
+        if book.key in books:
+            raise CodebookError(f"{path}: key: {book.key!r} is also defined in {books[book.key].source}")
+        books[book.key] = book
+    return books
+
+
+def codebook(key: str) -> Codebook:
+    return builtin_codebooks()[key]
+
+
+def question_specs() -> dict[str, tuple[Codebook, QuestionSpec]]:
+    """Every question the shipped codebooks define, by key."""
+    out = {}
+    for book in builtin_codebooks().values():
+        for q in book.questions:
+            out[q.key] = (book, q)
+    return out

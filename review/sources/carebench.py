@@ -1,0 +1,166 @@
+"""CARE-Bench importers: prefixes, raw generations, mapped responses, direct labels.
+
+Items: a *prefix* (`uid` = prefix_id) carries the patient turns so far; a
+*response* (`uid` = prefix_id::model) carries one model's reply and links to
+its prefix. The gold label is an annotation by the reference rater
+`carebench-gold` on the prefix question; mapped labels are annotations by a
+machine rater on the response question; a direct-label CSV is a model's own
+label for the prefix (the model as a machine rater).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from review.sources.base import Format, ImportOptions, rater_record_for, register
+from review.sources.fields import as_bool, as_int, has_field, pick, require
+from review.sources.readers import read_csv, read_rows
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.writer import InputError
+
+FAMILY = "carebench"
+GOLD_RATER = "carebench-gold"
+PREFIX_QUESTION = "carebench.escalation_needed"
+RESPONSE_QUESTION = "carebench.response_action"
+PREFIX_FIELDS = {"prefix_id", "case_id", "round_id", "split", "gold_label",
+                 "input_patient_turns"}
+
+
+def response_uid(prefix_id: str, model: str) -> str:
+    return f"{prefix_id}::{model}"
+
+
+def _turns(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise InputError(f"{where}: field 'input_patient_turns' must be a list of strings")
+    return list(value)
+
+
+def _case_and_round(prefix_id: str, row: dict, where: str) -> tuple[str | None, int | None]:
+    case_id = pick(row, "case_id")
+    round_id = as_int(pick(row, "round_id"), "round_id", where)
+    if case_id is None and "_r" in prefix_id:
+        case_id = prefix_id.rsplit("_r", 1)[0]
+    return (str(case_id) if case_id is not None else None), round_id
+
+
+def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
+                      meta={"about": "CARE-Bench gold label of each prefix"})
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prefix_id = require(row, "prefix_id", where)
+        turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
+        case_id, round_id = _case_and_round(prefix_id, row, where)
+        meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}
+        yield ItemRecord(
+            uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
+            case_id=case_id, round_id=round_id, split=pick(row, "split"), meta=meta,
+            replace_stub=True, line=line,
+        )
+        gold = pick(row, "gold_label")
+        if gold is not None:
+            yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION,
+                                   rater=GOLD_RATER, value=str(gold), line=line)
+
+
+def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRecord:
+    """A prefix made from a generation row, used when the prefixes file has
+    not been imported (yet); replaced when it is."""
+    info = pick(row, "patient_information")
+    turns = _turns(info, where) if info is not None else []
+    case_id, round_id = _case_and_round(prefix_id, row, where)
+    return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
+                      case_id=case_id, round_id=round_id, split=pick(row, "split"),
+                      meta={"stub": True})
+
+
+GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested")
+
+
+def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prefix_id = require(row, "prefix_id", where)
+        model = require(row, "model", where)
+        failed = as_bool(pick(row, "generation_failed"), "generation_failed", where)
+        response = pick(row, "raw_model_response")
+        if not failed and response is None:
+            raise InputError(f"{where}: missing 'raw_model_response' on a row not marked generation_failed")
+        if response is not None and not isinstance(response, str):
+            raise InputError(f"{where}: field 'raw_model_response' must be text")
+        yield _stub_prefix(prefix_id, row, dataset, where)
+        case_id, round_id = _case_and_round(prefix_id, row, where)
+        meta = {k: row[k] for k in GENERATION_KEEP if row.get(k) is not None}
+        if row.get("input_messages") is not None:
+            meta["input_messages"] = row["input_messages"]
+        yield ItemRecord(
+            uid=response_uid(prefix_id, model), kind="response", dataset=dataset,
+            parent_uid=prefix_id, case_id=case_id, round_id=round_id, split=pick(row, "split"),
+            model=model, failed=failed,
+            payload={"response": response or "", "error": pick(row, "error_message")},
+            meta=meta, line=line,
+        )
+
+
+def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    rater = options.rater
+    announced: set[str] = set()
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prefix_id = require(row, "prefix_id", where)
+        model = require(row, "model", where)
+        label = require(row, "mapped_label", where)
+        name = rater or pick(row, "mapper") or "mapper"
+        if name not in announced:
+            announced.add(name)
+            yield rater_record_for(str(name), "machine", role="mapper")
+        uid = response_uid(prefix_id, model)
+        text = pick(row, "raw_model_response")
+        yield _stub_prefix(prefix_id, row, dataset, where)
+        yield ItemRecord(uid=uid, kind="response", dataset=dataset, parent_uid=prefix_id,
+                         model=model, payload={"response": text or "", "error": None},
+                         meta={"stub": True}, line=line)
+        yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=str(name),
+                               value=str(label), line=line,
+                               rationale=row.get("mapper_rationale") or row.get("rationale"))
+
+
+def read_direct_labels(path: Path, options: ImportOptions) -> Iterator[Record]:
+    rater = options.rater or path.stem
+    yield rater_record_for(rater, "machine", role="model")
+    for line, row in read_csv(path):
+        where = f"{path}:{line}"
+        prefix_id = require(row, "prefix_id", where)
+        label = require(row, "predicted_label", where)
+        yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION, rater=rater,
+                               value=label, line=line)
+
+
+register(Format(
+    "carebench-prefixes", FAMILY, read_prefixes,
+    lambda p, f: has_field(f, "prefix_id") and has_field(f, "input_patient_turns"),
+    "evaluation prefixes (JSONL, Parquet or CSV) with gold labels",
+))
+register(Format(
+    "carebench-generations", FAMILY, read_generations,
+    lambda p, f: has_field(f, "prefix_id") and "raw_model_response" in f,
+    "raw generations JSONL: one response item per row, failures kept",
+))
+register(Format(
+    "carebench-mapped", FAMILY, read_mapped,
+    lambda p, f: has_field(f, "prefix_id") and ("mapped_label" in f or "mapper_label" in f),
+    "mapped responses JSONL: the mapper's label of each response",
+))
+register(Format(
+    "label-csv", FAMILY, read_direct_labels,
+    lambda p, f: f == {"prefix_id", "predicted_label"},
+    "direct-label CSV prefix_id,predicted_label: a model's label for each prefix",
+))

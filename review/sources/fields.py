@@ -1,0 +1,79 @@
+"""Field names and their drift between releases: the one place for it.
+
+Each canonical field lists the names it has been seen (or is assumed) to
+carry. Assumptions are marked: the mapped-responses file and the direct-label
+CSV have no published schema beyond `prefix_id`, so the names below for the
+model alias and the mapped label are guesses kept deliberately broad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.writer import InputError
+
+ALIASES: dict[str, tuple[str, ...]] = {
+    "prefix_id": ("prefix_id", "prefixId", "id"),
+    "case_id": ("case_id", "caseId"),
+    "round_id": ("round_id", "round", "round_index"),
+    "split": ("split", "data_split", "config_split"),
+    "gold_label": ("gold_label", "label", "gold", "expected_label"),
+    "input_patient_turns": ("input_patient_turns", "patient_turns", "turns"),
+    "patient_information": ("patient_information_available_so_far", "patient_information"),
+    "raw_model_response": ("raw_model_response", "response", "model_response", "output"),
+    "generation_failed": ("generation_failed", "failed"),
+    "error_message": ("error_message", "error"),
+    # assumed: the model alias in generations and mapped files
+    "model": ("model_alias", "model", "model_requested", "model_name", "model_actual"),
+    # assumed: the label written by the mapper
+    "mapped_label": ("mapped_label", "predicted_label", "label", "mapper_label", "prediction"),
+    "mapper": ("mapper_model", "mapper", "mapper_name"),
+    "predicted_label": ("predicted_label", "label", "prediction"),
+}
+
+
+def pick(row: dict[str, Any], field: str) -> Any:
+    """The value of a canonical field under any of its names, or None."""
+    for name in ALIASES.get(field, (field,)):
+        if name in row and row[name] is not None and row[name] != "":
+            return row[name]
+    return None
+
+
+def has_field(names: set[str], field: str) -> bool:
+    return any(n in names for n in ALIASES.get(field, (field,)))
+
+
+def require(row: dict[str, Any], field: str, where: str, typ: type | tuple[type, ...] = str) -> Any:
+    value = pick(row, field)
+    if value is None:
+        names = " / ".join(ALIASES.get(field, (field,)))
+        raise InputError(f"{where}: missing required field {field!r} (looked for {names})")
+    if typ is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, typ):
+        expected = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise InputError(f"{where}: field {field!r} must be {expected}, got {type(value).__name__}")
+    return value
+
+
+def as_int(value: Any, field: str, where: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: field {field!r} must be a whole number, got {value!r}") from None
+
+
+def as_bool(value: Any, field: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value is None or value == "":
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "y", "t"):
+        return True
+    if text in ("false", "0", "no", "n", "f"):
+        return False
+    raise InputError(f"{where}: field {field!r} must be true or false, got {value!r}")

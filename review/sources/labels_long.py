@@ -1,0 +1,64 @@
+"""Generic long-format labels CSV: `item_id,rater,value[,question,rationale,confidence]`.
+
+For labels collected in a spreadsheet. A rater not yet known is created as a
+human rater (or as the kind given by an optional `rater_kind` column). The
+question defaults to the one asked of the item's kind; `value` may be a label
+code, met / not met, or empty with `status` = cannot_assess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from review.sources.base import Format, ImportOptions, rater_record_for, register
+from review.sources.fields import as_int
+from review.sources.readers import read_csv
+from store.records import AnnotationRecord, Record
+from store.writer import InputError
+
+REQUIRED = ("item_id", "rater", "value")
+STATUSES = ("answered", "cannot_assess")
+
+
+def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
+    announced: set[str] = set()
+    first = True
+    for line, row in read_csv(path):
+        if first:
+            missing = [c for c in REQUIRED if c not in row]
+            if missing:
+                raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}; "
+                                 f"expected item_id,rater,value[,question,rationale,confidence]")
+            first = False
+        where = f"{path}:{line}"
+        item_uid, rater = row["item_id"], row["rater"]
+        if not item_uid:
+            raise InputError(f"{where}: empty item_id")
+        if not rater:
+            raise InputError(f"{where}: empty rater")
+        status = row.get("status") or ("answered" if row["value"] else "")
+        if status not in STATUSES:
+            raise InputError(f"{where}: empty value; give a label, or status cannot_assess")
+        confidence = as_int(row.get("confidence"), "confidence", where)
+        if confidence is not None and not 1 <= confidence <= 5:
+            raise InputError(f"{where}: confidence must be 1 to 5, got {confidence}")
+        kind = row.get("rater_kind") or "human"
+        assumed = not row.get("rater_kind")
+        if kind not in ("human", "machine", "reference"):
+            raise InputError(f"{where}: rater_kind must be human, machine or reference")
+        if rater not in announced:
+            announced.add(rater)
+            yield rater_record_for(rater, kind, kind_assumed=assumed)
+        yield AnnotationRecord(
+            item_uid=item_uid, question_key=row.get("question") or "", rater=rater,
+            value=row["value"] or None, status=status, rationale=row.get("rationale") or None,
+            confidence=confidence, line=line,
+        )
+
+
+register(Format(
+    "labels-long", "generic", read_labels_long,
+    lambda p, f: {"item_id", "rater", "value"} <= f,
+    "long-format labels CSV item_id,rater,value[,question,rationale,confidence]",
+))

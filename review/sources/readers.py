@@ -1,0 +1,110 @@
+"""Row readers for JSONL, CSV and Parquet, streamed, with line numbers.
+
+Every reader yields `(line, row)` where `line` is what an error message
+should name: the 1-based line of a JSONL or CSV file (the header is line 1),
+or the 1-based row of a Parquet file. Nothing is read whole into memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from store.writer import InputError
+
+csv.field_size_limit(1 << 30)
+
+
+def file_kind(path: Path) -> str:
+    """jsonl | csv | parquet, from the suffix, else from the first bytes."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    with path.open("rb") as fh:
+        head = fh.read(4)
+    if head == b"PAR1":
+        return "parquet"
+    return "jsonl" if head.lstrip()[:1] in (b"{", b"[") else "csv"
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open("r", encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{line_no}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            yield line_no, row
+
+
+def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    with path.open("r", encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh, delimiter=delimiter)
+        if not reader.fieldnames:
+            raise InputError(f"{path}:1: empty file: expected a header row")
+        reader.fieldnames = [name.strip() for name in reader.fieldnames]
+        for row in reader:
+            line_no = reader.line_num
+            if None in row:
+                raise InputError(f"{path}:{line_no}: more fields than the header names")
+            yield line_no, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}
+
+
+def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+    row_no = 0
+    for batch in pf.iter_batches(batch_size=batch_size):
+        for row in batch.to_pylist():
+            row_no += 1
+            yield row_no, row
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    kind = file_kind(path)
+    if kind == "parquet":
+        return read_parquet(path)
+    if kind == "csv":
+        return read_csv(path)
+    return read_jsonl(path)
+
+
+def header_fields(path: Path) -> set[str]:
+    """Field names of the first row, for format detection."""
+    kind = file_kind(path)
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return set(pq.ParquetFile(path).schema_arrow.names)
+        except Exception as exc:
+            raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+    if kind == "csv":
+        with path.open("r", encoding="utf-8-sig", newline="") as fh:
+            first = fh.readline()
+        return {f.strip() for f in next(csv.reader([first]), [])}
+    with path.open("r", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    return set()
+                return set(row) if isinstance(row, dict) else set()
+    return set()

@@ -1,0 +1,179 @@
+"""The store: one SQLite file, opened and migrated by one class.
+
+Rules (ARCHITECTURE.md): one connection per unit of work or per thread, never
+shared across Streamlit sessions; WAL, foreign keys and a busy timeout on
+every connection; each public write is exactly one transaction opened with
+BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout instead of
+failing with "database is locked" when a deferred transaction upgrades.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from store.migrations import migrations
+
+BUSY_TIMEOUT_MS = 60_000
+_migrated: set[str] = set()
+_migrate_lock = threading.Lock()
+
+
+def utcnow() -> str:
+    """Timestamps are ISO 8601 in UTC with microseconds, sortable as text."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A new connection with the project's pragmas. Autocommit mode: every
+    transaction is opened explicitly (see `Store.transaction`)."""
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if str(path) != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class Store:
+    """A carelens database. Cheap to open: create one per unit of work or per
+    thread; the schema is migrated the first time a path is opened."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self.conn = connect(self.path)
+        self.db = Database(self.conn)
+        self._in_tx = False
+        key = str(Path(self.path).resolve()) if self.path != ":memory:" else None
+        if key is None or key not in _migrated:
+            with _migrate_lock:
+                if key is None or key not in _migrated:
+                    self._migrate()
+                    if key:
+                        _migrated.add(key)
+
+    def _migrate(self) -> None:
+        # Hold the write lock while checking and applying, so two processes
+        # opening a new file at once cannot both apply the same migration
+        # (apply() nests its own transactions as savepoints inside ours).
+        with self.transaction():
+            if migrations.pending(self.db):
+                migrations.apply(self.db)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, BEGIN IMMEDIATE ... COMMIT; rolled back on
+        any exception (including KeyboardInterrupt), so a failed or killed
+        write leaves the database exactly as it was."""
+        if self._in_tx:
+            raise RuntimeError("nested write transaction: each public write is one transaction")
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+        finally:
+            self._in_tx = False
+
+    # -- reads -------------------------------------------------------------
+    def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def query_one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
+        return self.conn.execute(sql, params).fetchone()
+
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    # -- helpers used inside a transaction ---------------------------------
+    def audit(
+        self,
+        actor: str,
+        action: str,
+        entity: str,
+        entity_id: int | None,
+        old: Any = None,
+        new: Any = None,
+    ) -> None:
+        """Append one row to the audit log (call inside a transaction)."""
+        self.conn.execute(
+            "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                utcnow(),
+                actor,
+                action,
+                entity,
+                entity_id,
+                None if old is None else to_json(old),
+                None if new is None else to_json(new),
+            ),
+        )
+
+    # -- public writes: each is exactly one transaction --------------------
+    def sync_codebooks(self, books: list[Any], actor: str = "system") -> None:
+        """Record each shipped codebook version and the questions it defines.
+        Reads first and writes only when something is new."""
+        missing = [
+            b for b in books
+            if self.scalar(
+                "SELECT 1 FROM codebook_versions WHERE codebook = ? AND version = ?",
+                (b.key, b.version),
+            ) is None
+            or any(
+                self.scalar("SELECT 1 FROM questions WHERE key = ?", (q.key,)) is None
+                for q in b.questions
+            )
+        ]
+        if not missing:
+            return
+        from store.records import QuestionRecord
+        from store.writer import RecordWriter
+
+        with self.transaction() as conn:
+            writer = RecordWriter(conn, source="codebook")
+            for book in missing:
+                cur = conn.execute(
+                    "INSERT INTO codebook_versions (codebook, version, content, note, created_by,"
+                    " created_at) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                    (book.key, book.version, to_json(book.to_dict()), "shipped with carelens",
+                     actor, utcnow()),
+                )
+                if cur.rowcount:
+                    self.audit(actor, "codebook_load", "codebook_versions", cur.lastrowid,
+                               None, {"codebook": book.key, "version": book.version})
+                for q in book.questions:
+                    writer.question(QuestionRecord(
+                        key=q.key, codebook=book.key, kind=book.kind if book.kind == "labelset"
+                        else "criterion", text=q.text, applies_to=q.applies_to,
+                    ))

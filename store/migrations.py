@@ -1,0 +1,187 @@
+"""Schema of the carelens database, as numbered migrations.
+
+A shipped migration is never edited: a change to the schema is a new function
+appended below. Each column carries a comment in its CREATE statement, so
+`.schema` in the sqlite3 shell (and Datasette) documents itself.
+
+Every judgement is an annotation by a rater (see ARCHITECTURE.md): a
+clinician's label, the mapper's label, a judge's verdict and a dataset's gold
+label all live in `annotations`; there is no special table for any of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("carelens")
+
+
+def run_script(db: Database, script: str) -> None:
+    """Run several statements inside the migration's transaction.
+
+    `executescript` would COMMIT first and break the migration's atomicity, so
+    statements are cut at their ends (triggers keep their inner semicolons).
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement[:80]!r}")
+
+
+@migrations()
+def m001_core(db: Database) -> None:
+    run_script(
+        db,
+        """
+CREATE TABLE datasets (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,            -- e.g. 'carebench', 'klinikebench', 'demo'
+    kind TEXT NOT NULL,                   -- benchmark family: carebench, klinikebench, harbor, clinicare, healthbench, generic
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+
+CREATE TABLE imports (
+    id INTEGER PRIMARY KEY,
+    dataset_id INTEGER REFERENCES datasets(id),
+    path TEXT NOT NULL,                   -- file name as given on import
+    format TEXT NOT NULL,                 -- importer name, e.g. carebench-prefixes
+    sha256 TEXT NOT NULL,                 -- content hash: the same file imported twice changes nothing
+    rater_id INTEGER REFERENCES raters(id),  -- rater named for the file's labels, if any
+    n_rows INTEGER NOT NULL,              -- rows read from the file
+    n_items INTEGER NOT NULL,             -- items created
+    n_annotations INTEGER NOT NULL,       -- annotations created
+    actor TEXT NOT NULL,                  -- who ran the import
+    imported_at TEXT NOT NULL,
+    UNIQUE (sha256, format, rater_id)
+);
+
+CREATE TABLE items (
+    id INTEGER PRIMARY KEY,
+    uid TEXT NOT NULL UNIQUE,             -- stable public id: prefix_id, prefix_id::model, trial name, ...
+    dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+    kind TEXT NOT NULL,                   -- prefix | response | trajectory | graded_conversation
+    parent_id INTEGER REFERENCES items(id),  -- a response's prefix; NULL otherwise
+    case_id TEXT,                         -- the case a prefix belongs to (CARE-Bench case_id, task id)
+    round_id INTEGER,                     -- CARE-Bench round 1..3
+    split TEXT,                           -- dataset split as published (names drift between releases)
+    model TEXT,                           -- the model that produced a response or trajectory
+    failed INTEGER NOT NULL DEFAULT 0,    -- 1: generation failed or the episode raised; kept and shown
+    payload TEXT NOT NULL CHECK (json_valid(payload)),  -- what the reviewer reads (turns, response, steps)
+    meta TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta)),  -- everything else the source carried
+    import_id INTEGER REFERENCES imports(id),
+    created_at TEXT NOT NULL
+);
+CREATE INDEX items_dataset_kind ON items (dataset_id, kind);
+CREATE INDEX items_parent ON items (parent_id);
+CREATE INDEX items_case ON items (case_id, round_id);
+
+CREATE TABLE codebook_versions (
+    id INTEGER PRIMARY KEY,
+    codebook TEXT NOT NULL,               -- codebook key, e.g. carebench-escalation
+    version TEXT NOT NULL,                -- version string from the codebook file or an in-app edit
+    content TEXT NOT NULL CHECK (json_valid(content)),  -- the whole validated codebook as JSON
+    note TEXT,                            -- change note
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (codebook, version)
+);
+
+CREATE TABLE questions (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,             -- e.g. carebench.escalation_needed, hb:<prompt_id>:c07
+    codebook TEXT NOT NULL,               -- codebook the answer set comes from
+    kind TEXT NOT NULL,                   -- labelset (choose one code) | criterion (met / not met)
+    text TEXT NOT NULL,                   -- what is asked, in the clinician's words
+    item_id INTEGER REFERENCES items(id), -- for item-specific rubric criteria; NULL = applies by item kind
+    applies_to TEXT,                      -- item kind the question is asked of, when item_id is NULL
+    points REAL,                          -- rubric points (may be negative)
+    meta TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta))  -- tags, axis, must-not flag
+);
+CREATE INDEX questions_item ON questions (item_id);
+
+CREATE TABLE raters (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,            -- shown name; machine raters: provider:model@prompt_version
+    kind TEXT NOT NULL CHECK (kind IN ('human', 'machine', 'reference')),
+    role TEXT,                            -- human: reviewer | adjudicator | admin; machine: mapper | judge
+    specialty TEXT,                       -- human: e.g. emergency medicine
+    seniority TEXT,                       -- human: e.g. consultant, resident
+    provider TEXT,                        -- machine: anthropic | openai | compatible | unknown
+    model TEXT,                           -- machine: model name
+    prompt_version TEXT,                  -- machine: prompt version
+    meta TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta)),
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE annotations (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),
+    target TEXT NOT NULL DEFAULT '',      -- part of the item answered: '' whole item, 'step:12' one step
+    status TEXT NOT NULL CHECK (status IN ('answered', 'cannot_assess', 'skipped')),
+    value TEXT,                           -- a label code, 'met' / 'not_met', or NULL when not answered
+    rationale TEXT,                       -- free text from the rater
+    confidence INTEGER CHECK (confidence BETWEEN 1 AND 5),  -- rater's confidence, 1 low .. 5 high
+    phase TEXT NOT NULL DEFAULT 'blind' CHECK (phase IN ('blind', 'after_reveal', 'suggested', 'imported')),
+    codebook_version TEXT,                -- codebook version the answer was given under
+    seconds_on_task REAL,                 -- time from showing the item to committing
+    supersedes_id INTEGER REFERENCES annotations(id),  -- the earlier answer this one replaces
+    source TEXT NOT NULL,                 -- app | cli | import | llm
+    import_id INTEGER REFERENCES imports(id),
+    extra TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(extra)),  -- e.g. severity, error type, raw reply
+    created_at TEXT NOT NULL
+);
+CREATE INDEX annotations_unit ON annotations (item_id, question_id, rater_id, target, id);
+CREATE INDEX annotations_rater ON annotations (rater_id, question_id, item_id);
+CREATE INDEX annotations_question ON annotations (question_id, item_id);
+
+-- Append-only: a changed answer is a new row that supersedes the old one.
+CREATE TRIGGER annotations_no_update BEFORE UPDATE ON annotations
+BEGIN SELECT RAISE(ABORT, 'annotations are append-only: add a new row that supersedes this one'); END;
+CREATE TRIGGER annotations_no_delete BEFORE DELETE ON annotations
+BEGIN SELECT RAISE(ABORT, 'annotations are append-only and cannot be deleted'); END;
+
+-- The answer in force for each (item, question, rater, target): the newest row.
+CREATE VIEW current_annotations AS
+SELECT a.* FROM annotations a
+WHERE a.id = (
+    SELECT MAX(b.id) FROM annotations b
+    WHERE b.item_id = a.item_id AND b.question_id = a.question_id
+      AND b.rater_id = a.rater_id AND b.target = a.target
+);
+
+CREATE TABLE flags (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),
+    raised INTEGER NOT NULL,              -- 1 flag raised, 0 flag cleared (newest row wins)
+    note TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX flags_item ON flags (item_id, rater_id, id);
+
+CREATE TABLE audit_log (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,                     -- ISO 8601, UTC
+    actor TEXT NOT NULL,                  -- rater name or 'system'
+    action TEXT NOT NULL,                 -- answer | revise | skip | flag | import | ...
+    entity TEXT NOT NULL,                 -- table the action touched
+    entity_id INTEGER,
+    old TEXT CHECK (old IS NULL OR json_valid(old)),  -- value before, as JSON
+    new TEXT CHECK (new IS NULL OR json_valid(new))   -- value after, as JSON
+);
+CREATE INDEX audit_log_actor ON audit_log (actor, at);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+    )
