@@ -185,3 +185,53 @@ CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 """
     )
+
+
+@migrations()
+def m002_llm_calls(db: Database) -> None:
+    run_script(
+        db,
+        """
+CREATE TABLE llm_runs (
+    id INTEGER PRIMARY KEY,
+    task TEXT NOT NULL,                   -- map | judge | extract
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the machine rater the run answers as
+    provider TEXT NOT NULL,               -- anthropic | openai | compatible
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,            -- sha256 of the prompt template text
+    params TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(params)),  -- filters, limit, concurrency, batch
+    n_planned INTEGER NOT NULL,           -- items the run set out to answer
+    est_cost_usd REAL,                    -- estimate shown before the run started
+    actor TEXT NOT NULL,
+    started_at TEXT NOT NULL
+);
+
+CREATE TABLE llm_calls (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER REFERENCES llm_runs(id),
+    request_hash TEXT NOT NULL,           -- sha256 of the canonical request: the cache key
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    item_id INTEGER REFERENCES items(id),
+    question_id INTEGER REFERENCES questions(id),
+    request TEXT NOT NULL CHECK (json_valid(request)),    -- what was sent (never an API key)
+    response TEXT CHECK (response IS NULL OR json_valid(response)),  -- provider reply as JSON
+    raw_text TEXT,                        -- the model's text or tool input, verbatim
+    parsed TEXT CHECK (parsed IS NULL OR json_valid(parsed)),  -- the strict parser's result
+    status TEXT NOT NULL CHECK (status IN ('ok', 'parse_failed', 'error')),
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    cost_usd REAL,                        -- estimate from the price table in labels/
+    latency_ms REAL,
+    cached INTEGER NOT NULL DEFAULT 0,    -- 1: answered from an earlier identical call
+    created_at TEXT NOT NULL
+);
+CREATE INDEX llm_calls_hash ON llm_calls (request_hash, status);
+CREATE INDEX llm_calls_run ON llm_calls (run_id);
+"""
+    )
