@@ -115,7 +115,13 @@ class Codebook:
             "questions": [
                 {"key": q.key, "applies_to": q.applies_to, "text": q.text} for q in self.questions
             ],
+            **self.extra,
         }
+
+    @property
+    def severity(self) -> list[dict[str, Any]]:
+        """Severity levels (1 mildest .. 5 worst) a marked error may carry, if the codebook has them."""
+        return list(self.extra.get("severity", []))
 
 
 def _req(data: dict, name: str, where: str, typ: type | tuple[type, ...] = str) -> Any:
@@ -185,6 +191,7 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
                     f"{where}.applies_to: expected one of {', '.join(ITEM_KINDS)}, got {applies_to!r}"
                 )
             questions.append(QuestionSpec(_req(raw, "key", where), applies_to, _req(raw, "text", where)))
+        _check_severity(data.get("severity"))
         known = {"key", "version", "title", "kind", "ordinal", "description", "labels", "questions"}
         return Codebook(
             key=key,
@@ -200,6 +207,25 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
         )
     except CodebookError as exc:
         raise CodebookError(f"{source}: {exc}") from None
+
+
+def _check_severity(levels: Any) -> None:
+    """An optional `[[severity]]` list: levels 1..5 in order, each named and defined."""
+    if levels is None:
+        return
+    if not isinstance(levels, list) or not levels:
+        raise CodebookError("severity: expected a list of [[severity]] tables")
+    for i, raw in enumerate(levels):
+        where = f"severity[{i}]"
+        if not isinstance(raw, dict):
+            raise CodebookError(f"{where}: expected a table, got {raw!r}")
+        level = raw.get("level")
+        if level != i + 1 or isinstance(level, bool):
+            raise CodebookError(f"{where}.level: expected {i + 1} (levels run 1..5 in order), got {level!r}")
+        _req(raw, "name", where)
+        _req(raw, "definition", where)
+    if len(levels) > 5:
+        raise CodebookError("severity: at most five levels (1..5)")
 
 
 def load_codebook_file(path: str | Path) -> Codebook:

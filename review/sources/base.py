@@ -108,10 +108,12 @@ class _Counting:
         self.rows = 0
 
     def __iter__(self) -> Iterator[Record]:
+        last = None
         for record in self.records:
             line = getattr(record, "line", None)
-            if line is not None and line > self.rows:
-                self.rows = line
+            if line is not None and line != last:
+                self.rows += 1
+                last = line
             yield record
 
 

@@ -1,5 +1,9 @@
 """Generic long-format labels CSV: `item_id,rater,value[,question,rationale,confidence]`.
 
+Optional columns: `status` (answered | cannot_assess), `phase` (blind |
+after_reveal | suggested; default imported) and `rater_kind` (human |
+machine | reference; default human, or the kind of an existing rater).
+
 For labels collected in a spreadsheet. A rater not yet known is created as a
 human rater (or as the kind given by an optional `rater_kind` column). The
 question defaults to the one asked of the item's kind; `value` may be a label
@@ -19,6 +23,7 @@ from store.writer import InputError
 
 REQUIRED = ("item_id", "rater", "value")
 STATUSES = ("answered", "cannot_assess")
+PHASES = ("imported", "blind", "after_reveal", "suggested")
 
 
 def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -43,6 +48,9 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         confidence = as_int(row.get("confidence"), "confidence", where)
         if confidence is not None and not 1 <= confidence <= 5:
             raise InputError(f"{where}: confidence must be 1 to 5, got {confidence}")
+        phase = row.get("phase") or "imported"
+        if phase not in PHASES:
+            raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {phase!r}")
         kind = row.get("rater_kind") or "human"
         assumed = not row.get("rater_kind")
         if kind not in ("human", "machine", "reference"):
@@ -53,7 +61,7 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         yield AnnotationRecord(
             item_uid=item_uid, question_key=row.get("question") or "", rater=rater,
             value=row["value"] or None, status=status, rationale=row.get("rationale") or None,
-            confidence=confidence, line=line,
+            confidence=confidence, line=line, phase=phase,
         )
 
 

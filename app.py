@@ -1,0 +1,71 @@
+"""carelens: the browser face. Page router, who is reviewing, settings.
+
+Run with `carelens serve` (or `make run`); the database is $CARELENS_DB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from pages._shared import begin_run, current_reviewer, store
+from review.reviewers import ensure_reviewer, list_reviewers
+from review.workspace import default_db_path
+
+# A local icon: a Material icon name as page_icon makes the browser fetch
+# the favicon from a font CDN, and nothing may call out unasked.
+ICON = str(Path(__file__).resolve().parent / "assets" / "icon.png")
+st.set_page_config(page_title="carelens", page_icon=ICON, layout="wide")
+begin_run()
+
+
+def reviewer_sidebar() -> None:
+    """Local mode: choose or add your name; kept in the URL so a reload or a
+    reopened tab comes back as the same reviewer."""
+    with st.sidebar:
+        st.markdown("**Who is reviewing**")
+        reviewers = list_reviewers(store())
+        names = [r.name for r in reviewers]
+        current = current_reviewer()
+        choice = st.selectbox(
+            "Reviewer", names, index=names.index(current.name) if current else None,
+            placeholder="Choose your name", label_visibility="collapsed", key="reviewer_select",
+        )
+        if choice and (current is None or choice != current.name):
+            st.session_state["reviewer"] = choice
+            st.query_params["reviewer"] = choice
+            st.rerun()
+        if current:
+            profile = ", ".join(p for p in (current.specialty, current.seniority) if p)
+            st.caption(f"{current.role}" + (f" · {profile}" if profile else ""))
+        with st.popover("Add a reviewer", icon=":material/person_add:", width="stretch"):
+            with st.form("add_reviewer", clear_on_submit=True, border=False):
+                name = st.text_input("Name")
+                specialty = st.text_input("Specialty", placeholder="e.g. emergency medicine")
+                seniority = st.text_input("Seniority", placeholder="e.g. consultant, resident")
+                if st.form_submit_button("Add and switch to this reviewer", type="primary"):
+                    try:
+                        added = ensure_reviewer(store(), name, specialty, seniority)
+                    except ValueError as exc:
+                        st.error(str(exc))
+                    else:
+                        st.session_state["reviewer"] = added.name
+                        st.query_params["reviewer"] = added.name
+                        st.rerun()
+        st.caption(f"Database: `{default_db_path()}`")
+
+
+reviewer_sidebar()
+
+PAGES = {
+    "Review": [
+        st.Page("pages/review.py", title="Review", icon=":material/rate_review:", default=True),
+    ],
+    "Reference": [
+        st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",
+                url_path="codebook"),
+        st.Page("pages/data.py", title="Data", icon=":material/database:", url_path="data"),
+    ],
+}
+st.navigation(PAGES, position="sidebar").run()

@@ -1,0 +1,161 @@
+"""carelens: the terminal face of the app.
+
+A thin layer over the library: it opens the store and calls the same
+functions the app's pages call. Errors in the user's input print one line
+naming file, line or field, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from review.workspace import default_db_path, open_store
+
+ROOT = Path(__file__).resolve().parent
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def inner(fn):
+        COMMANDS[name] = fn
+        return fn
+    return inner
+
+
+class UsageError(Exception):
+    pass
+
+
+@command("demo")
+def cmd_demo(args: argparse.Namespace) -> int:
+    from review.demo import is_empty, load_demo
+
+    store = open_store(args.db)
+    if args.if_empty and not is_empty(store):
+        print(f"{args.db}: already holds items; demo not loaded")
+        return 0
+    out_dir = Path(args.files or Path(args.db).resolve().parent / "carelens-demo-files")
+    for line in load_demo(store, out_dir):
+        print(line)
+    return 0
+
+
+@command("import")
+def cmd_import(args: argparse.Namespace) -> int:
+    from review.sources import ImportOptions, import_file
+
+    store = open_store(args.db)
+    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    for path in args.files:
+        print(import_file(store, path, args.format, options).summary())
+    return 0
+
+
+@command("formats")
+def cmd_formats(args: argparse.Namespace) -> int:
+    from review.sources import FORMATS
+
+    for fmt in FORMATS.values():
+        print(f"{fmt.name:26} {fmt.description}")
+    return 0
+
+
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from review.export import export_annotations, export_carebench_labels
+
+    store = open_store(args.db)
+    out = Path(args.out)
+    if args.what == "annotations":
+        n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+        print(f"{out}: {n} annotations")
+    else:
+        n, ties = export_carebench_labels(store, out, args.rater)
+        print(f"{out}: {n} prefix labels")
+        for tie in ties:
+            print(f"left out, no majority: {tie}", file=sys.stderr)
+    return 0
+
+
+# Streamlit treats a `pages/` folder beside the entry script as a legacy
+# multipage app until some session has run `st.navigation`; until then a deep
+# link such as /review runs pages/review.py alone, without app.py's sidebar
+# and router. carelens routes with st.navigation only, so the server starts
+# with the legacy mode off.
+_STREAMLIT_BOOT = (
+    "import sys;"
+    "from streamlit.runtime.pages_manager import PagesManager;"
+    "PagesManager.uses_pages_directory = False;"
+    "from streamlit.web.cli import main;"
+    "sys.argv[0] = 'streamlit';"
+    "sys.exit(main())"
+)
+
+
+@command("serve")
+def cmd_serve(args: argparse.Namespace) -> int:
+    env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
+    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
+           "--server.port", str(args.port), "--server.address", args.address,
+           "--browser.gatherUsageStats", "false", "--server.headless", "true"]
+    print(f"carelens: serving {args.db} at http://{args.address}:{args.port}")
+    return subprocess.call(cmd, env=env, cwd=ROOT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="carelens",
+        description="Clinician review of medical AI benchmarks, and how far automated graders can be trusted.",
+    )
+    p.add_argument("--db", default=default_db_path(),
+                   help="database file (default: $CARELENS_DB or carelens.db)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="load the deterministic demo dataset")
+    d.add_argument("--if-empty", action="store_true", help="only when the database has no items")
+    d.add_argument("--files", help="folder for the generated demo files")
+
+    i = sub.add_parser("import", help="import files (format detected from content)")
+    i.add_argument("--format", help="importer name; see `carelens formats`")
+    i.add_argument("--rater", help="rater whose labels the file carries")
+    i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
+    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
+    i.add_argument("files", nargs="+")
+
+    sub.add_parser("formats", help="list the import formats")
+
+    e = sub.add_parser("export", help="export annotations or CARE-Bench labels")
+    e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
+    e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
+    e.add_argument("--rater", help="carebench-labels: one reviewer's labels (default: majority)")
+    e.add_argument("--with-identifiers", action="store_true",
+                   help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+
+    s = sub.add_parser("serve", help="start the app on this database")
+    s.add_argument("--port", type=int, default=8501)
+    s.add_argument("--address", default="127.0.0.1")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from codebook import CodebookError
+    from store.writer import InputError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (InputError, CodebookError, UsageError) as exc:
+        print(f"carelens: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("carelens: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

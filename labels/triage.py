@@ -1,0 +1,223 @@
+"""CARE-Bench triage metrics, model rankings, and whether two label sources rank models alike.
+
+Metric definitions are those of FORMATS.md section 1 (the published scorer's
+formulas were not seen). ``rank`` means a label's position in the codebook's
+ordinal order, which callers pass in as ``order``: the codebook is the source
+of truth at run time; ``CAREBENCH_ORDER`` is a copy for tests and examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from labels.agreement import macro_f1
+
+CAREBENCH_ORDER = (
+    "0A_NO_ESCALATION_INFO_NEEDED",
+    "0B_NO_ESCALATION_SELF_CARE_MONITOR",
+    "1A_ESCALATION_NONURGENT_CARE",
+    "1B_ESCALATION_URGENT_CARE",
+)
+
+LOWER_IS_BETTER = frozenset(
+    {
+        "over_triage",
+        "under_triage",
+        "missed_care",
+        "unnecessary_care",
+        "urgent_false_negative",
+        "false_urgent_escalation",
+    }
+)
+
+
+@dataclass(frozen=True)
+class TriageMetric:
+    """One scorer number with its denominator."""
+
+    key: str
+    name: str
+    value: float | None
+    """None when the denominator is 0 (see ``undefined_reason``)."""
+    count: int | None
+    """Numerator (prefixes meeting the condition); None for macro-F1."""
+    n: int
+    """Denominator: the prefixes the share is taken of."""
+    undefined_reason: str | None = None
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.key in LOWER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class RankedModel:
+    model: str
+    value: float | None
+    rank: float | None
+    """1 = best; tied models share the mean of their positions; None when value is None."""
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Agreement of two rankings of the same models."""
+
+    spearman_rho: float | None
+    kendall_tau: float | None
+    """Kendall's tau-b (accounts for ties)."""
+    n: int
+    """Models ranked by both."""
+    models: list[str]
+    undefined_reason: str | None = None
+
+
+def escalation_split(order: Sequence[str]) -> tuple[frozenset[str], str]:
+    """Which codes escalate care, and which one is urgent.
+
+    Assumption (FORMATS.md: inferred from the naming, not published): a code
+    escalates when its name starts with "1"; the urgent code is the highest in
+    the order. This is the only place that reads meaning into the code names.
+    """
+    return frozenset(c for c in order if c.startswith("1")), order[-1]
+
+
+def _share(key, name, count, n, what) -> TriageMetric:
+    if n == 0:
+        return TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
+    return TriageMetric(key, name, count / n, count, n)
+
+
+def triage_metrics(
+    gold: Sequence[str],
+    predicted: Sequence[str | None],
+    order: Sequence[str],
+    escalating: Collection[str] | None = None,
+) -> dict[str, TriageMetric]:
+    """The CARE-Bench scorer's numbers for one model, keyed by metric.
+
+    A prefix is *scored* when the model's label is present; a None prediction
+    (generation or mapping failed) is left out of every metric and shows in
+    ``coverage``. ``escalating`` overrides :func:`escalation_split`.
+
+    - accuracy: predicted == gold, share of scored prefixes;
+    - macro_f1: mean per-label F1 over labels present in gold or predictions;
+    - over_triage / under_triage: predicted rank > / < gold rank, share of scored;
+    - missed_care: gold escalates, predicted does not (share of gold escalating);
+    - unnecessary_care: gold does not escalate, predicted does (share of gold non-escalating);
+    - urgent_false_negative: gold urgent, predicted not (share of gold urgent);
+    - false_urgent_escalation: predicted urgent, gold not (share of gold non-urgent).
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+    order = list(order)
+    rank = {code: i for i, code in enumerate(order)}
+    esc, urgent = escalation_split(order)
+    esc = frozenset(escalating) if escalating is not None else esc
+    for label in (*gold, *predicted):
+        if label is not None and label not in rank:
+            raise ValueError(f"{label!r} is not in the codebook order {order}")
+    if any(g is None for g in gold):
+        raise ValueError("every prefix needs a gold label")
+    pairs = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
+    n = len(pairs)
+
+    def count(cond):
+        return sum(1 for g, p in pairs if cond(g, p))
+
+    gold_esc = count(lambda g, p: g in esc)
+    gold_urgent = count(lambda g, p: g == urgent)
+    f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=0)
+    no_prefix = "no scored prefix has a prediction" if f1.value is None else None
+    out = {"macro_f1": TriageMetric("macro_f1", "Macro-F1", f1.value, None, n, no_prefix)}
+    rules = [  # key, name, denominator, what the denominator counts, numerator condition
+        ("accuracy", "Accuracy", n, "a prediction", lambda g, p: g == p),
+        ("over_triage", "Over-triage", n, "a prediction", lambda g, p: rank[p] > rank[g]),
+        ("under_triage", "Under-triage", n, "a prediction", lambda g, p: rank[p] < rank[g]),
+        (
+            "missed_care",
+            "Missed care",
+            gold_esc,
+            "a gold label that escalates care",
+            lambda g, p: g in esc and p not in esc,
+        ),
+        (
+            "unnecessary_care",
+            "Unnecessary care",
+            n - gold_esc,
+            "a gold label that does not escalate care",
+            lambda g, p: g not in esc and p in esc,
+        ),
+        (
+            "urgent_false_negative",
+            "Urgent false negative",
+            gold_urgent,
+            f"gold label {urgent}",
+            lambda g, p: g == urgent and p != urgent,
+        ),
+        (
+            "false_urgent_escalation",
+            "False urgent escalation",
+            n - gold_urgent,
+            f"a gold label other than {urgent}",
+            lambda g, p: p == urgent and g != urgent,
+        ),
+    ]
+    for key, name, denominator, what, condition in rules:
+        out[key] = _share(key, name, count(condition), denominator, what)
+    out["coverage"] = _share(
+        "coverage", "Coverage (prefixes with a usable label)", n, len(gold), "a gold label"
+    )
+    return out
+
+
+def rank_models(
+    metrics_by_model: Mapping[str, Mapping[str, TriageMetric]], key: str = "macro_f1"
+) -> list[RankedModel]:
+    """Models ordered best first on one metric (lower is better for the error rates).
+
+    Ties share the mean of their positions; models whose metric is undefined come
+    last with rank None.
+    """
+    lower = key in LOWER_IS_BETTER
+    scored = [(m, metrics[key].value) for m, metrics in metrics_by_model.items()]
+    defined = sorted(
+        (x for x in scored if x[1] is not None), key=lambda x: (x[1] if lower else -x[1], x[0])
+    )
+    ranked, i = [], 0
+    while i < len(defined):
+        j = i
+        while j + 1 < len(defined) and defined[j + 1][1] == defined[i][1]:
+            j += 1
+        ranked += [RankedModel(m, v, (i + j) / 2 + 1) for m, v in defined[i : j + 1]]
+        i = j + 1
+    return ranked + [RankedModel(m, None, None) for m, v in sorted(scored) if v is None]
+
+
+def _as_scores(ranking) -> dict[str, float]:
+    if isinstance(ranking, Mapping):
+        return {m: float(v) for m, v in ranking.items() if v is not None}
+    return {r.model: float(r.rank) for r in ranking if r.rank is not None}
+
+
+def rank_correlation(ranking_a, ranking_b) -> RankCorrelation:
+    """Spearman's rho and Kendall's tau-b between two rankings of the same models.
+
+    Each ranking is a list of :class:`RankedModel` (its ranks are used) or a mapping
+    model -> score or rank (higher and lower both work as long as both rankings use
+    the same direction). Only models present and defined in both count.
+    """
+    a, b = _as_scores(ranking_a), _as_scores(ranking_b)
+    models = sorted(set(a) & set(b))
+    xs, ys = [a[m] for m in models], [b[m] for m in models]
+    if len(models) < 3:
+        reason = f"rank correlation needs at least 3 models ranked by both; there are {len(models)}"
+        return RankCorrelation(None, None, len(models), models, reason)
+    if len(set(xs)) == 1 or len(set(ys)) == 1:
+        reason = "all models tie in one ranking, so the correlation is undefined"
+        return RankCorrelation(None, None, len(models), models, reason)
+    from scipy import stats  # local import: scipy.stats takes ~0.3 s to load
+
+    rho = stats.spearmanr(xs, ys).statistic
+    tau = stats.kendalltau(xs, ys).statistic
+    return RankCorrelation(float(rho), float(tau), len(models), models)

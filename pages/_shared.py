@@ -1,0 +1,60 @@
+"""Small pieces every screen uses: the store for this run, who is reviewing,
+and safe text rendering. Layout only; no SQL and no statistics here."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from review.reviewers import Reviewer, find_reviewer
+from review.text import safe_markdown, split_long
+from review.workspace import default_db_path, open_store
+from store import Store
+
+_RUN_KEY = "_carelens_run"
+
+
+def begin_run() -> None:
+    """Called by app.py at the start of every script run: forget the last
+    run's connection (a rerun may be on another thread; the old connection
+    is closed when collected)."""
+    st.session_state[_RUN_KEY] = {}
+
+
+def store() -> Store:
+    """A store for this script run: one connection per run, never shared
+    across sessions."""
+    run = st.session_state.setdefault(_RUN_KEY, {})
+    if "store" not in run:
+        run["store"] = open_store(default_db_path())
+    return run["store"]
+
+
+def current_reviewer() -> Reviewer | None:
+    name = st.session_state.get("reviewer") or st.query_params.get("reviewer")
+    if not name:
+        return None
+    reviewer = find_reviewer(store(), name)
+    if reviewer:
+        st.session_state["reviewer"] = reviewer.name
+    return reviewer
+
+
+def require_reviewer() -> Reviewer:
+    reviewer = current_reviewer()
+    if reviewer is None:
+        st.info("Choose who is reviewing in the sidebar to start.", icon=":material/person:")
+        st.stop()
+    return reviewer
+
+
+def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:
+    """Untrusted text as safe Markdown; very long text is cut, with the rest
+    behind an expander so the page never freezes."""
+    if not text:
+        st.caption(empty)
+        return
+    head, rest = split_long(text)
+    st.markdown(safe_markdown(head))
+    if rest:
+        with st.expander(f"Show the remaining {len(rest):,} characters"):
+            st.markdown(safe_markdown(rest))

@@ -1,0 +1,289 @@
+"""Review screen: step through prefixes and responses and answer, blind first."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from pages._shared import require_reviewer, show_text, store
+from review.items import (
+    ItemView,
+    commit_answer,
+    find_item_id,
+    flag_item,
+    is_flagged,
+    load_item,
+    my_answers,
+    reveal_reference_labels,
+    skip_item,
+)
+from review.queue import (
+    QueueFilter,
+    filter_choices,
+    item_position,
+    neighbour_item,
+    next_unreviewed_item,
+    queue_progress,
+)
+
+KINDS = {"prefix": "Prefixes", "response": "Responses"}
+STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
+
+reviewer = require_reviewer()
+db = store()
+
+# -- what to review ---------------------------------------------------------
+choices = filter_choices(db)
+kinds = [k for k in KINDS if k in choices.kinds] or ["prefix"]
+default_kind = st.query_params.get("kind", kinds[0])
+head_l, head_r = st.columns([2, 3], vertical_alignment="bottom")
+with head_l:
+    st.title("Review", anchor=False)
+with head_r:
+    kind = st.segmented_control(
+        "Items", kinds, format_func=KINDS.get, key="kind",
+        default=default_kind if default_kind in kinds else kinds[0],
+        label_visibility="collapsed",
+    ) or kinds[0]
+if st.query_params.get("kind") != kind:
+    st.query_params["kind"] = kind
+
+kind_choices = filter_choices(db, kind)
+with st.sidebar:
+    st.markdown("**Queue filters**")
+    dataset = st.selectbox("Dataset", kind_choices.datasets, index=None, placeholder="All datasets")
+    split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
+    round_id = st.selectbox("Round", kind_choices.rounds, index=None, placeholder="All rounds")
+    model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
+             if kind == "response" else None)
+filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=round_id, model=model)
+
+# -- which item -------------------------------------------------------------
+state_key = f"item:{kind}"
+wanted_uid = st.query_params.get("item")
+item_id = st.session_state.get(state_key)
+if wanted_uid and (item_id is None or st.session_state.get("item_uid") != wanted_uid):
+    item_id = find_item_id(db, wanted_uid)
+if item_id is None:
+    item_id = next_unreviewed_item(db, reviewer.id, filt)
+item = load_item(db, item_id) if item_id is not None else None
+if item is not None and item.kind != kind:
+    item = None
+    item_id = next_unreviewed_item(db, reviewer.id, filt)
+    item = load_item(db, item_id) if item_id is not None else None
+
+progress = queue_progress(db, reviewer.id, filt)
+st.progress(progress.done / progress.total if progress.total else 0.0,
+            text=f"{progress.done} of {progress.total} answered by you"
+            + (" · all done" if progress.total and not progress.remaining else ""))
+
+
+def _go(target_id: int | None) -> None:
+    st.session_state[state_key] = target_id
+    if target_id is None:
+        st.query_params.pop("item", None)
+
+
+def _advance_from(done_id: int) -> None:
+    _go(next_unreviewed_item(db_for_callback(), reviewer.id, filt, after_id=done_id))
+
+
+def db_for_callback():
+    # Callbacks run before the script body of the next run: use this run's store.
+    return store()
+
+
+def on_answer(item_id: int, question_id: int, value: str | None, status: str) -> None:
+    s = db_for_callback()
+    already = bool(my_answers(s, reviewer.id, item_id, question_id))
+    started = st.session_state.get("shown_at", time.monotonic())
+    try:
+        commit_answer(
+            s, reviewer, item_id, question_id, value, status=status,
+            rationale=st.session_state.get(f"rationale:{item_id}"),
+            confidence=st.session_state.get(f"confidence:{item_id}"),
+            seconds_on_task=round(time.monotonic() - started, 2),
+        )
+    except ValueError as exc:
+        st.session_state["flash"] = ("error", str(exc))
+        return
+    st.session_state["last_committed"] = item_id
+    if already:
+        st.session_state["flash"] = ("success", "Answer revised; the earlier one is kept in the history.")
+    else:
+        _advance_from(item_id)
+
+
+def on_skip(item_id: int, question_id: int) -> None:
+    reason = st.session_state.get(f"skip_reason:{item_id}", "")
+    try:
+        skip_item(db_for_callback(), reviewer, item_id, question_id, reason)
+    except ValueError as exc:
+        st.session_state["flash"] = ("error", str(exc))
+        return
+    _advance_from(item_id)
+
+
+def on_flag(item_id: int, raise_flag: bool) -> None:
+    flag_item(db_for_callback(), reviewer, item_id, raise_flag,
+              st.session_state.get(f"flag_note:{item_id}"))
+
+
+def on_open(target_id: int | None) -> None:
+    if target_id is not None:
+        _go(target_id)
+
+
+flash = st.session_state.pop("flash", None)
+if flash:
+    getattr(st, flash[0])(flash[1])
+
+
+def label_name(item_view: ItemView | None, code: str | None) -> str:
+    if code is None:
+        return "—"
+    book = item_view.codebook if item_view else None
+    try:
+        return f"{book.label(code).short} ({code[:2]})" if book else code
+    except KeyError:
+        return code
+
+
+def show_reveal(item_view: ItemView, mine: str | None) -> None:
+    labels = reveal_reference_labels(db, reviewer.id, item_view)
+    if labels is None:
+        st.caption("Reference and machine labels stay hidden until you answer.")
+        return
+    if not labels:
+        st.caption("No reference or machine labels for this item.")
+        return
+    for lab in labels:
+        same = lab.value == mine
+        who = "Gold" if lab.rater_kind == "reference" else lab.rater
+        line = st.columns([3, 4], vertical_alignment="center")
+        line[0].markdown(f"**{who}** · {lab.about}")
+        line[1].badge(label_name(item_view, lab.value),
+                      color="green" if same else "orange",
+                      icon=":material/check:" if same else ":material/compare_arrows:")
+
+
+# -- the last answer, revealed ---------------------------------------------
+last_id = st.session_state.get("last_committed")
+if last_id is not None and item is not None and last_id != item.id:
+    last = load_item(db, last_id)
+    if last is not None and last.question_id:
+        answers = my_answers(db, reviewer.id, last.id, last.question_id)
+        if answers:
+            with st.container(border=True):
+                top = st.columns([5, 2], vertical_alignment="center")
+                final = answers[-1]
+                top[0].markdown(
+                    f"Your answer to **{last.uid}**: "
+                    f"{label_name(last, final.value) if final.status == 'answered' else STATUS_WORDS.get(final.status, final.status)}"
+                )
+                top[1].button("Open it again", key="reopen_last", on_click=on_open,
+                              args=(last.id,), icon=":material/undo:", width="stretch")
+                show_reveal(last, final.value)
+
+if item is None:
+    if progress.total:
+        st.success("You have answered every item in this queue. Change the filters or the item type to go on.",
+                   icon=":material/task_alt:")
+    else:
+        st.info("No items match. Load the demo or import data on the Data screen.")
+    st.stop()
+
+# Keep the URL on the item, so a reload or a shared link opens it again.
+st.session_state[state_key] = item.id
+st.session_state["item_uid"] = item.uid
+if st.query_params.get("item") != item.uid:
+    st.query_params["item"] = item.uid
+if st.session_state.get("shown_item") != item.id:
+    st.session_state["shown_item"] = item.id
+    st.session_state["shown_at"] = time.monotonic()
+
+position, total = item_position(db, item.id, filt)
+left, right = st.columns([3, 2], gap="large")
+
+# -- the item ----------------------------------------------------------------
+with left:
+    facts = [f"`{item.uid}`", f"item {position} of {total}"]
+    if item.round_id:
+        facts.append(f"round {item.round_id}")
+    facts += [x for x in (item.split, item.dataset) if x]
+    if item.kind == "response" and item.model:
+        facts.append(f"model **{item.model}**")
+    st.markdown(" · ".join(facts))
+    length = sum(len(r.patient_text) for r in item.rounds) + len(item.response or "")
+    with st.container(height=560 if length > 1800 else "content", border=True):
+        for rnd in item.rounds:
+            with st.chat_message("user", avatar=":material/person:"):
+                st.caption(f"Patient · round {rnd.number}")
+                show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
+        if item.kind == "response":
+            with st.chat_message("assistant", avatar=":material/smart_toy:"):
+                st.caption(f"Response · {item.model}")
+                if item.failed:
+                    st.error(f"Generation failed: {item.error or 'no reason given'}",
+                             icon=":material/error:")
+                else:
+                    show_text(item.response, key=f"response:{item.id}")
+
+# -- the answer ----------------------------------------------------------------
+with right:
+    if item.question_id is None or item.codebook is None:
+        st.warning("No question is defined for this kind of item.")
+        st.stop()
+    answers = my_answers(db, reviewer.id, item.id, item.question_id)
+    current = answers[-1] if answers else None
+    st.markdown(f"**{item.question_text}**")
+    if current and current.status != "skipped":
+        st.caption("You answered this item; choosing again records a revision after the reveal.")
+    for lab in item.codebook.labels:
+        chosen = current is not None and current.value == lab.code
+        st.button(
+            f"{lab.short}  ·  {lab.code[:2]}", key=f"label:{lab.code}", shortcut=lab.shortcut,
+            help=lab.definition, width="stretch", type="primary" if chosen else "secondary",
+            on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered"),
+            disabled=item.failed,
+        )
+    st.text_area("Rationale (optional)", key=f"rationale:{item.id}", height=80,
+                 placeholder="Why this label? Saved with your answer.")
+    st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=f"confidence:{item.id}",
+                         help="1 = a guess, 5 = certain")
+    row = st.columns([5, 4, 4])
+    row[0].button("Cannot assess", key="cannot_assess", shortcut="0", width="stretch",
+                  on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess"),
+                  help="The item does not give enough to answer")
+    with row[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
+        st.text_input("Why skip?", key=f"skip_reason:{item.id}",
+                      placeholder="e.g. outside my specialty")
+        st.button("Skip this item", key="skip", on_click=on_skip,
+                  args=(item.id, item.question_id))
+    flagged = is_flagged(db, reviewer.id, item.id)
+    row[2].button("Unflag" if flagged else "Flag", key="flag", shortcut="F", width="stretch",
+                  icon=":material/flag:", type="primary" if flagged else "secondary",
+                  on_click=on_flag, args=(item.id, not flagged),
+                  help="Mark the item for a second look")
+    nav = st.columns(2)
+    nav[0].button("Previous", key="prev", shortcut="Left", icon=":material/arrow_back:",
+                  width="stretch", on_click=on_open,
+                  args=(neighbour_item(db, item.id, filt, -1),))
+    nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+                  width="stretch", on_click=on_open, args=(neighbour_item(db, item.id, filt, +1),))
+
+    if current is not None:
+        with st.container(border=True):
+            st.markdown("**Your answers**")
+            for a in answers:
+                what = label_name(item, a.value) if a.status == "answered" else STATUS_WORDS[a.status]
+                st.caption(f"{a.created_at[:19].replace('T', ' ')} · {a.phase.replace('_', ' ')} · {what}"
+                           + (f" — {a.rationale}" if a.rationale else ""))
+            show_reveal(item, current.value)
+
+    with st.expander("Codebook: definitions and decision rules"):
+        for lab in item.codebook.labels:
+            st.markdown(f"**{lab.shortcut} · {lab.short}** — `{lab.code}`  \n{lab.definition}")
+            for rule in lab.rules:
+                st.markdown(f"- {rule}")

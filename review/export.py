@@ -1,0 +1,113 @@
+"""Exports: every annotation with its provenance, and CARE-Bench direct labels.
+
+Exports are written only when a user asks; identifying fields (item meta
+marked `identifying`, e.g. CliniCARE task ids) are withheld unless asked.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from codebook import CAREBENCH, codebook
+from store import Store
+
+ANNOTATION_COLUMNS = [
+    "annotation_id", "item_id", "item_kind", "dataset", "split", "case_id", "round_id", "model",
+    "question", "rater", "rater_kind", "rater_role", "specialty", "target", "status", "value",
+    "rationale", "confidence", "phase", "codebook_version", "seconds_on_task", "supersedes",
+    "current", "source", "import_path", "created_at",
+]
+
+
+def annotation_rows(store: Store) -> Iterator[dict]:
+    """All annotations, oldest first, with who, when, under which codebook,
+    and whether each is still the current answer."""
+    sql = """
+    SELECT a.id AS annotation_id, i.uid AS item_id, i.kind AS item_kind, d.name AS dataset,
+           i.split, i.case_id, i.round_id, i.model, q.key AS question, r.name AS rater,
+           r.kind AS rater_kind, r.role AS rater_role, r.specialty, a.target, a.status, a.value,
+           a.rationale, a.confidence, a.phase, a.codebook_version, a.seconds_on_task,
+           a.supersedes_id AS supersedes,
+           a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.item_id = a.item_id
+                   AND b.question_id = a.question_id AND b.rater_id = a.rater_id
+                   AND b.target = a.target) AS current,
+           a.source, im.path AS import_path, a.created_at,
+           json_extract(i.meta, '$.identifying') AS identifying
+    FROM annotations a
+    JOIN items i ON i.id = a.item_id JOIN datasets d ON d.id = i.dataset_id
+    JOIN questions q ON q.id = a.question_id JOIN raters r ON r.id = a.rater_id
+    LEFT JOIN imports im ON im.id = a.import_id
+    ORDER BY a.id
+    """
+    for row in store.conn.execute(sql):
+        out = dict(row)
+        out["current"] = bool(out["current"])
+        yield out
+
+
+def export_annotations(store: Store, out: Path, with_identifiers: bool = False) -> int:
+    """Write all annotations as CSV or JSONL (by the file's suffix)."""
+    n = 0
+    jsonl = out.suffix.lower() in (".jsonl", ".ndjson", ".json")
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        writer = None if jsonl else csv.DictWriter(fh, fieldnames=ANNOTATION_COLUMNS)
+        if writer:
+            writer.writeheader()
+        for row in annotation_rows(store):
+            identifying = row.pop("identifying")
+            if identifying and not with_identifiers:
+                row["item_id"] = f"withheld-{row['annotation_id']}"
+                row["case_id"] = None
+            if jsonl:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                writer.writerow(row)
+            n += 1
+    return n
+
+
+def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+    """Current human labels of each prefix as (prefix_id, label).
+
+    With `rater`, that reviewer's labels. Without, the single human label
+    where one reviewer answered, else the majority; ties are left out and
+    reported in the second return value."""
+    book = codebook(CAREBENCH)
+    params: list = []
+    cond = "r.kind = 'human'"
+    if rater:
+        cond = "r.name = ?"
+        params.append(rater)
+    rows = store.query(
+        f"""SELECT i.uid, c.value FROM current_annotations c
+            JOIN items i ON i.id = c.item_id JOIN raters r ON r.id = c.rater_id
+            JOIN questions q ON q.id = c.question_id
+            WHERE q.key = 'carebench.escalation_needed' AND c.status = 'answered'
+              AND c.target = '' AND {cond}
+            ORDER BY i.id""",
+        params,
+    )
+    by_item: dict[str, Counter] = {}
+    for uid, value in rows:
+        by_item.setdefault(uid, Counter())[value] += 1
+    labels, ties = [], []
+    for uid, counts in by_item.items():
+        top = counts.most_common()
+        if len(top) > 1 and top[0][1] == top[1][1]:
+            ties.append(f"{uid}: tie between {', '.join(sorted(v for v, c in top if c == top[0][1]))}")
+            continue
+        labels.append((uid, book.normalise(top[0][0])))
+    return labels, ties
+
+
+def export_carebench_labels(store: Store, out: Path, rater: str | None = None) -> tuple[int, list[str]]:
+    labels, ties = carebench_labels(store, rater)
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["prefix_id", "predicted_label"])
+        w.writerows(labels)
+    return len(labels), ties

@@ -1,0 +1,228 @@
+"""What a reviewer sees of an item, and what they do with it.
+
+Display models (`ItemView`) for prefixes and responses, the actions
+(`commit_answer`, `skip_item`, `flag_item`) and `reveal_reference_labels`,
+which asks the blinding rule before showing any machine or reference label.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from codebook import Codebook, builtin_codebooks
+from review.answers import normalise_value
+from review.blinding import DEFAULT_MODE, labels_visible, phase_for_commit
+from review.reviewers import Reviewer
+from store import Store, to_json, utcnow
+
+
+@dataclass
+class Round:
+    number: int
+    patient_text: str
+
+
+@dataclass
+class ItemView:
+    id: int
+    uid: str
+    kind: str
+    dataset: str
+    split: str | None
+    case_id: str | None
+    round_id: int | None
+    model: str | None
+    failed: bool
+    rounds: list[Round]
+    """The patient's turns so far, one per round."""
+    response: str | None = None
+    error: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    question_id: int | None = None
+    question_key: str | None = None
+    question_text: str | None = None
+    codebook: Codebook | None = None
+
+
+@dataclass
+class Answer:
+    annotation_id: int
+    status: str
+    value: str | None
+    rationale: str | None
+    confidence: int | None
+    phase: str
+    created_at: str
+
+
+@dataclass
+class RevealedLabel:
+    rater: str
+    rater_kind: str
+    """machine | reference"""
+    value: str | None
+    rationale: str | None
+    about: str
+    """Which item the label is on: 'this response', 'the prefix', ..."""
+
+
+def load_item(store: Store, item_id: int) -> ItemView | None:
+    row = store.query_one(
+        "SELECT i.*, d.name AS dataset FROM items i JOIN datasets d ON d.id = i.dataset_id"
+        " WHERE i.id = ?",
+        (item_id,),
+    )
+    if row is None:
+        return None
+    payload = json.loads(row["payload"])
+    meta = json.loads(row["meta"])
+    turns: list[str] = payload.get("turns", [])
+    if row["kind"] == "response" and row["parent_id"]:
+        parent = store.query_one("SELECT payload FROM items WHERE id = ?", (row["parent_id"],))
+        turns = json.loads(parent[0]).get("turns", []) if parent else []
+    q = store.query_one(
+        "SELECT id, key, text, codebook FROM questions WHERE applies_to = ? AND item_id IS NULL"
+        " ORDER BY id LIMIT 1",
+        (row["kind"],),
+    )
+    return ItemView(
+        id=row["id"], uid=row["uid"], kind=row["kind"], dataset=row["dataset"],
+        split=row["split"], case_id=row["case_id"], round_id=row["round_id"],
+        model=row["model"], failed=bool(row["failed"]),
+        rounds=[Round(i + 1, t) for i, t in enumerate(turns)],
+        response=payload.get("response"), error=payload.get("error"), payload=payload,
+        meta=meta, question_id=q["id"] if q else None, question_key=q["key"] if q else None,
+        question_text=q["text"] if q else None,
+        codebook=builtin_codebooks().get(q["codebook"]) if q else None,
+    )
+
+
+def find_item_id(store: Store, uid: str) -> int | None:
+    return store.scalar("SELECT id FROM items WHERE uid = ?", (uid,))
+
+
+def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
+               target: str = "") -> list[Answer]:
+    """This reviewer's annotations on one question of one item, oldest first."""
+    rows = store.query(
+        "SELECT id, status, value, rationale, confidence, phase, created_at FROM annotations"
+        " WHERE item_id = ? AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id",
+        (item_id, question_id, reviewer_id, target),
+    )
+    return [Answer(*r) for r in rows]
+
+
+def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
+                            mode: str = DEFAULT_MODE) -> list[RevealedLabel] | None:
+    """Machine and reference labels for the item, or None while the blinding
+    rule hides them. Never includes another reviewer's answer."""
+    committed = bool(item.question_id) and store.scalar(
+        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+        " AND status != 'skipped' LIMIT 1",
+        (item.id, item.question_id, reviewer_id),
+    ) is not None
+    if not labels_visible(mode, committed):
+        return None
+    targets = [(item.id, "this item")]
+    if item.kind == "response":
+        parent = store.scalar("SELECT parent_id FROM items WHERE id = ?", (item.id,))
+        if parent:
+            targets.append((parent, "the prefix"))
+    out: list[RevealedLabel] = []
+    for target_id, about in targets:
+        rows = store.query(
+            "SELECT r.name, r.kind, c.value, c.rationale FROM current_annotations c"
+            " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
+            " WHERE c.item_id = ? AND r.kind IN ('machine', 'reference') AND c.target = ''"
+            " AND q.item_id IS NULL ORDER BY r.kind DESC, r.name",
+            (target_id,),
+        )
+        for r in rows:
+            out.append(RevealedLabel(r[0], r[1], r[2], r[3],
+                                     "this response" if about == "this item" and item.kind == "response"
+                                     else about))
+    return out
+
+
+def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
+                  value: str | None, *, status: str = "answered", rationale: str | None = None,
+                  confidence: int | None = None, seconds_on_task: float | None = None,
+                  mode: str = DEFAULT_MODE, target: str = "",
+                  extra: dict[str, Any] | None = None, source: str = "app") -> int:
+    """Record one answer as one transaction and return its annotation id.
+
+    A second answer to the same question is a new row that supersedes the
+    first; it is recorded as 'after_reveal' when the labels were visible to
+    the reviewer before they answered again."""
+    if status not in ("answered", "cannot_assess", "skipped"):
+        raise ValueError(f"unknown status {status!r}")
+    if confidence is not None and not 1 <= int(confidence) <= 5:
+        raise ValueError("confidence must be 1 to 5")
+    with store.transaction() as conn:
+        q = conn.execute("SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)).fetchone()
+        if q is None:
+            raise ValueError(f"no question {question_id}")
+        if status == "answered":
+            value = normalise_value(q[0], q[1], value)
+        else:
+            value = None
+        prev = conn.execute(
+            "SELECT id, status, value, rationale, confidence FROM annotations WHERE item_id = ?"
+            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+            (item_id, question_id, reviewer.id, target),
+        ).fetchone()
+        seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
+        version = conn.execute(
+            "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
+            (q[0],),
+        ).fetchone()
+        cur = conn.execute(
+            "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
+            " rationale, confidence, phase, codebook_version, seconds_on_task, supersedes_id,"
+            " source, extra, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (item_id, question_id, reviewer.id, target, status, value, rationale or None,
+             confidence, phase_for_commit(mode, seen), version[0] if version else None,
+             seconds_on_task, prev[0] if prev else None, source,
+             to_json({"blinding": mode, **(extra or {})}), utcnow()),
+        )
+        action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
+        store.audit(
+            reviewer.name, action, "annotations", cur.lastrowid,
+            None if prev is None else {"status": prev[1], "value": prev[2], "rationale": prev[3],
+                                       "confidence": prev[4]},
+            {"item_id": item_id, "question_id": question_id, "target": target, "status": status,
+             "value": value, "rationale": rationale or None, "confidence": confidence},
+        )
+        return cur.lastrowid
+
+
+def skip_item(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
+              reason: str, **kw: Any) -> int:
+    """Pass over an item, with the reason; it leaves the reviewer's queue."""
+    if not reason.strip():
+        raise ValueError("say why you skip this item")
+    return commit_answer(store, reviewer, item_id, question_id, None, status="skipped",
+                         rationale=reason.strip(), **kw)
+
+
+def flag_item(store: Store, reviewer: Reviewer, item_id: int, raised: bool = True,
+              note: str | None = None) -> None:
+    """Raise (or clear) this reviewer's flag on an item, for later review."""
+    with store.transaction() as conn:
+        cur = conn.execute(
+            "INSERT INTO flags (item_id, rater_id, raised, note, created_at) VALUES (?,?,?,?,?)",
+            (item_id, reviewer.id, int(raised), note or None, utcnow()),
+        )
+        store.audit(reviewer.name, "flag" if raised else "unflag", "flags", cur.lastrowid, None,
+                    {"item_id": item_id, "note": note})
+
+
+def is_flagged(store: Store, reviewer_id: int, item_id: int) -> bool:
+    row = store.query_one(
+        "SELECT raised FROM flags WHERE item_id = ? AND rater_id = ? ORDER BY id DESC LIMIT 1",
+        (item_id, reviewer_id),
+    )
+    return bool(row and row[0])

@@ -1,0 +1,138 @@
+"""The review queue: which item a reviewer answers next, and how far they are.
+
+An item is in a reviewer's queue while that reviewer has no annotation (an
+answer, "cannot assess" or a skip) for the question asked of its kind.
+Items come in import order, which for CARE-Bench is case by case, round by
+round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from store import Store
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    kind: str = "prefix"
+    """prefix | response | trajectory | graded_conversation"""
+    dataset: str | None = None
+    split: str | None = None
+    round_id: int | None = None
+    model: str | None = None
+    include_failed: bool = True
+    """Failed generations are shown (as failures) unless excluded."""
+
+    def where(self) -> tuple[str, list]:
+        clauses, params = ["i.kind = ?"], [self.kind]
+        if self.dataset:
+            clauses.append("i.dataset_id = (SELECT id FROM datasets WHERE name = ?)")
+            params.append(self.dataset)
+        if self.split:
+            clauses.append("i.split = ?")
+            params.append(self.split)
+        if self.round_id is not None:
+            clauses.append("i.round_id = ?")
+            params.append(self.round_id)
+        if self.model:
+            clauses.append("i.model = ?")
+            params.append(self.model)
+        if not self.include_failed:
+            clauses.append("i.failed = 0")
+        return " AND ".join(clauses), params
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.done
+
+
+@dataclass
+class FilterChoices:
+    datasets: list[str] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+
+
+def question_id_for_kind(store: Store, kind: str) -> int | None:
+    """The question asked of every item of a kind (rubric items add their own)."""
+    return store.scalar(
+        "SELECT id FROM questions WHERE applies_to = ? AND item_id IS NULL ORDER BY id LIMIT 1",
+        (kind,),
+    )
+
+
+_ANSWERED = (
+    "EXISTS (SELECT 1 FROM annotations a WHERE a.rater_id = ? AND a.question_id = ?"
+    " AND a.item_id = i.id AND a.target = '')"
+)
+
+
+def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
+                         after_id: int | None = None) -> int | None:
+    """The first item in the queue (after `after_id`, wrapping around)."""
+    qid = question_id_for_kind(store, filt.kind)
+    if qid is None:
+        return None
+    where, params = filt.where()
+    base = f"SELECT i.id FROM items i WHERE {where} AND NOT {_ANSWERED}"
+    if after_id is not None:
+        row = store.query_one(base + " AND i.id > ? ORDER BY i.id LIMIT 1",
+                              (*params, reviewer_id, qid, after_id))
+        if row:
+            return row[0]
+    row = store.query_one(base + " ORDER BY i.id LIMIT 1", (*params, reviewer_id, qid))
+    return row[0] if row else None
+
+
+def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progress:
+    qid = question_id_for_kind(store, filt.kind)
+    where, params = filt.where()
+    row = store.query_one(
+        f"SELECT COUNT(*), COALESCE(SUM({_ANSWERED}), 0) FROM items i WHERE {where}",
+        (reviewer_id, qid or -1, *params),
+    )
+    return Progress(done=row[1], total=row[0])
+
+
+def filter_choices(store: Store, kind: str | None = None) -> FilterChoices:
+    cond, params = ("WHERE i.kind = ?", (kind,)) if kind else ("", ())
+
+    def col(sql: str) -> list:
+        return [r[0] for r in store.query(sql, params) if r[0] is not None]
+
+    return FilterChoices(
+        datasets=col(f"SELECT DISTINCT d.name FROM items i JOIN datasets d ON d.id = i.dataset_id {cond} ORDER BY 1"),
+        splits=col(f"SELECT DISTINCT i.split FROM items i {cond} ORDER BY 1"),
+        rounds=col(f"SELECT DISTINCT i.round_id FROM items i {cond} ORDER BY 1"),
+        models=col(f"SELECT DISTINCT i.model FROM items i {cond} ORDER BY 1"),
+        kinds=[r[0] for r in store.query("SELECT DISTINCT kind FROM items ORDER BY 1")],
+    )
+
+
+def item_position(store: Store, item_id: int, filt: QueueFilter) -> tuple[int, int]:
+    """1-based position of an item among all items matching the filter, and the total."""
+    where, params = filt.where()
+    row = store.query_one(
+        f"SELECT SUM(i.id <= ?), COUNT(*) FROM items i WHERE {where}", (item_id, *params)
+    )
+    return int(row[0] or 0), int(row[1] or 0)
+
+
+def neighbour_item(store: Store, item_id: int, filt: QueueFilter, step: int) -> int | None:
+    """The previous (step -1) or next (step +1) item under the filter, answered or not."""
+    where, params = filt.where()
+    op, order = (">", "ASC") if step > 0 else ("<", "DESC")
+    row = store.query_one(
+        f"SELECT i.id FROM items i WHERE {where} AND i.id {op} ? ORDER BY i.id {order} LIMIT 1",
+        (*params, item_id),
+    )
+    return row[0] if row else None

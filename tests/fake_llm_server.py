@@ -1,0 +1,526 @@
+"""A loopback server that speaks the OpenAI and Anthropic wire formats.
+
+Tests and the bench point the real `openai` and `anthropic` SDKs at it, so the
+code that calls a model is exercised end to end (HTTP, retries, parsing)
+without a network. Current SDKs use `httpx2`, which respx and pytest-httpx do
+not intercept: a real socket on 127.0.0.1 is the honest fake.
+
+Endpoints
+- OpenAI: POST /v1/chat/completions, POST /v1/files (multipart),
+  GET /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}
+- Anthropic: POST /v1/messages, POST /v1/messages/batches,
+  GET /v1/messages/batches/{id}, GET /v1/messages/batches/{id}/results
+
+Scripting
+- `server.script(*behaviours)` queues canned behaviours; each model call
+  (a chat completion, a message, or one line of a batch) takes the next one,
+  and the default `Auto()` when the queue is empty.
+- `server.latency` seconds are slept before every model call is answered.
+- `server.requests` logs every request received (method, path, headers,
+  parsed JSON body); `server.model_calls()` keeps only the model calls.
+- `server.batch_polls` is how many status polls a batch stays in progress.
+
+Run standalone (the bench does, so the server has its own interpreter):
+    python tests/fake_llm_server.py --latency 0.05   # prints "PORT <n>"
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# -- behaviours --------------------------------------------------------------
+
+
+@dataclass
+class Auto:
+    """A well-formed structured reply made up from the request's JSON schema
+    (OpenAI `response_format`, Anthropic forced tool): enums are picked by a
+    hash of the request, so answers are deterministic and varied."""
+
+
+@dataclass
+class Reply:
+    """A normal reply with this content: `obj` is returned as the structured
+    output (JSON text for OpenAI, tool input for Anthropic); `text` as plain
+    model text."""
+
+    obj: Any = None
+    text: str | None = None
+
+
+@dataclass
+class Unparseable:
+    """A well-formed reply whose model text is not the requested JSON."""
+
+    text: str = "I think this one is probably urgent, but it is hard to say."
+
+
+@dataclass
+class RateLimited:
+    """HTTP 429 with a retry-after-ms header (small, so retries are quick)."""
+
+    retry_after_ms: int = 10
+
+
+@dataclass
+class ServerError:
+    status: int = 500
+
+
+@dataclass
+class MalformedBody:
+    """HTTP 200 with a body that is not JSON."""
+
+    body: str = '{"id": "chatcmpl-broken", "choices": [ {'
+
+
+@dataclass
+class Status:
+    """Any HTTP error status with a JSON error body; `echo_auth` copies the
+    received credentials into the message (to prove they are redacted)."""
+
+    status: int = 400
+    message: str = "bad request"
+    echo_auth: bool = False
+
+
+Behaviour = Auto | Reply | Unparseable | RateLimited | ServerError | MalformedBody | Status
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    """Parsed JSON body, the raw text when not JSON, or the multipart fields."""
+
+
+# -- replies -----------------------------------------------------------------
+
+
+def _digest(value: Any) -> int:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
+
+
+def fill_schema(schema: dict, seed: int) -> Any:
+    """A value that satisfies a (simple) JSON schema, chosen by `seed`."""
+    if "enum" in schema:
+        options = schema["enum"]
+        return options[seed % len(options)]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: fill_schema(sub, seed // (i + 2) + i) for i, (name, sub) in
+                enumerate(props.items())}
+    if kind == "boolean":
+        return bool(seed % 2)
+    if kind == "integer":
+        return 3
+    if kind == "number":
+        return 0.5
+    if kind == "array":
+        return []
+    return "A short explanation from the fake model."
+
+
+def _openai_schema(body: dict) -> dict | None:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt.get("json_schema", {}).get("schema")
+    return None
+
+
+def _anthropic_tool(body: dict) -> dict | None:
+    choice = body.get("tool_choice") or {}
+    for tool in body.get("tools") or []:
+        if choice.get("type") == "tool" and tool.get("name") == choice.get("name"):
+            return tool
+    return None
+
+
+def chat_completion(body: dict, behaviour: Behaviour) -> dict:
+    """An OpenAI chat completion answering `body`."""
+    refusal = None
+    if isinstance(behaviour, Reply):
+        content = json.dumps(behaviour.obj) if behaviour.obj is not None else behaviour.text
+    elif isinstance(behaviour, Unparseable):
+        content = behaviour.text
+    else:
+        schema = _openai_schema(body)
+        content = (json.dumps(fill_schema(schema, _digest(body.get("messages"))))
+                   if schema else "A plain reply from the fake model.")
+    prompt_chars = len(json.dumps(body.get("messages", [])))
+    return {
+        "id": f"chatcmpl-{_digest(body):x}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+        "choices": [{
+            "index": 0,
+            "finish_reason": "stop",
+            "logprobs": None,
+            "message": {"role": "assistant", "content": content, "refusal": refusal},
+        }],
+        "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content or "") // 4,
+                  "total_tokens": prompt_chars // 4 + len(content or "") // 4},
+    }
+
+
+def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
+    """An Anthropic message answering `body` (a tool_use block when a tool is forced)."""
+    tool = _anthropic_tool(body)
+    if isinstance(behaviour, Reply) and behaviour.obj is not None and tool:
+        blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
+                   "input": behaviour.obj}]
+    elif isinstance(behaviour, Reply):
+        blocks = [{"type": "text", "text": behaviour.text or json.dumps(behaviour.obj)}]
+    elif isinstance(behaviour, Unparseable):
+        blocks = [{"type": "text", "text": behaviour.text}]
+    elif tool:
+        blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
+                   "input": fill_schema(tool["input_schema"], _digest(body.get("messages")))}]
+    else:
+        blocks = [{"type": "text", "text": "A plain reply from the fake model."}]
+    prompt_chars = len(json.dumps(body.get("messages", []))) + len(str(body.get("system", "")))
+    return {
+        "id": f"msg_{_digest(body):x}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "fake"),
+        "content": blocks,
+        "stop_reason": "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt_chars // 4,
+                  "output_tokens": len(json.dumps(blocks)) // 4},
+    }
+
+
+def _error_body(status: int, message: str) -> dict:
+    kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+             429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+    kind = kinds.get(status, "api_error")
+    # One body both SDKs read: OpenAI looks at error.message, Anthropic at error.type.
+    return {"type": "error", "error": {"type": kind, "message": message, "code": None}}
+
+
+def _iso(dt: datetime) -> str:
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+# -- the server --------------------------------------------------------------
+
+
+class FakeLLMServer:
+    """Start with `start()` (or as a context manager); `base_url` is the root,
+    `openai_base_url` adds /v1 as the OpenAI SDK expects."""
+
+    def __init__(self, latency: float = 0.0):
+        self.latency = latency
+        self.batch_polls = 1
+        self.requests: list[Received] = []
+        self._queue: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self._files: dict[str, bytes] = {}
+        self._batches: dict[str, dict] = {}
+        self._polls: dict[str, int] = {}
+        self._counter = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control ---------------------------------------------------------
+    def start(self) -> FakeLLMServer:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+        httpd.daemon_threads = True
+        httpd.request_queue_size = 256
+        httpd.allow_reuse_address = True
+        httpd.server_bind()
+        httpd.server_activate()
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True, name="fake-llm-server")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.base_url}/v1"
+
+    def script(self, *behaviours: Behaviour) -> None:
+        with self._lock:
+            self._queue.extend(behaviours)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def model_calls(self) -> list[Received]:
+        return [r for r in list(self.requests)
+                if r.method == "POST" and r.path in ("/v1/chat/completions", "/v1/messages")]
+
+    # -- internals ---------------------------------------------------------
+    def _next(self) -> Behaviour:
+        with self._lock:
+            return self._queue.popleft() if self._queue else Auto()
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}{self._counter:06d}"
+
+    def _log(self, received: Received) -> None:
+        with self._lock:
+            self.requests.append(received)
+
+    # OpenAI batch -----------------------------------------------------------
+    def _openai_batch_output(self, input_file_id: str) -> bytes:
+        lines = []
+        for raw in self._files[input_file_id].decode().splitlines():
+            if not raw.strip():
+                continue
+            req = json.loads(raw)
+            behaviour = self._next()
+            if isinstance(behaviour, (RateLimited, ServerError, Status, MalformedBody)):
+                status = getattr(behaviour, "status", 429 if isinstance(behaviour, RateLimited) else 500)
+                response = {"status_code": status, "request_id": "req_fake",
+                            "body": _error_body(status, "fake batch line failure")}
+            else:
+                response = {"status_code": 200, "request_id": "req_fake",
+                            "body": chat_completion(req["body"], behaviour)}
+            lines.append(json.dumps({"id": self._new_id("batch_req_"),
+                                     "custom_id": req["custom_id"], "response": response,
+                                     "error": None}))
+        return ("\n".join(lines) + "\n").encode()
+
+    def _openai_batch(self, batch_id: str) -> dict:
+        batch = self._batches[batch_id]
+        with self._lock:
+            self._polls[batch_id] = self._polls.get(batch_id, 0) + 1
+            done = self._polls[batch_id] > self.batch_polls
+        if done and batch["status"] != "completed":
+            out_id = self._new_id("file-out")
+            self._files[out_id] = self._openai_batch_output(batch["input_file_id"])
+            n = len(self._files[out_id].splitlines())
+            batch.update(status="completed", output_file_id=out_id, completed_at=int(time.time()),
+                         request_counts={"total": n, "completed": n, "failed": 0})
+        elif not done:
+            batch["status"] = "in_progress"
+        return batch
+
+    # Anthropic batch --------------------------------------------------------
+    def _anthropic_batch(self, batch_id: str) -> dict:
+        batch = self._batches[batch_id]
+        with self._lock:
+            self._polls[batch_id] = self._polls.get(batch_id, 0) + 1
+            done = self._polls[batch_id] > self.batch_polls
+        if done and batch["processing_status"] != "ended":
+            results = []
+            for req in batch.pop("_requests"):
+                behaviour = self._next()
+                if isinstance(behaviour, (RateLimited, ServerError, Status, MalformedBody)):
+                    result = {"type": "errored",
+                              "error": _error_body(500, "fake batch line failure")}
+                else:
+                    result = {"type": "succeeded",
+                              "message": anthropic_message(req["params"], behaviour)}
+                results.append(json.dumps({"custom_id": req["custom_id"], "result": result}))
+            batch["_results"] = ("\n".join(results) + "\n").encode()
+            n = len(results)
+            batch.update(processing_status="ended", ended_at=_iso(datetime.now(UTC)),
+                         results_url=f"{self.base_url}/v1/messages/batches/{batch_id}/results",
+                         request_counts={"processing": 0, "succeeded": n, "errored": 0,
+                                         "canceled": 0, "expired": 0})
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeLLMServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        pass
+
+    # -- plumbing ----------------------------------------------------------
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None,
+              content_type: str = "application/json") -> None:
+        data = body if isinstance(body, bytes) else (
+            body.encode() if isinstance(body, str) else json.dumps(body).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _receive(self) -> Received:
+        raw = self._read_body()
+        ctype = self.headers.get("Content-Type", "")
+        body: Any
+        if ctype.startswith("multipart/form-data"):
+            msg = BytesParser(policy=HTTP).parsebytes(
+                b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + raw)
+            body = {part.get_param("name", header="content-disposition"):
+                    part.get_payload(decode=True) for part in msg.iter_parts()}
+        else:
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode(errors="replace")
+        received = Received(self.command, self.path.split("?")[0], dict(self.headers.items()), body)
+        self.fake._log(received)
+        return received
+
+    def _error(self, behaviour: Behaviour) -> bool:
+        """Answer with an error behaviour; False when the behaviour is a reply."""
+        if isinstance(behaviour, RateLimited):
+            self._send(429, _error_body(429, "rate limited (fake)"),
+                       {"retry-after-ms": str(behaviour.retry_after_ms)})
+        elif isinstance(behaviour, ServerError):
+            self._send(behaviour.status, _error_body(behaviour.status, "server error (fake)"),
+                       {"retry-after-ms": "5"})
+        elif isinstance(behaviour, MalformedBody):
+            self._send(200, behaviour.body)
+        elif isinstance(behaviour, Status):
+            message = behaviour.message
+            if behaviour.echo_auth:
+                message += " credentials received: " + (
+                    self.headers.get("Authorization") or self.headers.get("x-api-key") or "")
+            self._send(behaviour.status, _error_body(behaviour.status, message),
+                       {"x-should-retry": "false"})
+        else:
+            return False
+        return True
+
+    # -- routes ------------------------------------------------------------
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        req = self._receive()
+        fake = self.fake
+        if req.path in ("/v1/chat/completions", "/v1/messages"):
+            if fake.latency:
+                time.sleep(fake.latency)
+            behaviour = fake._next()
+            if self._error(behaviour):
+                return
+            if req.path == "/v1/messages":
+                self._send(200, anthropic_message(req.body, behaviour))
+            else:
+                self._send(200, chat_completion(req.body, behaviour))
+        elif req.path == "/v1/files":
+            file_id = fake._new_id("file-")
+            content = req.body.get("file") or b""
+            fake._files[file_id] = content
+            purpose = (req.body.get("purpose") or b"batch").decode()
+            self._send(200, {"id": file_id, "object": "file", "bytes": len(content),
+                             "created_at": int(time.time()), "filename": "input.jsonl",
+                             "purpose": purpose, "status": "processed"})
+        elif req.path == "/v1/batches":
+            batch_id = fake._new_id("batch_")
+            batch = {"id": batch_id, "object": "batch", "endpoint": req.body["endpoint"],
+                     "input_file_id": req.body["input_file_id"],
+                     "completion_window": req.body["completion_window"],
+                     "status": "validating", "created_at": int(time.time()),
+                     "output_file_id": None, "error_file_id": None,
+                     "request_counts": {"total": 0, "completed": 0, "failed": 0}}
+            fake._batches[batch_id] = batch
+            self._send(200, batch)
+        elif req.path == "/v1/messages/batches":
+            batch_id = fake._new_id("msgbatch_")
+            now = datetime.now(UTC)
+            requests = req.body["requests"]
+            fake._batches[batch_id] = {
+                "id": batch_id, "type": "message_batch", "processing_status": "in_progress",
+                "created_at": _iso(now), "expires_at": _iso(now + timedelta(days=1)),
+                "ended_at": None, "archived_at": None, "cancel_initiated_at": None,
+                "results_url": None,
+                "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0,
+                                   "canceled": 0, "expired": 0},
+                "_requests": requests,
+            }
+            self._send(200, {k: v for k, v in fake._batches[batch_id].items()
+                             if not k.startswith("_")})
+        else:
+            self._send(404, _error_body(404, f"no route POST {req.path}"))
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        req = self._receive()
+        fake = self.fake
+        parts = req.path.strip("/").split("/")
+        if parts[:2] == ["v1", "batches"] and len(parts) == 3 and parts[2] in fake._batches:
+            self._send(200, fake._openai_batch(parts[2]))
+        elif (parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[3] == "content"
+              and parts[2] in fake._files):
+            self._send(200, fake._files[parts[2]], content_type="application/octet-stream")
+        elif parts[:3] == ["v1", "messages", "batches"] and len(parts) >= 4 \
+                and parts[3] in fake._batches:
+            if len(parts) == 5 and parts[4] == "results":
+                self._send(200, fake._batches[parts[3]].get("_results", b""),
+                           content_type="application/binary")
+            else:
+                self._send(200, fake._anthropic_batch(parts[3]))
+        else:
+            self._send(404, _error_body(404, f"no route GET {req.path}"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per model call")
+    args = parser.parse_args()
+    server = FakeLLMServer(latency=args.latency).start()
+    print(f"PORT {server.port}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""CARE-Bench triage metrics and ranking comparison, on hand-computed cases."""
+
+import pytest
+from sklearn.metrics import f1_score
+
+from labels.triage import (
+    CAREBENCH_ORDER,
+    RankedModel,
+    TriageMetric,
+    escalation_split,
+    rank_correlation,
+    rank_models,
+    triage_metrics,
+)
+
+A0, B0, A1, B1 = CAREBENCH_ORDER
+GOLD = [A0, B0, A1, B1, B1, A0]
+PRED = [B0, B0, B0, B1, A1, A0]
+
+
+def test_escalation_split_reads_the_codebook_order():
+    esc, urgent = escalation_split(CAREBENCH_ORDER)
+    assert esc == {A1, B1} and urgent == B1
+
+
+def test_triage_metrics_by_hand():
+    m = triage_metrics(GOLD, PRED, CAREBENCH_ORDER)
+    expect = {  # key: (count, n)
+        "accuracy": (3, 6),  # prefixes 1, 3, 5
+        "over_triage": (1, 6),  # 0A -> 0B
+        "under_triage": (2, 6),  # 1A -> 0B, 1B -> 1A
+        "missed_care": (1, 3),  # gold 1x: 1A -> 0B
+        "unnecessary_care": (0, 3),
+        "urgent_false_negative": (1, 2),  # gold 1B predicted 1A
+        "false_urgent_escalation": (0, 4),
+        "coverage": (6, 6),
+    }
+    for key, (count, n) in expect.items():
+        assert (m[key].count, m[key].n) == (count, n), key
+        assert m[key].value == pytest.approx(count / n), key
+    # per-label F1: 0A 2/3, 0B 1/2, 1A 0, 1B 2/3
+    assert m["macro_f1"].value == pytest.approx((2 / 3 + 1 / 2 + 0 + 2 / 3) / 4)
+    assert m["macro_f1"].value == pytest.approx(f1_score(GOLD, PRED, average="macro"))
+    assert m["missed_care"].lower_is_better and not m["accuracy"].lower_is_better
+
+
+def test_ordinal_order_is_taken_from_the_argument():
+    reversed_order = list(reversed(CAREBENCH_ORDER))
+    # With the order reversed, "over" and "under" swap (escalation is still read from names).
+    m = triage_metrics(GOLD, PRED, reversed_order)
+    assert (m["over_triage"].count, m["under_triage"].count) == (2, 1)
+
+
+def test_missing_predictions_are_unscored_and_counted_in_coverage():
+    m = triage_metrics(GOLD + [A1], PRED + [None], CAREBENCH_ORDER)
+    assert m["coverage"].value == pytest.approx(6 / 7)
+    assert m["accuracy"].n == 6 and m["missed_care"].n == 3
+
+
+def test_zero_denominator_gives_none_and_a_reason():
+    m = triage_metrics([A0, B0], [A0, B1], CAREBENCH_ORDER)
+    assert m["missed_care"].value is None and "escalates care" in m["missed_care"].undefined_reason
+    assert (
+        m["urgent_false_negative"].value is None
+        and B1 in m["urgent_false_negative"].undefined_reason
+    )
+    assert m["false_urgent_escalation"].value == 0.5
+    assert m["unnecessary_care"].value == 0.5
+    empty = triage_metrics([A0], [None], CAREBENCH_ORDER)
+    assert empty["macro_f1"].value is None and empty["macro_f1"].undefined_reason
+    assert empty["accuracy"].value is None and empty["coverage"].value == 0.0
+
+
+def test_unknown_labels_are_errors():
+    with pytest.raises(ValueError, match="not in the codebook"):
+        triage_metrics([A0], ["2A_SOMETHING"], CAREBENCH_ORDER)
+    with pytest.raises(ValueError, match="gold label"):
+        triage_metrics([None], [A0], CAREBENCH_ORDER)
+    with pytest.raises(ValueError, match="predictions"):
+        triage_metrics([A0, A0], [A0], CAREBENCH_ORDER)
+
+
+def metrics(**values):
+    """Fake per-model metrics: just what rank_models reads."""
+    return {
+        model: {key: TriageMetric(key, key, value, None, 1)}
+        for model, (key, value) in values.items()
+    }
+
+
+def test_rank_models_best_first_with_ties_and_undefined_last():
+    ranked = rank_models(
+        metrics(
+            m1=("macro_f1", 0.5), m2=("macro_f1", 0.9), m3=("macro_f1", 0.5), m4=("macro_f1", None)
+        )
+    )
+    assert [(r.model, r.rank) for r in ranked] == [
+        ("m2", 1),
+        ("m1", 2.5),
+        ("m3", 2.5),
+        ("m4", None),
+    ]
+
+
+def test_rank_models_lower_is_better_for_error_rates():
+    ranked = rank_models(
+        metrics(m1=("missed_care", 0.1), m2=("missed_care", 0.3)), key="missed_care"
+    )
+    assert [r.model for r in ranked] == ["m1", "m2"]
+
+
+def test_rank_correlation_by_hand():
+    a = [RankedModel("m1", None, 1), RankedModel("m2", None, 2), RankedModel("m3", None, 3)]
+    b = {"m1": 1, "m2": 3, "m3": 2, "m9": 4}  # m9 is not in a: ignored
+    rc = rank_correlation(a, b)
+    assert rc.n == 3 and rc.models == ["m1", "m2", "m3"]
+    assert rc.spearman_rho == pytest.approx(0.5)  # 1 - 6 * 2 / (3 * 8)
+    assert rc.kendall_tau == pytest.approx(1 / 3)  # 2 concordant, 1 discordant pair
+    same = rank_correlation(b, b)
+    assert same.spearman_rho == pytest.approx(1.0) and same.kendall_tau == pytest.approx(1.0)
+
+
+def test_rank_correlation_undefined_cases():
+    few = rank_correlation({"m1": 1, "m2": 2}, {"m1": 1, "m2": 2})
+    assert (
+        few.spearman_rho is None
+        and few.kendall_tau is None
+        and "at least 3" in few.undefined_reason
+    )
+    tied = rank_correlation({"a": 1, "b": 1, "c": 1}, {"a": 1, "b": 2, "c": 3})
+    assert tied.spearman_rho is None and "tie" in tied.undefined_reason
