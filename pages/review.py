@@ -252,25 +252,25 @@ with right:
                  placeholder="Why this label? Saved with your answer.")
     st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=f"confidence:{item.id}",
                          help="1 = a guess, 5 = certain")
-    row = st.columns([5, 4, 4])
+    row = st.columns(2)
     row[0].button("Cannot assess", key="cannot_assess", shortcut="0", width="stretch",
                   on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess"),
                   help="The item does not give enough to answer")
-    with row[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
+    flagged = is_flagged(db, reviewer.id, item.id)
+    row[1].button("Unflag" if flagged else "Flag", key="flag", shortcut="F", width="stretch",
+                  icon=":material/flag:", type="primary" if flagged else "secondary",
+                  on_click=on_flag, args=(item.id, not flagged),
+                  help="Mark the item for a second look")
+    nav = st.columns(3)
+    nav[0].button("Previous", key="prev", shortcut="Left", icon=":material/arrow_back:",
+                  width="stretch", on_click=on_open,
+                  args=(neighbour_item(db, item.id, filt, -1),))
+    with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
         st.text_input("Why skip?", key=f"skip_reason:{item.id}",
                       placeholder="e.g. outside my specialty")
         st.button("Skip this item", key="skip", on_click=on_skip,
                   args=(item.id, item.question_id))
-    flagged = is_flagged(db, reviewer.id, item.id)
-    row[2].button("Unflag" if flagged else "Flag", key="flag", shortcut="F", width="stretch",
-                  icon=":material/flag:", type="primary" if flagged else "secondary",
-                  on_click=on_flag, args=(item.id, not flagged),
-                  help="Mark the item for a second look")
-    nav = st.columns(2)
-    nav[0].button("Previous", key="prev", shortcut="Left", icon=":material/arrow_back:",
-                  width="stretch", on_click=on_open,
-                  args=(neighbour_item(db, item.id, filt, -1),))
-    nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+    nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
                   width="stretch", on_click=on_open, args=(neighbour_item(db, item.id, filt, +1),))
 
     if current is not None:

@@ -1,0 +1,88 @@
+"""Browser-test plumbing: the real `carelens serve` and Debian's Chromium.
+
+`running_app(db)` starts the app exactly as a user does, on a free port, and
+stops it afterwards; `chromium()` launches headless Chromium with the flags
+this closed machine needs (no background networking, no sandbox as root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.conftest import ROOT, chromium_or_skip
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-quic",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
+    port = free_port()
+    env = dict(os.environ, CARELENS_DB=str(db))
+    log = db.parent / f"server-{port}.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "--db", str(db), "serve", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[object]:
+    path = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def wait_for_app(page, timeout: float = 30_000) -> None:
+    """Wait until Streamlit has finished running the script."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && document.querySelector('[data-testid=\"stMain\"]')",
+        timeout=timeout,
+    )
+    page.wait_for_timeout(300)

@@ -1,0 +1,67 @@
+"""Shared fixtures. Every test runs with its own paths and no way out:
+the database path points into a temp dir, API keys are removed, and the
+providers' base URLs point at a closed local port so nothing can call out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+CHROMIUM = "/usr/bin/chromium"
+UNREACHABLE = "http://127.0.0.1:9/"
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(tmp_path / "carelens.db"))
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
+    monkeypatch.setenv("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    yield
+
+
+@pytest.fixture
+def store(tmp_path):
+    from review.workspace import open_store
+
+    s = open_store(tmp_path / "test.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> Path:
+    """A demo database built once per session; copy it before writing."""
+    from review.demo import load_demo
+    from review.workspace import open_store
+
+    base = tmp_path_factory.mktemp("demo")
+    path = base / "demo.db"
+    s = open_store(path)
+    load_demo(s, base / "files")
+    s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.close()
+    return path
+
+
+@pytest.fixture
+def demo_copy(demo_db, tmp_path) -> Path:
+    """A private, writable copy of the demo database."""
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_db, path)
+    return path
+
+
+def chromium_or_skip() -> str:
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CARELENS_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing; CI installs Debian's chromium package")
+        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install chromium)")
+    return CHROMIUM

@@ -1,0 +1,44 @@
+"""Small builders for tests: invented items, written through the real writer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from store import Store
+from store.records import AnnotationRecord, ItemRecord, RaterRecord
+from store.writer import RecordWriter
+
+CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
+         "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
+
+
+def write_prefixes(store: Store, n: int, dataset: str = "test", with_gold: bool = True) -> list[str]:
+    """n prefix items (cases of 3 rounds), with gold labels by the reference rater."""
+    uids = []
+    with store.transaction() as conn:
+        w = RecordWriter(conn, source="test")
+        w.rater(RaterRecord("carebench-gold", "reference"))
+        for i in range(n):
+            case, rnd = i // 3, i % 3 + 1
+            uid = f"t_case_{case:05d}_r{rnd:02d}"
+            uids.append(uid)
+            w.item(ItemRecord(uid=uid, kind="prefix", dataset=dataset, case_id=f"t_case_{case:05d}",
+                              round_id=rnd, split="validation",
+                              payload={"turns": [f"Invented turn {k} of case {case}." for k in range(rnd)]}))
+            if with_gold:
+                w.annotation(AnnotationRecord(uid, "carebench.escalation_needed", "carebench-gold",
+                                              CODES[i % 4]))
+    return uids
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def table_counts(store: Store) -> dict[str, int]:
+    """Row counts of every table: 'the database is exactly as it was'."""
+    names = [r[0] for r in store.query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return {n: store.scalar(f'SELECT COUNT(*) FROM "{n}"') for n in names}

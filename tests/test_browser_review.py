@@ -1,0 +1,83 @@
+"""The review screen in a real browser: the real server, Debian's Chromium."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from review.workspace import open_store
+from tests.browser import chromium, running_app, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+
+def answers_of(db, name):
+    s = open_store(db)
+    rows = s.query("SELECT i.uid, a.value, a.phase FROM annotations a JOIN items i ON i.id = a.item_id"
+                   " JOIN raters r ON r.id = a.rater_id WHERE r.name = ? ORDER BY a.id", (name,))
+    s.close()
+    return [tuple(r) for r in rows]
+
+
+def release_focus(page) -> None:
+    """Keys go to the page, not to a text box (as after a click on the page)."""
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+
+
+def wait_for_progress(page, text: str) -> None:
+    page.wait_for_function(
+        "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
+        ".innerText.includes(t)", arg=text)
+    wait_for_app(page)
+
+
+def progress_text(page) -> str:
+    return page.get_by_test_id("stProgress").inner_text()
+
+
+def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/")
+        wait_for_app(page)
+        # A new reviewer adds themselves in the sidebar.
+        page.get_by_role("button", name="Add a reviewer").click()
+        page.get_by_label("Name").fill("Dr. Browser")
+        page.get_by_label("Specialty").fill("acute medicine")
+        page.get_by_role("button", name="Add and switch to this reviewer").click()
+        page.wait_for_url(re.compile(r"reviewer=Dr\.(\+|%20)Browser"))
+        wait_for_app(page)
+        assert "0 of 85 answered by you" in progress_text(page)
+
+        # Three answers with the keyboard only: 1, 4, 2.
+        release_focus(page)
+        for key, done in (("1", 1), ("4", 2), ("2", 3)):
+            page.keyboard.press(key)
+            wait_for_progress(page, f"{done} of 85")
+        assert answers_of(demo_copy, "Dr. Browser") == [
+            ("demo_case_0001_r01", "0A_NO_ESCALATION_INFO_NEEDED", "blind"),
+            ("demo_case_0001_r02", "1B_ESCALATION_URGENT_CARE", "blind"),
+            ("demo_case_0001_r03", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"),
+        ]
+        # The reveal of the last answer shows the gold label.
+        # (the current item is unanswered, so its own labels are still hidden)
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "Your answer to demo_case_0001_r03" in main and "Gold" in main
+        assert "stay hidden until you answer" not in main
+
+        # Reload: nothing committed is lost, and the reviewer is still chosen.
+        page.reload()
+        wait_for_app(page)
+        assert "3 of 85 answered by you" in progress_text(page)
+
+        # Responses: after answering, the mapper's labels are revealed.
+        page.get_by_test_id("stMain").get_by_text("Responses", exact=True).click()
+        wait_for_app(page)
+        assert "Response · aster-7b" in page.get_by_test_id("stMain").inner_text()
+        release_focus(page)
+        page.keyboard.press("3")
+        wait_for_progress(page, "1 of 255")
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "demo:mapper@v1" in main and "demo:mapper@v2" in main and "Gold" in main
+        page.screenshot(path=str(demo_copy.parent / "review.png"), full_page=True)

@@ -1,0 +1,122 @@
+"""Review functions: the queue, blinding, reveal, revisions, skip and flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.blinding import BLIND, SUGGEST
+from review.items import (
+    commit_answer,
+    flag_item,
+    is_flagged,
+    load_item,
+    my_answers,
+    reveal_reference_labels,
+    skip_item,
+)
+from review.queue import QueueFilter, next_unreviewed_item, queue_progress
+from review.reviewers import ensure_reviewer
+from review.workspace import open_store
+
+
+@pytest.fixture
+def demo(demo_copy):
+    s = open_store(demo_copy)
+    yield s
+    s.close()
+
+
+def test_queue_walks_items_in_order_and_counts_progress(demo):
+    me = ensure_reviewer(demo, "Dr. New", "general practice", "GP")
+    filt = QueueFilter(kind="prefix")
+    progress = queue_progress(demo, me.id, filt)
+    assert progress.done == 0 and progress.total == 85
+    first = next_unreviewed_item(demo, me.id, filt)
+    item = load_item(demo, first)
+    assert item.uid == "demo_case_0001_r01" and item.question_key == "carebench.escalation_needed"
+    commit_answer(demo, me, first, item.question_id, "0A")
+    second = next_unreviewed_item(demo, me.id, filt, after_id=first)
+    assert load_item(demo, second).uid == "demo_case_0001_r02"
+    assert queue_progress(demo, me.id, filt).done == 1
+
+
+def test_filters_narrow_the_queue(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    filt = QueueFilter(kind="response", model="borealis-large", round_id=2)
+    item = load_item(demo, next_unreviewed_item(demo, me.id, filt))
+    assert item.model == "borealis-large" and item.round_id == 2
+    assert len(item.rounds) == 2  # the prefix turns so far, split by round
+    assert queue_progress(demo, me.id, filt).total < 85
+
+
+def test_labels_are_hidden_until_the_reviewer_commits(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="response")))
+    assert reveal_reference_labels(demo, me.id, item) is None
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    labels = reveal_reference_labels(demo, me.id, item)
+    raters = {(lab.rater, lab.about) for lab in labels}
+    assert ("demo:mapper@v1", "this response") in raters
+    assert ("carebench-gold", "the prefix") in raters
+    # Other reviewers' answers are never part of the reveal.
+    assert not any(lab.rater.startswith("Dr.") for lab in labels)
+
+
+def test_blind_mode_never_reveals_and_suggest_mode_always_does(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    assert reveal_reference_labels(demo, me.id, item, mode=SUGGEST)
+    commit_answer(demo, me, item.id, item.question_id, "0A", mode=BLIND)
+    assert reveal_reference_labels(demo, me.id, item, mode=BLIND) is None
+
+
+def test_change_after_reveal_is_a_new_after_reveal_annotation(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    commit_answer(demo, me, item.id, item.question_id, "0B", confidence=3, seconds_on_task=4.2)
+    commit_answer(demo, me, item.id, item.question_id, "0A", rationale="gold convinced me")
+    answers = my_answers(demo, me.id, item.id, item.question_id)
+    assert [(a.value[:2], a.phase) for a in answers] == [("0B", "blind"), ("0A", "after_reveal")]
+    row = demo.query_one("SELECT seconds_on_task, codebook_version, extra FROM annotations WHERE id = ?",
+                         (answers[0].annotation_id,))
+    assert row["seconds_on_task"] == 4.2 and row["codebook_version"] == "1.0"
+    assert '"blinding":"reveal_after_commit"' in row["extra"]
+
+
+def test_cannot_assess_skip_and_flag(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    filt = QueueFilter(kind="prefix")
+    first = next_unreviewed_item(demo, me.id, filt)
+    qid = load_item(demo, first).question_id
+    commit_answer(demo, me, first, qid, None, status="cannot_assess", rationale="too little history")
+    second = next_unreviewed_item(demo, me.id, filt)
+    with pytest.raises(ValueError, match="say why"):
+        skip_item(demo, me, second, qid, "  ")
+    skip_item(demo, me, second, qid, "outside my specialty")
+    assert next_unreviewed_item(demo, me.id, filt) not in (first, second)
+    # A skip does not reveal the labels: it is not an answer.
+    assert reveal_reference_labels(demo, me.id, load_item(demo, second)) is None
+    flag_item(demo, me, first, True, "odd wording")
+    assert is_flagged(demo, me.id, first)
+    flag_item(demo, me, first, False)
+    assert not is_flagged(demo, me.id, first)
+    actions = [r[0] for r in demo.query("SELECT action FROM audit_log WHERE actor = 'Dr. New' ORDER BY id")]
+    assert actions == ["add_reviewer", "answer", "skip", "flag", "unflag"]
+
+
+def test_bad_answers_are_refused_and_nothing_is_written(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    before = demo.scalar("SELECT COUNT(*) FROM annotations")
+    with pytest.raises(ValueError, match="allowed"):
+        commit_answer(demo, me, item.id, item.question_id, "urgent-ish")
+    with pytest.raises(ValueError, match="confidence"):
+        commit_answer(demo, me, item.id, item.question_id, "0A", confidence=9)
+    assert demo.scalar("SELECT COUNT(*) FROM annotations") == before
+
+
+def test_reviewer_names_cannot_take_a_machine_raters_name(demo):
+    with pytest.raises(ValueError, match="machine rater"):
+        ensure_reviewer(demo, "demo:mapper@v1")
+    with pytest.raises(ValueError, match="needs a name"):
+        ensure_reviewer(demo, "   ")

@@ -1,0 +1,87 @@
+"""The Review screen under Streamlit's AppTest: no browser, the real script."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from review.reviewers import ensure_reviewer
+from review.workspace import open_store
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def app(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Page Test", "emergency medicine", "resident")
+    s.close()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Page Test"
+    return at
+
+
+def human_answers(path, name="Dr. Page Test"):
+    s = open_store(path)
+    rows = s.query("SELECT i.uid, a.value, a.phase, a.status FROM annotations a JOIN items i ON i.id = a.item_id"
+                   " JOIN raters r ON r.id = a.rater_id WHERE r.name = ? ORDER BY a.id", (name,))
+    s.close()
+    return [tuple(r) for r in rows]
+
+
+def test_without_a_reviewer_the_page_asks_who_is_reviewing(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    assert any("Choose who is reviewing" in i.value for i in at.info)
+
+
+def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
+    app.run()
+    assert not app.exception
+    assert "0 of 85 answered by you" in app.get("progress")[0].proto.text
+    assert app.query_params.get("item") in ("demo_case_0001_r01", ["demo_case_0001_r01"])
+    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    assert not app.exception
+    app.text_area(key="rationale:2").input("sudden onset: red flag")
+    app.button(key="label:1B_ESCALATION_URGENT_CARE").click().run()
+    assert human_answers(demo_copy) == [
+        ("demo_case_0001_r01", "0A_NO_ESCALATION_INFO_NEEDED", "blind", "answered"),
+        ("demo_case_0001_r02", "1B_ESCALATION_URGENT_CARE", "blind", "answered"),
+    ]
+    assert "2 of 85 answered by you" in app.get("progress")[0].proto.text
+    # The last answer is revealed beside the next item: the gold label appears.
+    texts = " ".join(m.value for m in app.markdown)
+    assert "Your answer to **demo_case_0001_r02**" in texts
+    assert "**Gold**" in texts
+
+
+def test_response_queue_shows_the_response_and_failures(app, demo_copy):
+    app.query_params["kind"] = "response"
+    app.run()
+    assert not app.exception
+    captions = " ".join(c.value for c in app.caption)
+    assert "Response · aster-7b" in captions
+    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    texts = " ".join(m.value for m in app.markdown)
+    assert "demo:mapper@v1" in texts and "demo:mapper@v2" in texts
+
+
+def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy):
+    app.run()
+    app.button(key="label:0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
+    app.button(key="reopen_last").click().run()
+    assert not app.exception
+    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    assert [a[1:3] for a in human_answers(demo_copy)] == [
+        ("0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"), ("0A_NO_ESCALATION_INFO_NEEDED", "after_reveal")]
+
+
+def test_codebook_and_data_screens_render(app):
+    app.run()
+    app.switch_page("pages/codebook.py").run()
+    assert not app.exception
+    assert any("1B_ESCALATION_URGENT_CARE" in m.value for m in app.markdown)
+    app.switch_page("pages/data.py").run()
+    assert not app.exception
+    assert any(m.label == "annotations" for m in app.metric)

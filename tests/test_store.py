@@ -1,0 +1,122 @@
+"""The store: schema, append-only annotations, transactions, concurrency."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import threading
+
+import pytest
+
+from review.items import commit_answer
+from review.reviewers import ensure_reviewer
+from review.workspace import open_store
+from store import Store
+
+
+def test_schema_opens_cleanly_and_is_migrated_once(tmp_path):
+    path = tmp_path / "a.db"
+    s = Store(path)
+    tables = {r[0] for r in s.query("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+    assert {"items", "questions", "raters", "annotations", "current_annotations", "audit_log",
+            "imports", "datasets", "flags", "codebook_versions", "llm_calls"} <= tables
+    assert s.scalar("PRAGMA journal_mode") == "wal"
+    assert s.scalar("PRAGMA foreign_keys") == 1
+    n = s.scalar("SELECT COUNT(*) FROM _sqlite_migrations")
+    s.close()
+    assert Store(path).scalar("SELECT COUNT(*) FROM _sqlite_migrations") == n
+    # The sqlite3 shell reads it, with the column comments in the schema.
+    if subprocess.run(["which", "sqlite3"], capture_output=True).returncode == 0:
+        out = subprocess.run(["sqlite3", str(path), ".schema annotations"],
+                             capture_output=True, text=True, check=True).stdout
+        assert "append-only" in out or "supersedes" in out
+
+
+@pytest.fixture
+def answered(store):
+    from tests.helpers import write_prefixes
+
+    write_prefixes(store, 3)
+    rev = ensure_reviewer(store, "Dr. Test")
+    qid = store.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
+    item = store.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
+    aid = commit_answer(store, rev, item, qid, "1B")
+    return store, rev, item, qid, aid
+
+
+def test_annotations_refuse_update_and_delete(answered):
+    store, *_ , aid = answered
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        store.conn.execute("UPDATE annotations SET value = '0A_NO_ESCALATION_INFO_NEEDED' WHERE id = ?", (aid,))
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        store.conn.execute("DELETE FROM annotations WHERE id = ?", (aid,))
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        store.conn.execute("DELETE FROM audit_log")
+
+
+def test_sqlite3_shell_cannot_change_an_annotation(answered):
+    store, *_ = answered
+    if subprocess.run(["which", "sqlite3"], capture_output=True).returncode != 0:
+        pytest.skip("the sqlite3 shell is not installed")
+    r = subprocess.run(["sqlite3", store.path, "DELETE FROM annotations;"], capture_output=True, text=True)
+    assert r.returncode != 0 and "append-only" in r.stderr
+    assert store.scalar("SELECT COUNT(*) FROM annotations WHERE source = 'app'") == 1
+
+
+def test_a_revision_supersedes_and_current_view_shows_newest(answered):
+    store, rev, item, qid, aid = answered
+    aid2 = commit_answer(store, rev, item, qid, "1A", rationale="on reflection")
+    rows = store.query("SELECT id, value, phase, supersedes_id FROM annotations WHERE rater_id = ?"
+                       " ORDER BY id", (rev.id,))
+    assert [r["value"] for r in rows] == ["1B_ESCALATION_URGENT_CARE", "1A_ESCALATION_NONURGENT_CARE"]
+    assert rows[0]["phase"] == "blind" and rows[1]["phase"] == "after_reveal"
+    assert rows[1]["supersedes_id"] == aid
+    current = store.query("SELECT id FROM current_annotations WHERE rater_id = ?", (rev.id,))
+    assert [r[0] for r in current] == [aid2]
+    actions = [r[0] for r in store.query("SELECT action FROM audit_log WHERE entity = 'annotations' ORDER BY id")]
+    assert actions == ["answer", "revise"]
+    old = store.scalar("SELECT old FROM audit_log WHERE action = 'revise'")
+    assert "1B_ESCALATION_URGENT_CARE" in old
+
+
+def test_failed_transaction_leaves_nothing(answered):
+    store, *_ = answered
+    before = store.scalar("SELECT COUNT(*) FROM audit_log")
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.audit("x", "test", "none", None)
+            raise RuntimeError("boom")
+    assert store.scalar("SELECT COUNT(*) FROM audit_log") == before
+
+
+def test_eight_threads_commit_500_each_without_lock_errors(tmp_path):
+    """8 reviewers at once, each with their own connection: all 4,000 kept."""
+    from tests.helpers import write_prefixes
+
+    path = tmp_path / "c.db"
+    s = open_store(path)
+    write_prefixes(s, 500)
+    qid = s.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
+    ids = [r[0] for r in s.query("SELECT id FROM items ORDER BY id")]
+    reviewers = [ensure_reviewer(s, f"Reviewer {i}") for i in range(8)]
+    s.close()
+    errors: list[BaseException] = []
+
+    def work(rev):
+        try:
+            local = open_store(path)
+            for item in ids:
+                commit_answer(local, rev, item, qid, "0B")
+            local.close()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    check = open_store(path)
+    assert check.scalar("SELECT COUNT(*) FROM annotations WHERE rater_id IN (SELECT id FROM raters WHERE kind='human')") == 4000
+    assert check.scalar("SELECT COUNT(*) FROM current_annotations WHERE source = 'app'") == 4000
