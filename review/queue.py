@@ -94,16 +94,35 @@ def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
 
 
 def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progress:
+    """How many items match the filter, and how many of them this reviewer
+    has answered (cost grows with the reviewer's answers, not the items)."""
     qid = question_id_for_kind(store, filt.kind)
     where, params = filt.where()
-    row = store.query_one(
-        f"SELECT COUNT(*), COALESCE(SUM({_ANSWERED}), 0) FROM items i WHERE {where}",
+    total = store.scalar(f"SELECT COUNT(*) FROM items i WHERE {where}", params)
+    done = store.scalar(
+        f"SELECT COUNT(DISTINCT a.item_id) FROM annotations a JOIN items i ON i.id = a.item_id"
+        f" WHERE a.rater_id = ? AND a.question_id = ? AND a.target = '' AND {where}",
         (reviewer_id, qid or -1, *params),
     )
-    return Progress(done=row[1], total=row[0])
+    return Progress(done=done, total=total)
+
+
+_choices_memo: dict[tuple, FilterChoices] = {}
 
 
 def filter_choices(store: Store, kind: str | None = None) -> FilterChoices:
+    """The values each queue filter can take. Remembered until items change
+    (an import), so the review screen does not scan every item on each key."""
+    stamp = store.query_one("SELECT (SELECT MAX(id) FROM items), (SELECT MAX(id) FROM imports)")
+    key = (store.path, kind, stamp[0], stamp[1])
+    if key not in _choices_memo:
+        if len(_choices_memo) > 64:
+            _choices_memo.clear()
+        _choices_memo[key] = _filter_choices(store, kind)
+    return _choices_memo[key]
+
+
+def _filter_choices(store: Store, kind: str | None) -> FilterChoices:
     cond, params = ("WHERE i.kind = ?", (kind,)) if kind else ("", ())
 
     def col(sql: str) -> list:

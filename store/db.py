@@ -32,8 +32,12 @@ def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
 def to_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON for the database's JSON columns."""
+    return _ENCODE(value)
 
 
 def connect(path: str | Path) -> sqlite3.Connection:

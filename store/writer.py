@@ -45,6 +45,7 @@ class RecordWriter:
         self._items: dict[str, int] = {}
         self._questions: dict[str, int] = {}
         self._raters: dict[str, int] = {}
+        self._pending: dict[str, tuple] = {}
         self.n_items = 0
         self.n_annotations = 0
         self.n_skipped = 0
@@ -65,6 +66,8 @@ class RecordWriter:
         return self._datasets[name]
 
     def item_id(self, uid: str, line: int | None = None) -> int:
+        if uid in self._pending:
+            self.flush()
         if uid not in self._items:
             row = self.conn.execute("SELECT id FROM items WHERE uid = ?", (uid,)).fetchone()
             if row is None:
@@ -106,6 +109,7 @@ class RecordWriter:
                 self.question(record)
             else:  # pragma: no cover - programming error
                 raise TypeError(f"not a record: {record!r}")
+        self.flush()
 
     def rater(self, r: RaterRecord) -> int:
         row = self.conn.execute("SELECT id, kind FROM raters WHERE name = ?", (r.name,)).fetchone()
@@ -139,18 +143,40 @@ class RecordWriter:
         self._questions[q.key] = cur.lastrowid
         return cur.lastrowid
 
-    def item(self, it: ItemRecord) -> int:
+    _INSERT_ITEM = (
+        "INSERT INTO items (uid, dataset_id, kind, parent_id, case_id, round_id, split, model,"
+        " failed, payload, meta, import_id, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (uid) DO NOTHING"
+    )
+    _BATCH = 1000
+
+    def flush(self) -> None:
+        """Insert the items held back for a batched insert."""
+        if self._pending:
+            cur = self.conn.executemany(self._INSERT_ITEM, self._pending.values())
+            self.n_items += max(cur.rowcount, 0)
+            self._pending.clear()
+
+    def item(self, it: ItemRecord) -> int | None:
+        """Insert an item unless its uid exists. Plain new items are batched
+        (their row id is looked up only if something refers to them);
+        stubs and stub replacements are written at once."""
+        stub = bool(it.meta.get("stub"))
+        if not it.replace_stub and stub and (it.uid in self._items or it.uid in self._pending):
+            return self._items.get(it.uid)  # a stub for an item this import already holds
         parent_id = self.item_id(it.parent_uid) if it.parent_uid else None
         values = (
-            self.dataset_id(it.dataset), it.kind, parent_id, it.case_id, it.round_id, it.split,
-            it.model, int(it.failed), to_json(it.payload), to_json(it.meta),
+            it.uid, self.dataset_id(it.dataset), it.kind, parent_id, it.case_id, it.round_id,
+            it.split, it.model, int(it.failed), to_json(it.payload), to_json(it.meta),
+            self.import_id, self.now,
         )
-        row = self.conn.execute(
-            "INSERT INTO items (uid, dataset_id, kind, parent_id, case_id, round_id, split, model,"
-            " failed, payload, meta, import_id, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT (uid) DO NOTHING RETURNING id",
-            (it.uid, *values, self.import_id, self.now),
-        ).fetchone()
+        if not stub and not it.replace_stub:
+            if it.uid not in self._pending:
+                self._pending[it.uid] = values
+            if len(self._pending) >= self._BATCH:
+                self.flush()
+            return None
+        row = self.conn.execute(self._INSERT_ITEM + " RETURNING id", values).fetchone()
         if row is not None:
             self.n_items += 1
             self._items[it.uid] = row[0]
@@ -162,7 +188,7 @@ class RecordWriter:
             self.conn.execute(
                 "UPDATE items SET dataset_id=?, kind=?, parent_id=?, case_id=?, round_id=?, split=?,"
                 " model=?, failed=?, payload=?, meta=? WHERE id = ? AND json_extract(meta, '$.stub')",
-                (*values, item_id),
+                (*values[1:11], item_id),
             )
         return item_id
 

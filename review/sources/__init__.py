@@ -3,6 +3,7 @@
 Importing this package registers every format in `FORMATS`.
 """
 
+from review.sources import atif, clinicare, harbor, healthbench, klinikebench  # noqa: F401, I001
 from review.sources import carebench, labels_long  # noqa: F401  (registers formats)
 from review.sources.base import (
     FORMATS,

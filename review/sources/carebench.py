@@ -52,8 +52,9 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
     yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
                       meta={"about": "CARE-Bench gold label of each prefix"})
+    name = str(path)
     for line, row in read_rows(path):
-        where = f"{path}:{line}"
+        where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
@@ -85,8 +86,10 @@ GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "mo
 
 def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
+    stubbed: set[str] = set()
+    name = str(path)
     for line, row in read_rows(path):
-        where = f"{path}:{line}"
+        where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         model = require(row, "model", where)
         failed = as_bool(pick(row, "generation_failed"), "generation_failed", where)
@@ -95,11 +98,13 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
             raise InputError(f"{where}: missing 'raw_model_response' on a row not marked generation_failed")
         if response is not None and not isinstance(response, str):
             raise InputError(f"{where}: field 'raw_model_response' must be text")
-        yield _stub_prefix(prefix_id, row, dataset, where)
+        if prefix_id not in stubbed:
+            stubbed.add(prefix_id)
+            yield _stub_prefix(prefix_id, row, dataset, where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
+        # input_messages repeat the prefix's turns (and the file keeps them);
+        # storing them again per response would double the database.
         meta = {k: row[k] for k in GENERATION_KEEP if row.get(k) is not None}
-        if row.get("input_messages") is not None:
-            meta["input_messages"] = row["input_messages"]
         yield ItemRecord(
             uid=response_uid(prefix_id, model), kind="response", dataset=dataset,
             parent_uid=prefix_id, case_id=case_id, round_id=round_id, split=pick(row, "split"),
@@ -113,8 +118,9 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
     rater = options.rater
     announced: set[str] = set()
+    name = str(path)
     for line, row in read_rows(path):
-        where = f"{path}:{line}"
+        where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         model = require(row, "model", where)
         label = require(row, "mapped_label", where)

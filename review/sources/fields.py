@@ -35,8 +35,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 def pick(row: dict[str, Any], field: str) -> Any:
     """The value of a canonical field under any of its names, or None."""
     for name in ALIASES.get(field, (field,)):
-        if name in row and row[name] is not None and row[name] != "":
-            return row[name]
+        value = row.get(name)
+        if value is not None and value != "":
+            return value
     return None
 
 

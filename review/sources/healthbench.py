@@ -1,0 +1,286 @@
+"""HealthBench: rubric rows, model completions, grader results, meta-evaluation rows.
+
+Formats (all JSONL, one object a line):
+- `healthbench`: rows `prompt_id, prompt, rubrics, example_tags,
+  ideal_completions_data, canary`. Each row is the graded-conversation item
+  `hb:<prompt_id>`: the conversation, and as its completion the
+  physician-written ideal completion when the row has one
+  (`completion_source` = ideal_completion; otherwise no completion). Each
+  rubric criterion is a question of kind criterion bound to that item, with
+  its points (negative allowed: a MUST-NOT criterion), tags, axis and level.
+- `healthbench-completions`: `prompt_id, completion_id, model, completion` ->
+  the graded-conversation item `hb:<prompt_id>::<completion_id>`, whose
+  parent is the prompt item (it shares the prompt's criteria). Import the
+  `healthbench` rows first, or the meta rows, which carry the prompt.
+- `healthbench-grades`: `prompt_id, completion_id, criterion, criteria_met,
+  explanation` -> answers of a machine judge (`--rater`, else the row's
+  `grader`, else `healthbench-grader`). The criterion is named by its text.
+- `healthbench-meta`: `prompt, completion, rubric, binary_labels,
+  anonymized_physician_ids, category, prompt_id, completion_id` -> the prompt
+  item (a stub, completed when the `healthbench` row is imported), the
+  completion item, the criterion, and one answer per physician, each
+  physician a human rater `healthbench-physician:<anonymized id>`; plus the
+  grader's answer when the row carries one (`grader_label` / `criteria_met` /
+  `model_label`), by `--rater` or `healthbench-meta-grader`.
+
+Question keys: `hb:<prompt_id>:<h>` where <h> is the first 10 hex digits of
+the SHA-1 of the criterion text with whitespace collapsed. Keys follow from
+the text alone, so grades and meta rows find their criterion without a
+lookup; the same criterion of a prompt is one question whichever file named
+it first. (A criterion repeated word for word within one prompt gets `-2`,
+`-3`: grades naming that text go to the first.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from review.sources.base import Format, ImportOptions, rater_record_for, register
+from review.sources.fields import as_bool
+from review.sources.readers import read_rows
+from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.writer import InputError
+
+FAMILY = "healthbench"
+RUBRIC = "rubric"
+GRADER = "healthbench-grader"
+META_GRADER = "healthbench-meta-grader"
+PHYSICIAN_PREFIX = "healthbench-physician"
+GRADER_FIELDS = ("grader_label", "criteria_met", "model_label", "grader_met")
+
+
+def prompt_uid(prompt_id: str) -> str:
+    return f"hb:{prompt_id}"
+
+
+def completion_uid(prompt_id: str, completion_id: str) -> str:
+    return f"hb:{prompt_id}::{completion_id}"
+
+
+def criterion_key(prompt_id: str, criterion: str) -> str:
+    digest = hashlib.sha1(" ".join(criterion.split()).encode("utf-8")).hexdigest()[:10]
+    return f"hb:{prompt_id}:{digest}"
+
+
+def _text(row: Mapping[str, Any], name: str, where: str) -> str:
+    value = row.get(name)
+    if value is None or value == "":
+        raise InputError(f"{where}: missing required field {name!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise InputError(f"{where}: field {name!r} must be text, got {type(value).__name__}")
+    return value
+
+
+def _conversation(value: Any, where: str, name: str = "prompt") -> list[dict[str, str]]:
+    if value is None:
+        raise InputError(f"{where}: missing required field {name!r}")
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{where}: field {name!r} must be a non-empty list of {{role, content}}")
+    for i, turn in enumerate(value):
+        if not isinstance(turn, dict) or not isinstance(turn.get("role"), str) \
+                or not isinstance(turn.get("content"), str):
+            raise InputError(f"{where}: {name}[{i}]: expected {{role: text, content: text}}")
+    return [{"role": t["role"], "content": t["content"]} for t in value]
+
+
+def _criterion_meta(tags: list[str], index: int, points: float | None) -> dict[str, Any]:
+    def tag(prefix: str) -> str | None:
+        return next((t.split(":", 1)[1] for t in tags if t.startswith(prefix + ":")), None)
+
+    return {"group": "healthbench", "tags": tags, "axis": tag("axis"), "level": tag("level"),
+            "cluster": tag("cluster"), "must_not": points is not None and points < 0,
+            "index": index}
+
+
+# -- healthbench rows --------------------------------------------------------------
+
+def read_rubric_rows(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prompt_id = _text(row, "prompt_id", where)
+        uid = prompt_uid(prompt_id)
+        turns = _conversation(row.get("prompt"), where)
+        rubrics = row.get("rubrics")
+        if not isinstance(rubrics, list) or not rubrics:
+            raise InputError(f"{where}: field 'rubrics' must be a non-empty list of criteria"
+                             if rubrics is not None else f"{where}: missing required field 'rubrics'")
+        ideal = row.get("ideal_completions_data")
+        if ideal is not None and not isinstance(ideal, dict):
+            raise InputError(f"{where}: field 'ideal_completions_data' must be null or an object")
+        ideal = ideal or {}
+        tags = row.get("example_tags") or []
+        payload = {"turns": turns, "completion": ideal.get("ideal_completion"),
+                   "completion_source": "ideal_completion" if ideal.get("ideal_completion") else None}
+        meta = {
+            "example_tags": tags,
+            "theme": next((t.split(":", 1)[1] for t in tags if t.startswith("theme:")), None),
+            "physician_agreed_category": next(
+                (t.split(":", 1)[1] for t in tags if t.startswith("physician_agreed_category:")), None),
+            "ideal_completions_group": ideal.get("ideal_completions_group"),
+            "ideal_completions_ref_completions": ideal.get("ideal_completions_ref_completions"),
+            "canary": row.get("canary"), "prompt_id": prompt_id,
+        }
+        yield ItemRecord(uid=uid, kind="graded_conversation", dataset=dataset, payload=payload,
+                         case_id=prompt_id, meta={k: v for k, v in meta.items() if v is not None},
+                         replace_stub=True, line=line)
+        seen: dict[str, int] = {}
+        for i, crit in enumerate(rubrics):
+            yield _criterion(crit, i, prompt_id, uid, f"{where}: rubrics[{i}]", seen)
+
+
+def _criterion(crit: Any, index: int, prompt_id: str, uid: str, where: str,
+               seen: dict[str, int]) -> QuestionRecord:
+    if not isinstance(crit, dict):
+        raise InputError(f"{where}: expected an object {{criterion, points, tags}}")
+    text = crit.get("criterion")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{where}.criterion: " + ("missing required field" if text is None
+                                                   else "expected non-empty text"))
+    points = crit.get("points")
+    if points is None:
+        raise InputError(f"{where}.points: missing required field")
+    if isinstance(points, bool) or not isinstance(points, (int, float)):
+        raise InputError(f"{where}.points: expected a number, got {points!r}")
+    tags = crit.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InputError(f"{where}.tags: expected a list of text tags")
+    key = criterion_key(prompt_id, text)
+    seen[key] = seen.get(key, 0) + 1
+    if seen[key] > 1:
+        key = f"{key}-{seen[key]}"
+    return QuestionRecord(key=key, codebook=RUBRIC, kind="criterion", text=text, item_uid=uid,
+                          points=float(points), meta=_criterion_meta(tags, index, float(points)))
+
+
+# -- completions -------------------------------------------------------------------
+
+def read_completions(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prompt_id = _text(row, "prompt_id", where)
+        completion_id = _text(row, "completion_id", where)
+        completion = _text(row, "completion", where)
+        model = row.get("model")
+        payload: dict[str, Any] = {"completion": completion, "completion_source": "model"}
+        if row.get("prompt") is not None:
+            payload["turns"] = _conversation(row["prompt"], where)
+        yield ItemRecord(uid=completion_uid(prompt_id, completion_id), kind="graded_conversation",
+                         dataset=dataset, payload=payload, parent_uid=prompt_uid(prompt_id),
+                         case_id=prompt_id, model=str(model) if model else None,
+                         meta={"prompt_id": prompt_id, "completion_id": completion_id}, line=line)
+
+
+# -- grades ------------------------------------------------------------------------
+
+def _target_uid(row: Mapping[str, Any], prompt_id: str) -> str:
+    completion_id = row.get("completion_id")
+    if completion_id in (None, "", "ideal", "ideal_completion"):
+        return prompt_uid(prompt_id)
+    return completion_uid(prompt_id, str(completion_id))
+
+
+def read_grades(path: Path, options: ImportOptions) -> Iterator[Record]:
+    announced: set[str] = set()
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prompt_id = _text(row, "prompt_id", where)
+        criterion = _text(row, "criterion", where)
+        if "criteria_met" not in row or row["criteria_met"] is None:
+            raise InputError(f"{where}: missing required field 'criteria_met'")
+        met = as_bool(row["criteria_met"], "criteria_met", where)
+        rater = options.rater or row.get("grader") or GRADER
+        if rater not in announced:
+            announced.add(rater)
+            yield rater_record_for(str(rater), "machine", role="judge")
+        explanation = row.get("explanation")
+        yield AnnotationRecord(
+            item_uid=_target_uid(row, prompt_id), question_key=criterion_key(prompt_id, criterion),
+            rater=str(rater), value="met" if met else "not_met",
+            rationale=str(explanation) if explanation is not None else None, line=line,
+        )
+
+
+# -- meta-evaluation ---------------------------------------------------------------
+
+def read_meta(path: Path, options: ImportOptions) -> Iterator[Record]:
+    dataset = options.dataset or FAMILY
+    announced: set[str] = set()
+    for line, row in read_rows(path):
+        where = f"{path}:{line}"
+        prompt_id = _text(row, "prompt_id", where)
+        completion_id = _text(row, "completion_id", where)
+        completion = _text(row, "completion", where)
+        criterion = _text(row, "rubric", where)
+        turns = _conversation(row.get("prompt"), where)
+        labels, physicians = row.get("binary_labels"), row.get("anonymized_physician_ids")
+        if not isinstance(labels, list) or not isinstance(physicians, list):
+            raise InputError(f"{where}: fields 'binary_labels' and 'anonymized_physician_ids' "
+                             "must be lists")
+        if len(labels) != len(physicians):
+            raise InputError(f"{where}: {len(labels)} binary_labels but {len(physicians)} "
+                             "anonymized_physician_ids")
+        category = row.get("category")
+        parent = prompt_uid(prompt_id)
+        uid = completion_uid(prompt_id, completion_id)
+        key = criterion_key(prompt_id, criterion)
+        yield ItemRecord(uid=parent, kind="graded_conversation", dataset=dataset,
+                         payload={"turns": turns, "completion": None}, case_id=prompt_id,
+                         meta={"stub": True, "prompt_id": prompt_id})
+        yield ItemRecord(uid=uid, kind="graded_conversation", dataset=dataset,
+                         payload={"completion": completion, "completion_source": "model"},
+                         parent_uid=parent, case_id=prompt_id,
+                         meta={"prompt_id": prompt_id, "completion_id": completion_id}, line=line)
+        yield QuestionRecord(key=key, codebook=RUBRIC, kind="criterion", text=criterion,
+                             item_uid=parent, points=None,
+                             meta={"group": "healthbench", "category": category})
+        for i, (label, physician) in enumerate(zip(labels, physicians, strict=True)):
+            if not isinstance(label, bool):
+                raise InputError(f"{where}: binary_labels[{i}]: expected true or false, got {label!r}")
+            name = f"{PHYSICIAN_PREFIX}:{physician}"
+            if name not in announced:
+                announced.add(name)
+                yield RaterRecord(name=name, kind="human", role="physician",
+                                  meta={"anonymized_physician_id": str(physician),
+                                        "about": "HealthBench meta-evaluation physician"})
+            yield AnnotationRecord(item_uid=uid, question_key=key, rater=name,
+                                   value="met" if label else "not_met", line=line,
+                                   extra={"category": category} if category else {})
+        grader_value = next((row[k] for k in GRADER_FIELDS if row.get(k) is not None), None)
+        if grader_value is not None:
+            rater = options.rater or META_GRADER
+            if rater not in announced:
+                announced.add(rater)
+                yield rater_record_for(rater, "machine", role="judge")
+            met = as_bool(grader_value, "grader_label", where)
+            yield AnnotationRecord(item_uid=uid, question_key=key, rater=rater,
+                                   value="met" if met else "not_met", line=line,
+                                   rationale=row.get("grader_explanation") or row.get("explanation"))
+
+
+register(Format(
+    "healthbench", FAMILY, read_rubric_rows,
+    lambda p, f: {"prompt_id", "prompt", "rubrics"} <= f,
+    "HealthBench rows: conversations with their rubric criteria (points, tags, axis)",
+))
+register(Format(
+    "healthbench-meta", FAMILY, read_meta,
+    lambda p, f: {"binary_labels", "anonymized_physician_ids"} <= f,
+    "HealthBench meta-evaluation rows: physicians' labels of one criterion per completion",
+))
+register(Format(
+    "healthbench-grades", FAMILY, read_grades,
+    lambda p, f: {"prompt_id", "criterion", "criteria_met"} <= f,
+    "HealthBench grader results JSONL prompt_id,completion_id,criterion,criteria_met,explanation",
+))
+register(Format(
+    "healthbench-completions", FAMILY, read_completions,
+    lambda p, f: {"prompt_id", "completion_id", "completion"} <= f and "rubric" not in f,
+    "HealthBench model completions JSONL prompt_id,completion_id,model,completion",
+))
