@@ -235,3 +235,55 @@ CREATE INDEX llm_calls_hash ON llm_calls (request_hash, status);
 CREATE INDEX llm_calls_run ON llm_calls (run_id);
 """
     )
+
+
+@migrations()
+def m003_rounds(db: Database) -> None:
+    run_script(
+        db,
+        """
+ALTER TABLE raters ADD COLUMN login TEXT;  -- server mode: the identity from the OIDC login (email or subject)
+CREATE UNIQUE INDEX raters_login ON raters (login) WHERE login IS NOT NULL;
+
+CREATE TABLE review_rounds (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    question_key TEXT NOT NULL,           -- the question the round asks of each item
+    item_filter TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(item_filter)),  -- dataset, split, model, kind
+    reviewers_per_item INTEGER NOT NULL CHECK (reviewers_per_item >= 1),  -- k: answers each item needs
+    overlap_share REAL CHECK (overlap_share IS NULL OR overlap_share BETWEEN 0 AND 1),  -- share double-reviewed; NULL: all get k
+    stratify_by TEXT NOT NULL DEFAULT 'none',  -- none | gold | category
+    match_specialty INTEGER NOT NULL DEFAULT 0,  -- 1: prefer reviewers whose specialty matches the item's
+    blinding TEXT NOT NULL DEFAULT 'reveal_after_commit',  -- blind | reveal_after_commit | suggest
+    reservation_minutes INTEGER NOT NULL DEFAULT 20,  -- a reserved item returns to the pool after this
+    adjudicate_distance INTEGER NOT NULL DEFAULT 1,  -- ordinal distance from which answers count as disagreeing
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE round_items (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    answers_needed INTEGER NOT NULL CHECK (answers_needed >= 1),  -- k, or 1 outside the overlap share
+    stratum TEXT,                         -- the gold label or category it was drawn under
+    position INTEGER NOT NULL,            -- order in which the round offers items
+    PRIMARY KEY (round_id, item_id)
+);
+CREATE INDEX round_items_position ON round_items (round_id, position);
+
+CREATE TABLE reservations (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),
+    reserved_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,             -- after this the slot returns to the pool
+    released_at TEXT                      -- set when answered or given back
+);
+CREATE INDEX reservations_open ON reservations (round_id, item_id, expires_at);
+CREATE INDEX reservations_rater ON reservations (rater_id, round_id);
+
+ALTER TABLE annotations ADD COLUMN round_id INTEGER REFERENCES review_rounds(id);  -- the review round it was given in
+CREATE INDEX annotations_round ON annotations (round_id, item_id);
+"""
+    )
