@@ -9,8 +9,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import begin_run, current_reviewer, store
-from review.reviewers import ensure_reviewer, list_reviewers
+from pages._shared import begin_run, current_reviewer, server_mode, store
+from review.reviewers import (
+    ROLES,
+    can_adjudicate,
+    ensure_reviewer,
+    is_admin,
+    list_reviewers,
+    reviewer_for_login,
+)
 from review.workspace import default_db_path
 
 # A local icon: a Material icon name as page_icon makes the browser fetch
@@ -44,9 +51,11 @@ def reviewer_sidebar() -> None:
                 name = st.text_input("Name")
                 specialty = st.text_input("Specialty", placeholder="e.g. emergency medicine")
                 seniority = st.text_input("Seniority", placeholder="e.g. consultant, resident")
+                role = st.selectbox("Role", ROLES, help="Local mode trusts this machine's users;"
+                                    " in server mode roles are granted by an admin.")
                 if st.form_submit_button("Add and switch to this reviewer", type="primary"):
                     try:
-                        added = ensure_reviewer(store(), name, specialty, seniority)
+                        added = ensure_reviewer(store(), name, specialty, seniority, role)
                     except ValueError as exc:
                         st.error(str(exc))
                     else:
@@ -56,8 +65,28 @@ def reviewer_sidebar() -> None:
         st.caption(f"Database: `{default_db_path()}`")
 
 
-reviewer_sidebar()
+def signed_in_sidebar() -> None:
+    """Server mode: the reviewer is whoever signed in."""
+    if not st.user.is_logged_in:
+        st.title("carelens", anchor=False)
+        st.write("Sign in to review.")
+        st.button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
+        st.stop()
+    login = st.user.get("email") or st.user.get("sub") or ""
+    reviewer = reviewer_for_login(store(), str(login), st.user.get("name"))
+    st.session_state["reviewer"] = reviewer.name
+    with st.sidebar:
+        st.markdown(f"**{reviewer.name}**")
+        st.caption(f"{reviewer.role} · signed in as {login}")
+        st.button("Sign out", on_click=st.logout, icon=":material/logout:")
 
+
+if server_mode():
+    signed_in_sidebar()
+else:
+    reviewer_sidebar()
+
+me = current_reviewer()
 PAGES = {
     "Review": [
         st.Page("pages/review.py", title="Review", icon=":material/rate_review:", default=True),
@@ -66,6 +95,14 @@ PAGES = {
         st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",
                 url_path="codebook"),
         st.Page("pages/data.py", title="Data", icon=":material/database:", url_path="data"),
+        st.Page("pages/activity.py", title="Progress and audit", icon=":material/history:",
+                url_path="activity"),
     ],
 }
+if can_adjudicate(me):
+    PAGES["Review"].append(st.Page("pages/adjudicate.py", title="Adjudicate",
+                                   icon=":material/gavel:", url_path="adjudicate"))
+if is_admin(me):
+    PAGES["Review"].append(st.Page("pages/rounds.py", title="Rounds and people",
+                                   icon=":material/group:", url_path="rounds"))
 st.navigation(PAGES, position="sidebar").run()

@@ -3,6 +3,8 @@ and safe text rendering. Layout only; no SQL and no statistics here."""
 
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
 from review.reviewers import Reviewer, find_reviewer
@@ -21,16 +23,29 @@ def begin_run() -> None:
 
 
 def store() -> Store:
-    """A store for this script run: one connection per run, never shared
-    across sessions."""
+    """A store for this script run: one connection per run and thread, never
+    shared across sessions. (Widget callbacks run before app.py starts the
+    next run, possibly on another thread: they get their own connection.)"""
     run = st.session_state.setdefault(_RUN_KEY, {})
-    if "store" not in run:
-        run["store"] = open_store(default_db_path())
-    return run["store"]
+    key = threading.get_ident()
+    if key not in run:
+        run[key] = open_store(default_db_path())
+    return run[key]
+
+
+def server_mode() -> bool:
+    """True where Streamlit's OIDC login is configured ([auth] in secrets):
+    the identity then comes from the login and cannot be chosen."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # no secrets file at all: local mode
+        return False
 
 
 def current_reviewer() -> Reviewer | None:
-    name = st.session_state.get("reviewer") or st.query_params.get("reviewer")
+    name = st.session_state.get("reviewer")
+    if not name and not server_mode():
+        name = st.query_params.get("reviewer")
     if not name:
         return None
     reviewer = find_reviewer(store(), name)

@@ -7,6 +7,7 @@ import time
 import streamlit as st
 
 from pages._shared import require_reviewer, show_text, store
+from review.blinding import DEFAULT_MODE
 from review.items import (
     ItemView,
     commit_answer,
@@ -19,6 +20,7 @@ from review.items import (
     skip_item,
 )
 from review.queue import (
+    Progress,
     QueueFilter,
     filter_choices,
     item_position,
@@ -26,6 +28,7 @@ from review.queue import (
     next_unreviewed_item,
     queue_progress,
 )
+from review.rounds import RoundError, list_rounds, reserve_next_item, round_progress
 
 KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -36,46 +39,83 @@ db = store()
 # -- what to review ---------------------------------------------------------
 choices = filter_choices(db)
 kinds = [k for k in KINDS if k in choices.kinds] or ["prefix"]
-default_kind = st.query_params.get("kind", kinds[0])
-head_l, head_r = st.columns([2, 3], vertical_alignment="bottom")
+rounds = {r.id: r for r in list_rounds(db) if r.kind in KINDS}
+wanted_round = st.query_params.get("round")
+round_ids = [None, *rounds]
+head_l, head_m, head_r = st.columns([2, 3, 3], vertical_alignment="bottom")
 with head_l:
     st.title("Review", anchor=False)
+with head_m:
+    review_round = st.selectbox(
+        "Review round", round_ids,
+        index=round_ids.index(int(wanted_round)) if wanted_round and wanted_round.isdigit()
+        and int(wanted_round) in rounds else 0,
+        format_func=lambda r: "Free review (no round)" if r is None else f"Round: {rounds[r].name}",
+        label_visibility="collapsed", disabled=not rounds,
+    )
+if review_round is None:
+    st.query_params.pop("round", None)
+else:
+    st.query_params["round"] = str(review_round)
+this_round = rounds.get(review_round)
+mode = this_round.blinding if this_round else DEFAULT_MODE
+default_kind = this_round.kind if this_round else st.query_params.get("kind", kinds[0])
 with head_r:
     kind = st.segmented_control(
         "Items", kinds, format_func=KINDS.get, key="kind",
         default=default_kind if default_kind in kinds else kinds[0],
-        label_visibility="collapsed",
+        label_visibility="collapsed", disabled=this_round is not None,
     ) or kinds[0]
+if this_round is not None:
+    kind = this_round.kind
 if st.query_params.get("kind") != kind:
     st.query_params["kind"] = kind
 
 kind_choices = filter_choices(db, kind)
 with st.sidebar:
     st.markdown("**Queue filters**")
-    dataset = st.selectbox("Dataset", kind_choices.datasets, index=None, placeholder="All datasets")
-    split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
-    round_id = st.selectbox("Round", kind_choices.rounds, index=None, placeholder="All rounds")
-    model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
-             if kind == "response" else None)
-filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=round_id, model=model)
+    if this_round is not None:
+        st.caption("The round decides which items you get.")
+        dataset = split = conv_round = model = None
+    else:
+        dataset = st.selectbox("Dataset", kind_choices.datasets, index=None, placeholder="All datasets")
+        split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
+        conv_round = st.selectbox("Conversation round", kind_choices.rounds, index=None,
+                                  placeholder="All rounds")
+        model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
+                 if kind == "response" else None)
+filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model)
+
+
+def next_item(after_id: int | None = None) -> int | None:
+    """The next item: reserved for me in a review round, else my free queue."""
+    if this_round is not None:
+        return reserve_next_item(store(), this_round.id, reviewer)
+    return next_unreviewed_item(store(), reviewer.id, filt, after_id=after_id)
+
 
 # -- which item -------------------------------------------------------------
-state_key = f"item:{kind}"
+state_key = f"item:{kind}:{review_round}"
 wanted_uid = st.query_params.get("item")
 item_id = st.session_state.get(state_key)
 if wanted_uid and (item_id is None or st.session_state.get("item_uid") != wanted_uid):
     item_id = find_item_id(db, wanted_uid)
 if item_id is None:
-    item_id = next_unreviewed_item(db, reviewer.id, filt)
+    item_id = next_item()
 item = load_item(db, item_id) if item_id is not None else None
 if item is not None and item.kind != kind:
     item = None
-    item_id = next_unreviewed_item(db, reviewer.id, filt)
+    item_id = next_item()
     item = load_item(db, item_id) if item_id is not None else None
 
-progress = queue_progress(db, reviewer.id, filt)
+if this_round is not None:
+    done, total = round_progress(db, this_round.id, reviewer.id)
+    progress = Progress(done, total)
+else:
+    progress = queue_progress(db, reviewer.id, filt)
 st.progress(progress.done / progress.total if progress.total else 0.0,
             text=f"{progress.done} of {progress.total} answered by you"
+            + (f" in {this_round.name}" if this_round else "")
             + (" · all done" if progress.total and not progress.remaining else ""))
 
 
@@ -86,7 +126,7 @@ def _go(target_id: int | None) -> None:
 
 
 def _advance_from(done_id: int) -> None:
-    _go(next_unreviewed_item(db_for_callback(), reviewer.id, filt, after_id=done_id))
+    _go(next_item(after_id=done_id))
 
 
 def db_for_callback():
@@ -103,8 +143,13 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
             s, reviewer, item_id, question_id, value, status=status,
             rationale=st.session_state.get(f"rationale:{item_id}"),
             confidence=st.session_state.get(f"confidence:{item_id}"),
-            seconds_on_task=round(time.monotonic() - started, 2),
+            seconds_on_task=round(time.monotonic() - started, 2), mode=mode,
+            round_id=this_round.id if this_round else None,
         )
+    except RoundError as exc:
+        st.session_state["flash"] = ("warning", str(exc))
+        _advance_from(item_id)
+        return
     except ValueError as exc:
         st.session_state["flash"] = ("error", str(exc))
         return
@@ -118,7 +163,8 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
 def on_skip(item_id: int, question_id: int) -> None:
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
-        skip_item(db_for_callback(), reviewer, item_id, question_id, reason)
+        skip_item(db_for_callback(), reviewer, item_id, question_id, reason, mode=mode,
+                  round_id=this_round.id if this_round else None)
     except ValueError as exc:
         st.session_state["flash"] = ("error", str(exc))
         return
@@ -151,7 +197,7 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
 
 
 def show_reveal(item_view: ItemView, mine: str | None) -> None:
-    labels = reveal_reference_labels(db, reviewer.id, item_view)
+    labels = reveal_reference_labels(db, reviewer.id, item_view, mode)
     if labels is None:
         st.caption("Reference and machine labels stay hidden until you answer.")
         return

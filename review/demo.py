@@ -32,6 +32,11 @@ CLINICIANS = (
     ("Dr. Lukas Brenner", "general practice", "GP partner"),
     ("Dr. Mei Tanaka", "paediatrics", "registrar"),
 )
+STAFF = (
+    ("Dr. Sam Rivera", "internal medicine", "consultant", "adjudicator"),
+    ("Jordan Lee", "clinical informatics", "study lead", "admin"),
+)
+"""People who do not label in the demo: an adjudicator and the study's admin."""
 A, B, C, D = codebook(CAREBENCH).codes
 
 # Invented vignettes: each round adds what the patient says next and the
@@ -203,6 +208,8 @@ def load_demo(store: Store, out_dir: Path, actor: str = "demo") -> list[str]:
     files = build_demo_files(out_dir)
     for name, specialty, seniority in CLINICIANS:
         ensure_reviewer(store, name, specialty, seniority)
+    for name, specialty, seniority, role in STAFF:
+        ensure_reviewer(store, name, specialty, seniority, role)
     summaries = []
     order = ["prefixes", "generations", "mapped_v1", "mapped_v2", "labels"]
     for key in order:

@@ -151,12 +151,16 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
                   value: str | None, *, status: str = "answered", rationale: str | None = None,
                   confidence: int | None = None, seconds_on_task: float | None = None,
                   mode: str = DEFAULT_MODE, target: str = "",
-                  extra: dict[str, Any] | None = None, source: str = "app") -> int:
+                  extra: dict[str, Any] | None = None, source: str = "app",
+                  round_id: int | None = None) -> int:
     """Record one answer as one transaction and return its annotation id.
 
     A second answer to the same question is a new row that supersedes the
     first; it is recorded as 'after_reveal' when the labels were visible to
-    the reviewer before they answered again."""
+    the reviewer before they answered again. Within a review round the
+    round's answer limit is checked in the same transaction (see
+    `review.rounds.claim_answer_slot`), so an item never gets more answers
+    than the round asks for, however many reviewers commit at once."""
     if status not in ("answered", "cannot_assess", "skipped"):
         raise ValueError(f"unknown status {status!r}")
     if confidence is not None and not 1 <= int(confidence) <= 5:
@@ -175,6 +179,10 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
             (item_id, question_id, reviewer.id, target),
         ).fetchone()
         seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
+        if round_id is not None and target == "":
+            from review.rounds import claim_answer_slot
+
+            claim_answer_slot(conn, round_id, item_id, reviewer.id, status)
         version = conn.execute(
             "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
             (q[0],),
@@ -182,11 +190,11 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
         cur = conn.execute(
             "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
             " rationale, confidence, phase, codebook_version, seconds_on_task, supersedes_id,"
-            " source, extra, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " source, extra, created_at, round_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (item_id, question_id, reviewer.id, target, status, value, rationale or None,
              confidence, phase_for_commit(mode, seen), version[0] if version else None,
              seconds_on_task, prev[0] if prev else None, source,
-             to_json({"blinding": mode, **(extra or {})}), utcnow()),
+             to_json({"blinding": mode, **(extra or {})}), utcnow(), round_id),
         )
         action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
         store.audit(
@@ -194,7 +202,8 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
             None if prev is None else {"status": prev[1], "value": prev[2], "rationale": prev[3],
                                        "confidence": prev[4]},
             {"item_id": item_id, "question_id": question_id, "target": target, "status": status,
-             "value": value, "rationale": rationale or None, "confidence": confidence},
+             "value": value, "rationale": rationale or None, "confidence": confidence,
+             "round_id": round_id},
         )
         return cur.lastrowid
 

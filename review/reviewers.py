@@ -65,3 +65,77 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
     found = find_reviewer(store, name)
     assert found is not None
     return found
+
+
+def can_adjudicate(reviewer: Reviewer | None) -> bool:
+    return reviewer is not None and reviewer.role in ("adjudicator", "admin")
+
+
+def is_admin(reviewer: Reviewer | None) -> bool:
+    return reviewer is not None and reviewer.role == "admin"
+
+
+def grant_role(store: Store, admin: Reviewer, name: str, role: str) -> Reviewer:
+    """An admin gives a reviewer a role (reviewer, adjudicator or admin)."""
+    if not is_admin(admin):
+        raise ValueError("only an admin can grant roles")
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    target = find_reviewer(store, name)
+    if target is None:
+        raise ValueError(f"no reviewer named {name!r}")
+    if target.id == admin.id and role != "admin":
+        raise ValueError("an admin cannot take their own admin role away")
+    with store.transaction() as conn:
+        conn.execute("UPDATE raters SET role = ? WHERE id = ?", (role, target.id))
+        store.audit(admin.name, "grant_role", "raters", target.id, {"role": target.role},
+                    {"role": role})
+    found = find_reviewer(store, name)
+    assert found is not None
+    return found
+
+
+def update_profile(store: Store, reviewer: Reviewer, specialty: str | None,
+                   seniority: str | None) -> Reviewer:
+    with store.transaction() as conn:
+        conn.execute("UPDATE raters SET specialty = ?, seniority = ? WHERE id = ?",
+                     (specialty or None, seniority or None, reviewer.id))
+        store.audit(reviewer.name, "profile", "raters", reviewer.id,
+                    {"specialty": reviewer.specialty, "seniority": reviewer.seniority},
+                    {"specialty": specialty, "seniority": seniority})
+    found = find_reviewer(store, reviewer.name)
+    assert found is not None
+    return found
+
+
+def reviewer_for_login(store: Store, login: str, display_name: str | None = None) -> Reviewer:
+    """Server mode: the reviewer behind an OIDC login, created on first sign-in.
+
+    The identity comes from the login and cannot be chosen. The very first
+    person to sign in to a database with no admin becomes its admin; everyone
+    else starts as a reviewer until an admin grants more."""
+    login = login.strip().lower()
+    if not login:
+        raise ValueError("the login carries no identity")
+    row = store.query_one(
+        "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?", (login,))
+    if row:
+        return _from_row(row)
+    with store.transaction() as conn:
+        has_admin = conn.execute(
+            "SELECT 1 FROM raters WHERE kind = 'human' AND role = 'admin' AND login IS NOT NULL"
+        ).fetchone()
+        role = "reviewer" if has_admin else "admin"
+        base = " ".join((display_name or login).split())
+        name, n = base, 1
+        while conn.execute("SELECT 1 FROM raters WHERE name = ?", (name,)).fetchone():
+            n += 1
+            name = f"{base} ({n})"
+        cur = conn.execute(
+            "INSERT INTO raters (name, kind, role, login, created_at) VALUES (?, 'human', ?, ?, ?)",
+            (name, role, login, utcnow()))
+        store.audit(name, "sign_in_first", "raters", cur.lastrowid, None,
+                    {"name": name, "role": role, "login": login})
+    found = store.query_one(
+        "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?", (login,))
+    return _from_row(found)

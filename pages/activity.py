@@ -1,0 +1,55 @@
+"""Progress and audit: each reviewer's counts and pace, and the audit log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import date, timedelta
+
+import streamlit as st
+
+from pages._shared import store
+from review.activity import audit_actions, audit_actors, audit_entries, reviewer_progress
+
+st.title("Progress and audit", anchor=False)
+db = store()
+progress_tab, audit_tab = st.tabs(["Reviewers", "Audit log"])
+
+with progress_tab:
+    rows = [asdict(p) for p in reviewer_progress(db)]
+    st.caption("Answers given in the app (imported labels are not counted). Pace counts active "
+               "time only: gaps over ten minutes are left out.")
+    st.dataframe(
+        rows, hide_index=True, width="stretch",
+        column_config={
+            "name": "Reviewer", "role": "Role", "specialty": "Specialty",
+            "answers": st.column_config.NumberColumn("Answers"),
+            "items": st.column_config.NumberColumn("Items"),
+            "revisions": st.column_config.NumberColumn("Revisions"),
+            "skips": st.column_config.NumberColumn("Skips"),
+            "cannot_assess": st.column_config.NumberColumn("Cannot assess"),
+            "flags": st.column_config.NumberColumn("Flags"),
+            "median_seconds": st.column_config.NumberColumn("Median s / item", format="%.1f"),
+            "per_hour": st.column_config.NumberColumn("Answers / hour", format="%.0f"),
+            "last_active": "Last active",
+        },
+    )
+
+with audit_tab:
+    c = st.columns(4)
+    actor = c[0].selectbox("Who", audit_actors(db), index=None, placeholder="Anyone")
+    action = c[1].selectbox("Action", audit_actions(db), index=None, placeholder="Any action")
+    since = c[2].date_input("From", value=date.today() - timedelta(days=30))
+    until = c[3].date_input("Until", value=date.today())
+    entries = audit_entries(db, actor, action, since.isoformat(),
+                            (until + timedelta(days=1)).isoformat())
+    st.caption(f"{len(entries)} entries, newest first (at most 500 shown). The log is "
+               "append-only: the database refuses to change or delete its rows.")
+    st.dataframe(
+        [{"when": e.at[:19].replace("T", " "), "who": e.actor, "action": e.action,
+          "what": f"{e.entity} {e.entity_id or ''}".strip(),
+          "before": json.dumps(e.old, ensure_ascii=False) if e.old is not None else "",
+          "after": json.dumps(e.new, ensure_ascii=False) if e.new is not None else ""}
+         for e in entries],
+        hide_index=True, width="stretch",
+    )

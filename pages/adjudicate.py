@@ -1,0 +1,89 @@
+"""Adjudicate: settle the items where reviewers disagree."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._shared import require_reviewer, show_text, store
+from review.adjudication import REASONS, adjudication_queue, settle, settle_unanimous
+from review.items import load_item
+from review.reviewers import can_adjudicate
+from review.rounds import list_rounds
+
+st.title("Adjudicate", anchor=False)
+me = require_reviewer()
+db = store()
+if not can_adjudicate(me):
+    st.warning("Adjudication is for adjudicators and admins.")
+    st.stop()
+
+rounds = list_rounds(db)
+scopes = [None] + [r.id for r in rounds]
+names = {r.id: f"Round: {r.name}" for r in rounds}
+top = st.columns([3, 3, 2], vertical_alignment="bottom")
+scope = top[0].selectbox("Answers from", scopes, format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
+question_key = None
+if scope is None:
+    question_key = top[1].selectbox(
+        "Question", [r[0] for r in db.query("SELECT key FROM questions WHERE item_id IS NULL ORDER BY id")])
+show_names = top[2].toggle("Show names", value=False,
+                           help="Hidden by default, so that the answer is judged, not the person")
+settled_now = settle_unanimous(db, scope, actor=me.name, question_key=question_key)
+if settled_now:
+    st.toast(f"{settled_now} unanimous items settled on their own")
+queue = adjudication_queue(db, scope, me, show_names=show_names, question_key=question_key)
+if not queue:
+    st.success("Nothing to adjudicate here: every complete item is settled, unanimous, or one you "
+               "answered yourself (someone else adjudicates those).", icon=":material/task_alt:")
+    st.stop()
+
+pos = min(st.session_state.get("adj_pos", 0), len(queue) - 1)
+case = queue[pos]
+item = load_item(db, case.item_id)
+st.progress((pos + 1) / len(queue), text=f"Disagreement {pos + 1} of {len(queue)}")
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.markdown(f"`{item.uid}`" + (f" · model **{item.model}**" if item.model else ""))
+    with st.container(border=True):
+        for rnd in item.rounds:
+            with st.chat_message("user", avatar=":material/person:"):
+                st.caption(f"Patient · round {rnd.number}")
+                show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
+        if item.kind == "response":
+            with st.chat_message("assistant", avatar=":material/smart_toy:"):
+                st.caption(f"Response · {item.model}")
+                show_text(item.response, key=f"adj:{item.id}:response")
+
+book = item.codebook
+with right:
+    st.markdown("**The answers**")
+    for a in case.answers:
+        with st.container(border=True):
+            label = book.label(a.value).short + f" ({a.value[:2]})" if a.value and book else (a.value or "cannot assess")
+            st.markdown(f"**{a.reviewer}** · {label}" + (f" · confidence {a.confidence}" if a.confidence else ""))
+            if a.rationale:
+                st.caption(a.rationale)
+    if case.machine_labels:
+        st.markdown("**Machine labels**")
+        for rater, value in case.machine_labels:
+            st.caption(f"{rater}: {book.label(value).short + ' (' + value[:2] + ')' if value and book else value}")
+    with st.form(f"settle:{case.item_id}", border=True):
+        codes = book.codes if book else ["met", "not_met"]
+        value = st.radio("Settled answer", codes, horizontal=False,
+                         format_func=lambda c: f"{book.label(c).short} ({c[:2]})" if book else c)
+        reason = st.selectbox("Reason", [r for r in REASONS if r != "unanimous"], format_func=REASONS.get)
+        note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")
+        if st.form_submit_button("Settle", type="primary"):
+            try:
+                settle(db, case.round_id, case.item_id, me, value, reason, note, question_key=question_key)
+            except ValueError as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+    nav = st.columns(2)
+    if nav[0].button("Previous", disabled=pos == 0, width="stretch", shortcut="Left"):
+        st.session_state["adj_pos"] = pos - 1
+        st.rerun()
+    if nav[1].button("Next", disabled=pos >= len(queue) - 1, width="stretch", shortcut="Right"):
+        st.session_state["adj_pos"] = pos + 1
+        st.rerun()

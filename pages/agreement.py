@@ -1,0 +1,494 @@
+"""Agreement screen: how far raters agree, with intervals, down to the disagreeing items.
+
+Layout and widgets only: every number comes from one call into
+``labels.comparisons`` (cached on the database's data version), every figure
+from ``labels.compare.figures``. Data text is shown as plain text or escaped
+Markdown, never as HTML.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labels import comparisons as cmp
+from labels.compare.figures import (
+    anchoring_figure,
+    cell_of_point,
+    confusion_figure,
+    forest_figure,
+    meta_forest_figure,
+    pairwise_figure,
+    ranking_figure,
+    versions_figure,
+)
+from labels.compare.stats import coefficient_name, forest_keys, headline_key
+from labels.compare.text import interval, number, share_text, split_notes
+from labels.report import report_csv, report_html, report_json
+from pages._shared import store
+from review.text import safe_markdown
+from review.workspace import default_db_path, open_store
+
+REVIEWABLE = ("prefix", "response")  # item kinds the Review page opens: /?kind=...&item=...
+PHASES = {None: "Current answers", "blind": "Blind answers only",
+          "after_reveal": "After-reveal answers only"}
+BY_WORDS = {"round": "Round", "category": "Category", "model": "Model", "split": "Split",
+            "dataset": "Dataset", "criterion": "Criterion", "axis": "Rubric axis"}
+WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
+TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
+        "HealthBench meta-eval"]
+METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
+               "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
+
+db = store()
+PATH = default_db_path()
+VERSION = cmp.data_version(db)
+
+
+# -- cached calls: each opens its own connection (one per unit of work) ----------
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _call(name: str, path: str, version: tuple, *args, **kwargs):
+    """One library call by name, cached on the database's data version."""
+    with open_store(path) as s:
+        return getattr(cmp, name)(s, *args, **kwargs)
+
+
+def call(name: str, *args, **kwargs):
+    return _call(name, PATH, VERSION, *args, **kwargs)
+
+
+def md(value: object) -> str:
+    """Data text as inert Markdown."""
+    return safe_markdown(str(value))
+
+
+def review_link(uid: str, kind: str, label: str) -> None:
+    """A link to the item in its review screen, or its id where no screen opens it."""
+    if kind in REVIEWABLE:
+        st.page_link("pages/review.py", label=md(label), icon=":material/open_in_new:",
+                     query_params={"kind": kind, "item": uid})
+    else:
+        st.markdown(md(label) + " · *no review screen for this kind of item yet*")
+
+
+def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
+    _, notes = split_notes(coefficients)
+    rows = []
+    for c, note in zip(coefficients, notes, strict=True):
+        row = {"Coefficient": c.name, "Value": number(c.value),
+               "95% CI (bootstrap)": interval(c.ci_low, c.ci_high),
+               "95% CI (analytic)": interval(*c.analytic_ci) if c.analytic_ci else "—",
+               "n": c.n}
+        if ceiling is not None:
+            h = ceiling(c.key)
+            row["Clinicians among themselves"] = number(h.value) if h else ""
+        row["Note"] = note
+        rows.append(row)
+    return rows
+
+
+# -- what to compare -------------------------------------------------------------
+
+st.title("Agreement", anchor=False)
+sets = call("question_sets")
+if not sets:
+    st.info("No answers yet. Load the demo or import labels on the Data screen, then come back "
+            "to see how far clinicians, the mapper and the judges agree.", icon=":material/info:")
+    st.stop()
+set_keys = [qs.key for qs in sets]
+titles = {qs.key: qs.title for qs in sets}
+default = call("default_comparison") or (set_keys[0], None, None)
+if st.session_state.get("agr_defaults") is None:
+    st.session_state["agr_defaults"] = default
+
+top = st.columns([3, 2, 2], vertical_alignment="bottom")
+qkey = top[0].selectbox(
+    "Question set", set_keys, format_func=titles.get, key="agr_question",
+    index=set_keys.index(default[0]) if default[0] in set_keys else 0,
+)
+qs = next(q for q in sets if q.key == qkey)
+
+with st.sidebar:
+    st.markdown("**Agreement filters**")
+    facets = call("facet_choices", qkey)
+    dataset = st.selectbox("Dataset", facets.datasets, index=None, placeholder="All datasets",
+                           key="agr_dataset")
+    split = st.selectbox("Split", facets.splits, index=None, placeholder="All splits",
+                         key="agr_split")
+    model = (st.selectbox("Model", facets.models, index=None, placeholder="All models",
+                          key="agr_model") if facets.models else None)
+    round_id = (st.selectbox("Round", facets.rounds, index=None, placeholder="All rounds",
+                             key="agr_round") if facets.rounds else None)
+    category = (st.selectbox("Category", facets.categories, index=None,
+                             placeholder="All categories", key="agr_category")
+                if facets.categories else None)
+    phase = st.selectbox("Clinicians' answers", list(PHASES), format_func=PHASES.get,
+                         key="agr_phase",
+                         help="Blind: each clinician's answer before any machine or reference "
+                              "label was shown. Machine and reference labels are never filtered.")
+    with_cannot = st.toggle("Count 'cannot assess' as an answer", key="agr_cannot",
+                            help="Off: 'cannot assess' is a missing rating.")
+filters = cmp.Filters(dataset=dataset, split=split, model=model, round_id=round_id,
+                      category=category, phase=phase, include_cannot_assess=with_cannot)
+
+choices = call("choices_for", qkey, filters)
+specs = [c.spec for c in choices]
+labels = {c.spec: f"{c.label} · {c.n}" for c in choices}
+kinds = {c.spec: c.kind for c in choices}
+if len(specs) < 2:
+    st.info("Fewer than two raters answered this question set under these filters: nothing to "
+            "compare. Widen the filters or choose another question set.")
+    st.stop()
+
+
+def pick(column, label: str, options: list, wanted, key: str, fallback: int):
+    index = options.index(wanted) if wanted in options else fallback
+    return column.selectbox(label, options, index=index, key=key,
+                            format_func=lambda s: labels.get(s) or "Nobody: A's members among "
+                                                                   "themselves")
+
+
+same_set = default[0] == qkey
+a = pick(top[1], "Rater A", specs, default[1] if same_set else None, f"agr_a:{qkey}", 0)
+b_options = [None] + [s for s in specs if s != a]
+b = pick(top[2], "Rater B", b_options, default[2] if same_set else None, f"agr_b:{qkey}",
+         1 if len(b_options) > 1 else 0)
+st.caption(f"{qs.level.capitalize()} labels, so the table leads with "
+           + {"ordinal": "weighted kappa, ordinal alpha and Gwet's AC2",
+              "binary": "Gwet's AC1 and PABAK (met / not met is skewed; kappa collapses there)",
+              "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[qs.level]
+           + f". Filters: {filters.describe()}. Counts after each rater's name: units answered.")
+
+tabs = st.tabs(TABS, key="agr_tab", on_change="rerun")
+
+
+def is_open(i: int) -> bool:
+    # .open is None when the tabs do not track state (e.g. in tests): show them all.
+    return tabs[i].open is not False
+
+
+# -- Compare ---------------------------------------------------------------------
+
+def compare_tab() -> None:
+    by_options = [x for x in ("round", "category", "model", "split", "criterion", "axis")
+                  if x != "criterion" or qs.kind == "criterion"]
+    row = st.columns([2, 2, 3], vertical_alignment="bottom")
+    by = row[0].selectbox("Break down by", by_options, format_func=BY_WORDS.get,
+                          index=by_options.index("criterion") if qs.kind == "criterion" else 0,
+                          key=f"agr_by:{qkey}")
+    keys = forest_keys(qs.level)
+    forest_key = row[1].selectbox("Statistic per group", keys, format_func=coefficient_name,
+                                  key=f"agr_forest:{qkey}")
+    try:
+        report = call("agreement_report", qkey, a, b, filters, by=(by,), forest_key=forest_key)
+    except ValueError as exc:
+        st.info(str(exc), icon=":material/info:")
+        return
+    with row[2]:
+        downloads(report, by, forest_key)
+    st.subheader(report.title, anchor=False)
+    head = report.coefficient(_headline(report))
+    cols = st.columns(4)
+    if head is not None:
+        cols[0].metric(head.name, number(head.value),
+                       help=f"95% CI {interval(head.ci_low, head.ci_high)}, n = {head.n}"
+                       if head.value is not None else head.undefined_reason, border=True)
+        cols[0].caption(f"95% CI {interval(head.ci_low, head.ci_high)} · n = {head.n}")
+    pct = report.coefficient("percent_agreement")
+    if pct is not None:
+        cols[1].metric("Percent agreement", "—" if pct.value is None else f"{pct.value:.0%}",
+                       border=True)
+        cols[1].caption(f"95% CI {interval(pct.ci_low, pct.ci_high)}")
+    ceiling = report.ceiling_for(head.key) if head else None
+    if ceiling is None and report.ceiling:
+        ceiling = report.ceiling_for(forest_keys(qs.level)[0])
+    if ceiling is not None:
+        cols[2].metric("Clinicians among themselves", number(ceiling.value), border=True,
+                       help="The human ceiling: the clinicians' agreement with each other on "
+                            "the same units.")
+        cols[2].caption(f"{ceiling.name} · 95% CI {interval(ceiling.ci_low, ceiling.ci_high)}")
+    cols[3].metric("Units compared", report.n_units, border=True)
+    cols[3].caption(f"{len(report.disagreements)} disagree" if report.is_pair else
+                    f"{len(report.raters)} raters")
+    common, _ = split_notes(report.coefficients)
+    st.dataframe(coefficient_rows(report.coefficients,
+                                  report.ceiling_for if report.ceiling else None),
+                 hide_index=True, width="stretch", column_config=WIDE_NOTE)
+    for note in list(common) + report.notes:
+        st.caption(f"Note: {note}")
+    if report.confusion is not None:
+        confusion_section(report)
+    else:
+        st.caption("The confusion matrix compares two raters; choose a rater or the "
+                   "clinicians' majority for B to see the disagreeing items.")
+    bd = report.breakdowns[0]
+    st.subheader(f"By {BY_WORDS[by].lower()}: {bd.name}", anchor=False)
+    st.caption("Blue: the comparison. Orange: the clinicians among themselves on the same "
+               "units (the human ceiling). Bars: 95% bootstrap intervals.")
+    st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
+                    config={"displaylogo": False})
+    with st.expander("As a table"):
+        st.dataframe([{
+            BY_WORDS[by]: r.label, "n": r.n_units, "Value": number(r.comparison.value),
+            "95% CI": interval(r.comparison.ci_low, r.comparison.ci_high),
+            "Clinicians": number(r.ceiling.value) if r.ceiling else "",
+            "Note": "" if r.comparison.value is not None else
+            f"undefined: {r.comparison.undefined_reason}",
+        } for r in bd.rows], hide_index=True, width="stretch")
+
+
+def _headline(report) -> str:
+    return headline_key(qs.level, len(report.raters))
+
+
+def confusion_section(report) -> None:
+    cm = report.confusion
+    k = len(cm.categories)
+    cells = [(i, j) for i in range(k) for j in range(k)]
+    cell_label = {(i, j): f"{cm.labels[i]} → {cm.labels[j]} ({cm.counts[i][j]})"
+                  for i, j in cells}
+    state = f"agr_cell:{qkey}:{a}:{b}:{hash(filters)}"
+    chart = f"agr_chart:{state}"
+
+    def on_click() -> None:
+        points = st.session_state[chart].selection.points
+        hit = [p for p in points if p.get("curve_number") == 1]
+        if hit:
+            st.session_state[state] = cell_of_point(hit[0]["point_index"], k)
+
+    disagreeing = cm.disagreements()
+    if state not in st.session_state:
+        st.session_state[state] = disagreeing[0] if disagreeing else None
+    left, right = st.columns([5, 4], gap="large")
+    with left:
+        st.subheader("Confusion matrix", anchor=False)
+        st.caption(f"Rows: {report.a_label}. Columns: {report.b_label}. "
+                   "Click a cell, or pick it below, to list its items.")
+        st.plotly_chart(confusion_figure(cm, report.a_label, report.b_label or "",
+                                         st.session_state[state]),
+                        key=chart, on_select=on_click, selection_mode="points",
+                        config={"displayModeBar": False})
+    with right:
+        chosen = st.selectbox("Cell: A's answer → B's answer", [None, *cells], key=state,
+                              format_func=lambda c: "Choose a cell" if c is None
+                              else cell_label[c])
+        if chosen is None:
+            st.caption("No cell chosen.")
+            return
+        i, j = chosen
+        units = cm.units[i][j]
+        word = "agree" if i == j else "disagree"
+        st.markdown(f"**{len(units)} items** where the raters {word}: "
+                    f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
+                    f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
+        with st.container(height=380 if len(units) > 9 else "content", border=True):
+            for unit in units[:200]:
+                review_link(unit.item_uid, unit.item_kind, unit.item_uid)
+            if len(units) > 200:
+                st.caption(f"… and {len(units) - 200} more: download the JSON report for all.")
+    if report.class_scores:
+        with st.expander(f"Per-label precision, recall and F1 ({report.a_label} as reference)"):
+            st.dataframe([{
+                "Label": qs.label(s.category), f"{report.a_label}": s.support,
+                f"{report.b_label}": s.predicted, "Precision": number(s.precision),
+                "Recall": number(s.recall), "F1": number(s.f1),
+            } for s in report.class_scores], hide_index=True, width="stretch")
+
+
+def downloads(report, by: str, forest: str) -> None:
+    base = f"agreement-{qkey}".replace(":", "-").replace("*", "all")
+    args = (qkey, a, b, filters, by, forest)
+    cols = st.columns(3)
+    cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
+                            file_name=f"{base}.json", mime="application/json",
+                            icon=":material/download:", on_click="ignore", width="stretch")
+    cols[1].download_button("CSV", report_csv(report), file_name=f"{base}.csv",
+                            mime="text/csv", icon=":material/download:", on_click="ignore",
+                            width="stretch")
+    cols[2].download_button("HTML", lambda: report_html(*_bundle(*args)),
+                            file_name=f"{base}.html", mime="text/html",
+                            icon=":material/download:", on_click="ignore", width="stretch",
+                            help="One file with every section and its plots; opens offline.")
+
+
+def _bundle(question, rater_a, rater_b, flt, by, forest):
+    # Runs on the download thread: its own connection, through the cache.
+    return _call("agreement_bundle", PATH, VERSION, question, rater_a, rater_b, flt, by=(by,),
+                 forest_key=forest)
+
+
+# -- Clinicians with each other ----------------------------------------------------
+
+def clinicians_tab() -> None:
+    matrix = call("pairwise_matrix", qkey, None, filters)
+    if len(matrix.raters) < 2:
+        st.info("Fewer than two clinicians answered this question set under these filters.")
+        return
+    st.subheader(f"Each pair of clinicians: {matrix.name}", anchor=False)
+    st.plotly_chart(pairwise_figure(matrix), key=f"pairwise:{qkey}",
+                    config={"displaylogo": False})
+    try:
+        group = call("agreement_report", qkey, cmp.CLINICIANS, None, filters)
+    except ValueError as exc:
+        st.info(str(exc))
+        return
+    st.subheader(f"All {len(group.raters)} clinicians together", anchor=False)
+    st.caption("Multi-rater coefficients; missing ratings allowed (each unit counts with the "
+               "clinicians who answered it).")
+    st.dataframe(coefficient_rows(group.coefficients), hide_index=True, width="stretch",
+                 column_config=WIDE_NOTE)
+    for note in split_notes(group.coefficients)[0] + group.notes:
+        st.caption(f"Note: {note}")
+
+
+# -- Machine raters -------------------------------------------------------------------
+
+def machines_tab() -> None:
+    m = call("mapper_vs_clinicians", qkey, filters)
+    if m.explanation:
+        st.info(m.explanation, icon=":material/info:")
+        return
+    st.subheader("Each machine rater against each clinician and the clinicians' majority",
+                 anchor=False)
+    st.caption("Prompt versions side by side. Dots: "
+               f"{m.rows[0].headline.name}; bars: 95% bootstrap intervals.")
+    st.plotly_chart(versions_figure(m), key=f"versions:{qkey}", config={"displaylogo": False})
+    for d in m.differences:
+        text = (f"**{md(d.candidate)}** vs **{md(d.baseline)}**, against "
+                f"{md(d.reference_label.lower())}: {d.name} {number(d.candidate_value)} vs "
+                f"{number(d.baseline_value)}; difference "
+                f"{'—' if d.difference is None else f'{d.difference:+.2f}'} "
+                f"(95% CI {interval(d.ci_low, d.ci_high)}, {d.n} units): {md(d.verdict)}.")
+        (st.success if d.verdict.startswith("closer") else st.info)(text)
+    st.dataframe([{
+        "Machine": r.machine, "Against": r.reference_label, r.headline.name:
+        number(r.headline.value), "95% CI": interval(r.headline.ci_low, r.headline.ci_high),
+        "n": r.headline.n, "Percent agreement": number(r.percent.value),
+        "Note": "" if r.headline.value is not None else
+        f"undefined: {r.headline.undefined_reason}",
+    } for r in m.rows], hide_index=True, width="stretch")
+    for note in m.notes:
+        st.caption(f"Note: {note}")
+    if qs.kind == "criterion":
+        judge = st.selectbox("Judge, criterion by criterion", m.machines, key=f"agr_judge:{qkey}")
+        bd = call("judge_vs_clinicians_per_criterion", judge, qkey, filters)
+        st.plotly_chart(forest_figure(bd, f"{judge} vs clinicians' majority"),
+                        key=f"judge:{qkey}:{judge}", config={"displaylogo": False})
+
+
+# -- Triage and the leaderboard ---------------------------------------------------------
+
+def triage_tab() -> None:
+    if qs.codebook != "carebench-escalation":
+        st.info("Triage metrics apply to the CARE-Bench escalation labels; choose a CARE-Bench "
+                "question set.")
+        return
+    t = call("triage_comparison", filters)
+    if t.explanation:
+        st.info(t.explanation, icon=":material/info:")
+        return
+    st.subheader("Would the mapper have changed the leaderboard?", anchor=False)
+    for c in t.correlations:
+        corr = c.correlation
+        said = ("same order as the baseline" if c.same_order else "a different order")
+        detail = (f"Spearman rho {number(corr.spearman_rho)}, Kendall tau-b "
+                  f"{number(corr.kendall_tau)}" if corr.undefined_reason is None
+                  else corr.undefined_reason)
+        (st.success if c.same_order else st.warning)(
+            f"Responses {md(c.other)}: {said} ({detail}).")
+    st.caption(f"Baseline: responses {t.labellings[0].name}. Ranked by {t.rank_by}; "
+               f"{t.labellings[0].n_responses} responses per labelling.")
+    st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
+    if t.mapper_triage:
+        st.subheader("Each mapper version against the clinicians' reading", anchor=False)
+        st.dataframe([{
+            "Mapper": mapper,
+            **{m[k].name: share_text(m[k].value, m[k].count, m[k].n)
+               for k in METRIC_KEYS if k != "macro_f1"},
+            "Macro-F1": number(m["macro_f1"].value),
+        } for mapper, m in t.mapper_triage.items()], hide_index=True, width="stretch")
+        st.caption("Over-triage: the mapper read a response as more escalating than the "
+                   "clinicians did; under-triage: less.")
+    for x in t.labellings:
+        with st.expander(f"Triage metrics, responses {x.name}"):
+            rank = {r.model: r.rank for r in x.ranking}
+            st.dataframe([{
+                "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
+                **{ms[k].name: number(ms[k].value) for k in METRIC_KEYS},
+                "Coverage": share_text(ms["coverage"].value),
+            } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
+    for note in t.notes:
+        st.caption(f"Note: {note}")
+
+
+# -- Anchoring ---------------------------------------------------------------------------
+
+def anchoring_tab() -> None:
+    first = call("anchoring", qkey, filters)
+    if first.explanation and not first.machines:
+        st.info(first.explanation, icon=":material/info:")
+        return
+    machine = st.selectbox("Revealed label of", first.machines, key=f"agr_anch:{qkey}")
+    r = call("anchoring", qkey, filters, machine)
+    if r.explanation:
+        st.info(r.explanation, icon=":material/info:")
+        return
+    overall = r.rows[-1]
+    cols = st.columns(3)
+    cols[0].metric("Blind answers revised after the reveal",
+                   share_text(overall.revisited.value), border=True)
+    cols[0].caption(f"{overall.revisited.count} of {overall.revisited.n}")
+    cols[1].metric("Of the changes, toward the machine label", share_text(overall.toward.value),
+                   border=True)
+    cols[1].caption(f"{overall.toward.count} of {overall.toward.n} changed answers")
+    cols[2].metric("Agreeing with the machine: before → after",
+                   f"{share_text(overall.agree_before.value)} → "
+                   f"{share_text(overall.agree_after.value)}", border=True)
+    cols[2].caption("among the revised answers")
+    st.plotly_chart(anchoring_figure(r), key=f"anchoring:{qkey}:{machine}",
+                    config={"displaylogo": False})
+    with st.expander(f"The {len(r.revisions)} revised answers"):
+        st.dataframe([{
+            "Item": v.item_uid, "Clinician": v.rater, "Blind": qs.label(v.blind),
+            "After reveal": qs.label(v.after), "Machine": qs.label(v.machine),
+            "Moved": v.direction,
+        } for v in r.revisions], hide_index=True, width="stretch")
+    for note in r.notes:
+        st.caption(f"Note: {note}")
+
+
+# -- HealthBench meta-evaluation ---------------------------------------------------------
+
+def meta_tab() -> None:
+    question = qkey if qs.kind == "criterion" else None
+    m = call("meta_eval", None, question, filters)
+    if m.explanation:
+        st.info(m.explanation, icon=":material/info:")
+        st.caption("The metric: the grader compared pairwise with each physician's met / not "
+                   "met label, macro-F1 over the two classes, beside the physicians' own "
+                   "leave-one-out agreement (the human ceiling), overall and per category.")
+        return
+    grader = st.selectbox("Grader", m.graders, key="agr_grader")
+    if grader != m.grader:
+        m = call("meta_eval", grader, m.question_set.key, filters)
+    g, p = m.overall.grader, m.overall.physicians
+    cols = st.columns(3)
+    cols[0].metric(f"{grader} vs physicians", number(g.macro_f1), border=True,
+                   help=g.undefined_reason)
+    cols[0].caption(f"95% CI {interval(g.ci_low, g.ci_high)} · {g.n_pairs} label pairs")
+    cols[1].metric("Physicians vs each other (ceiling)", number(p.macro_f1), border=True,
+                   help=p.undefined_reason)
+    cols[1].caption(f"95% CI {interval(p.ci_low, p.ci_high)} · {p.n_pairs} label pairs")
+    cols[2].metric("Criterion rows", m.n_rows, border=True)
+    by = st.segmented_control("Per", list(m.by), format_func=lambda x: BY_WORDS.get(x, x),
+                              default=next(iter(m.by)), key="agr_meta_by")
+    if by:
+        st.plotly_chart(meta_forest_figure(m, by), key=f"meta:{by}",
+                        config={"displaylogo": False})
+
+
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+for index, section in enumerate(SECTIONS):
+    if is_open(index):
+        with tabs[index]:
+            section()

@@ -1,0 +1,96 @@
+"""Rounds and people: create review rounds, watch them fill, grant roles."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._shared import require_reviewer, store
+from review.blinding import MODES
+from review.queue import filter_choices
+from review.reviewers import ROLES, grant_role, is_admin, list_reviewers
+from review.rounds import RoundError, RoundSpec, create_round, list_rounds
+
+BLINDING_WORDS = {
+    "blind": "Fully blind: machine and reference labels never shown",
+    "reveal_after_commit": "Reveal machine and reference labels after each answer",
+    "suggest": "Show machine labels up front (speed run)",
+}
+
+st.title("Rounds and people", anchor=False)
+me = require_reviewer()
+db = store()
+if not is_admin(me):
+    st.warning("Rounds and roles are managed by an admin.")
+    st.stop()
+
+rounds = list_rounds(db)
+st.subheader("Rounds", anchor=False)
+if rounds:
+    st.dataframe(
+        [{"round": r.name, "question": r.question_key, "items": r.items,
+          "answers": f"{r.answers_given} of {r.answers_needed}",
+          "done": r.answers_given / r.answers_needed if r.answers_needed else 0.0,
+          "reviewers per item": r.reviewers_per_item,
+          "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
+          "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
+         for r in rounds],
+        hide_index=True, width="stretch",
+        column_config={"done": st.column_config.ProgressColumn("Done", format="percent")},
+    )
+else:
+    st.caption("No rounds yet. Reviewers can still review freely; a round is how several "
+               "clinicians get the same items for an agreement audit.")
+
+with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
+    questions = [r[0] for r in db.query(
+        "SELECT key FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL ORDER BY id")]
+    with st.form("new_round"):
+        name = st.text_input("Name", placeholder="e.g. Validation split, double review")
+        question = st.selectbox("Question", questions)
+        choices = filter_choices(db)
+        c = st.columns(3)
+        dataset = c[0].selectbox("Dataset", choices.datasets, index=None, placeholder="All")
+        split = c[1].selectbox("Split", choices.splits, index=None, placeholder="All")
+        model = c[2].selectbox("Model (responses)", choices.models, index=None, placeholder="All")
+        c = st.columns(3)
+        k = c[0].number_input("Reviewers per item (k)", 1, 10, 2)
+        overlap = c[1].number_input("Overlap share (%)", 0, 100, 100,
+                                    help="Share of items that get k reviewers; the rest get one")
+        limit = c[2].number_input("Items (0 = all that match)", 0, 100000, 0)
+        c = st.columns(3)
+        stratify = c[0].selectbox("Stratify by", ["gold", "category", "none"],
+                                  format_func={"gold": "gold label", "category": "category",
+                                               "none": "nothing"}.get)
+        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get)
+        minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)
+        match = st.checkbox("Prefer reviewers whose specialty matches the item's")
+        distance = st.number_input("Send to adjudication from an ordinal distance of", 1, 3, 1)
+        if st.form_submit_button("Create round", type="primary"):
+            try:
+                rid = create_round(db, RoundSpec(
+                    name=name, question_key=question, reviewers_per_item=int(k),
+                    overlap_share=None if overlap == 100 else overlap / 100, dataset=dataset,
+                    split=split, model=model, stratify_by=stratify, match_specialty=match,
+                    blinding=blinding, reservation_minutes=int(minutes),
+                    adjudicate_distance=int(distance), limit=int(limit) or None), me)
+            except RoundError as exc:
+                st.error(str(exc))
+            else:
+                st.success(f"Round created (id {rid}). Reviewers find it in the Review screen.")
+                st.rerun()
+
+st.subheader("People", anchor=False)
+people = list_reviewers(db)
+st.dataframe([{"name": p.name, "role": p.role, "specialty": p.specialty, "seniority": p.seniority}
+              for p in people], hide_index=True, width="stretch")
+with st.form("grant"):
+    c = st.columns([3, 2, 2], vertical_alignment="bottom")
+    who = c[0].selectbox("Reviewer", [p.name for p in people])
+    role = c[1].selectbox("Role", ROLES)
+    if c[2].form_submit_button("Grant role", width="stretch"):
+        try:
+            grant_role(db, me, who, role)
+        except ValueError as exc:
+            st.error(str(exc))
+        else:
+            st.rerun()

@@ -1,0 +1,230 @@
+"""Adjudication: settling the items where a round's reviewers disagree.
+
+Unanimous items settle on their own. An item is in the queue when its
+round answers are complete and differ (for ordinal labels: by at least the
+round's set distance; "cannot assess" always counts as a difference). The
+adjudicator sees every answer with its rationale and confidence (names
+hidden unless asked) and the machine labels, and picks or writes the settled
+answer with a reason. Nobody adjudicates an item they answered.
+
+A settled answer is an annotation by the reference rater `adjudicated`, with
+the adjudicator, reason and note in its extra fields: to the agreement
+screen and the exports it is a rater like any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codebook import builtin_codebooks
+from review.answers import normalise_value
+from review.reviewers import Reviewer
+from store import Store, to_json, utcnow
+
+ADJUDICATED = "adjudicated"
+REASONS = {
+    "ambiguous_item": "the item is ambiguous",
+    "codebook_gap": "the codebook does not cover it",
+    "reviewer_error": "a reviewer erred",
+    "machine_error": "the machine label is wrong",
+    "unanimous": "all reviewers agreed",
+}
+
+
+class AdjudicationError(ValueError):
+    """An adjudication that is not allowed; the message says why."""
+
+
+@dataclass
+class RoundAnswer:
+    reviewer: str
+    """The reviewer's name, or 'Reviewer A', 'Reviewer B', ... when hidden."""
+    status: str
+    value: str | None
+    rationale: str | None
+    confidence: int | None
+
+
+@dataclass
+class Disagreement:
+    round_id: int
+    item_id: int
+    item_uid: str
+    question_id: int
+    answers: list[RoundAnswer]
+    machine_labels: list[tuple[str, str | None]] = field(default_factory=list)
+    distance: int | None = None
+    """Largest ordinal distance between the answers (None where not ordinal)."""
+
+
+def _adjudicated_rater(conn) -> int:
+    row = conn.execute("SELECT id FROM raters WHERE name = ?", (ADJUDICATED,)).fetchone()
+    if row:
+        return row[0]
+    return conn.execute(
+        "INSERT INTO raters (name, kind, role, meta, created_at) VALUES (?, 'reference', 'adjudicated', ?, ?)",
+        (ADJUDICATED, to_json({"about": "settled answers from adjudication"}), utcnow()),
+    ).lastrowid
+
+
+def _round_question(store: Store, round_id: int | None, question_key: str | None = None):
+    """(ordinal distance that counts as disagreement, question id, codebook, question kind)."""
+    if round_id is None:
+        row = store.query_one("SELECT 1, id, codebook, kind FROM questions WHERE key = ?",
+                              (question_key,))
+        if row is None:
+            raise AdjudicationError(f"no question {question_key!r}")
+        return row
+    row = store.query_one(
+        "SELECT r.adjudicate_distance, q.id, q.codebook, q.kind FROM review_rounds r"
+        " JOIN questions q ON q.key = r.question_key WHERE r.id = ?", (round_id,))
+    if row is None:
+        raise AdjudicationError(f"no review round {round_id}")
+    return row
+
+
+def _complete_items(store: Store, round_id: int | None, question_id: int) -> dict[int, list]:
+    """Items whose answers are all in, with those answers (newest per reviewer).
+
+    In a round: the round's answers, once as many as it asks for are in.
+    Outside rounds (round_id None): every item that two or more clinicians
+    answered, with their current answers."""
+    if round_id is None:
+        rows = store.query(
+            """SELECT c.item_id, 2 AS answers_needed, c.rater_id, r.name, c.status, c.value,
+                      c.rationale, c.confidence
+               FROM current_annotations c JOIN raters r ON r.id = c.rater_id
+               WHERE c.question_id = ? AND r.kind = 'human' AND c.target = ''
+                 AND c.status IN ('answered', 'cannot_assess')
+               ORDER BY c.item_id, c.id""", (question_id,))
+        by_item: dict[int, list] = {}
+        for r in rows:
+            by_item.setdefault(r["item_id"], []).append(r)
+        return {i: a for i, a in by_item.items() if len(a) >= 2}
+    rows = store.query(
+        """SELECT ri.item_id, ri.answers_needed, a.rater_id, r.name, a.status, a.value, a.rationale,
+                  a.confidence
+           FROM round_items ri
+           JOIN annotations a ON a.round_id = ri.round_id AND a.item_id = ri.item_id
+                AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')
+                AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id
+                            AND b.item_id = a.item_id AND b.rater_id = a.rater_id
+                            AND b.question_id = a.question_id AND b.target = '')
+           JOIN raters r ON r.id = a.rater_id
+           WHERE ri.round_id = ? ORDER BY ri.position, a.id""",
+        (question_id, round_id),
+    )
+    by_item: dict[int, list] = {}
+    needed: dict[int, int] = {}
+    for r in rows:
+        by_item.setdefault(r["item_id"], []).append(r)
+        needed[r["item_id"]] = r["answers_needed"]
+    return {i: a for i, a in by_item.items() if len(a) >= needed[i]}
+
+
+def _distance(book, values: list[str | None]) -> int | None:
+    if book is None or not book.ordinal or any(v is None for v in values):
+        return None
+    ranks = [book.rank(v) for v in values]
+    return max(ranks) - min(ranks)
+
+
+def _settled(store: Store, question_id: int) -> set[int]:
+    return {r[0] for r in store.query(
+        "SELECT a.item_id FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = ? AND a.question_id = ?", (ADJUDICATED, question_id))}
+
+
+def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
+                     question_key: str | None = None) -> int:
+    """Record the settled answer of every complete item whose reviewers agree."""
+    min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
+    done = _settled(store, question_id)
+    agreed = []
+    for item_id, answers in _complete_items(store, round_id, question_id).items():
+        statuses = {a["status"] for a in answers}
+        values = {a["value"] for a in answers}
+        if item_id not in done and statuses == {"answered"} and len(values) == 1 and len(answers) > 1:
+            agreed.append((item_id, answers[0]["value"]))
+    if not agreed:
+        return 0
+    with store.transaction() as conn:
+        rater = _adjudicated_rater(conn)
+        for item_id, value in agreed:
+            conn.execute(
+                "INSERT INTO annotations (item_id, question_id, rater_id, status, value, phase, source,"
+                " extra, created_at, round_id) VALUES (?,?,?, 'answered', ?, 'after_reveal',"
+                " 'adjudication', ?, ?, ?)",
+                (item_id, question_id, rater, value,
+                 to_json({"reason": "unanimous", "adjudicator": None}), utcnow(), round_id),
+            )
+        store.audit(actor, "settle_unanimous", "annotations", None, None,
+                    {"round_id": round_id, "question_id": question_id, "items": len(agreed)})
+    return len(agreed)
+
+
+def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer,
+                       show_names: bool = False,
+                       question_key: str | None = None) -> list[Disagreement]:
+    """Disagreeing, unsettled items of the round (or, with round_id None, of
+    a question outside rounds) that this adjudicator did not answer."""
+    min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
+    book = builtin_codebooks().get(book_key)
+    done = _settled(store, question_id)
+    out = []
+    for item_id, answers in _complete_items(store, round_id, question_id).items():
+        if item_id in done or any(a["rater_id"] == adjudicator.id for a in answers):
+            continue
+        values = [a["value"] for a in answers]
+        statuses = {a["status"] for a in answers}
+        distance = _distance(book, values)
+        if statuses == {"answered"} and len(set(values)) == 1:
+            continue  # unanimous: settles on its own
+        if distance is not None and distance < max(min_distance, 1):
+            continue
+        uid = store.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+        machine = store.query(
+            "SELECT r.name, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+            " WHERE c.item_id = ? AND c.question_id = ? AND r.kind = 'machine' AND c.target = ''"
+            " ORDER BY r.name", (item_id, question_id))
+        out.append(Disagreement(
+            round_id, item_id, uid, question_id,
+            [RoundAnswer(a["name"] if show_names else f"Reviewer {chr(65 + i)}", a["status"],
+                         a["value"], a["rationale"], a["confidence"]) for i, a in enumerate(answers)],
+            [(m[0], m[1]) for m in machine], distance,
+        ))
+    return out
+
+
+def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Reviewer, value: str,
+           reason: str, note: str | None = None, question_key: str | None = None) -> int:
+    """Record the settled answer for one item, by an adjudicator who did not answer it."""
+    if adjudicator.role not in ("adjudicator", "admin"):
+        raise AdjudicationError("only an adjudicator or an admin can settle disagreements")
+    if reason not in REASONS or reason == "unanimous":
+        raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
+    _, question_id, book_key, kind = _round_question(store, round_id, question_key)
+    value = normalise_value(book_key, kind, value)
+    with store.transaction() as conn:
+        answered = conn.execute(
+            "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+            " AND (round_id IS ? OR ? IS NULL) LIMIT 1",
+            (item_id, question_id, adjudicator.id, round_id, round_id)).fetchone()
+        if answered:
+            raise AdjudicationError("you answered this item, so someone else must adjudicate it")
+        rater = _adjudicated_rater(conn)
+        prev = conn.execute(
+            "SELECT id, value FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+            " ORDER BY id DESC LIMIT 1", (item_id, question_id, rater)).fetchone()
+        cur = conn.execute(
+            "INSERT INTO annotations (item_id, question_id, rater_id, status, value, rationale, phase,"
+            " source, supersedes_id, extra, created_at, round_id)"
+            " VALUES (?,?,?, 'answered', ?, ?, 'after_reveal', 'adjudication', ?, ?, ?, ?)",
+            (item_id, question_id, rater, value, note or None, prev[0] if prev else None,
+             to_json({"reason": reason, "adjudicator": adjudicator.name}), utcnow(), round_id),
+        )
+        store.audit(adjudicator.name, "adjudicate", "annotations", cur.lastrowid,
+                    {"value": prev[1]} if prev else None,
+                    {"round_id": round_id, "item_id": item_id, "value": value, "reason": reason,
+                     "note": note})
+    return cur.lastrowid

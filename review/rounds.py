@@ -1,0 +1,314 @@
+"""Review rounds: which reviewer answers which item, with the overlap
+agreement needs, enforced by the database under concurrent reviewers.
+
+An admin creates a round from a filter; items are drawn stratified by gold
+label or category and each needs `k` answers (or `k` for an overlap share and
+1 for the rest). A reviewer takes the next item with `reserve_next_item`:
+inside one BEGIN IMMEDIATE transaction it finds an item whose answers plus
+others' live reservations are below its need, and reserves a slot. A
+reservation expires when the reviewer walks away, and the slot returns to
+the pool. `claim_answer_slot` runs inside the answer's own transaction and
+refuses an answer that would exceed the item's need, so no item ever gets
+more than `k` answers in a round.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+
+from review.blinding import MODES
+from review.reviewers import Reviewer
+from store import Store, to_json, utcnow
+
+STRATA = ("none", "gold", "category")
+COUNTED = "('answered', 'cannot_assess')"
+"""Statuses that fill a slot; a skip gives the slot back."""
+
+
+class RoundError(ValueError):
+    """A round action that is not allowed; the message says why."""
+
+
+@dataclass
+class RoundSpec:
+    name: str
+    question_key: str
+    reviewers_per_item: int = 2
+    overlap_share: float | None = None
+    """Share of items that get `reviewers_per_item` answers; the rest get one."""
+    dataset: str | None = None
+    split: str | None = None
+    model: str | None = None
+    stratify_by: str = "none"
+    match_specialty: bool = False
+    blinding: str = "reveal_after_commit"
+    reservation_minutes: int = 20
+    adjudicate_distance: int = 1
+    limit: int | None = None
+    """Draw at most this many items (stratified), or all that match."""
+    seed: int = 0
+
+
+@dataclass
+class RoundInfo:
+    id: int
+    name: str
+    question_key: str
+    kind: str
+    reviewers_per_item: int
+    overlap_share: float | None
+    blinding: str
+    reservation_minutes: int
+    adjudicate_distance: int
+    items: int
+    answers_needed: int
+    answers_given: int
+    created_by: str
+    created_at: str
+
+
+def _later(minutes: float, now: datetime | None = None) -> str:
+    return ((now or datetime.now(UTC)) + timedelta(minutes=minutes)).isoformat(timespec="microseconds")
+
+
+def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
+    """Create a round and draw its items. Only an admin may."""
+    if admin.role != "admin":
+        raise RoundError("only an admin can create a review round")
+    if not spec.name.strip():
+        raise RoundError("a round needs a name")
+    if spec.reviewers_per_item < 1:
+        raise RoundError("each item needs at least one reviewer")
+    if spec.overlap_share is not None and not 0 <= spec.overlap_share <= 1:
+        raise RoundError("the overlap share is a fraction between 0 and 1")
+    if spec.stratify_by not in STRATA:
+        raise RoundError(f"stratify by one of {', '.join(STRATA)}")
+    if spec.blinding not in MODES:
+        raise RoundError(f"blinding is one of {', '.join(MODES)}")
+    question = store.query_one(
+        "SELECT id, applies_to, codebook FROM questions WHERE key = ?", (spec.question_key,))
+    if question is None or not question["applies_to"]:
+        raise RoundError(f"no question {spec.question_key!r} asked of a kind of item")
+    clauses, params = ["i.kind = ?"], [question["applies_to"]]
+    for column, value in (("split", spec.split), ("model", spec.model)):
+        if value:
+            clauses.append(f"i.{column} = ?")
+            params.append(value)
+    if spec.dataset:
+        clauses.append("i.dataset_id = (SELECT id FROM datasets WHERE name = ?)")
+        params.append(spec.dataset)
+    rows = store.query(
+        f"""SELECT i.id, json_extract(i.meta, '$.specialty_or_domain') AS category,
+                   (SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id
+                    WHERE c.item_id = COALESCE(i.parent_id, i.id) AND r.kind = 'reference'
+                      AND c.target = '' LIMIT 1) AS gold
+            FROM items i WHERE {' AND '.join(clauses)} AND i.failed = 0 ORDER BY i.id""",
+        params,
+    )
+    if not rows:
+        raise RoundError("no items match this filter")
+    rng = random.Random(spec.seed)
+    strata: dict[str, list[int]] = {}
+    for r in rows:
+        key = {"gold": r["gold"], "category": r["category"]}.get(spec.stratify_by) or "all"
+        strata.setdefault(str(key), []).append(r["id"])
+    for ids in strata.values():
+        rng.shuffle(ids)
+    if spec.limit:
+        # Proportional allocation, at least one per stratum while any remain.
+        total = len(rows)
+        for key, ids in strata.items():
+            strata[key] = ids[: max(1, round(spec.limit * len(ids) / total))]
+    # Interleave strata so that a half-done round is balanced across them.
+    order: list[tuple[int, str]] = []
+    queues = {k: list(v) for k, v in sorted(strata.items())}
+    while any(queues.values()):
+        for key, ids in queues.items():
+            if ids:
+                order.append((ids.pop(0), key))
+    if spec.limit:
+        order = order[: spec.limit]
+    k = spec.reviewers_per_item
+    overlap: set[int] = set()
+    if spec.overlap_share is not None:
+        for key in strata:
+            chosen = [i for i, s in order if s == key]
+            overlap.update(chosen[: round(len(chosen) * spec.overlap_share)])
+    with store.transaction() as conn:
+        try:
+            cur = conn.execute(
+                "INSERT INTO review_rounds (name, question_key, item_filter, reviewers_per_item,"
+                " overlap_share, stratify_by, match_specialty, blinding, reservation_minutes,"
+                " adjudicate_distance, created_by, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (spec.name.strip(), spec.question_key,
+                 to_json({"kind": question["applies_to"], "dataset": spec.dataset,
+                          "split": spec.split, "model": spec.model}),
+                 k, spec.overlap_share, spec.stratify_by, int(spec.match_specialty),
+                 spec.blinding, spec.reservation_minutes, spec.adjudicate_distance,
+                 admin.name, utcnow()),
+            )
+        except sqlite3.IntegrityError:
+            raise RoundError(f"a round named {spec.name.strip()!r} exists already") from None
+        round_id = cur.lastrowid
+        conn.executemany(
+            "INSERT INTO round_items (round_id, item_id, answers_needed, stratum, position)"
+            " VALUES (?,?,?,?,?)",
+            [(round_id, item_id,
+              k if spec.overlap_share is None or item_id in overlap else 1, stratum, pos)
+             for pos, (item_id, stratum) in enumerate(order)],
+        )
+        store.audit(admin.name, "create_round", "review_rounds", round_id, None,
+                    {**asdict(spec), "items": len(order)})
+    return round_id
+
+
+def list_rounds(store: Store) -> list[RoundInfo]:
+    rows = store.query(f"""
+        SELECT r.*, json_extract(r.item_filter, '$.kind') AS kind,
+               (SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = r.id) AS items,
+               (SELECT COALESCE(SUM(answers_needed), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
+               (SELECT COUNT(DISTINCT a.item_id || ':' || a.rater_id) FROM annotations a
+                 WHERE a.round_id = r.id AND a.status IN {COUNTED} AND a.target = '') AS given
+        FROM review_rounds r ORDER BY r.id DESC""")
+    return [RoundInfo(r["id"], r["name"], r["question_key"], r["kind"], r["reviewers_per_item"],
+                      r["overlap_share"], r["blinding"], r["reservation_minutes"],
+                      r["adjudicate_distance"], r["items"], r["needed"], r["given"],
+                      r["created_by"], r["created_at"]) for r in rows]
+
+
+def get_round(store: Store, round_id: int) -> RoundInfo | None:
+    return next((r for r in list_rounds(store) if r.id == round_id), None)
+
+
+def _answered_in_round(conn: sqlite3.Connection, round_id: int, item_id: int) -> int:
+    return conn.execute(
+        f"SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? AND item_id = ?"
+        f" AND status IN {COUNTED} AND target = ''",
+        (round_id, item_id),
+    ).fetchone()[0]
+
+
+def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
+                      status: str) -> None:
+    """Inside the answer's transaction: refuse an answer that would give the
+    item more answers than the round asks for, and close the reservation."""
+    row = conn.execute(
+        "SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
+        (round_id, item_id),
+    ).fetchone()
+    if row is None:
+        raise RoundError("this item is not part of the round")
+    needed = row[0]
+    now = utcnow()
+    already = conn.execute(
+        f"SELECT 1 FROM annotations WHERE round_id = ? AND item_id = ? AND rater_id = ?"
+        f" AND status IN {COUNTED} AND target = '' LIMIT 1",
+        (round_id, item_id, rater_id),
+    ).fetchone()
+    if status in ("answered", "cannot_assess") and already is None:
+        held = conn.execute(
+            "SELECT 1 FROM reservations WHERE round_id = ? AND item_id = ? AND rater_id = ?"
+            " AND released_at IS NULL AND expires_at > ? LIMIT 1",
+            (round_id, item_id, rater_id, now),
+        ).fetchone()
+        others = conn.execute(
+            "SELECT COUNT(*) FROM reservations WHERE round_id = ? AND item_id = ? AND rater_id != ?"
+            " AND released_at IS NULL AND expires_at > ?",
+            (round_id, item_id, rater_id, now),
+        ).fetchone()[0]
+        answered = _answered_in_round(conn, round_id, item_id)
+        if answered >= needed or (not held and answered + others >= needed):
+            raise RoundError(
+                f"this item already has the {needed} answer{'s' if needed > 1 else ''} the round "
+                "asks for (your reservation had expired); take the next item")
+    conn.execute(
+        "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ? AND rater_id = ?"
+        " AND released_at IS NULL",
+        (now, round_id, item_id, rater_id),
+    )
+
+
+def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
+                      now: datetime | None = None) -> int | None:
+    """The item this reviewer should answer next in the round, with a slot
+    reserved for them; None when the round has nothing left for them."""
+    info = store.query_one(
+        "SELECT reservation_minutes, match_specialty FROM review_rounds WHERE id = ?", (round_id,))
+    if info is None:
+        raise RoundError(f"no review round {round_id}")
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
+    with store.transaction() as conn:
+        held = conn.execute(
+            """SELECT r.item_id FROM reservations r
+                WHERE r.round_id = ? AND r.rater_id = ? AND r.released_at IS NULL AND r.expires_at > ?
+                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = r.round_id
+                      AND a.item_id = r.item_id AND a.rater_id = r.rater_id AND a.target = '')
+                ORDER BY r.id LIMIT 1""",
+            (round_id, reviewer.id, stamp),
+        ).fetchone()
+        if held:
+            return held[0]
+        specialty_first = (
+            "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ? THEN 0 ELSE 1 END,"
+            if info["match_specialty"] and reviewer.specialty else "")
+        params: list = [round_id]
+        if specialty_first:
+            params.append(reviewer.specialty)
+        row = conn.execute(
+            f"""SELECT ri.item_id FROM round_items ri JOIN items i ON i.id = ri.item_id
+                WHERE ri.round_id = ?1
+                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
+                      AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
+                  AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
+                      AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL
+                      AND r.expires_at > ?2)
+                  AND (SELECT COUNT(DISTINCT a.rater_id) FROM annotations a
+                        WHERE a.round_id = ri.round_id AND a.item_id = ri.item_id
+                          AND a.status IN {COUNTED} AND a.target = '')
+                    + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
+                        AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
+                    < ri.answers_needed
+                ORDER BY {specialty_first.replace('?', '?4')} ri.position LIMIT 1""",
+            (round_id, stamp, reviewer.id, *params[1:]),
+        ).fetchone()
+        if row is None:
+            return None
+        cur = conn.execute(
+            "INSERT INTO reservations (round_id, item_id, rater_id, reserved_at, expires_at)"
+            " VALUES (?,?,?,?,?)",
+            (round_id, row[0], reviewer.id, stamp, _later(info["reservation_minutes"], now)),
+        )
+        store.audit(reviewer.name, "reserve", "reservations", cur.lastrowid, None,
+                    {"round_id": round_id, "item_id": row[0]})
+        return row[0]
+
+
+def release_reservation(store: Store, round_id: int, item_id: int, reviewer: Reviewer) -> None:
+    """Give a reserved item back to the pool (e.g. after a skip)."""
+    with store.transaction() as conn:
+        cur = conn.execute(
+            "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
+            " AND rater_id = ? AND released_at IS NULL",
+            (utcnow(), round_id, item_id, reviewer.id),
+        )
+        if cur.rowcount:
+            store.audit(reviewer.name, "release", "reservations", None, None,
+                        {"round_id": round_id, "item_id": item_id})
+
+
+def round_progress(store: Store, round_id: int, reviewer_id: int) -> tuple[int, int]:
+    """(items this reviewer answered in the round, items still open to them)."""
+    done = store.scalar(
+        "SELECT COUNT(DISTINCT item_id) FROM annotations WHERE round_id = ? AND rater_id = ?"
+        " AND target = ''", (round_id, reviewer_id))
+    total = store.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (round_id,))
+    return done, total
+
+
+def round_filter(store: Store, round_id: int) -> dict:
+    raw = store.scalar("SELECT item_filter FROM review_rounds WHERE id = ?", (round_id,))
+    return json.loads(raw) if raw else {}

@@ -1,0 +1,206 @@
+"""Review rounds, reservations, adjudication, roles and the audit trail."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from review.activity import audit_entries, reviewer_progress
+from review.adjudication import (
+    ADJUDICATED,
+    AdjudicationError,
+    adjudication_queue,
+    settle,
+    settle_unanimous,
+)
+from review.items import commit_answer, load_item, skip_item
+from review.reviewers import ensure_reviewer, grant_role, reviewer_for_login
+from review.rounds import (
+    RoundError,
+    RoundSpec,
+    create_round,
+    list_rounds,
+    reserve_next_item,
+)
+from review.workspace import open_store
+
+Q = "carebench.escalation_needed"
+
+
+@pytest.fixture
+def demo(demo_copy):
+    s = open_store(demo_copy)
+    yield s
+    s.close()
+
+
+def admin(s):
+    return ensure_reviewer(s, "Jordan Lee")
+
+
+def answer(s, rid, rev, value="0A"):
+    item_id = reserve_next_item(s, rid, rev)
+    if item_id is None:
+        return None
+    commit_answer(s, rev, item_id, load_item(s, item_id).question_id, value, round_id=rid)
+    return item_id
+
+
+def test_only_an_admin_creates_rounds_and_strata_are_balanced(demo):
+    reviewer = ensure_reviewer(demo, "Dr. Amara Okafor")
+    with pytest.raises(RoundError, match="only an admin"):
+        create_round(demo, RoundSpec("r", Q), reviewer)
+    rid = create_round(demo, RoundSpec("r", Q, reviewers_per_item=2, stratify_by="gold", limit=20),
+                       admin(demo))
+    strata = dict(demo.query("SELECT stratum, COUNT(*) FROM round_items WHERE round_id = ? GROUP BY 1",
+                             (rid,)))
+    assert sum(strata.values()) == 20 and len(strata) == 4
+    assert max(strata.values()) - min(strata.values()) <= 4
+    # The first items offered cover every stratum (interleaved).
+    first4 = [r[0] for r in demo.query(
+        "SELECT stratum FROM round_items WHERE round_id = ? ORDER BY position LIMIT 4", (rid,))]
+    assert len(set(first4)) == 4
+    with pytest.raises(RoundError, match="exists already"):
+        create_round(demo, RoundSpec("r", Q), admin(demo))
+
+
+def test_overlap_share_gives_k_answers_to_a_share_only(demo):
+    rid = create_round(demo, RoundSpec("overlap", Q, reviewers_per_item=2, overlap_share=0.2),
+                       admin(demo))
+    needs = dict(demo.query("SELECT answers_needed, COUNT(*) FROM round_items WHERE round_id = ?"
+                            " GROUP BY 1", (rid,)))
+    assert needs[2] == pytest.approx(0.2 * 85, abs=4) and needs[1] + needs[2] == 85
+
+
+def test_an_item_never_gets_more_than_k_answers(demo):
+    rid = create_round(demo, RoundSpec("k2", Q, reviewers_per_item=2, limit=10), admin(demo))
+    a, b, c = (ensure_reviewer(demo, f"R{i}") for i in range(3))
+    first = reserve_next_item(demo, rid, a)
+    assert reserve_next_item(demo, rid, b) == first  # two slots
+    assert reserve_next_item(demo, rid, c) != first  # the third reviewer gets another item
+    qid = load_item(demo, first).question_id
+    commit_answer(demo, a, first, qid, "0A", round_id=rid)
+    commit_answer(demo, b, first, qid, "0B", round_id=rid)
+    with pytest.raises(RoundError, match="already has the 2 answers"):
+        commit_answer(demo, c, first, qid, "1A", round_id=rid)
+    # A revision by someone who answered is still allowed.
+    commit_answer(demo, a, first, qid, "0B", round_id=rid)
+    assert demo.scalar("SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? AND item_id = ?",
+                       (rid, first)) == 2
+
+
+def test_an_expired_reservation_returns_the_item_to_the_pool(demo):
+    rid = create_round(demo, RoundSpec("k1", Q, reviewers_per_item=1, limit=3,
+                                       reservation_minutes=5), admin(demo))
+    a, b = ensure_reviewer(demo, "Walker"), ensure_reviewer(demo, "Stayer")
+    taken = reserve_next_item(demo, rid, a)
+    assert reserve_next_item(demo, rid, b) != taken
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    c = ensure_reviewer(demo, "Latecomer")
+    assert reserve_next_item(demo, rid, c, now=later) == taken
+
+
+def test_a_skip_gives_the_slot_back(demo):
+    rid = create_round(demo, RoundSpec("skip", Q, reviewers_per_item=1, limit=2), admin(demo))
+    a, b = ensure_reviewer(demo, "Skipper"), ensure_reviewer(demo, "Taker")
+    item = reserve_next_item(demo, rid, a)
+    skip_item(demo, a, item, load_item(demo, item).question_id, "outside my specialty", round_id=rid)
+    assert reserve_next_item(demo, rid, b) == item
+    assert reserve_next_item(demo, rid, a) != item
+
+
+def test_concurrent_reviewers_fill_every_item_exactly_k_times(demo_copy):
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("race", Q, reviewers_per_item=2), admin(s))
+    reviewers = [ensure_reviewer(s, f"Racer {i}") for i in range(6)]
+    s.close()
+    errors = []
+
+    def work(rev):
+        local = open_store(demo_copy)
+        try:
+            while answer(local, rid, rev) is not None:
+                pass
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            local.close()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    s = open_store(demo_copy)
+    counts = [r[0] for r in s.query(
+        "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
+    assert len(counts) == 85 and set(counts) == {2}
+    info = list_rounds(s)[0]
+    assert (info.answers_given, info.answers_needed) == (170, 170)
+
+
+def test_adjudication_settles_conflicts_and_unanimous_items(demo):
+    rid = create_round(demo, RoundSpec("adj", Q, reviewers_per_item=2, limit=4), admin(demo))
+    a, b = ensure_reviewer(demo, "Rev A"), ensure_reviewer(demo, "Rev B")
+    values_a, values_b = ["0A", "1B", "0B", "1A"], ["0A", "0A", "0B", "1B"]
+    items = []
+    for va, vb in zip(values_a, values_b, strict=True):
+        item = answer(demo, rid, a, va)
+        reserve_next_item(demo, rid, b)
+        commit_answer(demo, b, item, load_item(demo, item).question_id, vb, round_id=rid)
+        items.append(item)
+    assert settle_unanimous(demo, rid) == 2
+    judge = ensure_reviewer(demo, "Dr. Sam Rivera")
+    queue = adjudication_queue(demo, rid, judge)
+    assert [d.item_id for d in queue] == [items[1], items[3]]
+    assert [x.reviewer for x in queue[0].answers] == ["Reviewer A", "Reviewer B"]  # names hidden
+    assert queue[0].distance == 3
+    # Someone who answered may not adjudicate; a reviewer may not either.
+    grant_role(demo, admin(demo), "Rev A", "adjudicator")
+    with pytest.raises(AdjudicationError, match="you answered this item"):
+        settle(demo, rid, items[1], ensure_reviewer(demo, "Rev A"), "1B", "reviewer_error")
+    assert items[1] not in [d.item_id for d in adjudication_queue(demo, rid, ensure_reviewer(demo, "Rev A"))]
+    with pytest.raises(AdjudicationError, match="only an adjudicator"):
+        settle(demo, rid, items[1], ensure_reviewer(demo, "Rev B2"), "1B", "reviewer_error")
+    settle(demo, rid, items[1], judge, "1B", "reviewer_error", "red flag missed")
+    assert [d.item_id for d in adjudication_queue(demo, rid, judge)] == [items[3]]
+    settled = demo.query(
+        "SELECT i.id, c.value, c.extra FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+        " JOIN items i ON i.id = c.item_id WHERE r.name = ? ORDER BY i.id", (ADJUDICATED,))
+    assert [(r[0], r[1][:2]) for r in settled] == sorted(
+        [(items[0], "0A"), (items[2], "0B"), (items[1], "1B")])
+    assert any('"adjudicator":"Dr. Sam Rivera"' in r[2] for r in settled)
+
+
+def test_adjudication_outside_rounds_uses_all_clinicians(demo):
+    judge = ensure_reviewer(demo, "Dr. Sam Rivera")
+    queue = adjudication_queue(demo, None, judge, question_key=Q)
+    assert queue and all(len(d.answers) >= 2 for d in queue)
+
+
+def test_roles_are_granted_by_an_admin_and_logged(demo):
+    with pytest.raises(ValueError, match="only an admin"):
+        grant_role(demo, ensure_reviewer(demo, "Dr. Amara Okafor"), "Dr. Lukas Brenner", "admin")
+    updated = grant_role(demo, admin(demo), "Dr. Lukas Brenner", "adjudicator")
+    assert updated.role == "adjudicator"
+    entry = audit_entries(demo, action="grant_role")[0]
+    assert (entry.actor, entry.old, entry.new) == ("Jordan Lee", {"role": "reviewer"}, {"role": "adjudicator"})
+
+
+def test_server_mode_identity_comes_from_the_login(store):
+    first = reviewer_for_login(store, "Boss@Example.org", "Dr. Boss")
+    assert (first.name, first.role) == ("Dr. Boss", "admin")
+    second = reviewer_for_login(store, "nurse@example.org", "Dr. Boss")
+    assert (second.name, second.role) == ("Dr. Boss (2)", "reviewer")
+    assert reviewer_for_login(store, "boss@example.org").id == first.id
+
+
+def test_progress_counts_pace_and_time(demo):
+    me = ensure_reviewer(demo, "Counter")
+    for i, item in enumerate(r[0] for r in demo.query("SELECT id FROM items WHERE kind='prefix' LIMIT 3")):
+        commit_answer(demo, me, item, 1, "0A", seconds_on_task=[4.0, 6.0, 20.0][i])
+    row = next(p for p in reviewer_progress(demo) if p.name == "Counter")
+    assert (row.answers, row.items, row.median_seconds) == (3, 3, 6.0)
