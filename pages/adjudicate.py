@@ -21,7 +21,11 @@ rounds = list_rounds(db)
 scopes = [None] + [r.id for r in rounds]
 names = {r.id: f"Round: {r.name}" for r in rounds}
 top = st.columns([3, 3, 2], vertical_alignment="bottom")
-scope = top[0].selectbox("Answers from", scopes, format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
+wanted = st.query_params.get("round")
+scope = top[0].selectbox(
+    "Answers from", scopes,
+    index=scopes.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in scopes else 0,
+    format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
 question_key = None
 if scope is None:
     question_key = top[1].selectbox(

@@ -45,6 +45,8 @@ LABEL_CHARS = 60
 COMMAND_KEYS = ("keystrokes", "command", "cmd", "input", "script")
 SAY_TOOLS = ("say", "clinic_say", "ask_patient", "talk_to_patient", "speak")
 SAY_KEYS = ("text", "message", "utterance", "question", "content")
+STEP_ERROR_QUESTION = "trajectory.step_error"
+"""The question a reviewer answers about one step (codebook trajectory-errors), target `step:<id>`."""
 
 
 # -- payload (written by importers) ------------------------------------------
@@ -236,8 +238,10 @@ def trajectory_view(payload: Mapping[str, Any],
         marks.append(mark)
     if not raw_steps:
         steps, marks = _steps_from_transcript(payload.get("transcript") or [])
-        counts["steps"] = len(steps)
-        counts["patient_replies"] = sum(s.source == "patient" for s in steps)
+        for mark in marks:
+            mark.marked = marked.get(mark.step_id)
+        counts.update(steps=len(steps), patient_replies=sum(s.source == "patient" for s in steps),
+                      marked=sum(m.marked is not None for m in marks))
     final = _final_answer(payload, steps)
     if final is not None and final.step_index is not None and final.step_index < len(marks):
         marks[final.step_index].kind = "answer"
@@ -543,9 +547,12 @@ def graded_conversation_view(payload: Mapping[str, Any], criteria: Iterable[Any]
     """The conversation, completion and criteria. `criteria` are question rows or
     dicts with key, text, points and meta; turns come from the parent prompt item
     when the completion's own payload has none."""
-    turns = payload.get("turns") or (parent_payload or {}).get("turns") or []
+    parent = parent_payload or {}
+    turns = payload.get("turns") or parent.get("turns") or []
     views = sorted((criterion_view(c) for c in criteria), key=lambda c: (c.index, c.key))
-    ideal = payload.get("ideal_completion") or (parent_payload or {}).get("ideal_completion")
+    ideal = payload.get("ideal_completion") or parent.get("ideal_completion")
+    if ideal is None and parent.get("completion_source") == "ideal_completion":
+        ideal = parent.get("completion")
     return GradedConversationView(
         turns=[Turn(i, str(t.get("role") or "user"), message_text(t.get("content")))
                for i, t in enumerate(turns)],
@@ -631,6 +638,21 @@ def load_trajectory(store: Any, uid: str,
     if row is None:
         return None
     return trajectory_view(json.loads(row[0]), marked)
+
+
+def load_step_marks(store: Any, uid: str, rater: str) -> dict[int, str]:
+    """{step_id: error code} of one rater's current step marks on a trajectory
+    (answers to `trajectory.step_error` whose target is `step:<step_id>`), for
+    `trajectory_view(..., marked=)`."""
+    rows = store.query(
+        "SELECT a.target, a.value FROM current_annotations a JOIN items i ON i.id = a.item_id"
+        " JOIN questions q ON q.id = a.question_id JOIN raters r ON r.id = a.rater_id"
+        " WHERE i.uid = ? AND r.name = ? AND q.key = ? AND a.target LIKE 'step:%'"
+        " AND a.status = 'answered'",
+        (uid, rater, STEP_ERROR_QUESTION),
+    )
+    return {int(target.split(":", 1)[1]): value for target, value in rows
+            if target.split(":", 1)[1].isdigit()}
 
 
 def load_graded_conversation(store: Any, uid: str) -> GradedConversationView | None:

@@ -12,7 +12,9 @@ fields named in `meta.identifying_fields`), and exports withhold those items'
 ids unless asked.
 
 Uids and questions:
-- a trial is `harbor:<trial_name>` (as in `review.sources.harbor`), dataset
+- a trial is `clinicare:<first 16 hex digits of sha256(trial_name)>`, not
+  `harbor:<trial_name>`: Harbor trial names begin with the task id, and the
+  uid also prefixes the trial's question keys, which exports keep. Dataset
   `clinicare`, `case_id` = task id, parent = its task item;
 - a task is `clinicare-task:<task_id>` (kind `task`); the cohort's expected
   label is the answer of the reference rater `clinicare-cohort` to
@@ -40,6 +42,7 @@ directory, else the last agent message or tool argument that holds an
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -91,6 +94,11 @@ EVIDENCE = re.compile(r"\[([A-Za-z][\w\-./:]*\d[\w\-./:]*)\](?!\()")
 
 def task_uid(task_id: str) -> str:
     return f"clinicare-task:{task_id}"
+
+
+def trial_uid(trial_name: str) -> str:
+    """A stable uid that does not spell out the task id the trial name begins with."""
+    return "clinicare:" + hashlib.sha256(trial_name.encode("utf-8")).hexdigest()[:16]
 
 
 def scenario_of(task_id: str) -> str:
@@ -160,6 +168,7 @@ def agent_rater(model: str | None) -> RaterRecord:
 def extend_trial(trial: Trial, item: ItemRecord, options: ImportOptions) -> Iterator[Record]:
     """Make a Harbor trial a CliniCARE item and add its verdict and verifier answers."""
     task_id = trial.task_name or trial.trial_name.split("__", 1)[0]
+    item.uid = trial_uid(trial.trial_name)
     item.dataset = options.dataset or FAMILY
     item.case_id = task_id
     item.parent_uid = task_uid(task_id)

@@ -1,0 +1,151 @@
+"""Import a 14,000-episode KlinikeBench-shaped file; print speed, memory and the ratio to parsing.
+
+    .venv/bin/python bench/bench_import_klinikebench.py [--episodes 14000] [--steps 30]
+                                                        [--workdir /tmp/carelens-bench] [--keep]
+
+Steps, each timed in its own child process so its peak RSS is its own:
+1. write the file with bench/gen_klinikebench.py (once; reused when present);
+2. baseline: merely parse it - `json.loads` of every line and of its four
+   JSON-string fields (transcript, agent_steps, gates, meta);
+3. import it with `import_file` into a fresh database (one transaction);
+4. open a 200-step trajectory through the display model, server side.
+Targets (issue 3): import under 120 s and 1.5 GB peak RSS; opening under 300 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+IMPORT_LIMIT_S = 120.0
+RSS_LIMIT_MB = 1536.0
+OPEN_LIMIT_MS = 300.0
+JSON_FIELDS = ("transcript", "agent_steps", "gates", "meta")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child_parse(path: Path) -> dict:
+    started = time.perf_counter()
+    rows = 0
+    with path.open("r", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            for name in JSON_FIELDS:
+                if isinstance(row.get(name), str):
+                    json.loads(row[name])
+            rows += 1
+    return {"seconds": time.perf_counter() - started, "rows": rows, "peak_rss_mb": peak_rss_mb()}
+
+
+def child_import(path: Path, db: Path) -> dict:
+    from review.sources import import_file
+    from review.workspace import open_store
+
+    store = open_store(db)
+    started = time.perf_counter()
+    result = import_file(store, path, "klinikebench")
+    seconds = time.perf_counter() - started
+    counts = {t: store.scalar(f"SELECT COUNT(*) FROM {t}") for t in ("items", "questions", "annotations")}
+    store.close()
+    return {"seconds": seconds, "rows": result.rows, "peak_rss_mb": peak_rss_mb(), **counts}
+
+
+def child_open(db: Path, workdir: Path) -> dict:
+    from bench.gen_klinikebench import episode
+    from review.sources import import_file
+    from review.trajectory import load_trajectory
+    from review.workspace import open_store
+
+    long_file = workdir / "klinikebench-200-steps.jsonl"
+    row = next(r for r in (episode(i, seed=11, steps=200) for i in range(50)) if not r["exception"])
+    row["trial_name"] = "long-run__200-steps"  # not one of the imported episodes
+    long_file.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    store = open_store(db)  # the big database: the trajectory is opened among 14,000 others
+    import_file(store, long_file, "klinikebench")
+    uid = store.scalar("SELECT uid FROM items WHERE uid LIKE '%long-run__200-steps'")
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        view = load_trajectory(store, uid)
+        timings.append((time.perf_counter() - started) * 1000)
+    store.close()
+    return {"steps": len(view.steps), "first_ms": timings[0], "median_ms": sorted(timings)[2]}
+
+
+def run_child(*args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True,
+                         capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=14_000)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/carelens-bench"))
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        kind, *rest = args.child
+        result = {"parse": lambda: child_parse(Path(rest[0])),
+                  "import": lambda: child_import(Path(rest[0]), Path(rest[1])),
+                  "open": lambda: child_open(Path(rest[0]), Path(rest[1]))}[kind]()
+        print(json.dumps(result))
+        return 0
+
+    from bench.gen_klinikebench import write_jsonl
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    data = args.workdir / f"klinikebench-{args.episodes}x{args.steps}.jsonl"
+    if not data.exists():
+        started = time.perf_counter()
+        write_jsonl(data, args.episodes, steps=args.steps)
+        print(f"generated {data} in {time.perf_counter() - started:.1f} s")
+    size_mb = data.stat().st_size / 1e6
+    db = args.workdir / "bench.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+    parse = run_child("parse", str(data))
+    imp = run_child("import", str(data), str(db))
+    opened = run_child("open", str(db), str(args.workdir))
+    db_mb = db.stat().st_size / 1e6
+
+    ok_time = imp["seconds"] < IMPORT_LIMIT_S
+    ok_rss = imp["peak_rss_mb"] < RSS_LIMIT_MB
+    ok_open = opened["first_ms"] < OPEN_LIMIT_MS
+    print(f"file: {data.name}, {parse['rows']} episodes, {size_mb:.0f} MB "
+          f"({size_mb * 1e3 / max(parse['rows'], 1):.0f} KB an episode), {os.cpu_count()} CPUs")
+    print(f"parse only (json.loads of each line and its 4 JSON strings): {parse['seconds']:.1f} s, "
+          f"{parse['rows'] / parse['seconds']:.0f} rows/s, peak RSS {parse['peak_rss_mb']:.0f} MB")
+    print(f"import (one transaction): {imp['seconds']:.1f} s, {imp['rows'] / imp['seconds']:.0f} rows/s, "
+          f"peak RSS {imp['peak_rss_mb']:.0f} MB -> {imp['items']} items, {imp['questions']} questions, "
+          f"{imp['annotations']} annotations; database {db_mb:.0f} MB")
+    print(f"import / parse ratio: {imp['seconds'] / parse['seconds']:.1f}x")
+    print(f"open a {opened['steps']}-step trajectory: first {opened['first_ms']:.1f} ms, "
+          f"median of 5 {opened['median_ms']:.1f} ms")
+    print(f"targets: import < {IMPORT_LIMIT_S:.0f} s {'PASS' if ok_time else 'FAIL'}; "
+          f"peak RSS < {RSS_LIMIT_MB:.0f} MB {'PASS' if ok_rss else 'FAIL'}; "
+          f"open < {OPEN_LIMIT_MS:.0f} ms {'PASS' if ok_open else 'FAIL'}")
+    if not args.keep:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return 0 if ok_time and ok_rss and ok_open else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
