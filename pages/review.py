@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages._shared import require_reviewer, show_text, store
 from review.blinding import DEFAULT_MODE
+from review.codebook_versions import current_codebook
 from review.items import (
     ItemView,
     commit_answer,
@@ -249,6 +250,9 @@ if st.session_state.get("shown_item") != item.id:
     st.session_state["shown_item"] = item.id
     st.session_state["shown_at"] = time.monotonic()
 
+if item.codebook is not None:
+    # The wording in force: the latest in-app edit of the codebook, if any.
+    item.codebook = current_codebook(db, item.codebook.key) or item.codebook
 position, total = item_position(db, item.id, filt)
 left, right = st.columns([3, 2], gap="large")
 

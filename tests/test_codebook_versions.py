@@ -1,0 +1,52 @@
+"""Editing the codebook in the app makes a new version; answers keep theirs."""
+
+from __future__ import annotations
+
+import pytest
+
+from codebook import CodebookError
+from review.codebook_versions import codebook_history, current_codebook, edit_label
+from review.items import commit_answer
+from review.reviewers import ensure_reviewer
+from review.workspace import open_store
+
+KEY, CODE = "carebench-escalation", "1B_ESCALATION_URGENT_CARE"
+
+
+@pytest.fixture
+def demo(demo_copy):
+    s = open_store(demo_copy)
+    yield s
+    s.close()
+
+
+def test_an_edit_makes_a_version_and_answers_keep_theirs(demo):
+    admin = ensure_reviewer(demo, "Jordan Lee")
+    before = commit_answer(demo, admin, 1, 1, "0A")
+    version = edit_label(demo, admin, KEY, CODE, {"definition": "Same-day or emergency care."},
+                         "plainer wording")
+    assert version == "1.1"
+    book = current_codebook(demo, KEY)
+    assert book.version == "1.1" and book.label(CODE).definition == "Same-day or emergency care."
+    after = commit_answer(demo, admin, 2, 1, "1B")
+    versions = dict(demo.query("SELECT id, codebook_version FROM annotations WHERE id IN (?, ?)",
+                               (before, after)))
+    assert versions == {before: "1.0", after: "1.1"}
+    history = codebook_history(demo, KEY)
+    assert [(h.version, h.answers) for h in history] == [("1.1", 1), ("1.0", 1)]
+    assert history[0].note == "plainer wording"
+    entry = demo.query_one("SELECT old, new FROM audit_log WHERE action = 'codebook_edit'")
+    assert "1.0" in entry["old"] and "Same-day" in entry["new"]
+
+
+def test_only_admins_edit_and_codes_cannot_change(demo):
+    with pytest.raises(CodebookError, match="only an admin"):
+        edit_label(demo, ensure_reviewer(demo, "Dr. Amara Okafor"), KEY, CODE, {"short": "x"}, "n")
+    admin = ensure_reviewer(demo, "Jordan Lee")
+    with pytest.raises(CodebookError, match="only short, definition, rules, example"):
+        edit_label(demo, admin, KEY, CODE, {"code": "2X"}, "rename")
+    with pytest.raises(CodebookError, match="change note"):
+        edit_label(demo, admin, KEY, CODE, {"short": "Now"}, "  ")
+    with pytest.raises(CodebookError, match="definition: expected a non-empty"):
+        edit_label(demo, admin, KEY, CODE, {"definition": ""}, "blank it")
+    assert current_codebook(demo, KEY).version == "1.0"
