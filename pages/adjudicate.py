@@ -28,8 +28,9 @@ scope = top[0].selectbox(
     format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
 question_key = None
 if scope is None:
-    question_key = top[1].selectbox(
-        "Question", [r[0] for r in db.query("SELECT key FROM questions WHERE item_id IS NULL ORDER BY id")])
+    texts = dict(db.query("SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
+                          " ORDER BY id"))
+    question_key = top[1].selectbox("Question", list(texts), format_func=texts.get)
 show_names = top[2].toggle("Show names", value=False,
                            help="Hidden by default, so that the answer is judged, not the person")
 settled_now = settle_unanimous(db, scope, actor=me.name, question_key=question_key)
@@ -73,7 +74,10 @@ with right:
             st.caption(f"{rater}: {book.label(value).short + ' (' + value[:2] + ')' if value and book else value}")
     with st.form(f"settle:{case.item_id}", border=True):
         codes = book.codes if book else ["met", "not_met"]
-        value = st.radio("Settled answer", codes, horizontal=False,
+        given = [a.value for a in case.answers if a.value in codes]
+        # Start from the most common answer (ties: the first given), as Prodigy's review does.
+        start = max(given, key=given.count) if given else codes[0]
+        value = st.radio("Settled answer", codes, horizontal=False, index=codes.index(start),
                          format_func=lambda c: f"{book.label(c).short} ({c[:2]})" if book else c)
         reason = st.selectbox("Reason", [r for r in REASONS if r != "unanimous"], format_func=REASONS.get)
         note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")

@@ -19,6 +19,8 @@ Scripting
 - `server.requests` logs every request received (method, path, headers,
   parsed JSON body); `server.model_calls()` keeps only the model calls.
 - `server.batch_polls` is how many status polls a batch stays in progress.
+- `server.vary_replies = True` numbers every default reply, so identical
+  requests get different answers (a stricter test of "never twice").
 
 Run standalone (the bench does, so the server has its own interpreter):
     python tests/fake_llm_server.py --latency 0.05   # prints "PORT <n>"
@@ -46,7 +48,11 @@ from typing import Any
 class Auto:
     """A well-formed structured reply made up from the request's JSON schema
     (OpenAI `response_format`, Anthropic forced tool): enums are picked by a
-    hash of the request, so answers are deterministic and varied."""
+    hash of the request, so answers are deterministic and varied. `note` is
+    added to every text field (the server numbers its replies with it when
+    `vary_replies` is set, so identical requests get different answers)."""
+
+    note: str = ""
 
 
 @dataclass
@@ -103,6 +109,7 @@ class Received:
     method: str
     path: str
     headers: dict[str, str]
+    """Header names in lower case."""
     body: Any
     """Parsed JSON body, the raw text when not JSON, or the multipart fields."""
 
@@ -115,7 +122,7 @@ def _digest(value: Any) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
 
 
-def fill_schema(schema: dict, seed: int) -> Any:
+def fill_schema(schema: dict, seed: int, note: str = "") -> Any:
     """A value that satisfies a (simple) JSON schema, chosen by `seed`."""
     if "enum" in schema:
         options = schema["enum"]
@@ -123,7 +130,7 @@ def fill_schema(schema: dict, seed: int) -> Any:
     kind = schema.get("type")
     if kind == "object":
         props = schema.get("properties", {})
-        return {name: fill_schema(sub, seed // (i + 2) + i) for i, (name, sub) in
+        return {name: fill_schema(sub, seed // (i + 2) + i, note) for i, (name, sub) in
                 enumerate(props.items())}
     if kind == "boolean":
         return bool(seed % 2)
@@ -133,7 +140,7 @@ def fill_schema(schema: dict, seed: int) -> Any:
         return 0.5
     if kind == "array":
         return []
-    return "A short explanation from the fake model."
+    return "A short explanation from the fake model." + note
 
 
 def _openai_schema(body: dict) -> dict | None:
@@ -160,7 +167,8 @@ def chat_completion(body: dict, behaviour: Behaviour) -> dict:
         content = behaviour.text
     else:
         schema = _openai_schema(body)
-        content = (json.dumps(fill_schema(schema, _digest(body.get("messages"))))
+        note = behaviour.note if isinstance(behaviour, Auto) else ""
+        content = (json.dumps(fill_schema(schema, _digest(body.get("messages")), note))
                    if schema else "A plain reply from the fake model.")
     prompt_chars = len(json.dumps(body.get("messages", [])))
     return {
@@ -191,7 +199,8 @@ def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
         blocks = [{"type": "text", "text": behaviour.text}]
     elif tool:
         blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
-                   "input": fill_schema(tool["input_schema"], _digest(body.get("messages")))}]
+                   "input": fill_schema(tool["input_schema"], _digest(body.get("messages")),
+                                        getattr(behaviour, "note", ""))}]
     else:
         blocks = [{"type": "text", "text": "A plain reply from the fake model."}]
     prompt_chars = len(json.dumps(body.get("messages", []))) + len(str(body.get("system", "")))
@@ -230,6 +239,7 @@ class FakeLLMServer:
     def __init__(self, latency: float = 0.0):
         self.latency = latency
         self.batch_polls = 1
+        self.vary_replies = False
         self.requests: list[Received] = []
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -243,12 +253,7 @@ class FakeLLMServer:
     # -- control ---------------------------------------------------------
     def start(self) -> FakeLLMServer:
         handler = type("Handler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
-        httpd.daemon_threads = True
-        httpd.request_queue_size = 256
-        httpd.allow_reuse_address = True
-        httpd.server_bind()
-        httpd.server_activate()
+        httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True, name="fake-llm-server")
@@ -295,7 +300,10 @@ class FakeLLMServer:
     # -- internals ---------------------------------------------------------
     def _next(self) -> Behaviour:
         with self._lock:
-            return self._queue.popleft() if self._queue else Auto()
+            if self._queue:
+                return self._queue.popleft()
+            self._counter += 1
+            return Auto(f" (reply {self._counter})" if self.vary_replies else "")
 
     def _new_id(self, prefix: str) -> str:
         with self._lock:
@@ -367,8 +375,23 @@ class FakeLLMServer:
         return {k: v for k, v in batch.items() if not k.startswith("_")}
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a killed run) is not an error worth a traceback."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle's
+    # algorithm and delayed ACKs add ~40 ms to every keep-alive reply.
+    disable_nagle_algorithm = True
     fake: FakeLLMServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
@@ -414,7 +437,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw.decode(errors="replace")
-        received = Received(self.command, self.path.split("?")[0], dict(self.headers.items()), body)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        received = Received(self.command, self.path.split("?")[0], headers, body)
         self.fake._log(received)
         return received
 
@@ -444,6 +468,9 @@ class _Handler(BaseHTTPRequestHandler):
         req = self._receive()
         fake = self.fake
         if req.path in ("/v1/chat/completions", "/v1/messages"):
+            if not isinstance(req.body, dict):  # e.g. a client killed mid-request
+                self._send(400, _error_body(400, "the request body is not a JSON object"))
+                return
             if fake.latency:
                 time.sleep(fake.latency)
             behaviour = fake._next()

@@ -29,6 +29,7 @@ def write_prefixes(store: Store, n: int, dataset: str = "test", with_gold: bool 
             if with_gold:
                 w.annotation(AnnotationRecord(uid, "carebench.escalation_needed", "carebench-gold",
                                               CODES[i % 4]))
+        w.flush()
     return uids
 
 

@@ -146,6 +146,6 @@ MAPPER = Task(
     read=_read,
     find_work=find_mapper_work,
     filters=MAP_FILTERS,
-    max_output_tokens=1024,
+    max_output_tokens=2048,
     typical_output_tokens=120,
 )

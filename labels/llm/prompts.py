@@ -50,6 +50,11 @@ class PromptTemplate:
     source: str
     """File it was read from."""
 
+    @property
+    def shipped(self) -> bool:
+        """True for a prompt shipped with carelens (not a user's file)."""
+        return Path(self.source).parent == PROMPT_DIR
+
     def render(self, values: dict[str, str]) -> tuple[str, str]:
         """(system text, user text) with the placeholders filled in."""
         return self.system.substitute(values), self.user.substitute(values)

@@ -96,9 +96,11 @@ def render_response(item: ItemView) -> str | None:
 
 
 def render_graded_conversation(item: ItemView) -> str | None:
-    """A conversation and the completion graded against the rubric."""
-    p = item.payload
-    conversation = _messages(_first(p, "prompt", "conversation", "messages"))
+    """A conversation and the completion graded against the rubric. A
+    completion item shares its prompt item's turns (its parent's payload)."""
+    p, parent = item.payload, item.parent_payload or {}
+    conversation = _messages(_first(p, "turns", "prompt", "conversation", "messages")
+                             or _first(parent, "turns", "prompt", "conversation", "messages"))
     completion = _first(p, "completion", "response", "answer")
     if completion is None:
         return None
@@ -109,6 +111,15 @@ def render_graded_conversation(item: ItemView) -> str | None:
     lines = [f"{role}: {text}" for role, text in conversation]
     lines.append(f"assistant (the completion under review): {_content_text(completion)}")
     return "\n\n".join(lines)
+
+
+def final_answer_text(payload: dict[str, Any]) -> str | None:
+    """An agent's final answer or report: `final_answer` (text, or {text, ...}
+    as the importers write it) or a `report` field."""
+    given = _first(payload, "final_answer", "report", "final_report")
+    if isinstance(given, dict):
+        given = given.get("text")
+    return _content_text(given) if given else None
 
 
 def _step_line(step: dict[str, Any]) -> str:
@@ -140,9 +151,9 @@ def render_trajectory(item: ItemView) -> str | None:
         steps = steps.get("steps")
     if isinstance(steps, list) and steps:
         parts.append("Steps:\n" + "\n".join(_step_line(s) for s in steps if isinstance(s, dict)))
-    final = _first(p, "final_answer", "report", "diagnosis")
+    final = final_answer_text(p)
     if final:
-        parts.append(f"Final answer: {_content_text(final)}")
+        parts.append(f"Final answer: {final}")
     return "\n\n".join(parts) if parts else None
 
 
@@ -162,10 +173,11 @@ def render_record(item: ItemView, limit: int = RECORD_CHAR_LIMIT) -> str | None:
 
 
 def report_text(payload: dict[str, Any]) -> str | None:
-    """The report a CliniCARE agent wrote (for verdict extraction)."""
-    report = _first(payload, "report", "final_report", "final_answer")
+    """The report a CliniCARE agent wrote (for verdict extraction): its final
+    answer, else the last message an agent step wrote."""
+    report = final_answer_text(payload)
     if report:
-        return _content_text(report)
+        return report
     steps = _first(payload, "steps", "agent_steps")
     if isinstance(steps, list):
         for step in reversed(steps):

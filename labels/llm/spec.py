@@ -2,7 +2,7 @@
 
 A *model spec* names a provider and a model in one string:
 
-    anthropic:claude-sonnet-4-5          Anthropic Messages API
+    anthropic:claude-haiku-4-5          Anthropic Messages API
     openai:gpt-4.1-mini                  OpenAI Chat Completions API
     compatible:llama3.1:8b               any OpenAI-compatible server; its base URL
                                          comes from CARELENS_COMPATIBLE_BASE_URL or

@@ -77,7 +77,8 @@ class Task:
     find_work: FindWork
     filters: tuple[str, ...]
     """Filter names `find_work` understands."""
-    max_output_tokens: int = 1024
+    max_output_tokens: int = 2048
+    """Room for the answer (and a reasoning model's thinking) before the reply is cut."""
     typical_output_tokens: int = 150
     """For the cost estimate before a run."""
 

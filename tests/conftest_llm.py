@@ -1,0 +1,73 @@
+"""Helpers for the LLM rater tests (imported by tests/test_llm_*.py).
+
+- `go_offline(monkeypatch)`: no real keys, and both SDKs' base-URL variables
+  point at a closed local port, so a client that is not pointed at the fake
+  server explicitly cannot reach anything.
+- `fake_server()`: a running `FakeLLMServer` (see tests/fake_llm_server.py).
+- `write_carebench(store, ...)`: invented CARE-Bench prefixes (with gold
+  labels) and responses, written through the real writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from store import Store
+from store.records import AnnotationRecord, ItemRecord, RaterRecord
+from store.writer import RecordWriter
+from tests.fake_llm_server import FakeLLMServer
+
+UNREACHABLE = "http://127.0.0.1:9/"
+KEYS = {"openai": "sk-test-openai-0123456789abcdef", "anthropic": "sk-ant-test-fedcba9876543210"}
+CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
+         "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
+
+
+def go_offline(monkeypatch) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY",
+                "CARELENS_COMPATIBLE_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
+
+
+def fake_server(latency: float = 0.0) -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer(latency=latency).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def turn_text(case: int, rnd: int) -> str:
+    return f"Invented patient message, case {case}, round {rnd}: a cough for {rnd + 1} days."
+
+
+def write_carebench(store: Store, n_cases: int, rounds: int = 3, models: tuple[str, ...] = ("m1",),
+                    dataset: str = "carebench-test", gold: bool = True) -> list[str]:
+    """Cases of `rounds` prefixes each (turns up to the round, gold label by
+    `carebench-gold`), one response per model per prefix. Returns the
+    response uids in order."""
+    uids: list[str] = []
+    records: list = [RaterRecord("carebench-gold", "reference")]
+    for case in range(n_cases):
+        for rnd in range(1, rounds + 1):
+            prefix = f"inv_case_{case:05d}_r{rnd:02d}"
+            records.append(ItemRecord(
+                uid=prefix, kind="prefix", dataset=dataset, case_id=f"inv_case_{case:05d}",
+                round_id=rnd, split="validation",
+                payload={"turns": [turn_text(case, r) for r in range(1, rnd + 1)]}))
+            if gold:
+                records.append(AnnotationRecord(prefix, "carebench.escalation_needed",
+                                                "carebench-gold", CODES[(case + rnd) % 4]))
+            for model in models:
+                uid = f"{prefix}::{model}"
+                records.append(ItemRecord(
+                    uid=uid, kind="response", dataset=dataset, parent_uid=prefix,
+                    case_id=f"inv_case_{case:05d}", round_id=rnd, split="validation", model=model,
+                    payload={"response": f"Invented reply by {model} to case {case} round {rnd}:"
+                                         " rest and fluids.", "error": None}))
+                uids.append(uid)
+    with store.transaction() as conn:
+        RecordWriter(conn, source="test").write(records)
+    return uids
