@@ -82,6 +82,63 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminal_progress(progress) -> None:
+    width = 30
+    filled = int(progress.fraction * width)
+    bar = "#" * filled + "-" * (width - filled)
+    print(f"\r[{bar}] {progress.text()}"[:160].ljust(100), end="", file=sys.stderr, flush=True)
+
+
+def _run_llm(task: str, args: argparse.Namespace) -> int:
+    """map | judge | extract: plan (reads only), print the plan or the dry run,
+    then run with bounded concurrency, recording every call."""
+    import json
+
+    from labels.llm import MissingKeyError, PromptError, RunAborted, plan_run, run_plan
+
+    filters = {k: v for k, v in (("dataset", args.dataset), ("model", getattr(args, "model_filter", None)),
+                                 ("split", getattr(args, "split", None)),
+                                 ("question", getattr(args, "question", None)),
+                                 ("answered_by", getattr(args, "answered_by", None)))
+               if v}
+    store = open_store(args.db)
+    try:
+        plan = plan_run(store, task, args.model, args.prompt_version, args.limit, filters,
+                        include_answered=args.again)
+    except (ValueError, PromptError, MissingKeyError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.dry_run:
+        for request in plan.requests:
+            print(json.dumps(request, ensure_ascii=False))
+        print(plan.summary(), file=sys.stderr)
+        return 0
+    print(plan.summary(), file=sys.stderr)
+    try:
+        summary = run_plan(args.db, plan, concurrency=args.concurrency,
+                           progress=_terminal_progress, use_batch=args.batch)
+    except (RunAborted, MissingKeyError) as exc:
+        print(file=sys.stderr)
+        raise UsageError(str(exc)) from None
+    print(file=sys.stderr)
+    print(summary.text())
+    return 0 if not summary.errors else 1
+
+
+@command("map")
+def cmd_map(args: argparse.Namespace) -> int:
+    return _run_llm("map", args)
+
+
+@command("judge")
+def cmd_judge(args: argparse.Namespace) -> int:
+    return _run_llm("judge", args)
+
+
+@command("extract")
+def cmd_extract(args: argparse.Namespace) -> int:
+    return _run_llm("extract", args)
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar
@@ -135,6 +192,33 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--rater", help="carebench-labels: one reviewer's labels (default: majority)")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+
+    for task, what, default in (
+        ("map", "map CARE-Bench responses onto the four labels with an LLM (the blinded mapper)", "mapper-v1"),
+        ("judge", "judge rubric criteria one at a time with an LLM", "judge-v1"),
+        ("extract", "read CliniCARE verdicts from agent reports with an LLM", "extract-v1"),
+    ):
+        m = sub.add_parser(task, help=what, description=what)
+        m.add_argument("--model", required=True, metavar="PROVIDER:MODEL",
+                       help="anthropic:MODEL, openai:MODEL, compatible:MODEL or "
+                            "compatible:http://host:port/v1#MODEL; keys from the environment")
+        m.add_argument("--prompt-version", default=default,
+                       help=f"shipped version (default {default}) or a path to your own template")
+        m.add_argument("--limit", type=int, help="answer at most N items")
+        m.add_argument("--dry-run", action="store_true",
+                       help="print each request that would be sent, one JSON object a line; call nothing")
+        m.add_argument("--concurrency", type=int, default=8)
+        m.add_argument("--batch", action="store_true", help="use the provider's batch API")
+        m.add_argument("--again", action="store_true",
+                       help="also items this rater answered (repeated requests come from the cache)")
+        m.add_argument("--dataset")
+        if task == "map":
+            m.add_argument("--responses-of", dest="model_filter", help="only this responding model")
+            m.add_argument("--split")
+        if task in ("judge", "extract"):
+            m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
+        if task == "judge":
+            m.add_argument("--answered-by", help="only what these raters answered, e.g. 'healthbench-physician:*'")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

@@ -7,6 +7,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from labels.llm import (
+    MissingKeyError,
+    PromptError,
+    RunAborted,
+    plan_run,
+    run_plan,
+    shipped_versions,
+)
 from pages._shared import current_reviewer, store
 from review.demo import load_demo
 from review.export import export_annotations, export_carebench_labels
@@ -75,3 +83,61 @@ with tempfile.TemporaryDirectory() as tmp:
 st.subheader("Imports so far", anchor=False)
 rows = db.query("SELECT imported_at, path, format, n_rows, n_items, n_annotations, actor FROM imports ORDER BY id DESC LIMIT 50")
 st.dataframe([dict(r) for r in rows], hide_index=True, width="stretch")
+
+st.subheader("LLM raters", anchor=False)
+st.caption("Run the blinded mapper or a rubric judge yourself. Keys come from the environment "
+           "(ANTHROPIC_API_KEY, OPENAI_API_KEY, CARELENS_COMPATIBLE_API_KEY) or from "
+           "`.streamlit/secrets.toml`; they are never stored. Every call is recorded and cached: "
+           "running the same prompt on the same items again costs nothing.")
+TASK_WORDS = {"map": "Map CARE-Bench responses (the mapper)", "judge": "Judge rubric criteria",
+              "extract": "Read CliniCARE verdicts from reports"}
+with st.form("llm_run"):
+    c = st.columns([3, 3, 2])
+    task = c[0].selectbox("Task", list(TASK_WORDS), format_func=TASK_WORDS.get)
+    model_spec = c[1].text_input("Model", "anthropic:claude-haiku-4-5",
+                                 help="anthropic:MODEL, openai:MODEL, compatible:MODEL or "
+                                      "compatible:http://host:port/v1#MODEL")
+    limit = c[2].number_input("At most (0 = all)", 0, 1_000_000, 20)
+    c = st.columns([3, 3, 2])
+    version = c[0].selectbox("Prompt version", [v for t in TASK_WORDS for v in shipped_versions(t)],
+                             help="Shipped versions (the form checks it fits the task); "
+                                  "the CLI also takes a path to your own template")
+    dataset = c[1].text_input("Dataset (optional)")
+    concurrency = c[2].number_input("Concurrency", 1, 64, 8)
+    use_batch = st.checkbox("Use the provider's batch API (cheaper, slower)")
+    estimate = st.form_submit_button("Estimate", icon=":material/calculate:")
+    run = st.form_submit_button("Run", type="primary", icon=":material/play_arrow:")
+
+
+def _secrets_keys() -> dict[str, str]:
+    try:
+        return {k: str(v) for k, v in st.secrets.items()
+                if k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CARELENS_COMPATIBLE_API_KEY")}
+    except Exception:  # no secrets file
+        return {}
+
+
+if estimate or run:
+    if not version.startswith({"map": "mapper", "judge": "judge", "extract": "extract"}[task]):
+        st.error(f"Prompt version {version} is not a {task} prompt.")
+        st.stop()
+    try:
+        plan = plan_run(db, task, model_spec, version, int(limit) or None,
+                        {"dataset": dataset} if dataset else None)
+    except (ValueError, PromptError, MissingKeyError) as exc:
+        st.error(str(exc))
+        st.stop()
+    st.info(plan.summary(), icon=":material/receipt_long:")
+    if run and plan.units:
+        bar = st.progress(0.0, text="Starting")
+        try:
+            summary = run_plan(default_db_path(), plan, concurrency=int(concurrency),
+                               progress=lambda p: bar.progress(p.fraction, text=p.text()),
+                               use_batch=use_batch, keys=_secrets_keys(), actor=actor)
+        except (RunAborted, MissingKeyError) as exc:
+            st.error(str(exc))
+        else:
+            bar.progress(1.0, text="Done")
+            st.success(summary.text())
+            for message in summary.messages:
+                st.warning(message)
