@@ -64,3 +64,27 @@ def test_adjudicate_progress_and_codebook_screens_render(demo_copy, monkeypatch)
     at.switch_page("pages/codebook.py").run()
     assert not at.exception
     assert any("Versions" in h.value for h in at.subheader)
+
+
+def test_data_screen_runs_the_mapper_against_a_fake_provider(demo_copy, monkeypatch):
+    from tests import conftest_llm as llm
+
+    gen = llm.fake_server()
+    fake = next(gen)
+    try:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-page-test-0000")
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+        at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+        at.switch_page("pages/data.py").run()
+        form = [t for t in at.text_input if t.label == "Model"][0]
+        form.input("openai:gpt-4.1-mini")
+        [n for n in at.number_input if n.label.startswith("At most")][0].set_value(3)
+        [b for b in at.button if b.label == "Run"][0].click()
+        at.run(timeout=60)
+        assert not at.exception
+        assert any("answered" in s.value for s in at.success)
+        s = open_store(demo_copy)
+        assert s.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                        " WHERE r.name = 'openai:gpt-4.1-mini@mapper-v1'") == 3
+    finally:
+        next(gen, None)
