@@ -312,7 +312,7 @@ with right:
                   on_click=on_flag, args=(item.id, not flagged),
                   help="Mark the item for a second look")
     nav = st.columns(3)
-    nav[0].button("Previous", key="prev", shortcut="Left", icon=":material/arrow_back:",
+    nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
                   width="stretch", on_click=on_open,
                   args=(neighbour_item(db, item.id, filt, -1),))
     with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):

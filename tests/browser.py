@@ -86,3 +86,11 @@ def wait_for_app(page, timeout: float = 30_000) -> None:
         timeout=timeout,
     )
     page.wait_for_timeout(300)
+
+
+def ready_for_keys(page) -> None:
+    """Before the first key press on a freshly loaded page: Streamlit wires
+    its button shortcuts a moment after the first render, and a key pressed
+    before that is lost. Also takes the focus off any text box."""
+    page.wait_for_timeout(1500)
+    page.evaluate("document.activeElement && document.activeElement.blur()")

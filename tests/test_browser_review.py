@@ -7,7 +7,7 @@ import re
 import pytest
 
 from review.workspace import open_store
-from tests.browser import chromium, running_app, wait_for_app
+from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +51,7 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         assert "0 of 85 answered by you" in progress_text(page)
 
         # Three answers with the keyboard only: 1, 4, 2.
-        release_focus(page)
+        ready_for_keys(page)
         for key, done in (("1", 1), ("4", 2), ("2", 3)):
             page.keyboard.press(key)
             wait_for_progress(page, f"{done} of 85")

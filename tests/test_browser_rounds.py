@@ -10,7 +10,7 @@ import pytest
 from review.reviewers import ensure_reviewer
 from review.rounds import RoundSpec, create_round
 from review.workspace import open_store
-from tests.browser import chromium, running_app, wait_for_app
+from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -37,6 +37,7 @@ def test_two_reviewers_then_an_adjudicator(demo_copy):
             page.goto(f"{url}/?reviewer={quote(name)}&round={rid}")
             wait_for_app(page)
             assert "0 of 3 answered by you in Double review" in page.get_by_test_id("stProgress").inner_text()
+            ready_for_keys(page)
             for n, key in enumerate(keys, start=1):
                 page.evaluate("document.activeElement && document.activeElement.blur()")
                 page.keyboard.press(key)
