@@ -90,6 +90,14 @@ me = current_reviewer()
 PAGES = {
     "Review": [
         st.Page("pages/review.py", title="Review", icon=":material/rate_review:", default=True),
+        st.Page("pages/trajectories.py", title="Trajectories", icon=":material/route:",
+                url_path="trajectories"),
+        st.Page("pages/graded.py", title="Graded conversations", icon=":material/checklist:",
+                url_path="graded"),
+    ],
+    "Measure": [
+        st.Page("pages/agreement.py", title="Agreement", icon=":material/balance:",
+                url_path="agreement"),
     ],
     "Reference": [
         st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",

@@ -139,6 +139,49 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return _run_llm("extract", args)
 
 
+@command("agreement")
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """Two raters (or groups) on the (item, question) pairs they share."""
+    from labels.comparisons import agreement_bundle, agreement_report, format_report_text
+    from labels.report import report_csv, report_html, report_json
+
+    store = open_store(args.db)
+    filters = {k: v for k, v in (("dataset", args.dataset), ("split", args.split),
+                                 ("model", args.model), ("phase", args.phase)) if v}
+    by = [b.strip() for b in args.by.split(",")] if args.by else []
+    try:
+        if args.html:
+            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
+        else:
+            report, extras = agreement_report(store, args.question, args.a, args.b, filters, by=by), ()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.html:
+        Path(args.html).write_text(report_html(report, extras), encoding="utf-8")
+        print(f"{args.html}: report written", file=sys.stderr)
+    if args.csv:
+        Path(args.csv).write_text(report_csv(report), encoding="utf-8")
+        print(f"{args.csv}: table written", file=sys.stderr)
+    print(report_json(report) if args.json else format_report_text(report))
+    return 0
+
+
+@command("triage-metrics")
+def cmd_triage(args: argparse.Namespace) -> int:
+    """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
+    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.report import triage_json
+
+    store = open_store(args.db)
+    try:
+        report = triage_comparison(store, {"dataset": args.dataset} if args.dataset else None,
+                                   rank_by=args.rank_by)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(triage_json(report) if args.json else format_triage_text(report))
+    return 0
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar
@@ -219,6 +262,25 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
         if task == "judge":
             m.add_argument("--answered-by", help="only what these raters answered, e.g. 'healthbench-physician:*'")
+
+    a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
+    a.add_argument("--question", required=True,
+                   help="question key, 'criteria', 'criteria:<codebook>' or a pattern such as 'hb:*'")
+    a.add_argument("--a", required=True, help="rater name or group:clinicians|majority|adjudicated")
+    a.add_argument("--b", help="the other rater or group (leave out for a group's own agreement)")
+    a.add_argument("--dataset")
+    a.add_argument("--split")
+    a.add_argument("--model", help="responding model")
+    a.add_argument("--phase", help="only answers of this phase, e.g. blind")
+    a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument("--html", help="also write one self-contained HTML report with the plots")
+    a.add_argument("--csv", help="also write the coefficient table as CSV")
+
+    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
+    t.add_argument("--dataset")
+    t.add_argument("--rank-by", default="macro_f1")
+    t.add_argument("--json", action="store_true")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

@@ -8,6 +8,8 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlencode
+
 import streamlit as st
 
 from labels import comparisons as cmp
@@ -24,15 +26,19 @@ from labels.compare.figures import (
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes
 from labels.report import report_csv, report_html, report_json
-from pages._shared import store
+from pages._shared import current_reviewer, store
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
-REVIEWABLE = ("prefix", "response")  # item kinds the Review page opens: /?kind=...&item=...
+# The screen that opens each kind of item (app.py's url paths): the Review page is the
+# default page and takes ?kind=...&item=...; the others take ?item=...
+SCREENS = {"prefix": "", "response": "", "graded_conversation": "graded",
+           "trajectory": "trajectories"}
 PHASES = {None: "Current answers", "blind": "Blind answers only",
           "after_reveal": "After-reveal answers only"}
-BY_WORDS = {"round": "Round", "category": "Category", "model": "Model", "split": "Split",
-            "dataset": "Dataset", "criterion": "Criterion", "axis": "Rubric axis"}
+BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
+            "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
+            "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
         "HealthBench meta-eval"]
@@ -62,19 +68,38 @@ def md(value: object) -> str:
     return safe_markdown(str(value))
 
 
-def review_link(uid: str, kind: str, label: str) -> None:
-    """A link to the item in its review screen, or its id where no screen opens it."""
-    if kind in REVIEWABLE:
-        st.page_link("pages/review.py", label=md(label), icon=":material/open_in_new:",
-                     query_params={"kind": kind, "item": uid})
-    else:
-        st.markdown(md(label) + " · *no review screen for this kind of item yet*")
+def review_href(uid: str, kind: str, reviewer: str | None) -> str:
+    """The address of the screen that opens an item, relative (``./``) so that a server
+    base path is kept, with the item uid URL-encoded and the reviewer carried."""
+    params = {"item": uid, **({"reviewer": reviewer} if reviewer else {})}
+    if SCREENS[kind] == "":
+        params = {"kind": kind, **params}
+    return f"./{SCREENS[kind]}?" + urlencode(params, quote_via=quote)
+
+
+def review_links(units) -> None:
+    """Items as links to the screen that opens them (a new tab, so this list stays open);
+    items of a kind no screen opens are listed by id."""
+    who = current_reviewer()
+    lines = []
+    for unit in units:
+        text = md(unit.item_uid).replace("[", "\\[").replace("]", "\\]")
+        if unit.item_kind in SCREENS:
+            href = review_href(unit.item_uid, unit.item_kind, who.name if who else None)
+            lines.append(f"- [{text}]({href})")
+        else:
+            lines.append(f"- {text}")
+    st.markdown("\n".join(lines))
+
+
+NO_CLOSED_FORM = "no closed-form interval"  # said once under the table, not on every alpha row
 
 
 def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
     _, notes = split_notes(coefficients)
     rows = []
     for c, note in zip(coefficients, notes, strict=True):
+        note = "; ".join(p for p in note.split("; ") if not p.startswith(NO_CLOSED_FORM))
         row = {"Coefficient": c.name, "Value": number(c.value),
                "95% CI (bootstrap)": interval(c.ci_low, c.ci_high),
                "95% CI (analytic)": interval(*c.analytic_ci) if c.analytic_ci else "—",
@@ -98,8 +123,6 @@ if not sets:
 set_keys = [qs.key for qs in sets]
 titles = {qs.key: qs.title for qs in sets}
 default = call("default_comparison") or (set_keys[0], None, None)
-if st.session_state.get("agr_defaults") is None:
-    st.session_state["agr_defaults"] = default
 
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 qkey = top[0].selectbox(
@@ -117,7 +140,8 @@ with st.sidebar:
                          key="agr_split")
     model = (st.selectbox("Model", facets.models, index=None, placeholder="All models",
                           key="agr_model") if facets.models else None)
-    round_id = (st.selectbox("Round", facets.rounds, index=None, placeholder="All rounds",
+    round_id = (st.selectbox("Conversation round", facets.rounds, index=None,
+                             placeholder="All rounds",
                              key="agr_round") if facets.rounds else None)
     category = (st.selectbox("Category", facets.categories, index=None,
                              placeholder="All categories", key="agr_category")
@@ -134,30 +158,29 @@ filters = cmp.Filters(dataset=dataset, split=split, model=model, round_id=round_
 choices = call("choices_for", qkey, filters)
 specs = [c.spec for c in choices]
 labels = {c.spec: f"{c.label} · {c.n}" for c in choices}
-kinds = {c.spec: c.kind for c in choices}
 if len(specs) < 2:
     st.info("Fewer than two raters answered this question set under these filters: nothing to "
             "compare. Widen the filters or choose another question set.")
     st.stop()
 
 
-def pick(column, label: str, options: list, wanted, key: str, fallback: int):
-    index = options.index(wanted) if wanted in options else fallback
-    return column.selectbox(label, options, index=index, key=key,
+def pick(column, label: str, options: list, wanted, key: str):
+    return column.selectbox(label, options, index=options.index(wanted) if wanted in options
+                            else 0, key=key,
                             format_func=lambda s: labels.get(s) or "Nobody: A's members among "
                                                                    "themselves")
 
 
-same_set = default[0] == qkey
-a = pick(top[1], "Rater A", specs, default[1] if same_set else None, f"agr_a:{qkey}", 0)
+first_a, first_b = cmp.default_raters(choices) or (specs[0], None)
+a = pick(top[1], "Rater A", specs, first_a, f"agr_a:{qkey}")
 b_options = [None] + [s for s in specs if s != a]
-b = pick(top[2], "Rater B", b_options, default[2] if same_set else None, f"agr_b:{qkey}",
-         1 if len(b_options) > 1 else 0)
+b = pick(top[2], "Rater B", b_options, first_b if first_b != a else None, f"agr_b:{qkey}")
 st.caption(f"{qs.level.capitalize()} labels, so the table leads with "
            + {"ordinal": "weighted kappa, ordinal alpha and Gwet's AC2",
               "binary": "Gwet's AC1 and PABAK (met / not met is skewed; kappa collapses there)",
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[qs.level]
-           + f". Filters: {filters.describe()}. Counts after each rater's name: units answered.")
+           + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
+             "answered.")
 
 tabs = st.tabs(TABS, key="agr_tab", on_change="rerun")
 
@@ -182,40 +205,20 @@ def compare_tab() -> None:
     try:
         report = call("agreement_report", qkey, a, b, filters, by=(by,), forest_key=forest_key)
     except ValueError as exc:
-        st.info(str(exc), icon=":material/info:")
+        st.info(md(exc), icon=":material/info:")
         return
     with row[2]:
         downloads(report, by, forest_key)
-    st.subheader(report.title, anchor=False)
-    head = report.coefficient(_headline(report))
-    cols = st.columns(4)
-    if head is not None:
-        cols[0].metric(head.name, number(head.value),
-                       help=f"95% CI {interval(head.ci_low, head.ci_high)}, n = {head.n}"
-                       if head.value is not None else head.undefined_reason, border=True)
-        cols[0].caption(f"95% CI {interval(head.ci_low, head.ci_high)} · n = {head.n}")
-    pct = report.coefficient("percent_agreement")
-    if pct is not None:
-        cols[1].metric("Percent agreement", "—" if pct.value is None else f"{pct.value:.0%}",
-                       border=True)
-        cols[1].caption(f"95% CI {interval(pct.ci_low, pct.ci_high)}")
-    ceiling = report.ceiling_for(head.key) if head else None
-    if ceiling is None and report.ceiling:
-        ceiling = report.ceiling_for(forest_keys(qs.level)[0])
-    if ceiling is not None:
-        cols[2].metric("Clinicians among themselves", number(ceiling.value), border=True,
-                       help="The human ceiling: the clinicians' agreement with each other on "
-                            "the same units.")
-        cols[2].caption(f"{ceiling.name} · 95% CI {interval(ceiling.ci_low, ceiling.ci_high)}")
-    cols[3].metric("Units compared", report.n_units, border=True)
-    cols[3].caption(f"{len(report.disagreements)} disagree" if report.is_pair else
-                    f"{len(report.raters)} raters")
+    st.subheader(md(report.title), anchor=False)
+    headline_cards(report)
     common, _ = split_notes(report.coefficients)
     st.dataframe(coefficient_rows(report.coefficients,
                                   report.ceiling_for if report.ceiling else None),
                  hide_index=True, width="stretch", column_config=WIDE_NOTE)
+    st.caption("An analytic interval of — : no closed form exists (Krippendorff's alpha, "
+               "macro-F1); the bootstrap interval resamples units.")
     for note in list(common) + report.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
     if report.confusion is not None:
         confusion_section(report)
     else:
@@ -224,7 +227,8 @@ def compare_tab() -> None:
     bd = report.breakdowns[0]
     st.subheader(f"By {BY_WORDS[by].lower()}: {bd.name}", anchor=False)
     st.caption("Blue: the comparison. Orange: the clinicians among themselves on the same "
-               "units (the human ceiling). Bars: 95% bootstrap intervals.")
+               "units (the human ceiling). Bars: 95% bootstrap intervals."
+               if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
     st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
                     config={"displaylogo": False})
     with st.expander("As a table"):
@@ -237,8 +241,40 @@ def compare_tab() -> None:
         } for r in bd.rows], hide_index=True, width="stretch")
 
 
-def _headline(report) -> str:
-    return headline_key(qs.level, len(report.raters))
+def ci_words(c) -> str:
+    """The 95% interval to quote: the bootstrap's, or the analytic one where every
+    resample gave the same value (all raters agreed) and a closed form exists."""
+    if c.analytic_ci and c.ci_low is not None and c.ci_low == c.ci_high:
+        return f"95% CI {interval(*c.analytic_ci)} (analytic)"
+    return f"95% CI {interval(c.ci_low, c.ci_high)}"
+
+
+def headline_cards(report) -> None:
+    """The headline coefficient, percent agreement, the clinicians' ceiling and n."""
+    head = report.coefficient(headline_key(qs.level, len(report.raters)))
+    pct = report.coefficient("percent_agreement")
+    ceiling = report.ceiling_for(head.key) if head else None
+    if ceiling is None and report.ceiling:
+        ceiling = report.ceiling_for(forest_keys(qs.level)[0])
+    cards = []  # (label, value, caption, help)
+    if head is not None:
+        cards.append((head.name, number(head.value), f"{ci_words(head)} · n = {head.n}",
+                      head.undefined_reason))
+    if pct is not None:
+        cards.append(("Percent agreement", "—" if pct.value is None else f"{pct.value:.0%}",
+                      ci_words(pct), pct.undefined_reason))
+    if ceiling is not None:
+        cards.append(("Clinicians among themselves", number(ceiling.value),
+                      f"{ceiling.name} · 95% CI {interval(ceiling.ci_low, ceiling.ci_high)}",
+                      "The human ceiling: the clinicians' agreement with each other on the "
+                      "same units."))
+    cards.append(("Units compared", str(report.n_units),
+                  f"{len(report.disagreements)} disagree" if report.is_pair
+                  else f"{len(report.raters)} raters", None))
+    for col, (label, value, caption, help_text) in zip(st.columns(len(cards)), cards,
+                                                       strict=True):
+        col.metric(md(label), value, border=True, help=help_text and md(help_text))
+        col.caption(md(caption))
 
 
 def confusion_section(report) -> None:
@@ -262,18 +298,18 @@ def confusion_section(report) -> None:
     left, right = st.columns([5, 4], gap="large")
     with left:
         st.subheader("Confusion matrix", anchor=False)
-        st.caption(f"Rows: {report.a_label}. Columns: {report.b_label}. "
+        st.caption(f"Rows: {md(report.a_label)}. Columns: {md(report.b_label)}. "
                    "Click a cell, or pick it below, to list its items.")
         st.plotly_chart(confusion_figure(cm, report.a_label, report.b_label or "",
                                          st.session_state[state]),
                         key=chart, on_select=on_click, selection_mode="points",
                         config={"displayModeBar": False})
     with right:
-        chosen = st.selectbox("Cell: A's answer → B's answer", [None, *cells], key=state,
-                              format_func=lambda c: "Choose a cell" if c is None
-                              else cell_label[c])
+        chosen = st.selectbox("Cell: A's answer → B's answer", cells, key=state,
+                              format_func=cell_label.get, placeholder="Choose a cell")
         if chosen is None:
-            st.caption("No cell chosen.")
+            st.caption("The two raters agree on every unit." if not disagreeing
+                       else "Choose a cell to list its items.")
             return
         i, j = chosen
         units = cm.units[i][j]
@@ -281,13 +317,14 @@ def confusion_section(report) -> None:
         st.markdown(f"**{len(units)} items** where the raters {word}: "
                     f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
                     f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
+        st.caption("Each opens in a new tab, in the screen where it is reviewed.")
         with st.container(height=380 if len(units) > 9 else "content", border=True):
-            for unit in units[:200]:
-                review_link(unit.item_uid, unit.item_kind, unit.item_uid)
+            review_links(units[:200])
             if len(units) > 200:
                 st.caption(f"… and {len(units) - 200} more: download the JSON report for all.")
     if report.class_scores:
-        with st.expander(f"Per-label precision, recall and F1 ({report.a_label} as reference)"):
+        with st.expander(f"Per-label precision, recall and F1 ({md(report.a_label)} as "
+                         "reference)"):
             st.dataframe([{
                 "Label": qs.label(s.category), f"{report.a_label}": s.support,
                 f"{report.b_label}": s.predicted, "Precision": number(s.precision),
@@ -330,15 +367,17 @@ def clinicians_tab() -> None:
     try:
         group = call("agreement_report", qkey, cmp.CLINICIANS, None, filters)
     except ValueError as exc:
-        st.info(str(exc))
+        st.info(md(exc))
         return
     st.subheader(f"All {len(group.raters)} clinicians together", anchor=False)
     st.caption("Multi-rater coefficients; missing ratings allowed (each unit counts with the "
                "clinicians who answered it).")
     st.dataframe(coefficient_rows(group.coefficients), hide_index=True, width="stretch",
                  column_config=WIDE_NOTE)
+    st.caption("An analytic interval of — : no closed form exists; the bootstrap interval "
+               "resamples units.")
     for note in split_notes(group.coefficients)[0] + group.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
 
 
 # -- Machine raters -------------------------------------------------------------------
@@ -346,7 +385,7 @@ def clinicians_tab() -> None:
 def machines_tab() -> None:
     m = call("mapper_vs_clinicians", qkey, filters)
     if m.explanation:
-        st.info(m.explanation, icon=":material/info:")
+        st.info(md(m.explanation), icon=":material/info:")
         return
     st.subheader("Each machine rater against each clinician and the clinicians' majority",
                  anchor=False)
@@ -368,9 +407,10 @@ def machines_tab() -> None:
         f"undefined: {r.headline.undefined_reason}",
     } for r in m.rows], hide_index=True, width="stretch")
     for note in m.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
     if qs.kind == "criterion":
-        judge = st.selectbox("Judge, criterion by criterion", m.machines, key=f"agr_judge:{qkey}")
+        st.subheader("Criterion by criterion", anchor=False)
+        judge = st.columns([2, 3])[0].selectbox("Judge", m.machines, key=f"agr_judge:{qkey}")
         bd = call("judge_vs_clinicians_per_criterion", judge, qkey, filters)
         st.plotly_chart(forest_figure(bd, f"{judge} vs clinicians' majority"),
                         key=f"judge:{qkey}:{judge}", config={"displaylogo": False})
@@ -385,19 +425,30 @@ def triage_tab() -> None:
         return
     t = call("triage_comparison", filters)
     if t.explanation:
-        st.info(t.explanation, icon=":material/info:")
+        st.info(md(t.explanation), icon=":material/info:")
         return
+    base = t.labellings[0]
     st.subheader("Would the mapper have changed the leaderboard?", anchor=False)
+    st.caption(f"Baseline: responses {md(base.name)}. Models ranked by macro-F1 "
+               f"({base.n_responses} responses, the same ones under every labelling).")
     for c in t.correlations:
+        if not c.same_reference:
+            continue
+        moves = ", ".join(f"{md(s.model)} {_ordinal(s.before)} → {_ordinal(s.after)}"
+                          for s in c.shifts if s.before != s.after)
         corr = c.correlation
-        said = ("same order as the baseline" if c.same_order else "a different order")
         detail = (f"Spearman rho {number(corr.spearman_rho)}, Kendall tau-b "
                   f"{number(corr.kendall_tau)}" if corr.undefined_reason is None
-                  else corr.undefined_reason)
-        (st.success if c.same_order else st.warning)(
-            f"Responses {md(c.other)}: {said} ({detail}).")
-    st.caption(f"Baseline: responses {t.labellings[0].name}. Ranked by {t.rank_by}; "
-               f"{t.labellings[0].n_responses} responses per labelling.")
+                  else md(corr.undefined_reason))
+        if c.same_order:
+            st.success(f"Responses {md(c.other)}: **the same leaderboard** ({detail}).",
+                       icon=":material/check_circle:")
+        else:
+            st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
+                       f"({detail}).", icon=":material/swap_vert:")
+    st.dataframe(_rank_table(t), hide_index=True, width="stretch")
+    st.caption("Rank (1 = best) and macro-F1 of each model under each labelling: who read the "
+               "responses · which reference label they were scored against.")
     st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
     if t.mapper_triage:
         st.subheader("Each mapper version against the clinicians' reading", anchor=False)
@@ -407,10 +458,11 @@ def triage_tab() -> None:
                for k in METRIC_KEYS if k != "macro_f1"},
             "Macro-F1": number(m["macro_f1"].value),
         } for mapper, m in t.mapper_triage.items()], hide_index=True, width="stretch")
-        st.caption("Over-triage: the mapper read a response as more escalating than the "
+        st.caption("The clinicians' majority reading of each response taken as the truth. "
+                   "Over-triage: the mapper read a response as more escalating than the "
                    "clinicians did; under-triage: less.")
     for x in t.labellings:
-        with st.expander(f"Triage metrics, responses {x.name}"):
+        with st.expander(f"Triage metrics, responses {md(x.name)}"):
             rank = {r.model: r.rank for r in x.ranking}
             st.dataframe([{
                 "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
@@ -418,7 +470,28 @@ def triage_tab() -> None:
                 "Coverage": share_text(ms["coverage"].value),
             } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
     for note in t.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
+
+
+def _ordinal(rank: float | None) -> str:
+    if rank is None:
+        return "unranked"
+    if rank != int(rank):
+        return f"tied {rank:g}"
+    n = int(rank)
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _rank_table(t) -> list[dict]:
+    rows = []
+    for model in t.models:
+        row = {"Model": model}
+        for x in t.labellings:
+            r = next((r for r in x.ranking if r.model == model), None)
+            row[x.short] = ("—" if r is None or r.rank is None
+                            else f"{_ordinal(r.rank)} · {number(r.value)}")
+        rows.append(row)
+    return rows
 
 
 # -- Anchoring ---------------------------------------------------------------------------
@@ -426,13 +499,17 @@ def triage_tab() -> None:
 def anchoring_tab() -> None:
     first = call("anchoring", qkey, filters)
     if first.explanation and not first.machines:
-        st.info(first.explanation, icon=":material/info:")
+        st.info(md(first.explanation), icon=":material/info:")
         return
-    machine = st.selectbox("Revealed label of", first.machines, key=f"agr_anch:{qkey}")
+    machine = st.columns([2, 3])[0].selectbox("Revealed label of", first.machines,
+                                              key=f"agr_anch:{qkey}")
     r = call("anchoring", qkey, filters, machine)
     if r.explanation:
-        st.info(r.explanation, icon=":material/info:")
+        st.info(md(r.explanation), icon=":material/info:")
         return
+    st.caption("A revision: a clinician answered blind, then answered again after the machine "
+               "and reference labels were shown. Each change is classed against the chosen "
+               "machine rater's label.")
     overall = r.rows[-1]
     cols = st.columns(3)
     cols[0].metric("Blind answers revised after the reveal",
@@ -447,6 +524,16 @@ def anchoring_tab() -> None:
     cols[2].caption("among the revised answers")
     st.plotly_chart(anchoring_figure(r), key=f"anchoring:{qkey}:{machine}",
                     config={"displaylogo": False})
+    st.dataframe([{
+        "Clinician": row.rater, "Blind answers": row.blind_answers,
+        "Revised after the reveal": share_text(row.revisited.value, row.revisited.count,
+                                               row.revisited.n),
+        "Changed": share_text(row.changed.value, row.changed.count, row.changed.n),
+        "Toward the machine": share_text(row.toward.value, row.toward.count, row.toward.n),
+        "Away from it": share_text(row.away.value, row.away.count, row.away.n),
+        "Agreed before → after": f"{share_text(row.agree_before.value)} → "
+                                 f"{share_text(row.agree_after.value)}",
+    } for row in r.rows], hide_index=True, width="stretch")
     with st.expander(f"The {len(r.revisions)} revised answers"):
         st.dataframe([{
             "Item": v.item_uid, "Clinician": v.rater, "Blind": qs.label(v.blind),
@@ -454,7 +541,7 @@ def anchoring_tab() -> None:
             "Moved": v.direction,
         } for v in r.revisions], hide_index=True, width="stretch")
     for note in r.notes:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
 
 
 # -- HealthBench meta-evaluation ---------------------------------------------------------
@@ -463,28 +550,37 @@ def meta_tab() -> None:
     question = qkey if qs.kind == "criterion" else None
     m = call("meta_eval", None, question, filters)
     if m.explanation:
-        st.info(m.explanation, icon=":material/info:")
+        st.info(md(m.explanation), icon=":material/info:")
         st.caption("The metric: the grader compared pairwise with each physician's met / not "
                    "met label, macro-F1 over the two classes, beside the physicians' own "
                    "leave-one-out agreement (the human ceiling), overall and per category.")
         return
-    grader = st.selectbox("Grader", m.graders, key="agr_grader")
+    grader = st.columns([2, 3])[0].selectbox("Grader", m.graders, key="agr_grader")
     if grader != m.grader:
         m = call("meta_eval", grader, m.question_set.key, filters)
     g, p = m.overall.grader, m.overall.physicians
     cols = st.columns(3)
-    cols[0].metric(f"{grader} vs physicians", number(g.macro_f1), border=True,
-                   help=g.undefined_reason)
+    cols[0].metric(f"{md(grader)} vs physicians", number(g.macro_f1), border=True,
+                   help=g.undefined_reason and md(g.undefined_reason))
     cols[0].caption(f"95% CI {interval(g.ci_low, g.ci_high)} · {g.n_pairs} label pairs")
     cols[1].metric("Physicians vs each other (ceiling)", number(p.macro_f1), border=True,
-                   help=p.undefined_reason)
+                   help=p.undefined_reason and md(p.undefined_reason))
     cols[1].caption(f"95% CI {interval(p.ci_low, p.ci_high)} · {p.n_pairs} label pairs")
     cols[2].metric("Criterion rows", m.n_rows, border=True)
+    st.caption("HealthBench's metric: the grader compared pairwise with each physician's "
+               "label, macro-F1 over met / not met; the ceiling is each physician against the "
+               "others (leave-one-out).")
     by = st.segmented_control("Per", list(m.by), format_func=lambda x: BY_WORDS.get(x, x),
                               default=next(iter(m.by)), key="agr_meta_by")
     if by:
         st.plotly_chart(meta_forest_figure(m, by), key=f"meta:{by}",
                         config={"displaylogo": False})
+    with st.expander(f"Each of the {len(m.physicians)} physicians against the others"):
+        st.dataframe([{
+            "Physician": pid, "Macro-F1": number(sc.macro_f1),
+            "95% CI": interval(sc.ci_low, sc.ci_high), "Label pairs": sc.n_pairs,
+            "Note": sc.undefined_reason or sc.note or "",
+        } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
 SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -90,3 +91,23 @@ def test_map_without_a_key_says_which_variable(demo_copy, capsys):
     code, _, err = run(capsys, "--db", str(demo_copy), "map", "--model", "anthropic:claude-haiku-4-5",
                        "--limit", "1")
     assert code == 2 and "ANTHROPIC_API_KEY" in err
+
+
+def test_agreement_and_triage_from_the_terminal(demo_copy, tmp_path, capsys):
+    code, out, _ = run(capsys, "--db", str(demo_copy), "agreement", "--question",
+                       "carebench.response_action", "--a", "group:majority", "--b", "demo:mapper@v1",
+                       "--json", "--html", str(tmp_path / "r.html"))
+    assert code == 0
+    report = json.loads(out)
+    names = {c["name"] for c in report["coefficients"]}
+    assert {"cohen_kappa", "krippendorff_alpha_ordinal"} <= names
+    kappa = next(c for c in report["coefficients"] if c["name"] == "cohen_kappa")
+    assert kappa["ci_low"] < kappa["value"] < kappa["ci_high"] and kappa["n"] > 100
+    html = (tmp_path / "r.html").read_text()
+    # Plots inline, no script loaded from anywhere, and a policy that forbids fetching.
+    assert "<script" in html and not re.search(r"<script[^>]*\bsrc=", html)
+    assert "default-src 'none'" in html
+    code, out, _ = run(capsys, "--db", str(demo_copy), "triage-metrics")
+    assert code == 0 and "aster-7b" in out
+    code, _, err = run(capsys, "--db", str(demo_copy), "agreement", "--question", "x", "--a", "y")
+    assert code == 2 and "unknown question set" in err

@@ -1,0 +1,225 @@
+"""Loading the answers a comparison rests on: one read per question set and filters.
+
+A *unit* is one thing that was answered: an item, a question about it, and the
+part of the item answered (``target``: '' for the whole item, 'step:12' for
+one step). For each unit and rater the answer in force is the newest
+annotation (as the ``current_annotations`` view defines it). With a phase
+filter, clinicians' answers are taken from that phase only: ``phase="blind"``
+gives each clinician's newest answer given before any machine or reference
+label was revealed. Machine and reference raters are never filtered by phase
+(their labels are imported, not given blind).
+
+"Cannot assess" is a missing rating unless ``include_cannot_assess`` is set,
+when it becomes a category of its own; a skip is always missing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
+from store import Store
+
+PHASES = ("blind", "after_reveal", "suggested", "imported")
+
+CATEGORY_FIELDS = ("category", "specialty_or_domain")
+"""Where an item's category is read from, in order: the item's meta, its parent's
+meta (a response takes its prefix's), then the question's meta. Assumption: the
+HealthBench meta-evaluation importer keeps the row's ``category`` in item meta;
+CARE-Bench prefixes carry ``specialty_or_domain``."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which units a comparison looks at. Empty fields do not filter."""
+
+    dataset: str | None = None
+    split: str | None = None
+    model: str | None = None
+    """The model that wrote a response (prefixes have none)."""
+    round_id: int | None = None
+    """CARE-Bench round 1..3."""
+    category: str | None = None
+    """Item category (HealthBench category, CARE-Bench specialty); see CATEGORY_FIELDS."""
+    phase: str | None = None
+    """Clinicians' answers from this phase only: blind | after_reveal | suggested | imported."""
+    include_cannot_assess: bool = False
+    """Count "cannot assess" as a category of its own instead of a missing rating."""
+
+    def __post_init__(self) -> None:
+        if self.phase is not None and self.phase not in PHASES:
+            raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {self.phase!r}")
+
+    def describe(self) -> str:
+        """The filters in words, e.g. "split validation · blind answers only"."""
+        parts = [
+            f"{name} {value}"
+            for name, value in (
+                ("dataset", self.dataset),
+                ("split", self.split),
+                ("model", self.model),
+                ("round", self.round_id),
+                ("category", self.category),
+            )
+            if value not in (None, "")
+        ]
+        if self.phase:
+            parts.append(f"clinicians' {self.phase.replace('_', ' ')} answers only")
+        if self.include_cannot_assess:
+            parts.append("'cannot assess' counted as an answer")
+        return " · ".join(parts) or "all items"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One answered thing: an item, a question about it, and the part answered."""
+
+    item_uid: str
+    item_kind: str
+    question_key: str
+    target: str = ""
+    question_text: str = ""
+    parent_uid: str | None = None
+    dataset: str | None = None
+    split: str | None = None
+    round_id: int | None = None
+    model: str | None = None
+    category: str | None = None
+    axes: tuple[str, ...] = ()
+    """Rubric axes of the criterion (HealthBench ``axis:...`` tags, or meta.axis)."""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RaterInfo:
+    name: str
+    kind: str
+    """human | machine | reference"""
+    role: str | None
+
+
+@dataclass
+class Answers:
+    """Every rater's answer in force on every unit of a question set, under filters."""
+
+    question_set: QuestionSet
+    filters: Filters
+    units: list[Unit]
+    raters: dict[str, RaterInfo]
+    values: dict[str, dict[int, str]]
+    """rater name -> unit index -> answer code."""
+    answer_ids: dict[str, dict[int, int]] = field(default_factory=dict)
+    """rater name -> unit index -> annotation id (newer answers have larger ids)."""
+    derived: dict = field(default_factory=dict, repr=False)
+    """Labels derived once per read (e.g. the clinicians' majority), by name."""
+
+    def of_kind(self, kind: str) -> list[str]:
+        return sorted(n for n, r in self.raters.items() if r.kind == kind and self.values.get(n))
+
+
+def _facets(meta: dict, parent_meta: dict, qmeta: dict) -> tuple[str | None, tuple, tuple]:
+    category = None
+    for source in (meta, parent_meta, qmeta):
+        for name in CATEGORY_FIELDS:
+            if source.get(name) not in (None, ""):
+                category = str(source[name])
+                break
+        if category is not None:
+            break
+    tags = qmeta.get("tags") or []
+    tags = tuple(str(t) for t in tags) if isinstance(tags, list) else ()
+    axes = [t[5:] for t in tags if t.startswith("axis:")]
+    if qmeta.get("axis") and str(qmeta["axis"]) not in axes:
+        axes.append(str(qmeta["axis"]))
+    return category, tuple(axes), tags
+
+
+def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
+    """Read the answers in force for a question set under the filters (one query)."""
+    qs = question_set(store, questions) if isinstance(questions, str) else questions
+    filters = filters or Filters()
+    if filters.include_cannot_assess:
+        qs = qs.with_cannot_assess()
+    item_where, params = [], list(qs.params)
+    for column, value in (("i.split", filters.split), ("i.model", filters.model),
+                          ("i.round_id", filters.round_id)):
+        if value not in (None, ""):
+            item_where.append(f"{column} = ?")
+            params.append(value)
+    if filters.dataset:
+        item_where.append("d.name = ?")
+        params.append(filters.dataset)
+    phase_clause = ""
+    if filters.phase:
+        phase_clause = "AND (r.kind != 'human' OR a.phase = ?)"
+        params.append(filters.phase)
+    sql = f"""
+WITH ranked AS (
+    SELECT a.id, a.item_id, a.question_id, a.rater_id, a.target, a.status, a.value,
+           ROW_NUMBER() OVER (PARTITION BY a.item_id, a.question_id, a.rater_id, a.target
+                              ORDER BY a.id DESC) AS newest
+    FROM annotations a
+    JOIN questions q ON q.id = a.question_id
+    JOIN items i ON i.id = a.item_id
+    JOIN datasets d ON d.id = i.dataset_id
+    JOIN raters r ON r.id = a.rater_id
+    WHERE {qs.where} {''.join(' AND ' + w for w in item_where)} {phase_clause}
+)
+SELECT x.id, x.status, x.value, x.target, r.name AS rater, r.kind AS rater_kind, r.role,
+       i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+       d.name AS dataset, p.uid AS parent_uid, p.meta AS parent_meta,
+       q.key AS question_key, q.text AS question_text, q.meta AS question_meta,
+       x.item_id, x.question_id
+FROM ranked x
+JOIN raters r ON r.id = x.rater_id
+JOIN items i ON i.id = x.item_id
+JOIN datasets d ON d.id = i.dataset_id
+JOIN questions q ON q.id = x.question_id
+LEFT JOIN items p ON p.id = i.parent_id
+WHERE x.newest = 1
+ORDER BY x.item_id, x.question_id, x.target
+"""
+    unit_index: dict[tuple, int] = {}
+    units: list[Unit] = []
+    raters: dict[str, RaterInfo] = {}
+    values: dict[str, dict[int, str]] = {}
+    ids: dict[str, dict[int, int]] = {}
+    meta_cache: dict[tuple, tuple] = {}
+    for row in store.conn.execute(sql, params):
+        key = (row["item_id"], row["question_id"], row["target"])
+        index = unit_index.get(key)
+        if index is None:
+            facet_key = (row["item_id"], row["question_id"])
+            if facet_key not in meta_cache:
+                meta_cache[facet_key] = _facets(
+                    json.loads(row["meta"] or "{}"),
+                    json.loads(row["parent_meta"] or "{}"),
+                    json.loads(row["question_meta"] or "{}"),
+                )
+            category, axes, tags = meta_cache[facet_key]
+            if filters.category and category != filters.category:
+                unit_index[key] = -1
+                continue
+            index = unit_index[key] = len(units)
+            units.append(Unit(
+                item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
+                target=row["target"], question_text=row["question_text"],
+                parent_uid=row["parent_uid"], dataset=row["dataset"], split=row["split"],
+                round_id=row["round_id"], model=row["model"], category=category, axes=axes,
+                tags=tags,
+            ))
+        if index < 0:
+            continue
+        name = row["rater"]
+        if name not in raters:
+            raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
+        if row["status"] == "answered" and row["value"] is not None:
+            value = row["value"]
+        elif row["status"] == CANNOT_ASSESS and filters.include_cannot_assess:
+            value = CANNOT_ASSESS
+        else:
+            continue
+        values.setdefault(name, {})[index] = value
+        ids.setdefault(name, {})[index] = row["id"]
+    return Answers(qs, filters, units, raters, values, ids)

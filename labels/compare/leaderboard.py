@@ -1,0 +1,202 @@
+"""Would the mapper have changed the leaderboard?
+
+CARE-Bench scores a model by reading each of its responses as one escalation
+label and comparing that with the prefix's reference label. Who reads the
+response (the clinicians, or the mapper in one of its prompt versions) and
+what the reference is (the dataset's gold label, or the clinicians' majority
+on the prefix) are both choices; a *labelling* is one pair of them. For each
+labelling this computes the triage metrics per model (``labels.triage``), the
+model ranking, and the rank correlation with the baseline labelling (the
+first reference, responses read by the clinicians).
+
+Every labelling scores the same responses: those every reader labelled and
+whose prefix has the reference label, so a difference in ranking comes from
+the labels, not from coverage. Also: each mapper version's own ordered over-
+and under-triage, with the clinicians' reading of the same responses as the
+truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from codebook import CAREBENCH, codebook
+from labels.compare.answers import Answers, Filters, load_answers
+from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name
+from labels.compare.raters import references as reference_raters
+from labels.triage import RankCorrelation, RankedModel, TriageMetric, rank_correlation, rank_models
+from labels.triage import triage_metrics as _triage_metrics
+from store import Store
+
+
+@dataclass
+class Labelling:
+    reference: str
+    """Rater spec giving each prefix its reference label."""
+    reader: str
+    """Rater spec reading each response as a label."""
+    name: str
+    """In words: "read by clinicians, scored against carebench-gold"."""
+    short: str
+    """For chart axes and table columns: "clinicians · carebench-gold"."""
+    metrics: dict[str, dict[str, TriageMetric]]
+    """model -> metric key -> metric."""
+    ranking: list[RankedModel]
+    n_responses: int
+
+
+@dataclass(frozen=True)
+class RankShift:
+    model: str
+    before: float | None
+    """Rank under the baseline labelling (1 = best; None when not ranked)."""
+    after: float | None
+
+
+@dataclass
+class RankAgreement:
+    baseline: str
+    other: str
+    correlation: RankCorrelation
+    same_order: bool
+    """The two rankings put the models in the same order."""
+    same_reference: bool
+    """Only the reader differs from the baseline: the mapper standing in for clinicians."""
+    shifts: list[RankShift] = field(default_factory=list)
+    """Each model's rank before and after, baseline order."""
+
+
+@dataclass
+class TriageReport:
+    filters: Filters
+    rank_by: str
+    labellings: list[Labelling]
+    correlations: list[RankAgreement]
+    mapper_triage: dict[str, dict[str, TriageMetric]]
+    """machine reader -> metric key -> its triage metrics with the clinicians' reading as truth."""
+    models: list[str]
+    notes: list[str] = field(default_factory=list)
+    explanation: str | None = None
+
+    def labelling(self, name: str) -> Labelling | None:
+        return next((x for x in self.labellings if x.name == name), None)
+
+
+def carebench_questions() -> tuple[str, str]:
+    """The CARE-Bench prefix and response question keys, from the codebook."""
+    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
+    return qs["prefix"], qs["response"]
+
+
+def _labels(answers: Answers, spec: str) -> dict[str, str]:
+    """item uid -> the spec's label (a single column spec)."""
+    names, columns, _ = columns_for(answers, spec)
+    if len(names) != 1:
+        raise ValueError(f"{display_name(spec)} is a group of raters; give one label per item")
+    return {answers.units[u].item_uid: v for u, v in columns[0].items()
+            if answers.units[u].target == ""}
+
+
+def _reader_name(spec: str) -> str:
+    return "clinicians" if spec == MAJORITY else display_name(spec)
+
+
+def rank_shifts(baseline: Labelling, other: Labelling) -> list[RankShift]:
+    """Each model's rank under the baseline and under the other labelling."""
+    after = {r.model: r.rank for r in other.ranking}
+    return [RankShift(r.model, r.rank, after.get(r.model)) for r in baseline.ranking]
+
+
+def _reference_name(spec: str) -> str:
+    return "the clinicians' majority" if spec == MAJORITY else display_name(spec)
+
+
+def triage_comparison(
+    store: Store,
+    filters: Filters | None = None,
+    *,
+    references: list[str] | None = None,
+    readers: list[str] | None = None,
+    rank_by: str = "macro_f1",
+) -> TriageReport:
+    """Triage metrics per model under each labelling (reference x reader), the model
+    ranking under each (by ``rank_by``) and their rank correlation with the baseline.
+
+    Defaults: references = the reference raters of the prefix question (gold; not the
+    settled answers, which cover only disputed prefixes), then the clinicians' majority; readers = the clinicians' majority on the response,
+    then every machine rater of the response question. The model filter is ignored (a
+    leaderboard needs every model)."""
+    filters = filters or Filters()
+    model_free = replace(filters, model=None)
+    prefix_q, response_q = carebench_questions()
+    order = list(codebook(CAREBENCH).codes)
+    prefix_answers = load_answers(store, prefix_q, model_free)
+    response_answers = load_answers(store, response_q, model_free)
+    notes = []
+    if filters.model:
+        notes.append("the model filter is ignored here: a leaderboard ranks every model")
+    if references is None:
+        references = reference_raters(prefix_answers)
+        if clinicians(prefix_answers):
+            references.append(MAJORITY)
+    if readers is None:
+        readers = ([MAJORITY] if clinicians(response_answers) else [])
+        readers += response_answers.of_kind("machine")
+    report = TriageReport(filters, rank_by, [], [], {}, [], notes)
+    if not references or not readers:
+        missing = "no reference label on the prefixes" if not references else (
+            "nobody has read the responses as labels")
+        report.explanation = (
+            f"Triage metrics need a reference label for each prefix and a label for each "
+            f"response; {missing} yet."
+        )
+        return report
+    read = {spec: _labels(response_answers, spec) for spec in readers}
+    response_units = {u.item_uid: u for u in response_answers.units if u.target == ""}
+    shared = [uid for uid in sorted(response_units) if all(uid in read[s] for s in readers)]
+    left_out = len(response_units) - len(shared)
+    if left_out:
+        notes.append(f"{left_out} responses without a label from every reader are left out, "
+                     "so every labelling scores the same responses")
+    for reference in references:
+        ref = _labels(prefix_answers, reference)
+        scored = [uid for uid in shared if response_units[uid].parent_uid in ref]
+        if len(scored) < len(shared):
+            notes.append(f"{len(shared) - len(scored)} responses have no reference label from "
+                         f"{_reference_name(reference)}")
+        for reader in readers:
+            by_model: dict[str, tuple[list, list]] = {}
+            for uid in scored:
+                model = response_units[uid].model or "(no model)"
+                gold, said = by_model.setdefault(model, ([], []))
+                gold.append(ref[response_units[uid].parent_uid])
+                said.append(read[reader][uid])
+            metrics = {m: _triage_metrics(g, p, order) for m, (g, p) in sorted(by_model.items())}
+            name = f"read by {_reader_name(reader)}, scored against {_reference_name(reference)}"
+            ref_short = "clinicians' majority" if reference == MAJORITY else reference
+            short = f"{_reader_name(reader)} · {ref_short}"
+            report.labellings.append(Labelling(
+                reference, reader, name, short, metrics,
+                rank_models(metrics, rank_by) if metrics else [], len(scored),
+            ))
+    report.models = sorted({m for x in report.labellings for m in x.metrics})
+    if report.labellings:
+        base = report.labellings[0]
+        for other in report.labellings[1:]:
+            corr = rank_correlation(base.ranking, other.ranking)
+            same = [r.model for r in base.ranking] == [r.model for r in other.ranking]
+            report.correlations.append(RankAgreement(
+                base.name, other.name, corr, same, other.reference == base.reference,
+                rank_shifts(base, other),
+            ))
+    if MAJORITY in readers:
+        truth = read[MAJORITY]
+        for reader in readers:
+            if reader == MAJORITY:
+                continue
+            both = [uid for uid in sorted(truth) if uid in read[reader]]
+            report.mapper_triage[reader] = _triage_metrics(
+                [truth[u] for u in both], [read[reader][u] for u in both], order
+            )
+    report.notes = list(dict.fromkeys(notes))
+    return report

@@ -1,0 +1,379 @@
+"""Rater A against rater B (or a group), down to the disagreeing items.
+
+:func:`compare` is the one comparison every view and the command line use: it
+builds the units x raters table from the store, computes the statistics that
+fit the question set's level (``agreement_table``), the confusion matrix with
+the units behind each cell, per-class F1, the clinicians' own agreement on the
+same units (the human ceiling), and optional per-group breakdowns for a
+forest plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores
+from labels.agreement import confusion_matrix as _confusion_matrix
+from labels.compare.answers import Answers, Filters, Unit, load_answers
+from labels.compare.questions import QuestionSet
+from labels.compare.raters import (
+    CLINICIANS,
+    RatingsTable,
+    clinicians,
+    display_name,
+    normalise_spec,
+    table_for,
+)
+from labels.compare.stats import coefficient, coefficient_name, forest_keys, headline_key
+from store import Store, utcnow
+
+BREAKDOWNS = ("category", "round", "split", "model", "dataset", "criterion", "axis")
+"""What a comparison can be broken down by (the forest plot's rows)."""
+
+
+@dataclass(frozen=True)
+class UnitRef:
+    """Where to find a unit: the item (by uid and kind) and the question."""
+
+    item_uid: str
+    item_kind: str
+    question_key: str
+    target: str = ""
+    question_text: str = ""
+
+    @classmethod
+    def of(cls, unit: Unit) -> UnitRef:
+        return cls(unit.item_uid, unit.item_kind, unit.question_key, unit.target,
+                   unit.question_text)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    unit: UnitRef
+    a: str
+    """Rater A's answer code."""
+    b: str
+
+
+@dataclass
+class Confusion:
+    """Rater A (rows) against rater B (columns), codebook order, with the units per cell."""
+
+    categories: list[str]
+    labels: list[str]
+    """Short names of the categories."""
+    counts: list[list[int]]
+    units: list[list[list[UnitRef]]]
+    n: int
+
+    def disagreements(self) -> list[tuple[int, int]]:
+        """Off-diagonal cells with units, largest first."""
+        k = len(self.categories)
+        cells = [(i, j) for i in range(k) for j in range(k) if i != j and self.counts[i][j]]
+        return sorted(cells, key=lambda c: -self.counts[c[0]][c[1]])
+
+
+@dataclass
+class BreakdownRow:
+    group: str
+    """The group's value (a category, a round, a criterion key)."""
+    label: str
+    """How to show it."""
+    n_units: int
+    comparison: Coefficient
+    """A against B on this group's units."""
+    ceiling: Coefficient | None
+    """Clinicians among themselves on the same units (None when not applicable)."""
+
+
+@dataclass
+class Breakdown:
+    by: str
+    key: str
+    """The coefficient shown, a multi-rater key so the ceiling is comparable."""
+    name: str
+    rows: list[BreakdownRow]
+
+
+@dataclass
+class ComparisonReport:
+    """Everything the Agreement screen, the exports and the command line show for A vs B."""
+
+    question_set: QuestionSet
+    a: str
+    """Rater spec of side A (a name or a group)."""
+    b: str | None
+    a_label: str
+    b_label: str | None
+    raters: list[str]
+    """The columns compared: two for a pair, a group's members otherwise."""
+    filters: Filters
+    n_units: int
+    """Units compared: answered by both sides (a pair) or by two or more raters (a group)."""
+    coefficients: list[Coefficient]
+    ceiling: list[Coefficient] = field(default_factory=list)
+    """The clinicians' agreement among themselves on the same units, where it applies."""
+    ceiling_raters: list[str] = field(default_factory=list)
+    confusion: Confusion | None = None
+    class_scores: list[ClassScore] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    breakdowns: list[Breakdown] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    n_boot: int = 1000
+    seed: int = 0
+    created_at: str = ""
+
+    @property
+    def level(self) -> str:
+        return self.question_set.level
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.raters) == 2
+
+    @property
+    def title(self) -> str:
+        if self.b_label:
+            return f"{self.a_label} vs {self.b_label}"
+        return f"{self.a_label}, among themselves"
+
+    def coefficient(self, key: str) -> Coefficient | None:
+        return next((c for c in self.coefficients if c.key == key), None)
+
+    def ceiling_for(self, key: str) -> Coefficient | None:
+        return next((c for c in self.ceiling if c.key == key), None)
+
+
+def _compared_rows(table: RatingsTable) -> list[int]:
+    """Units that enter a statistic: both answered (a pair), two or more answered (a group)."""
+    need = len(table.columns) if len(table.columns) == 2 else 2
+    return [i for i, row in enumerate(table.values) if sum(v is not None for v in row) >= need]
+
+
+def _confusion(table: RatingsTable) -> tuple[Confusion, list[Disagreement]]:
+    qs = table.question_set
+    matrix = _confusion_matrix(table.column(0), table.column(1), table.categories)
+    refs = [UnitRef.of(u) for u in table.units]
+    units = [[[refs[p] for p in cell] for cell in row] for row in matrix.units]
+    disagreements = [
+        Disagreement(refs[p], table.values[p][0], table.values[p][1]) for p in matrix.disagreements()
+    ]
+    confusion = Confusion(list(qs.categories), list(qs.labels), matrix.counts, units, matrix.n)
+    return confusion, disagreements
+
+
+def _group_fn(by: str) -> Callable[[Unit], list[tuple[str, str]]]:
+    """Unit -> [(group value, label)]; a criterion with several axes counts in each."""
+    if by == "criterion":
+        # Group by the criterion's text: HealthBench reuses consensus criteria across rows.
+        return lambda u: [(u.question_text, u.question_text)]
+    if by == "axis":
+        return lambda u: [(a, a) for a in u.axes] or [("", "(no axis)")]
+    attribute = {"round": "round_id"}.get(by, by)
+    if attribute not in Unit.__dataclass_fields__:
+        raise ValueError(f"cannot break down by {by!r}; choose one of {', '.join(BREAKDOWNS)}")
+
+    def groups(u: Unit) -> list[tuple[str, str]]:
+        value = getattr(u, attribute)
+        if value in (None, ""):
+            return [("", f"(no {by})")]
+        return [(str(value), f"round {value}" if by == "round" else str(value))]
+
+    return groups
+
+
+def breakdown(
+    table: RatingsTable,
+    ceiling_table: RatingsTable | None,
+    by: str,
+    key: str | None = None,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Breakdown:
+    """The comparison on each group of units (e.g. per category or per criterion), with
+    the clinicians' ceiling on the same units beside it. ``key`` must be a multi-rater
+    coefficient (see ``stats.forest_keys``)."""
+    key = key or forest_keys(table.level)[0]
+    group_of = _group_fn(by)
+    members: dict[str, list[int]] = {}
+    labels: dict[str, str] = {}
+    for i in _compared_rows(table):
+        for value, label in group_of(table.units[i]):
+            members.setdefault(value, []).append(i)
+            labels[value] = label
+    ceiling_rows: dict[tuple, int] = {}
+    if ceiling_table is not None:
+        ceiling_rows = {_unit_key(u): i for i, u in enumerate(ceiling_table.units)}
+    rows = []
+    for value in sorted(members, key=lambda v: (v == "", _sort_key(v))):
+        part = table.subset(members[value])
+        comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed)
+        ceiling = None
+        if ceiling_table is not None:
+            keep = [ceiling_rows[_unit_key(u)] for u in part.units if _unit_key(u) in ceiling_rows]
+            sub = ceiling_table.subset(keep)
+            ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed)
+        rows.append(BreakdownRow(value, labels[value], len(part.units), comparison, ceiling))
+    return Breakdown(by, key, coefficient_name(key), rows)
+
+
+def _sort_key(value: str):
+    return (0, float(value), value) if value.replace(".", "", 1).isdigit() else (1, 0.0, value)
+
+
+def _unit_key(u: Unit) -> tuple:
+    return (u.item_uid, u.question_key, u.target)
+
+
+def _ceiling_table(answers: Answers, table: RatingsTable, specs: list[str]) -> RatingsTable | None:
+    """The clinicians' own table on the compared units, when a ceiling applies: two or
+    more clinicians, neither side is the clinicians group itself, and the clinicians are
+    not just the two raters being compared."""
+    members = clinicians(answers)
+    if (any(normalise_spec(s) == CLINICIANS for s in specs) or len(members) < 2
+            or set(members) <= set(table.columns)):
+        return None
+    full = table_for(answers, [CLINICIANS])
+    compared = {_unit_key(table.units[i]) for i in _compared_rows(table)}
+    keep = [i for i, u in enumerate(full.units) if _unit_key(u) in compared]
+    return full.subset(keep)
+
+
+def compare_answers(
+    answers: Answers,
+    a: str,
+    b: str | None = None,
+    *,
+    by: tuple[str, ...] | list[str] = (),
+    forest_key: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ComparisonReport:
+    """:func:`compare` on answers already loaded (several views share one read)."""
+    specs = [a] + ([b] if b else [])
+    table = table_for(answers, specs)
+    if len(table.columns) < 2:
+        raise ValueError(
+            f"{display_name(a)} alone: choose rater B, or a group such as all clinicians for A"
+        )
+    qs = table.question_set
+    pair = len(table.columns) == 2
+    compared = _compared_rows(table)
+    coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed)
+    report = ComparisonReport(
+        question_set=qs, a=a, b=b, a_label=display_name(a), b_label=display_name(b) if b else None,
+        raters=list(table.columns), filters=answers.filters, n_units=len(compared),
+        coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
+        created_at=utcnow(),
+    )
+    if pair:
+        both = table.subset(compared)
+        macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed)
+        left_out = len(table.units) - len(compared)
+        if left_out:  # the same words agreement_table uses, so the note is said once
+            said = f"{left_out} unit{'' if left_out == 1 else 's'} answered by only one of the " \
+                   "two raters left out"
+            macro = replace(macro, note="; ".join(x for x in (said, macro.note) if x))
+        report.coefficients.append(macro)
+        report.confusion, report.disagreements = _confusion(table)
+        report.class_scores = class_scores(table.column(0), table.column(1), qs.categories)
+    elif b:
+        report.notes.append(
+            f"{len(table.columns)} raters in all: multi-rater coefficients over every member; "
+            "compare with the clinicians' majority for a pairwise view"
+        )
+    ceiling_table = _ceiling_table(answers, table, specs)
+    if ceiling_table is not None:
+        report.ceiling_raters = list(ceiling_table.columns)
+        report.ceiling = agreement_table(
+            ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed
+        )
+    report.breakdowns = [
+        breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed) for name in by
+    ]
+    return report
+
+
+def compare(
+    store: Store,
+    a: str,
+    b: str | None,
+    questions: QuestionSet | str,
+    filters: Filters | None = None,
+    *,
+    by: tuple[str, ...] | list[str] = (),
+    forest_key: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ComparisonReport:
+    """Rater (or group) A against rater (or group) B on a question set under filters.
+
+    With two columns (two raters, or a rater and the clinicians' majority) this is a
+    pairwise comparison with a confusion matrix; with a group on either side, the
+    multi-rater coefficients are computed over every member. ``by`` adds per-group
+    breakdowns (see ``BREAKDOWNS``) of ``forest_key`` (default: the level's first
+    ``stats.forest_keys``)."""
+    answers = load_answers(store, questions, filters)
+    return compare_answers(answers, a, b, by=by, forest_key=forest_key, n_boot=n_boot, seed=seed)
+
+
+# -- clinicians with each other ------------------------------------------------
+
+
+@dataclass
+class PairwiseMatrix:
+    """One coefficient for every pair of raters, on the units each pair shares."""
+
+    raters: list[str]
+    key: str
+    name: str
+    cells: list[list[Coefficient | None]]
+    """cells[i][j] for i != j (symmetric); None on the diagonal."""
+
+
+def pairwise_answers(answers: Answers, raters: list[str] | None = None, key: str | None = None,
+                     *, n_boot: int = 1000, seed: int = 0) -> PairwiseMatrix:
+    raters = list(raters) if raters else clinicians(answers)
+    key = key or headline_key(answers.question_set.level, 2)
+    k = len(raters)
+    cells: list[list[Coefficient | None]] = [[None] * k for _ in range(k)]
+    for i in range(k):
+        for j in range(i + 1, k):
+            table = table_for(answers, [raters[i], raters[j]])
+            if len(table.columns) < 2:  # the same rater twice
+                continue
+            c = coefficient(key, table.values, table.categories, n_boot=n_boot, seed=seed)
+            cells[i][j] = cells[j][i] = c
+    return PairwiseMatrix(raters, key, coefficient_name(key), cells)
+
+
+def pairwise_matrix(
+    store: Store,
+    questions: QuestionSet | str,
+    raters: list[str] | None = None,
+    filters: Filters | None = None,
+    *,
+    key: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> PairwiseMatrix:
+    """Every pair of raters (default: the clinicians) on the units each pair shares,
+    with the level's pairwise headline coefficient (weighted kappa for ordinal labels)."""
+    answers = load_answers(store, questions, filters)
+    return pairwise_answers(answers, raters, key, n_boot=n_boot, seed=seed)
+
+
+def group_agreement(
+    store: Store,
+    questions: QuestionSet | str,
+    filters: Filters | None = None,
+    group: str = CLINICIANS,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ComparisonReport:
+    """A group's agreement among its members (Fleiss' kappa, Krippendorff's alpha,
+    Gwet's AC1/AC2), missing ratings allowed."""
+    return compare(store, group, None, questions, filters, n_boot=n_boot, seed=seed)

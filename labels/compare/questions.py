@@ -1,0 +1,177 @@
+"""Question sets: which questions a comparison pools, and what their answers mean.
+
+A *question set* is one label-set question (e.g. the CARE-Bench prefix
+question ``carebench.escalation_needed``) or a family of rubric criteria
+(every criterion question of one codebook). Its codebook fixes the allowed
+answers, their order and so the statistic that fits (see :func:`level_of`):
+
+- an ordinal label set (CARE-Bench escalation) is compared as *ordinal*:
+  weighted kappa, ordinal alpha, Gwet's AC2;
+- a nominal label set (CliniCARE verdicts) as *nominal*;
+- rubric criteria (met / not met) as *binary*: with PABAK and Gwet's AC1,
+  because most criteria are "not met" and kappa collapses on skewed labels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from codebook import Codebook, builtin_codebooks, parse_codebook
+from store import Store
+
+CANNOT_ASSESS = "cannot_assess"
+"""The answer "cannot assess", when a comparison counts it as a category of its own."""
+
+ITEM_WORDS = {
+    "prefix": "prefixes",
+    "response": "responses",
+    "trajectory": "trajectories",
+    "graded_conversation": "graded conversations",
+}
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """The questions one comparison pools, with their shared answer set."""
+
+    key: str
+    """How to name it to ``question_set``: a question key, ``criteria:<codebook>`` or a glob."""
+    title: str
+    """In the clinician's words, e.g. "Responses: which action does this response recommend?"."""
+    codebook: str
+    kind: str
+    """labelset | criterion"""
+    level: str
+    """ordinal | nominal | binary: decides which statistics are computed."""
+    categories: tuple[str, ...]
+    """Allowed answers in codebook order (the ordinal order where ordinal)."""
+    labels: tuple[str, ...]
+    """Short names of the categories, for charts."""
+    item_kinds: tuple[str, ...]
+    """Kinds of item the questions are asked of."""
+    n_questions: int
+    where: str
+    """SQL condition on ``questions q`` selecting the set (internal)."""
+    params: tuple = ()
+
+    def label(self, code: str | None) -> str:
+        """The short name of an answer code."""
+        if code is None:
+            return "no answer"
+        if code == CANNOT_ASSESS:
+            return "cannot assess"
+        try:
+            return self.labels[self.categories.index(code)]
+        except ValueError:
+            return code
+
+    def with_cannot_assess(self) -> QuestionSet:
+        """The same set with "cannot assess" as one more (unordered) category."""
+        if CANNOT_ASSESS in self.categories:
+            return self
+        level = "nominal"
+        return QuestionSet(
+            self.key, self.title, self.codebook, self.kind, level,
+            (*self.categories, CANNOT_ASSESS), (*self.labels, "cannot assess"),
+            self.item_kinds, self.n_questions, self.where, self.params,
+        )
+
+
+def level_of(book: Codebook, question_kind: str) -> str:
+    """The measurement level a question's answers are compared at (the one place
+    this is decided): criteria are binary, ordinal label sets ordinal, others nominal."""
+    if question_kind == "criterion":
+        return "binary"
+    return "ordinal" if book.ordinal else "nominal"
+
+
+def codebook_for(store: Store, key: str) -> Codebook:
+    """A codebook by key: shipped with carelens, else its newest version in the database."""
+    book = builtin_codebooks().get(key)
+    if book is not None:
+        return book
+    row = store.query_one(
+        "SELECT content FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1", (key,)
+    )
+    if row is None:
+        raise ValueError(f"codebook {key!r} is neither shipped nor in this database")
+    return parse_codebook(json.loads(row[0]), source=f"database:{key}")
+
+
+def _make(store: Store, key: str, where: str, params: tuple, title: str | None) -> QuestionSet:
+    rows = store.query(
+        f"SELECT q.codebook, q.kind, q.text, COALESCE(i.kind, q.applies_to) AS item_kind"
+        f" FROM questions q LEFT JOIN items i ON i.id = q.item_id WHERE {where}",
+        params,
+    )
+    if not rows:
+        raise ValueError(f"no question matches {key!r}")
+    books = {r["codebook"] for r in rows}
+    kinds = {r["kind"] for r in rows}
+    if len(books) > 1 or len(kinds) > 1:
+        raise ValueError(
+            f"{key!r} mixes answer sets ({', '.join(sorted(books))}); "
+            "a comparison pools questions with one codebook"
+        )
+    book = codebook_for(store, books.pop())
+    kind = kinds.pop()
+    item_kinds = tuple(sorted({r["item_kind"] for r in rows if r["item_kind"]}))
+    if title is None:
+        where_asked = ", ".join(ITEM_WORDS.get(k, k) for k in item_kinds) or "items"
+        title = (
+            f"{where_asked.capitalize()}: {rows[0]['text']}"
+            if len(rows) == 1
+            else f"{where_asked.capitalize()}: {len(rows)} rubric criteria ({book.title})"
+        )
+    return QuestionSet(
+        key=key,
+        title=title,
+        codebook=book.key,
+        kind=kind,
+        level=level_of(book, kind),
+        categories=tuple(book.codes),
+        labels=tuple(label.short for label in book.labels),
+        item_kinds=item_kinds,
+        n_questions=len(rows),
+        where=where,
+        params=params,
+    )
+
+
+def question_set(store: Store, name: str) -> QuestionSet:
+    """Resolve a question-set name:
+
+    - a question key (``carebench.response_action``), or
+    - ``criteria`` (every rubric criterion; they must share one codebook) or
+      ``criteria:<codebook>``, or
+    - a glob over question keys (``hb:*``) whose questions share one codebook.
+    """
+    name = name.strip()
+    if name == "criteria":
+        return _make(store, name, "q.kind = 'criterion'", (), None)
+    if name.startswith("criteria:"):
+        return _make(store, name, "q.kind = 'criterion' AND q.codebook = ?", (name[9:],), None)
+    if any(ch in name for ch in "*?["):
+        return _make(store, name, "q.key GLOB ?", (name,), None)
+    try:
+        return _make(store, name, "q.key = ?", (name,), None)
+    except ValueError:
+        known = ", ".join(qs.key for qs in question_sets(store)) or "none with answers yet"
+        raise ValueError(f"unknown question set {name!r}; answered sets: {known}") from None
+
+
+def question_sets(store: Store) -> list[QuestionSet]:
+    """The question sets that have answers: each answered label-set question, and the
+    rubric criteria of each codebook as one set."""
+    labelsets = store.query(
+        "SELECT q.key FROM questions q WHERE q.kind = 'labelset'"
+        " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY q.id"
+    )
+    criteria = store.query(
+        "SELECT DISTINCT q.codebook FROM questions q WHERE q.kind = 'criterion'"
+        " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY 1"
+    )
+    out = [question_set(store, r[0]) for r in labelsets]
+    out += [question_set(store, f"criteria:{r[0]}") for r in criteria]
+    return out

@@ -1,0 +1,135 @@
+"""Reports as plain text for the terminal (``carelens agreement``, ``triage-metrics``),
+and the words every face uses for a number and its interval."""
+
+from __future__ import annotations
+
+from labels.agreement import Coefficient
+from labels.compare.leaderboard import TriageReport
+from labels.compare.pairs import ComparisonReport
+
+
+def number(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def interval(low: float | None, high: float | None, digits: int = 2) -> str:
+    """A 95% interval in words, or "no interval"."""
+    if low is None or high is None:
+        return "no interval"
+    return f"{low:.{digits}f} to {high:.{digits}f}"
+
+
+def explain(c: Coefficient) -> str:
+    """What a reader should know about a coefficient: why it is undefined, else its note."""
+    if c.value is None:
+        return f"undefined: {c.undefined_reason or 'no reason given'}"
+    return c.note or ""
+
+
+def split_notes(coefficients: list[Coefficient]) -> tuple[list[str], list[str]]:
+    """Notes every coefficient carries (said once, above a table), and what is left for
+    each row: the reason where undefined, else its own remaining notes."""
+    parts = [[p for p in (c.note or "").split("; ") if p] for c in coefficients]
+    common = [p for p in parts[0] if all(p in other for other in parts)] if parts else []
+    rows = []
+    for c, own in zip(coefficients, parts, strict=True):
+        rest = "; ".join(p for p in own if p not in common)
+        rows.append(f"undefined: {c.undefined_reason}" if c.value is None else rest)
+    return common, rows
+
+
+def share_text(value: float | None, count: int | None = None, n: int | None = None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.0%}" + (f" ({count}/{n})" if count is not None and n is not None else "")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return out
+
+
+def format_report_text(report: ComparisonReport) -> str:
+    """The comparison as text: what was compared, the coefficients with n, 95% intervals
+    and reasons, the clinicians' ceiling, the confusion matrix and the breakdowns."""
+    qs = report.question_set
+    lines = [
+        f"{report.title}",
+        f"{qs.title} ({qs.level} · {qs.key})",
+        f"Filters: {report.filters.describe()}",
+        f"Units compared: {report.n_units}"
+        + ("" if report.is_pair else f" · raters: {', '.join(report.raters)}"),
+        "",
+    ]
+    common, row_notes = split_notes(report.coefficients)
+    rows = []
+    for c, note in zip(report.coefficients, row_notes, strict=True):
+        ceiling = report.ceiling_for(c.key)
+        rows.append([
+            c.name, number(c.value), interval(c.ci_low, c.ci_high), str(c.n),
+            number(ceiling.value) if ceiling else "", note,
+        ])
+    header = ["Coefficient", "Value", "95% CI (bootstrap)", "n",
+              "Clinicians among themselves" if report.ceiling else "", "Note"]
+    lines += _table(rows, header)
+    lines += [f"All coefficients: {n}" for n in common]
+    if report.confusion is not None:
+        cm = report.confusion
+        lines += ["", f"Confusion matrix: rows {report.a_label}, columns {report.b_label}"]
+        lines += _table(
+            [[cm.labels[i], *map(str, cm.counts[i])] for i in range(len(cm.labels))],
+            ["", *cm.labels],
+        )
+        n_dis = len(report.disagreements)
+        lines.append(f"{n_dis} disagreeing units" + (
+            ": " + ", ".join(d.unit.item_uid for d in report.disagreements[:8])
+            + (" ..." if n_dis > 8 else "") if n_dis else ""))
+    for bd in report.breakdowns:
+        lines += ["", f"By {bd.by}: {bd.name}"]
+        lines += _table(
+            [[r.label, str(r.n_units), number(r.comparison.value),
+              interval(r.comparison.ci_low, r.comparison.ci_high),
+              number(r.ceiling.value) if r.ceiling else "",
+              "" if r.comparison.value is not None else explain(r.comparison)]
+             for r in bd.rows],
+            [bd.by, "n", "Value", "95% CI", "Clinicians", "Note"],
+        )
+    if report.notes:
+        lines += ["", *[f"Note: {n}" for n in report.notes]]
+    lines.append(f"\n{report.n_boot} bootstrap resamples over units, seed {report.seed}.")
+    return "\n".join(lines)
+
+
+def format_triage_text(report: TriageReport) -> str:
+    """Triage metrics per model under each labelling, the rankings and their agreement."""
+    if report.explanation:
+        return report.explanation
+    keys = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
+            "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
+    lines = []
+    for x in report.labellings:
+        lines += ["", f"Responses {x.name} ({x.n_responses} responses)"]
+        rank = {r.model: r.rank for r in x.ranking}
+        rows = [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
+                 *[number(x.metrics[m][k].value) for k in keys]] for m in x.metrics]
+        lines += _table(rows, ["model", "rank", *keys])
+    if report.correlations:
+        lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
+        lines += _table(
+            [[c.other, number(c.correlation.spearman_rho), number(c.correlation.kendall_tau),
+              "yes" if c.same_order else "no", c.correlation.undefined_reason or ""]
+             for c in report.correlations],
+            ["labelling", "Spearman rho", "Kendall tau-b", "same order", "note"],
+        )
+    for mapper, m in report.mapper_triage.items():
+        lines.append(
+            f"\n{mapper} against the clinicians' reading: over-triage "
+            f"{share_text(m['over_triage'].value, m['over_triage'].count, m['over_triage'].n)}, "
+            f"under-triage "
+            f"{share_text(m['under_triage'].value, m['under_triage'].count, m['under_triage'].n)}"
+        )
+    lines += [f"Note: {n}" for n in report.notes]
+    return "\n".join(lines).strip()
