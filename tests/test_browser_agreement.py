@@ -1,0 +1,39 @@
+"""From a number to the case: a confusion cell lists the disagreeing items,
+and an item opens in its review screen."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import chromium, running_app, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_disagreement_cell_opens_the_item_in_review(demo_copy):
+    with running_app(demo_copy) as url, chromium() as browser:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1400})
+        page = ctx.new_page()
+        page.goto(f"{url}/agreement?reviewer=Jordan%20Lee")
+        wait_for_app(page)
+        main = page.get_by_test_id("stMain")
+        page.wait_for_function("() => document.body.innerText.includes('Confusion matrix')")
+        text = main.inner_text()
+        assert "Clinicians' majority vs demo:mapper@v1" in text and "95% CI" in text
+        assert "items where the raters disagree" in text
+        # The keyboard-friendly way to a cell: the cell picker.
+        items = main.locator("a[href*='item=']")
+        first = items.first
+        href = first.get_attribute("href")
+        uid = first.inner_text().strip()
+        assert "::" in uid and "kind=response" in href
+        with ctx.expect_page() as opened:
+            first.click()
+        review = opened.value
+        wait_for_app(review)
+        review.wait_for_function("() => document.body.innerText.includes('Which action does this response recommend?')")
+        text = review.get_by_test_id("stMain").inner_text()
+        assert uid in text
+        # The reviewer has not answered it yet: labels stay hidden.
+        assert "demo:mapper@v1" not in text
+        ctx.close()
