@@ -232,6 +232,26 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     )
 
 
+_frontier: dict[tuple[str, int], int] = {}
+"""Per database and round: a position below which every item already has all
+its answers. Answers are never withdrawn, so such items stay full, and the
+search for the next item may start here instead of scanning the whole round
+each time (which made a round of n items cost n^2)."""
+
+
+def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -> int:
+    start = _frontier.get(key, 0)
+    row = conn.execute(
+        f"""SELECT ri.position FROM round_items ri WHERE ri.round_id = ? AND ri.position >= ?
+              AND (SELECT COUNT(DISTINCT a.rater_id) FROM annotations a
+                   WHERE a.round_id = ri.round_id AND a.item_id = ri.item_id
+                     AND a.status IN {COUNTED} AND a.target = '') < ri.answers_needed
+            ORDER BY ri.position LIMIT 1""", (round_id, start)).fetchone()
+    position = row[0] if row else start
+    _frontier[key] = position
+    return position
+
+
 def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                       now: datetime | None = None) -> int | None:
     """The item this reviewer should answer next in the round, with a slot
@@ -252,6 +272,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         ).fetchone()
         if held:
             return held[0]
+        frontier = _full_below(conn, (store.path, round_id), round_id)
         specialty_first = (
             "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ? THEN 0 ELSE 1 END,"
             if info["match_specialty"] and reviewer.specialty else "")
@@ -260,7 +281,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
             params.append(reviewer.specialty)
         row = conn.execute(
             f"""SELECT ri.item_id FROM round_items ri JOIN items i ON i.id = ri.item_id
-                WHERE ri.round_id = ?1
+                WHERE ri.round_id = ?1 AND ri.position >= ?5
                   AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
                       AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
                   AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
@@ -273,7 +294,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                         AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
                     < ri.answers_needed
                 ORDER BY {specialty_first.replace('?', '?4')} ri.position LIMIT 1""",
-            (round_id, stamp, reviewer.id, *params[1:]),
+            (round_id, stamp, reviewer.id, params[1] if len(params) > 1 else None, frontier),
         ).fetchone()
         if row is None:
             return None
