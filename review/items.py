@@ -1,7 +1,8 @@
 """What a reviewer sees of an item, and what they do with it.
 
 Display models (`ItemView`) for prefixes and responses, the actions
-(`commit_answer`, `skip_item`, `flag_item`) and `reveal_reference_labels`,
+(`commit_answer`, `commit_answers` for a batch in one transaction, `skip_item`,
+`flag_item`) and `reveal_reference_labels`,
 which asks the blinding rule before showing any machine or reference label.
 """
 
@@ -147,6 +148,20 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     return out
 
 
+@dataclass(frozen=True)
+class AnswerSpec:
+    """One answer of a batch given to `commit_answers` (one criterion, one step mark)."""
+
+    question_id: int
+    value: str | None
+    status: str = "answered"
+    rationale: str | None = None
+    confidence: int | None = None
+    target: str = ""
+    """'' for the whole item, 'step:<step_id>' for one step of a trajectory."""
+    extra: dict[str, Any] | None = None
+
+
 def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
                   value: str | None, *, status: str = "answered", rationale: str | None = None,
                   confidence: int | None = None, seconds_on_task: float | None = None,
@@ -161,51 +176,70 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
     round's answer limit is checked in the same transaction (see
     `review.rounds.claim_answer_slot`), so an item never gets more answers
     than the round asks for, however many reviewers commit at once."""
-    if status not in ("answered", "cannot_assess", "skipped"):
-        raise ValueError(f"unknown status {status!r}")
-    if confidence is not None and not 1 <= int(confidence) <= 5:
-        raise ValueError("confidence must be 1 to 5")
-    with store.transaction() as conn:
-        q = conn.execute("SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)).fetchone()
-        if q is None:
-            raise ValueError(f"no question {question_id}")
-        if status == "answered":
-            value = normalise_value(q[0], q[1], value)
-        else:
-            value = None
-        prev = conn.execute(
-            "SELECT id, status, value, rationale, confidence FROM annotations WHERE item_id = ?"
-            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
-            (item_id, question_id, reviewer.id, target),
-        ).fetchone()
-        seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
-        if round_id is not None and target == "":
-            from review.rounds import claim_answer_slot
+    answer = AnswerSpec(question_id, value, status, rationale, confidence, target, extra)
+    return commit_answers(store, reviewer, item_id, [answer], seconds_on_task=seconds_on_task,
+                          mode=mode, source=source, round_id=round_id)[0]
 
-            claim_answer_slot(conn, round_id, item_id, reviewer.id, status)
-        version = conn.execute(
-            "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
-            (q[0],),
-        ).fetchone()
-        cur = conn.execute(
-            "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
-            " rationale, confidence, phase, codebook_version, seconds_on_task, supersedes_id,"
-            " source, extra, created_at, round_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (item_id, question_id, reviewer.id, target, status, value, rationale or None,
-             confidence, phase_for_commit(mode, seen), version[0] if version else None,
-             seconds_on_task, prev[0] if prev else None, source,
-             to_json({"blinding": mode, **(extra or {})}), utcnow(), round_id),
-        )
-        action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
-        store.audit(
-            reviewer.name, action, "annotations", cur.lastrowid,
-            None if prev is None else {"status": prev[1], "value": prev[2], "rationale": prev[3],
-                                       "confidence": prev[4]},
-            {"item_id": item_id, "question_id": question_id, "target": target, "status": status,
-             "value": value, "rationale": rationale or None, "confidence": confidence,
-             "round_id": round_id},
-        )
-        return cur.lastrowid
+
+def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list[AnswerSpec], *,
+                   seconds_on_task: float | None = None, mode: str = DEFAULT_MODE,
+                   source: str = "app", round_id: int | None = None) -> list[int]:
+    """Record several answers about one item (a rubric's criteria) as one
+    transaction: all are written, or none is. Each follows `commit_answer`'s
+    rules; returns the annotation ids in the order given."""
+    for answer in answers:
+        if answer.status not in ("answered", "cannot_assess", "skipped"):
+            raise ValueError(f"unknown status {answer.status!r}")
+        if answer.confidence is not None and not 1 <= int(answer.confidence) <= 5:
+            raise ValueError("confidence must be 1 to 5")
+    with store.transaction() as conn:
+        return [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
+                               source, round_id) for answer in answers]
+
+
+def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, answer: AnswerSpec,
+                   seconds_on_task: float | None, mode: str, source: str,
+                   round_id: int | None) -> int:
+    """Write one answer inside the caller's transaction (see `commit_answers`)."""
+    question_id, status, target = answer.question_id, answer.status, answer.target
+    rationale, confidence = answer.rationale, answer.confidence
+    q = conn.execute("SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)).fetchone()
+    if q is None:
+        raise ValueError(f"no question {question_id}")
+    value = normalise_value(q[0], q[1], answer.value) if status == "answered" else None
+    prev = conn.execute(
+        "SELECT id, status, value, rationale, confidence FROM annotations WHERE item_id = ?"
+        " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+        (item_id, question_id, reviewer.id, target),
+    ).fetchone()
+    seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
+    if round_id is not None and target == "":
+        from review.rounds import claim_answer_slot
+
+        claim_answer_slot(conn, round_id, item_id, reviewer.id, status)
+    version = conn.execute(
+        "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
+        (q[0],),
+    ).fetchone()
+    cur = conn.execute(
+        "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
+        " rationale, confidence, phase, codebook_version, seconds_on_task, supersedes_id,"
+        " source, extra, created_at, round_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (item_id, question_id, reviewer.id, target, status, value, rationale or None,
+         confidence, phase_for_commit(mode, seen), version[0] if version else None,
+         seconds_on_task, prev[0] if prev else None, source,
+         to_json({"blinding": mode, **(answer.extra or {})}), utcnow(), round_id),
+    )
+    action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
+    store.audit(
+        reviewer.name, action, "annotations", cur.lastrowid,
+        None if prev is None else {"status": prev[1], "value": prev[2], "rationale": prev[3],
+                                   "confidence": prev[4]},
+        {"item_id": item_id, "question_id": question_id, "target": target, "status": status,
+         "value": value, "rationale": rationale or None, "confidence": confidence,
+         "round_id": round_id},
+    )
+    return cur.lastrowid
 
 
 def skip_item(store: Store, reviewer: Reviewer, item_id: int, question_id: int,

@@ -1,0 +1,332 @@
+"""The rubric checklist both agent-run and graded-conversation screens use.
+
+Criteria with their points (MUST-NOT criteria marked as penalties), answered
+met / not met / cannot assess with the keyboard - Y, N and U answer the
+current criterion and move on, Up and Down move between criteria - and
+committed as one batch (Ctrl+Enter). After the commit, each judge's and
+verifier's verdict and explanation appear beside mine, and, for graded
+conversations, the HealthBench score of each. Layout only: every action is
+one call into `review.rubric_review`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import streamlit as st
+
+from pages._shared import store
+from pages._steps import label_text
+from review.reviewers import Reviewer
+from review.rubric_review import (
+    CANNOT_ASSESS,
+    ItemQuestion,
+    MyAnswer,
+    RaterVerdict,
+    Verdict,
+    commit_verdicts,
+    my_current_answers,
+    rater_scores,
+)
+from review.text import safe_markdown
+
+CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
+WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
+KEYS = {"met": "Y", "not_met": "N", CANNOT_ASSESS: "U"}
+GROUPS = {"gate": "gate", "must_ask": "must-ask topic", "verifier": "verifier check",
+          "process": "process rubric", "healthbench": None}
+EXPLANATION_CHARS = 600
+"""An explanation longer than this is cut, with the rest behind an expander."""
+
+
+def draft_key(item_id: int, qid: int) -> str:
+    return f"rv:{item_id}:{qid}"
+
+
+def why_key(item_id: int, qid: int) -> str:
+    return f"rv_why:{item_id}:{qid}"
+
+
+def focus_key(item_id: int) -> str:
+    return f"rv_focus:{item_id}"
+
+
+def _seed_drafts(item_id: int, questions: Sequence[ItemQuestion],
+                 mine: dict[int, MyAnswer]) -> None:
+    """Drafts start from what I committed (once per session and item)."""
+    for q in questions:
+        if draft_key(item_id, q.id) not in st.session_state:
+            st.session_state[draft_key(item_id, q.id)] = mine[q.id].choice if q.id in mine else None
+        if why_key(item_id, q.id) not in st.session_state:
+            st.session_state[why_key(item_id, q.id)] = (mine[q.id].rationale or "") if q.id in mine else ""
+
+
+def pending_verdicts(item_id: int, questions: Sequence[ItemQuestion],
+                     mine: dict[int, MyAnswer]) -> list[Verdict]:
+    """Draft answers that are new or differ from what I committed."""
+    out = []
+    for q in questions:
+        choice = st.session_state.get(draft_key(item_id, q.id))
+        why = (st.session_state.get(why_key(item_id, q.id)) or "").strip()
+        if choice is None:
+            continue
+        had = mine.get(q.id)
+        if had is None or had.choice != choice or (had.rationale or "") != why:
+            out.append(Verdict(q.id, choice, why or None))
+    return out
+
+
+# -- callbacks ----------------------------------------------------------------------
+
+def _move_focus(item_id: int, n: int, step: int) -> None:
+    key = focus_key(item_id)
+    st.session_state[key] = max(0, min(n - 1, st.session_state.get(key, 0) + step))
+
+
+def _answer_focused(item_id: int, criteria: list[int], choice: str) -> None:
+    """Y / N / U: answer the current criterion and move to the next unanswered one."""
+    if not criteria:
+        return
+    at = min(st.session_state.get(focus_key(item_id), 0), len(criteria) - 1)
+    st.session_state[draft_key(item_id, criteria[at])] = choice
+    _focus_next_open(item_id, criteria, at)
+
+
+def _focus_next_open(item_id: int, criteria: list[int], at: int) -> None:
+    later = [i for i in range(at + 1, len(criteria))
+             if st.session_state.get(draft_key(item_id, criteria[i])) is None]
+    st.session_state[focus_key(item_id)] = later[0] if later else min(at + 1, len(criteria) - 1)
+
+
+def _picked(item_id: int, criteria: list[int], at: int) -> None:
+    """A click on a criterion's control answers it; the focus moves on as with the keys."""
+    _focus_next_open(item_id, criteria, at)
+
+
+def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion], mode: str,
+            started_key: str) -> None:
+    s = store()
+    mine = my_current_answers(s, reviewer.id, item_id)
+    batch = pending_verdicts(item_id, questions, mine)
+    started = st.session_state.get(started_key, time.monotonic())
+    try:
+        commit_verdicts(s, reviewer, item_id, batch, mode=mode,
+                        seconds_on_task=round(time.monotonic() - started, 2))
+    except ValueError as exc:
+        st.session_state["rv_flash"] = ("error", str(exc))
+        return
+    revised = sum(v.question_id in mine for v in batch)
+    words = f"Committed {len(batch)} answer{'s' * (len(batch) != 1)}"
+    if revised:
+        words += f" ({revised} revised after the reveal; earlier answers are kept in the history)"
+    st.session_state["rv_flash"] = ("success", words + ".")
+
+
+# -- layout -------------------------------------------------------------------------
+
+def _criterion_heading(q: ItemQuestion) -> str:
+    c = q.criterion
+    bits = []
+    if c.must_not:
+        bits.append(f":red-badge[:material/block: MUST NOT · {c.points:+g}]" if c.points < 0
+                    else ":red-badge[:material/block: MUST NOT]")
+    elif c.group == "healthbench" or c.points != 1.0:
+        bits.append(f":blue-badge[{c.points:+g} pts]")
+    group = GROUPS.get(c.group or "", c.group)
+    if group:
+        bits.append(f":gray-badge[{label_text(group)}]")
+    if c.axis:
+        bits.append(f":gray-badge[{label_text(c.axis.replace('_', ' '))}]")
+    return " ".join(bits)
+
+
+def _value_word(q: ItemQuestion, value: str | None) -> str:
+    if q.kind == "criterion" or value is None:
+        return WORDS.get(value, value or "—")
+    book = q.book
+    try:
+        return book.label(value).short if book else value
+    except KeyError:
+        return value
+
+
+def _show_explanation(text: str | None) -> None:
+    if not text:
+        return
+    if len(text) <= EXPLANATION_CHARS:
+        st.caption(safe_markdown(text))
+        return
+    st.caption(safe_markdown(text[:EXPLANATION_CHARS]) + " …")
+    with st.expander("Whole explanation"):
+        st.markdown(safe_markdown(text))
+
+
+def _rater_line(q: ItemQuestion, v: RaterVerdict, agree: bool) -> None:
+    who = safe_markdown(v.rater) + (f" · {safe_markdown(v.role)}" if v.role else "")
+    if v.about != "this item":
+        who += f" · on {v.about}"
+    colour = "green" if agree else "orange"
+    icon = ":material/check:" if agree else ":material/compare_arrows:"
+    st.markdown(f":{colour}-badge[{icon} {label_text(_value_word(q, v.value))}]  \n"
+                f":small[{who}]")
+    facts = []
+    for name, word in (("score", "score"), ("threshold", "pass at"), ("reward", "reward")):
+        if isinstance(v.extra.get(name), (int, float)) and not isinstance(v.extra.get(name), bool):
+            facts.append(f"{word} {v.extra[name]:g}")
+    if facts:
+        st.caption(" · ".join(facts))
+    _show_explanation(v.rationale)
+    detail = v.extra.get("detail") or (
+        {"evidence": v.extra["evidence"]} if v.extra.get("evidence") else None)
+    if detail:
+        with st.expander("Verifier detail"):
+            st.json(detail, expanded=True)
+
+
+def _show_reveal(q: ItemQuestion, mine: MyAnswer | None, verdicts: list[RaterVerdict]) -> None:
+    """My committed answer beside each judge's and verifier's, with their explanations."""
+    me, them = st.columns(2, gap="small")
+    with me:
+        if mine is not None:
+            st.markdown(f":blue-badge[{label_text(_value_word(q, mine.choice))}]  \n:small[You]")
+            if mine.rationale:
+                st.caption(safe_markdown(mine.rationale))
+    with them:
+        if not verdicts:
+            st.caption("No judge or verifier answered this one.")
+        for v in verdicts:
+            _rater_line(q, v, mine is not None and mine.value == v.value)
+
+
+def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
+              mine: dict[int, MyAnswer], revealed: dict[int, list[RaterVerdict]], *,
+              mode: str, started_key: str, show_scores: bool = False,
+              list_height: int | None = None, read_only: bool = False) -> None:
+    """The whole rubric of one item: answer, commit, and after commit the reveal.
+    `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
+    long list of criteria scrolls in a pane `list_height` pixels high. With
+    `read_only` (nothing to grade) the criteria are shown for reference."""
+    _seed_drafts(item_id, questions, mine)
+    criteria = [q for q in questions if q.kind == "criterion"]
+    outcome = [q for q in questions if q.kind != "criterion"]
+    ids = [q.id for q in criteria]
+    focus = min(st.session_state.get(focus_key(item_id), 0), max(len(ids) - 1, 0))
+    st.session_state[focus_key(item_id)] = focus
+
+    flash = st.session_state.pop("rv_flash", None)
+    if flash:
+        getattr(st, flash[0])(flash[1])
+    if read_only:
+        focus = -1
+    elif criteria:
+        with st.container(horizontal=True, gap="small", key="rv_keys"):
+            st.button("Met", key="rv_met", shortcut=KEYS["met"], on_click=_answer_focused,
+                      args=(item_id, ids, "met"),
+                      help="Answer the current criterion: met, and go to the next")
+            st.button("Not met", key="rv_not_met", shortcut=KEYS["not_met"],
+                      on_click=_answer_focused, args=(item_id, ids, "not_met"),
+                      help="Answer the current criterion: not met, and go to the next")
+            st.button("Can't assess", key="rv_cannot", shortcut=KEYS[CANNOT_ASSESS],
+                      on_click=_answer_focused, args=(item_id, ids, CANNOT_ASSESS),
+                      help="The run or response does not let you decide this criterion")
+            st.button("Previous criterion", key="rv_up", shortcut="Up",
+                      icon=":material/arrow_upward:", on_click=_move_focus,
+                      args=(item_id, len(ids), -1))
+            st.button("Next criterion", key="rv_down", shortcut="Down",
+                      icon=":material/arrow_downward:", on_click=_move_focus,
+                      args=(item_id, len(ids), +1))
+
+    tall = list_height is not None and len(criteria) > 6
+    with st.container(height=list_height if tall else "content", border=tall,
+                      autoscroll=False, key=f"rv_list_{item_id}"):
+        for i, q in enumerate(criteria):
+            current = i == focus
+            with st.container(border=current, key=f"rv_row_{item_id}_{q.id}"):
+                marker = ":blue-badge[:material/keyboard: current — Y / N / U]" if current else ""
+                st.markdown(f"**{i + 1}.** {_criterion_heading(q)} {marker}  \n"
+                            f"{safe_markdown(q.text)}")
+                st.segmented_control(
+                    f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
+                    format_func=WORDS.get, label_visibility="collapsed", on_change=_picked,
+                    args=(item_id, ids, i), persist_state="session", disabled=read_only,
+                )
+                if current or st.session_state.get(why_key(item_id, q.id)):
+                    st.text_input("Why (optional)", key=why_key(item_id, q.id),
+                                  placeholder="Why? Saved with your verdict (optional)",
+                                  label_visibility="collapsed", persist_state="session")
+                if q.id in revealed:
+                    _show_reveal(q, mine.get(q.id), revealed[q.id])
+                elif q.id in mine:
+                    st.caption("Judges' verdicts stay hidden under this review's blinding.")
+
+    if read_only:
+        return
+    for q in outcome:
+        book = q.book
+        with st.container(border=True, key=f"rv_outcome_{item_id}_{q.id}"):
+            st.markdown(f"**{safe_markdown(q.text)}**")
+            codes = [*(book.codes if book else []), CANNOT_ASSESS]
+            st.segmented_control(
+                "Your verdict", codes, key=draft_key(item_id, q.id), label_visibility="collapsed",
+                format_func=lambda c, q=q: WORDS[CANNOT_ASSESS] if c == CANNOT_ASSESS
+                else _value_word(q, c), persist_state="session",
+            )
+            if book:
+                with st.expander("Definitions"):
+                    for lab in book.labels:
+                        st.markdown(f"**{lab.short}** — `{lab.code}`  \n{lab.definition}")
+            st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
+                          placeholder="Why? Saved with your verdict (optional)",
+                          persist_state="session")
+            if q.id in revealed:
+                _show_reveal(q, mine.get(q.id), revealed[q.id])
+
+    pending = pending_verdicts(item_id, questions, mine)
+    answered = sum(1 for q in questions if st.session_state.get(draft_key(item_id, q.id)))
+    label = (f"Commit {len(pending)} answer{'s' * (len(pending) != 1)}" if pending
+             else "Nothing new to commit")
+    st.button(label, key="rv_commit", shortcut="Ctrl+Enter", type="primary", width="stretch",
+              disabled=not pending, icon=":material/done_all:",
+              on_click=_commit, args=(reviewer, item_id, questions, mode, started_key),
+              help="Record your answers; the judges' verdicts on them are shown afterwards")
+    committed = sum(1 for q in questions if q.id in mine)
+    if committed < len(questions):
+        st.caption(f"{answered} of {len(questions)} answered, {committed} committed · "
+                   "a judge's verdict appears once you commit your own")
+    else:
+        st.caption(f"All {len(questions)} committed · a changed answer is kept as a revision "
+                   "after the reveal")
+    if show_scores and any(q.id in mine for q in criteria):
+        _scores(questions, mine, revealed, reviewer.name)
+    _agreement_line(criteria, mine, revealed)
+
+
+def _agreement_line(criteria: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
+                    revealed: dict[int, list[RaterVerdict]]) -> None:
+    both = [(mine[q.id].value, v.value) for q in criteria if q.id in mine and q.id in revealed
+            for v in revealed[q.id][:1] if mine[q.id].value]
+    if both:
+        same = sum(a == b for a, b in both)
+        st.caption(f"You and the first judge or verifier agree on {same} of {len(both)} "
+                   "criteria you both answered.")
+
+
+def _scores(questions: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
+            revealed: dict[int, list[RaterVerdict]], me: str) -> None:
+    lines = rater_scores(list(questions), mine, revealed, me)
+    if not lines:
+        return
+    with st.container(border=True, key="rv_scores"):
+        st.markdown("**Example score** (HealthBench: points of met criteria over the "
+                    "positive points, clipped to 0–1)")
+        cols = st.columns(max(len(lines), 1))
+        for col, line in zip(cols, lines, strict=True):
+            who = "You" if line.rater == me else safe_markdown(line.rater)
+            if line.score is None:
+                col.metric(who, "—", help=f"{line.answered} of {line.total} criteria answered "
+                           "met or not met; a score needs all of them")
+            else:
+                col.metric(who, f"{line.score:.2f}")
+        if len(lines) == 1:
+            st.caption("The judges' scores appear when you have committed every criterion.")

@@ -1,0 +1,290 @@
+"""How an agent run is shown: one step, the timeline of the whole run, the
+dialogue, the final answer and an embedded subagent run.
+
+Layout only. Text from the data is never HTML: messages go through
+`show_text` (safe Markdown), tool arguments through `st.json`, commands and
+tool output through `st.code`, and timeline labels are escaped before Plotly
+sees them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable
+
+import streamlit as st
+
+from pages._shared import show_text, store
+from review.rubric_review import StepMark, evidence_steps, load_subagent
+from review.text import safe_markdown
+from review.trajectory import ResultView, StepView, ToolCallView, TrajectoryView
+
+PREVIEW_CHARS = 4000
+"""Tool output shown at once; the rest waits behind an expander."""
+REST_CHARS = 60_000
+"""Tool output the expander holds; beyond it, the whole output is a download."""
+KIND_NAMES = {
+    "system": "System prompt", "task": "Task", "user": "User", "patient": "Patient",
+    "said": "Said to the patient", "tool": "Tool call", "message": "Agent message",
+    "answer": "Final answer", "subagent": "Subagent",
+}
+KIND_COLOURS = {
+    "system": "#9e9e9e", "task": "#5c6bc0", "user": "#5c6bc0", "patient": "#8e24aa",
+    "said": "#00897b", "tool": "#f9a825", "message": "#90a4ae", "answer": "#2e7d32",
+    "subagent": "#6d4c41",
+}
+SOURCE_BADGES = {"system": ":gray-badge[System]", "user": ":blue-badge[User]",
+                 "agent": ":green-badge[Agent]", "patient": ":violet-badge[Patient]"}
+
+
+def code_span(text: object) -> str:
+    """Data shown as inline code: Markdown is not read inside, only backticks need care."""
+    return "`" + " ".join(str(text).replace("`", "'").split()) + "`"
+
+
+def label_text(text: object) -> str:
+    """Data inside a badge or another bracketed Markdown directive."""
+    return safe_markdown(str(text)).replace("[", "\\[").replace("]", "\\]")
+
+
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def quiet_headings(text: str) -> str:
+    """Markdown headings in agent text shown as bold lines, not page-sized titles."""
+    return _HEADING.sub(lambda m: f"**{m.group(1).strip('* ')}**\n", text)
+
+
+def long_code(text: str, key: str) -> None:
+    """Tool output as plain monospace text, cut so a huge output never freezes the page."""
+    if not text:
+        st.caption("(no output)")
+        return
+    text = _pretty_json(text)
+    st.code(text[:PREVIEW_CHARS], language=None, wrap_lines=True)
+    rest = text[PREVIEW_CHARS:]
+    if rest:
+        with st.expander(f"Show the remaining {len(rest):,} characters"):
+            st.code(rest[:REST_CHARS], language=None, wrap_lines=True)
+            if len(rest) > REST_CHARS:
+                st.download_button(f"Download the whole output ({len(text):,} characters)",
+                                   text, file_name=f"{key}.txt", mime="text/plain",
+                                   key=f"download:{key}", on_click="ignore")
+
+
+def _pretty_json(text: str) -> str:
+    """A JSON tool output indented for reading; any other text as it is."""
+    if len(text) > 200_000 or text.lstrip()[:1] not in ("{", "["):
+        return text
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _metrics_line(metrics: dict[str, float]) -> str:
+    parts = []
+    for name, word in (("prompt_tokens", "prompt"), ("completion_tokens", "completion"),
+                       ("cached_tokens", "cached")):
+        if metrics.get(name) is not None:
+            parts.append(f"{int(metrics[name]):,} {word}")
+    line = (" · ".join(parts) + " tokens") if parts else ""
+    if metrics.get("cost_usd") is not None:
+        line += f"{' · ' if line else ''}\\${float(metrics['cost_usd']):.4f}"
+    return line
+
+
+def _tool_call(call: ToolCallView, results: list[ResultView], key: str,
+               item_id: int | None) -> None:
+    if call.kind == "say":
+        with st.chat_message("assistant", avatar=":material/stethoscope:"):
+            st.caption("Said to the patient")
+            show_text(call.said, key=f"{key}:said")
+    else:
+        what = "Clinic tool" if call.kind == "clinic_tool" else "Tool call"
+        st.markdown(f"**{what}** {code_span(call.name or '(unnamed)')}")
+        if isinstance(call.arguments, dict):
+            if call.arguments:
+                st.json(call.arguments, expanded=2)
+            else:
+                st.caption("no arguments")
+        else:
+            st.code(str(call.arguments), language=None, wrap_lines=True)
+        if call.command:
+            with st.expander("Shell command"):
+                st.code(call.command, language="bash", wrap_lines=True)
+    for k, result in enumerate(results):
+        _result(result, f"{key}:r{k}", item_id)
+
+
+def _result(result: ResultView, key: str, item_id: int | None) -> None:
+    if result.from_patient:
+        with st.chat_message("user", avatar=":material/person:"):
+            st.caption("Patient replied")
+            show_text(result.content, key=key)
+    else:
+        st.caption("Result")
+        long_code(result.content, key)
+    for ref in result.subagents:
+        name = ref.trajectory_id or ref.session_id
+        if ref.embedded_index is None or item_id is None:
+            where = ref.path or name or "unknown"
+            st.caption(f"Delegated to a subagent run: {code_span(where)}"
+                       + ("" if ref.embedded_index is not None else " (kept outside this file)"))
+        elif st.button(f"Open subagent run {name}" if name else "Open subagent run",
+                       key=f"sub:{key}:{ref.embedded_index}", icon=":material/account_tree:"):
+            subagent_dialog(item_id, ref.embedded_index)
+
+
+@st.dialog("Subagent run", width="large", position="right")
+def subagent_dialog(item_id: int, index: int) -> None:
+    view = load_subagent(store(), item_id, index)
+    if view is None:
+        st.warning("This subagent run is not embedded in the trajectory.")
+        return
+    agent = " · ".join(safe_markdown(str(v)) for v in view.agent.values())
+    st.caption(f"{len(view.steps)} steps" + (f" · {agent}" if agent else ""))
+    for step in view.steps:
+        with st.container(border=True):
+            show_step(step, view, key=f"subagent:{index}", item_id=None, compact=True)
+
+
+def show_step(step: StepView, view: TrajectoryView, key: str, item_id: int | None,
+              compact: bool = False) -> None:
+    """One step: who acted, the message, reasoning (collapsed), tool calls with
+    their arguments and results, subagent runs (opened from the run `item_id`),
+    and tokens and cost."""
+    facts = [SOURCE_BADGES.get(step.source, f":gray-badge[{label_text(step.source)}]"),
+             f"step {step.step_id} of {len(view.steps)}"]
+    if step.timestamp:
+        facts.append(safe_markdown(step.timestamp.replace("T", " ")[:19]))
+    if step.model:
+        facts.append(code_span(step.model))
+    if step.done:
+        facts.append(":green-badge[:material/flag: declared the task complete]")
+    st.markdown(" · ".join(facts))
+    if step.message.strip():
+        show_text(quiet_headings(step.message), key=f"{key}:{step.step_id}:message")
+    elif not step.tool_calls:
+        st.caption("(no message)")
+    if step.reasoning:
+        with st.expander("Agent's reasoning", icon=":material/psychology:"):
+            show_text(step.reasoning, key=f"{key}:{step.step_id}:reasoning")
+    answered = set()
+    for n, call in enumerate(step.tool_calls):
+        results = [r for r in step.results if r.source_call_id == call.call_id]
+        answered.update(id(r) for r in results)
+        _tool_call(call, results, f"{key}:{step.step_id}:c{n}", item_id)
+    for n, result in enumerate(r for r in step.results if id(r) not in answered):
+        _result(result, f"{key}:{step.step_id}:o{n}", item_id)
+    if step.metrics and not compact:
+        st.caption(_metrics_line(step.metrics))
+
+
+def timeline(view: TrajectoryView, current: int, marks: dict[int, StepMark], key: str,
+             on_pick: Callable[[], None]) -> None:
+    """The whole run at a glance: one square per step coloured by what happened,
+    my marks on a second row, the current step ringed. A click opens a step."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    by_kind: dict[str, list] = {}
+    for mark in view.timeline.marks:
+        by_kind.setdefault(mark.kind, []).append(mark)
+    for kind, items in by_kind.items():
+        fig.add_trace(go.Scatter(
+            x=[m.step_id for m in items], y=["Run"] * len(items), mode="markers",
+            name=KIND_NAMES.get(kind, kind),
+            marker={"symbol": "square", "size": 11, "color": KIND_COLOURS.get(kind, "#78909c")},
+            hovertext=[f"Step {m.step_id} · {KIND_NAMES.get(kind, kind)}<br>{html.escape(m.label)}"
+                       for m in items],
+            hoverinfo="text",
+        ))
+    errors = [m for m in marks.values() if m.is_error]
+    checked = [m for m in marks.values() if not m.is_error]
+    if errors:
+        fig.add_trace(go.Scatter(
+            x=[m.step_id for m in errors], y=["Your marks"] * len(errors), mode="markers",
+            name="Error you marked", marker={"symbol": "x", "size": 12, "color": "#c62828"},
+            hovertext=[f"Step {m.step_id}: {html.escape(m.error.replace('_', ' '))}"
+                       f" · severity {m.severity}" for m in errors], hoverinfo="text"))
+    if checked:
+        fig.add_trace(go.Scatter(
+            x=[m.step_id for m in checked], y=["Your marks"] * len(checked), mode="markers",
+            name="Checked, no error", marker={"symbol": "circle-open", "size": 10, "color": "#2e7d32"},
+            hovertext=[f"Step {m.step_id}: no error" for m in checked], hoverinfo="text"))
+    if view.steps:
+        fig.add_vline(x=view.steps[current].step_id, line_width=2, line_color="#1565c0", opacity=0.5)
+    fig.update_layout(
+        height=150, margin={"l": 8, "r": 8, "t": 4, "b": 4}, dragmode=False, clickmode="event+select",
+        legend={"orientation": "h", "y": -0.35, "font": {"size": 11}},
+        xaxis={"title": None, "range": [0.3, max(len(view.steps), 1) + 0.7], "dtick": _tick(len(view.steps)),
+               "fixedrange": True, "showgrid": False},
+        yaxis={"title": None, "fixedrange": True, "categoryorder": "array",
+               "categoryarray": ["Your marks", "Run"], "range": [-0.6, 1.6]},
+    )
+    st.plotly_chart(fig, key=key, on_select=on_pick, selection_mode="points",
+                    config={"displayModeBar": False}, width="stretch")
+
+
+def _tick(n: int) -> int:
+    return 1 if n <= 30 else 5 if n <= 120 else 10 if n <= 300 else 50
+
+
+def picked_step(view: TrajectoryView, key: str) -> int | None:
+    """The step index clicked on the timeline, if any."""
+    state = st.session_state.get(key)
+    points = (state or {}).get("selection", {}).get("points") if state else None
+    if not points:
+        return None
+    step_id = points[0].get("x")
+    return next((s.index for s in view.steps if s.step_id == step_id), None)
+
+
+def dialogue(view: TrajectoryView) -> None:
+    """The clinician-patient conversation as the patient saw it."""
+    if not view.dialogue:
+        return
+    with st.expander(f"The whole dialogue with the patient ({len(view.dialogue)} turns)",
+                     icon=":material/forum:"):
+        for turn in view.dialogue:
+            patient = turn.speaker == "patient"
+            with st.chat_message("user" if patient else "assistant",
+                                 avatar=":material/person:" if patient else ":material/stethoscope:"):
+                st.caption(safe_markdown(turn.speaker.capitalize()))
+                show_text(turn.text, key=f"dialogue:{turn.index}")
+
+
+def final_answer(view: TrajectoryView, go_to: Callable[[int], None]) -> None:
+    """The answer or verdict the run ended with, and where its cited evidence came from."""
+    answer = view.final_answer
+    with st.container(border=True, key="final_answer"):
+        st.markdown("**Final answer**")
+        if view.error:
+            st.error("The run ended with an error: ", icon=":material/error:")
+            st.code(view.error, language=None, wrap_lines=True)
+        if answer is None:
+            st.caption("The run gave no final answer.")
+            return
+        if answer.verdict:
+            st.markdown(f"Verdict: :blue-badge[{label_text(answer.verdict)}]")
+        if answer.answer_line:
+            st.code(answer.answer_line, language=None, wrap_lines=True)
+        if answer.step_index is not None:
+            st.button(f"Go to step {view.steps[answer.step_index].step_id}", key="go_answer",
+                      on_click=go_to, args=(answer.step_index,), icon=":material/my_location:")
+        with st.expander("The whole answer", expanded=len(answer.text) < 700):
+            show_text(quiet_headings(answer.text), key="final_answer_text")
+        if answer.evidence:
+            st.markdown("**Cited evidence**")
+            for ev, steps in evidence_steps(view, answer.evidence).items():
+                cols = st.columns([2, 3], vertical_alignment="center")
+                cols[0].markdown(code_span(ev))
+                if not steps:
+                    cols[1].markdown(":orange-badge[:material/warning: not found in any tool result]")
+                else:
+                    cols[1].button(f"Step {view.steps[steps[0]].step_id}", key=f"ev:{ev}",
+                                   on_click=go_to, args=(steps[0],), icon=":material/search:",
+                                   help="Open the step whose result holds this evidence")

@@ -1,0 +1,157 @@
+"""Graded-conversation screen (HealthBench style): read the conversation and
+the completion, answer each rubric criterion met / not met, commit, then see
+the judge's verdict and explanation beside yours and both example scores.
+
+Keys: Y / N / U answer the current criterion and move on, Up / Down move
+between criteria, Ctrl+Enter commits, Left / Right the previous and next
+conversation.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from pages._rubric import checklist
+from pages._shared import require_reviewer, show_text, store
+from pages._steps import code_span, label_text
+from review.blinding import DEFAULT_MODE
+from review.queue import QueueFilter, filter_choices
+from review.rubric_review import (
+    find_item,
+    is_reviewed,
+    item_position,
+    neighbour,
+    next_unreviewed,
+    open_graded,
+    review_progress,
+)
+from review.text import safe_markdown
+
+KIND = "graded_conversation"
+MODE = DEFAULT_MODE
+ROLES = {"user": ("user", ":material/person:", "Patient or user"),
+         "assistant": ("assistant", ":material/smart_toy:", "Assistant"),
+         "system": ("assistant", ":material/settings:", "System")}
+
+reviewer = require_reviewer()
+db = store()
+
+choices = filter_choices(db, KIND)
+with st.sidebar:
+    st.markdown("**Which conversations**")
+    dataset = st.selectbox("Dataset", choices.datasets, index=None, placeholder="All datasets",
+                           key="hb_dataset")
+    model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
+                         key="hb_model")
+filt = QueueFilter(kind=KIND, dataset=dataset, model=model)
+if st.session_state.get("hb_filter") != filt:
+    if "hb_filter" in st.session_state:
+        st.session_state.pop("hb_item", None)
+        st.query_params.pop("item", None)
+    st.session_state["hb_filter"] = filt
+
+head_l, head_r = st.columns([3, 4], vertical_alignment="bottom")
+head_l.title("Graded conversations", anchor=False)
+progress = review_progress(db, reviewer.id, filt)
+head_r.progress(progress.done / progress.total if progress.total else 0.0,
+                text=f"{progress.done} of {progress.total} conversations graded by you"
+                + (" · all done" if progress.total and not progress.remaining else ""))
+
+wanted = st.query_params.get("item")
+item_id = st.session_state.get("hb_item")
+if wanted and (item_id is None or st.session_state.get("hb_uid") != wanted):
+    item_id = find_item(db, wanted, KIND)
+    if item_id is None:
+        st.warning(f"No graded conversation {code_span(wanted)} in this database; showing your queue.")
+if item_id is None:
+    item_id = next_unreviewed(db, reviewer.id, filt)
+if item_id is None:
+    if progress.total:
+        st.success("You have graded every conversation under these filters.",
+                   icon=":material/task_alt:")
+    else:
+        st.info("No graded conversations yet. Import HealthBench rows (and model completions) "
+                "on the Data screen or with `carelens import`.")
+    st.stop()
+
+screen = open_graded(db, reviewer.id, item_id, MODE)
+if screen is None:
+    st.session_state.pop("hb_item", None)
+    st.query_params.pop("item", None)
+    st.rerun()
+head, view = screen.header, screen.view
+st.session_state["hb_item"] = item_id
+st.session_state["hb_uid"] = head.uid
+if st.query_params.get("item") != head.uid:
+    st.query_params["item"] = head.uid
+started_key = f"hb_started:{item_id}"
+st.session_state.setdefault(started_key, time.monotonic())
+
+
+def go_item(target: int | None) -> None:
+    if target is not None:
+        st.session_state["hb_item"] = target
+
+
+position, total = item_position(db, item_id, filt)
+where = (f"conversation {position} of {total}" if position
+         else f"outside this queue of {total} conversations")
+facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
+theme = head.meta.get("theme")
+if theme:
+    facts.append(f":gray-badge[{label_text(str(theme).replace('_', ' '))}]")
+facts.append(":green-badge[:material/task_alt: graded by you]" if is_reviewed(db, reviewer.id, item_id)
+             else ":orange-badge[not yet graded by you]")
+st.markdown(" · ".join(facts))
+with st.container(horizontal=True, gap="small", key="hb_nav"):
+    st.button("Previous", key="hb_prev", shortcut="Left", icon=":material/arrow_back:",
+              on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
+    st.button("Next", key="hb_next", shortcut="Right", icon=":material/arrow_forward:",
+              on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
+    st.button("Next to grade", key="hb_next_open", icon=":material/playlist_play:",
+              on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+
+left, right = st.columns([2, 3], gap="large")
+with left:
+    length = sum(len(t.text) for t in view.turns) + len(view.completion or "")
+    with st.container(height=760 if length > 2500 else "content", border=True, autoscroll=False,
+                      key="hb_conversation"):
+        for turn in view.turns:
+            role, avatar, word = ROLES.get(turn.speaker, ("user", ":material/person:", turn.speaker))
+            with st.chat_message(role, avatar=avatar):
+                st.caption(safe_markdown(word))
+                show_text(turn.text, key=f"turn:{item_id}:{turn.index}")
+        with st.container(border=True, key="hb_completion"):
+            source = ("the physician-written ideal completion"
+                      if view.completion_source == "ideal_completion"
+                      else f"model {code_span(view.model)}" if view.model else "a model")
+            st.markdown(f"**Completion under review** · {source}" if view.completion is not None
+                        else "**No completion to grade**")
+            with st.chat_message("assistant", avatar=":material/smart_toy:"):
+                show_text(view.completion, key=f"completion:{item_id}",
+                          empty="(this item has no completion to grade)")
+    if view.ideal_completion and view.completion_source != "ideal_completion" and screen.mine:
+        with st.expander("Reference: the physician-written ideal completion"):
+            show_text(view.ideal_completion, key=f"ideal:{item_id}")
+
+with right:
+    n_must_not = sum(c.must_not for c in view.criteria)
+    st.markdown(f"#### Rubric · {len(view.criteria)} criteria")
+    st.caption(f"{view.max_points:g} positive points"
+               + (f" · {n_must_not} MUST-NOT criteri{'a' if n_must_not != 1 else 'on'} "
+                  "(negative points: met means the response did what it must not)"
+                  if n_must_not else "")
+               + ("" if view.completion is None else
+                  " · Y met · N not met · U can't assess · Up/Down move · Ctrl+Enter commits"))
+    if not screen.questions:
+        st.warning("This conversation has no rubric criteria.")
+    else:
+        if view.completion is None:
+            st.info("Nothing to grade yet: this conversation has no completion. The rubric is "
+                    "shown for reference; import model completions (format "
+                    "`healthbench-completions`) to grade them.", icon=":material/info:")
+        checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed, mode=MODE,
+                  started_key=started_key, show_scores=True, list_height=620,
+                  read_only=view.completion is None)

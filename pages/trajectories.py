@@ -1,0 +1,300 @@
+"""Trajectory screen: step through an agent run, mark the steps that went wrong,
+answer the run's criteria and outcome verdict - blind to the judges and
+verifiers until committed, then shown beside them.
+
+Keys: Left / Right previous and next step; 0-6 pick an error type for the
+step, Shift+1..5 its severity, M saves the mark; Y / N / U answer the current
+criterion, Up / Down move between criteria, Ctrl+Enter commits.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from codebook import builtin_codebooks
+from pages._rubric import checklist
+from pages._shared import require_reviewer, store
+from pages._steps import (
+    code_span,
+    dialogue,
+    final_answer,
+    label_text,
+    picked_step,
+    show_step,
+    timeline,
+)
+from review.blinding import DEFAULT_MODE
+from review.queue import QueueFilter, filter_choices
+from review.rubric_review import (
+    NO_ERROR,
+    STEP_CODEBOOK,
+    find_item,
+    is_reviewed,
+    item_position,
+    mark_step,
+    neighbour,
+    next_unreviewed,
+    open_run,
+    review_progress,
+    severity_levels,
+)
+from review.text import safe_markdown
+
+KIND = "trajectory"
+MODE = DEFAULT_MODE
+
+reviewer = require_reviewer()
+db = store()
+
+# -- which runs ---------------------------------------------------------------------
+choices = filter_choices(db, KIND)
+with st.sidebar:
+    st.markdown("**Which runs**")
+    dataset = st.selectbox("Dataset", choices.datasets, index=None, placeholder="All datasets",
+                           key="trj_dataset")
+    model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
+                         key="trj_model")
+filt = QueueFilter(kind=KIND, dataset=dataset, model=model)
+if st.session_state.get("trj_filter") != filt:
+    if "trj_filter" in st.session_state:  # the filter changed: start from its queue
+        st.session_state.pop("trj_item", None)
+        st.query_params.pop("item", None)
+    st.session_state["trj_filter"] = filt
+
+head_l, head_r = st.columns([2, 5], vertical_alignment="bottom")
+head_l.title("Trajectories", anchor=False)
+progress = review_progress(db, reviewer.id, filt)
+head_r.progress(progress.done / progress.total if progress.total else 0.0,
+                text=f"{progress.done} of {progress.total} runs reviewed by you"
+                + (" · all done" if progress.total and not progress.remaining else ""))
+
+wanted = st.query_params.get("item")
+item_id = st.session_state.get("trj_item")
+if wanted and (item_id is None or st.session_state.get("trj_uid") != wanted):
+    item_id = find_item(db, wanted, KIND)
+    if item_id is None:
+        st.warning(f"No agent run {code_span(wanted)} in this database; showing your queue.")
+if item_id is None:
+    item_id = next_unreviewed(db, reviewer.id, filt)
+if item_id is None:
+    if progress.total:
+        st.success("You have reviewed every run under these filters.", icon=":material/task_alt:")
+    else:
+        st.info("No agent runs yet. Import KlinikeBench, Harbor or CliniCARE runs on the Data "
+                "screen or with `carelens import`.")
+    st.stop()
+
+screen = open_run(db, reviewer.id, item_id, MODE)
+if screen is None:
+    st.session_state.pop("trj_item", None)
+    st.query_params.pop("item", None)
+    st.rerun()
+head, view = screen.header, screen.view
+st.session_state["trj_item"] = item_id
+st.session_state["trj_uid"] = head.uid
+if st.query_params.get("item") != head.uid:
+    st.query_params["item"] = head.uid
+started_key = f"trj_started:{item_id}"
+st.session_state.setdefault(started_key, time.monotonic())
+
+# -- the step shown -----------------------------------------------------------------
+step_key = f"trj_step:{item_id}"
+if step_key not in st.session_state:
+    asked = st.query_params.get("step")
+    st.session_state[step_key] = next(
+        (s.index for s in view.steps if asked and str(s.step_id) == asked), 0)
+last = max(len(view.steps) - 1, 0)
+current = min(st.session_state[step_key], last)
+
+
+def go_step(index: int) -> None:
+    st.session_state[step_key] = max(0, min(last, index))
+
+
+def go_item(target: int | None) -> None:
+    if target is not None:
+        st.session_state["trj_item"] = target
+        st.query_params.pop("step", None)
+
+
+def on_step_box() -> None:
+    wanted_id = st.session_state.get(f"trj_stepbox:{item_id}")
+    go_step(next((s.index for s in view.steps if s.step_id == wanted_id), current))
+
+
+def on_timeline() -> None:
+    picked = picked_step(view, f"trj_tl:{item_id}:{current}")
+    if picked is not None:
+        go_step(picked)
+
+
+step = view.steps[current] if view.steps else None
+if step is not None and st.query_params.get("step") != str(step.step_id):
+    st.query_params["step"] = str(step.step_id)
+
+# -- the run at a glance --------------------------------------------------------------
+position, total = item_position(db, item_id, filt)
+where = (f"run {position} of {total}" if position
+         else f"outside this queue of {total} runs")
+facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
+if head.model:
+    facts.append(f"model {code_span(head.model)}")
+agent = view.agent.get("name")
+if agent:
+    facts.append(f"agent {code_span(agent + (' ' + view.agent['version'] if view.agent.get('version') else ''))}")
+if head.case_label:
+    facts.append(f"case {code_span(head.case_label)}")
+reviewed = is_reviewed(db, reviewer.id, item_id)
+facts.append(":green-badge[:material/task_alt: reviewed by you]" if reviewed
+             else ":orange-badge[not yet reviewed by you]")
+if head.failed:
+    facts.append(":red-badge[:material/error: the run failed]")
+st.markdown(" · ".join(facts))
+with st.container(horizontal=True, gap="small", key="trj_runs"):
+    st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
+              on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
+    st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
+              on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
+    st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
+              on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+
+tl = view.timeline
+counts = tl.counts
+summary = [f"{counts['steps']} steps", f"{counts['tool_calls']} tool calls"]
+if counts["said"]:
+    summary.append(f"{counts['said']} questions to the patient")
+if counts["patient_replies"]:
+    summary.append(f"{counts['patient_replies']} patient replies")
+if counts["subagents"]:
+    summary.append(f"{counts['subagents']} subagent runs")
+errors = sum(m.is_error for m in screen.marks.values())
+summary.append(f"{errors} error{'s' * (errors != 1)} marked by you")
+if tl.prompt_tokens or tl.completion_tokens:
+    summary.append(f"{tl.prompt_tokens:,} prompt + {tl.completion_tokens:,} completion tokens")
+if tl.cost_usd is not None:
+    summary.append(f"\\${tl.cost_usd:.4f}")
+if tl.duration_s is not None:
+    summary.append(f"{tl.duration_s / 60:.1f} min")
+st.caption(" · ".join(summary))
+if view.steps:
+    timeline(view, current, screen.marks, key=f"trj_tl:{item_id}:{current}", on_pick=on_timeline)
+
+flash = st.session_state.pop("trj_flash", None)
+if flash:
+    getattr(st, flash[0])(flash[1])
+
+# -- marking a step -------------------------------------------------------------------
+book = builtin_codebooks()[STEP_CODEBOOK]
+levels = {lv["level"]: lv for lv in severity_levels()}
+
+
+def save_mark(sid: int) -> None:
+    err = st.session_state.get(f"trj_err:{item_id}:{sid}")
+    sev = st.session_state.get(f"trj_sev:{item_id}:{sid}")
+    note = st.session_state.get(f"trj_note:{item_id}:{sid}")
+    try:
+        mark_step(store(), reviewer, item_id, sid, err, sev, note, mode=MODE,
+                  seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
+    except ValueError as exc:
+        st.session_state["trj_flash"] = ("error", str(exc))
+        return
+    what = book.label(err).short
+    if sev and err != NO_ERROR:
+        what += f", severity {sev} ({levels[sev]['name']})"
+    st.session_state["trj_flash"] = ("success", f"Step {sid} marked: {what}.")
+
+
+def pick(name: str, sid: int, value: object) -> None:
+    st.session_state[f"trj_{name}:{item_id}:{sid}"] = value
+
+
+def mark_panel(sid: int) -> None:
+    """Error type (keys 0-6), severity (Shift+1..5), note, save (M)."""
+    saved = screen.marks.get(sid)
+    err_key, sev_key, note_key = (f"trj_err:{item_id}:{sid}", f"trj_sev:{item_id}:{sid}",
+                                  f"trj_note:{item_id}:{sid}")
+    if saved is not None and err_key not in st.session_state:
+        st.session_state[err_key] = saved.error
+        st.session_state[sev_key] = saved.severity
+        st.session_state.setdefault(note_key, saved.note or "")
+    err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
+    with st.container(border=True, key="trj_mark"):
+        if saved is None:
+            st.markdown(f"**Mark step {sid}** · :gray[not marked — pick what went wrong (0–6), "
+                        "its severity (Shift+1 … 5), then save (M)]")
+        else:
+            words = book.label(saved.error).short
+            if saved.severity:
+                words += f" · severity {saved.severity} ({levels[saved.severity]['name']})"
+            st.markdown(f"**Mark step {sid}** · your mark: :red-badge[{label_text(words)}]"
+                        if saved.is_error else
+                        f"**Mark step {sid}** · your mark: :green-badge[{label_text(words)}]")
+            if saved.note:
+                st.caption(safe_markdown(saved.note))
+        with st.container(horizontal=True, gap="small", key="trj_errors"):
+            for lab in book.labels:
+                st.button(lab.short, key=f"trj_errbtn:{lab.code}", shortcut=lab.shortcut,
+                          help=lab.definition, type="primary" if err == lab.code else "secondary",
+                          on_click=pick, args=("err", sid, lab.code))
+        with st.container(horizontal=True, gap="small", key="trj_severity",
+                          vertical_alignment="center"):
+            st.caption("Severity")
+            for level in sorted(levels):
+                st.button(f"{level} {levels[level]['name']}", key=f"trj_sevbtn:{level}",
+                          shortcut=f"Shift+{level}", help=levels[level]["definition"],
+                          type="primary" if sev == level else "secondary",
+                          disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
+        ready = err == NO_ERROR or (err is not None and sev is not None)
+        unchanged = saved is not None and saved.error == err and saved.severity == (
+            None if err == NO_ERROR else sev) and (saved.note or "") == (
+            st.session_state.get(note_key) or "")
+        row = st.columns([3, 2], vertical_alignment="center")
+        row[0].text_input("Note", key=note_key, label_visibility="collapsed",
+                          placeholder="Note on this step (optional)", persist_state="session")
+        row[1].button(f"Save the mark on step {sid}", key="trj_save_mark", shortcut="M",
+                      type="primary", width="stretch", disabled=not ready or unchanged,
+                      icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
+        with st.expander("What the error types and severities mean"):
+            for lab in book.labels:
+                st.markdown(f"**{lab.shortcut} · {lab.short}** — {lab.definition}")
+            for level in sorted(levels):
+                st.markdown(f"**Severity {level} · {levels[level]['name']}** — "
+                            f"{levels[level]['definition']}")
+
+
+left, right = st.columns([3, 2], gap="large")
+
+# -- the step -------------------------------------------------------------------------
+with left:
+    if step is None:
+        st.warning("This run has no steps to show.")
+    else:
+        row = st.columns([1.3, 1, 1.3], vertical_alignment="bottom")
+        row[0].button("Previous step", key="trj_prev", shortcut="Left", icon=":material/arrow_back:",
+                      width="stretch", on_click=go_step, args=(current - 1,), disabled=current == 0)
+        st.session_state[f"trj_stepbox:{item_id}"] = step.step_id
+        row[1].number_input("Go to step", min_value=view.steps[0].step_id,
+                            max_value=view.steps[-1].step_id, step=1, key=f"trj_stepbox:{item_id}",
+                            on_change=on_step_box, label_visibility="collapsed")
+        row[2].button("Next step", key="trj_next", shortcut="Right", icon=":material/arrow_forward:",
+                      width="stretch", on_click=go_step, args=(current + 1,),
+                      disabled=current == last)
+        size = len(step.message) + len(step.reasoning or "") + sum(
+            min(len(r.content), 4000) for r in step.results) + 400 * len(step.tool_calls)
+        with st.container(height=560 if size > 1500 else "content", border=True, autoscroll=False,
+                          key="trj_step"):
+            show_step(step, view, key=f"run:{item_id}", item_id=item_id)
+        mark_panel(step.step_id)
+    dialogue(view)
+
+# -- the answer, the criteria and the verdict ------------------------------------------
+with right:
+    final_answer(view, go_step)
+    st.markdown("#### Criteria and verdict")
+    if not screen.questions:
+        st.caption("This run has no criteria to answer; mark its steps on the left.")
+    else:
+        checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
+                  mode=MODE, started_key=started_key, list_height=560)

@@ -1,0 +1,132 @@
+"""The Trajectory and Graded-conversation screens in a real browser: the real
+server, Debian's Chromium, the keyboard only, and hostile model text."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.reviewers import ensure_reviewer
+from review.workspace import open_store
+from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
+from tests.review_fixtures import IMG, KB_UID, SCRIPT, import_all
+
+pytestmark = pytest.mark.browser
+REVIEWER = "Dr. Keys"
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "browser.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    ensure_reviewer(s, REVIEWER)
+    s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.close()
+    return path
+
+
+def mine(db, where: str = "1") -> list[tuple]:
+    s = open_store(db)
+    rows = s.query("SELECT a.target, a.status, a.value, json_extract(a.extra, '$.severity')"
+                   " FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                   f" WHERE r.name = ? AND {where} ORDER BY a.id", (REVIEWER,))
+    s.close()
+    return [tuple(r) for r in rows]
+
+
+def wait_text(page, text: str) -> None:
+    page.wait_for_function(
+        "t => (document.querySelector('[data-testid=\"stMain\"]') || {innerText: ''})"
+        ".innerText.includes(t)", arg=text)
+    wait_for_app(page)
+
+
+def wait_chosen(page, panel: str, label: str) -> None:
+    """Wait until the button `label` in the container keyed `panel` is the chosen (primary) one."""
+    page.wait_for_function(
+        "([panel, label]) => Array.from(document.querySelectorAll(`.st-key-${panel} "
+        "[data-testid=\"stBaseButton-primary\"]`)).some(b => b.innerText.includes(label))",
+        arg=[panel, label])
+    wait_for_app(page)
+
+
+def press(page, key: str) -> None:
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press(key)
+
+
+def assert_payloads_inert(page) -> None:
+    main = page.get_by_test_id("stMain").inner_text()
+    assert SCRIPT in main and IMG in main  # shown as the text it is
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
+    assert page.evaluate("Array.from(document.scripts).some(s => s.text.includes('__pwned'))") is False
+
+
+def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
+    with running_app(db) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 1400})
+        page.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
+        wait_text(page, "step 1 of 4")
+        ready_for_keys(page)
+
+        # Step through the run with the arrow keys.
+        for key, shown in (("ArrowRight", "step 2 of 4"), ("ArrowRight", "step 3 of 4"),
+                           ("ArrowLeft", "step 2 of 4"), ("ArrowRight", "step 3 of 4")):
+            press(page, key)
+            wait_text(page, shown)
+        assert "Patient replied" in page.get_by_test_id("stMain").inner_text()
+        press(page, "ArrowRight")
+        wait_text(page, "step 4 of 4")
+        assert_payloads_inert(page)
+
+        # Mark step 4: wrong tool (3), severity 4 (Shift+4), save (M).
+        press(page, "3")
+        wait_chosen(page, "trj_errors", "Wrong tool")
+        press(page, "Shift+4")
+        wait_chosen(page, "trj_severity", "4 Serious")
+        press(page, "m")
+        wait_text(page, "Step 4 marked: Wrong tool, severity 4 (Serious).")
+        assert mine(db) == [("step:4", "answered", "wrong_tool", 4)]
+
+        # A click on the timeline opens that step (one square a step: system, task, ...).
+        page.locator(".js-plotly-plot .scatterlayer .points path").nth(1).click(force=True)
+        wait_text(page, "step 2 of 4")
+
+        # Criteria: Y, N, U answer the current one and move on; Ctrl+Enter commits.
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "klinikebench-verifier" not in main and "asked at step 3" not in main
+        for n, key in enumerate(("y", "n", "u", "y", "n", "y", "y", "n", "y"), start=1):
+            press(page, key)
+            wait_text(page, f"Commit {n} answer")
+        press(page, "Control+Enter")
+        wait_text(page, "Committed 9 answers.")
+        answers = mine(db, "a.target = ''")
+        assert [a[1:3] for a in answers[:3]] == [("answered", "met"), ("answered", "not_met"),
+                                                 ("cannot_assess", None)]
+        assert len(answers) == 9
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "klinikebench-verifier" in main and "asked at step 3" in main  # the reveal
+        assert "reviewed by you" in main
+        assert_payloads_inert(page)
+        page.screenshot(path=str(db.parent / "trajectory.png"), full_page=True)
+
+
+def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
+    with running_app(db) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 1400})
+        page.goto(f"{url}/graded?reviewer=Dr.+Keys&item=hb:p-inv-1::c1")
+        wait_text(page, "Completion under review")
+        assert_payloads_inert(page)
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "It says to stop the soap." not in main
+        ready_for_keys(page)
+        for n, key in enumerate(("y", "n", "n"), start=1):
+            press(page, key)
+            wait_text(page, f"Commit {n} answer")
+        press(page, "Control+Enter")
+        wait_text(page, "Committed 3 answers.")
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "It says to stop the soap." in main and "Lips only, not breathing." in main
+        assert "openai:grader-x@v1" in main and main.count("0.62") >= 2  # my score and the judge's
+        assert_payloads_inert(page)

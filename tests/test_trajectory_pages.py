@@ -1,0 +1,288 @@
+"""The Trajectory and Graded-conversation screens under Streamlit's AppTest:
+the real app script, a database built by importing invented files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from review.reviewers import ensure_reviewer
+from review.sources import import_file
+from review.sources.clinicare import trial_uid
+from review.workspace import open_store
+from tests.conftest import ROOT
+from tests.review_fixtures import HOSTILE, IMG, KB_UID, LONG_OUTPUT, SCRIPT, import_all
+
+REVIEWER = "Dr. Screen Test"
+COMPLETION_UID = "hb:p-inv-1::c1"
+REAL_HEALTHBENCH = ROOT.parent / "shared" / "data" / "healthbench" / "healthbench_oss_eval_sample30.jsonl"
+MY_FILES = ["pages/trajectories.py", "pages/graded.py", "pages/_rubric.py", "pages/_steps.py"]
+
+
+@pytest.fixture
+def db_path(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "screens.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    ensure_reviewer(s, REVIEWER, "emergency medicine", "registrar")
+    s.close()
+    monkeypatch.setenv("CARELENS_DB", str(path))
+    return path
+
+
+def open_page(page: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = REVIEWER
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """Every Markdown string the page sent (markdown, captions, alerts)."""
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [e.value for kind in ("success", "error", "warning", "info") for e in getattr(at, kind)]
+    return "\n".join(parts)
+
+
+def rows(path: Path, sql: str, params=()) -> list[tuple]:
+    s = open_store(path)
+    out = [tuple(r) for r in s.query(sql, params)]
+    s.close()
+    return out
+
+
+def my_annotations(path: Path) -> list[tuple]:
+    return rows(path, "SELECT q.key, a.target, a.status, a.value, a.rationale, a.extra, a.phase"
+                      " FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                      " JOIN questions q ON q.id = a.question_id WHERE r.name = ? ORDER BY a.id",
+                (REVIEWER,))
+
+
+def item_id(path: Path, uid: str) -> int:
+    return rows(path, "SELECT id FROM items WHERE uid = ?", (uid,))[0][0]
+
+
+def qp(at: AppTest, name: str) -> str | None:
+    value = at.query_params.get(name)
+    return value[0] if isinstance(value, list) else value
+
+
+# -- the trajectory screen -------------------------------------------------------------
+
+def test_the_queue_opens_the_first_run_and_steps_move_with_buttons_and_jump(db_path):
+    at = open_page("pages/trajectories.py")
+    assert qp(at, "item") == KB_UID and qp(at, "step") == "1"
+    assert "0 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
+    assert "step 1 of 4" in texts(at)
+    run = item_id(db_path, KB_UID)
+    at.button(key="trj_next").click().run()
+    assert "step 2 of 4" in texts(at) and qp(at, "step") == "2"
+    at.button(key="trj_next").click().run()
+    page = texts(at)
+    assert "Said to the patient" in page and "Patient replied" in page
+    assert "When did the cough start?" in page and "Two weeks ago." in page
+    assert at.expander[0].label == "Agent's reasoning" and not at.expander[0].proto.expanded
+    at.button(key="trj_prev").click().run()
+    assert "step 2 of 4" in texts(at)
+    at.number_input(key=f"trj_stepbox:{run}").set_value(4).run()
+    assert "step 4 of 4" in texts(at) and qp(at, "step") == "4"
+    assert at.button(key="trj_next").disabled  # the last step
+
+
+def test_a_long_tool_output_is_cut_and_arguments_are_shown_as_data(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID, step="4")
+    assert "step 4 of 4" in texts(at)
+    assert {"test": "full blood count"} in [json.loads(j.proto.body) for j in at.json]
+    shown = [c.value for c in at.code]
+    first = next(c for c in shown if c.startswith("line 0:"))
+    assert len(first) <= 4000 and len(LONG_OUTPUT) > 60_000
+    assert any(e.label.startswith("Show the remaining") for e in at.expander)
+    assert sum(len(c) for c in shown if c.startswith("line ") or "\nline " in c) < 70_000
+    assert any(b.proto.label.startswith("Download the whole output") for b in at.get("download_button"))
+
+
+def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID, step="3")
+    run = item_id(db_path, KB_UID)
+    assert at.button(key="trj_save_mark").disabled
+    assert at.button(key="trj_sevbtn:3").disabled  # severity comes after the error type
+    at.button(key="trj_errbtn:missed_essential_question").click().run()
+    assert at.button(key="trj_save_mark").disabled  # still needs a severity
+    at.button(key="trj_sevbtn:4").click().run()
+    at.text_input(key=f"trj_note:{run}:3").input("never asked about allergies").run()
+    at.button(key="trj_save_mark").click().run()
+    assert not at.exception
+    assert my_annotations(db_path) == [(
+        "trajectory.step_error", "step:3", "answered", "missed_essential_question",
+        "never asked about allergies", json.dumps({"blinding": "reveal_after_commit", "severity": 4},
+                                                   separators=(",", ":")), "blind")]
+    page = texts(at)
+    assert "Step 3 marked: Missed question, severity 4 (Serious)." in page
+    assert "1 error marked by you" in page
+    assert at.button(key="trj_save_mark").disabled  # nothing changed since
+    at.button(key="trj_next").click().run()
+    at.button(key="trj_errbtn:no_error").click().run()
+    assert not at.button(key="trj_save_mark").disabled  # a checked step needs no severity
+    at.button(key="trj_save_mark").click().run()
+    assert [a[1:4] for a in my_annotations(db_path)][-1] == ("step:4", "answered", "no_error")
+
+
+def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID)
+    before = texts(at)
+    for hidden in ("klinikebench-verifier", "klinikebench-judge", "asked at step 3", "never asked"):
+        assert hidden not in before
+    at.button(key="rv_met").click().run()  # criterion 1 (diagnosis): met, focus moves on
+    at.button(key="rv_not_met").click().run()  # criterion 2 (required tools)
+    at.button(key="rv_cannot").click().run()  # criterion 3
+    assert "Commit 3 answers" in at.button(key="rv_commit").label
+    assert my_annotations(db_path) == []  # drafts until committed
+    at.button(key="rv_commit").click().run()
+    assert not at.exception
+    got = [(k.removeprefix(KB_UID + ":"), s, v) for k, _, s, v, *_ in my_annotations(db_path)]
+    assert got == [("gate:diagnosis", "answered", "met"), ("gate:required_tools", "answered", "not_met"),
+                   ("gate:parameterised_actions", "cannot_assess", None)]
+    page = texts(at)
+    assert "Committed 3 answers." in page and "klinikebench-verifier" in page
+    assert "asked at step 3" not in page  # the must-ask topics are not committed yet: still hidden
+    # answer the rest with the keyboard's buttons, then commit: every judge appears
+    for _ in range(6):
+        at.button(key="rv_met").click().run()
+    at.button(key="rv_commit").click().run()
+    page = texts(at)
+    assert "asked at step 3" in page and "never asked" in page
+    assert "reviewed by you" in page and "1 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
+
+
+def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_path):
+    cohort = tmp_path / "cohort.csv"
+    cohort.write_text("task_id,scenario_id,expected_label\nsc07-a1b2c3,sc07,NO\n")
+    s = open_store(db_path)
+    import_file(s, cohort)
+    run = s.scalar("SELECT id FROM items WHERE uid = ?", (trial_uid("sc07-a1b2c3__x1"),))
+    verdict = s.scalar("SELECT id FROM questions WHERE key = 'clinicare.verdict'")
+    s.close()
+    at = open_page("pages/trajectories.py", item=trial_uid("sc07-a1b2c3__x1"))
+    page = texts(at)
+    assert "sc07-a1b2c3" not in page  # the task id identifies a patient
+    assert "Final answer" in page and "`obs-3`" in page
+    at.button(key="ev:obs-3").click().run()
+    assert "step 3 of 5" in texts(at)
+    assert "agent:vendor/model-x" not in texts(at) and "clinicare-cohort" not in texts(at)
+    at.segmented_control(key=f"rv:{run}:{verdict}").set_value("NO").run()
+    at.button(key="rv_commit").click().run()
+    page = texts(at)
+    assert "agent:vendor/model-x" in page and "clinicare-cohort" in page and "on the task" in page
+
+
+def test_an_embedded_subagent_run_opens(db_path):
+    at = open_page("pages/trajectories.py", item="harbor:trial-9__abc", step="3")
+    button = next(b for b in at.button if b.label.startswith("Open subagent run child-1"))
+    button.click().run()
+    assert not at.exception
+    assert "Child agent: the chart shows no fever." in texts(at)
+
+
+# -- the graded-conversation screen ------------------------------------------------------
+
+def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
+    at = open_page("pages/graded.py", item=COMPLETION_UID)
+    page = texts(at)
+    assert "Completion under review" in page and "`vendor/model-a`" in page
+    assert "MUST NOT · -4" in page and "+5 pts" in page
+    assert "It says to stop the soap." not in page and "openai:grader-x@v1" not in page
+    assert not [m for m in at.metric]  # no score before any commit
+    for key in ("rv_met", "rv_not_met", "rv_not_met"):
+        at.button(key=key).click().run()
+    at.button(key="rv_commit").click().run()
+    assert not at.exception
+    page = texts(at)
+    assert "It says to stop the soap." in page and "Lips only, not breathing." in page
+    scores = {m.label: m.value for m in at.metric}
+    assert scores == {"You": "0.62", "openai:grader-x@v1": "0.62"}  # 5 of 8 positive points
+    assert any(e.label.startswith("Reference: the physician-written") for e in at.expander)
+    at.button(key="rv_up").click().run()  # the focus stays on the last criterion: up, then down
+    at.button(key="rv_down").click().run()
+    at.button(key="rv_met").click().run()  # revise criterion 3 after the reveal
+    at.button(key="rv_commit").click().run()
+    assert my_annotations(db_path)[-1][3:] == ("met", None, '{"blinding":"reveal_after_commit"}',
+                                               "after_reveal")
+    assert {m.label: m.value for m in at.metric}["You"] == "0.12"  # (5 - 4) / 8
+
+
+def test_left_and_right_move_between_conversations(db_path):
+    at = open_page("pages/graded.py", item="hb:p-inv-1")
+    assert "the physician-written ideal completion" in texts(at)
+    at.button(key="hb_next").click().run()
+    assert qp(at, "item") == COMPLETION_UID
+    at.button(key="hb_prev").click().run()
+    assert qp(at, "item") == "hb:p-inv-1"
+
+
+def test_the_real_healthbench_rows_show_all_352_criteria(db_path):
+    if not REAL_HEALTHBENCH.is_file():
+        pytest.skip(f"real HealthBench sample not found at {REAL_HEALTHBENCH} "
+                    "(see ../shared/data/PROVENANCE.md)")
+    s = open_store(db_path)
+    import_file(s, REAL_HEALTHBENCH)
+    uids = [r[0] for r in s.query("SELECT uid FROM items WHERE kind = 'graded_conversation'"
+                                  " AND uid NOT LIKE 'hb:p-inv-%' ORDER BY id")]
+    s.close()
+    assert len(uids) == 30
+    at = open_page("pages/graded.py", item=uids[0])
+    shown = without = 0
+    for uid in uids:
+        at.query_params["item"] = uid
+        at.run()
+        assert not at.exception, uid
+        rows_shown = [w for w in at.segmented_control if w.key.startswith("rv:")]
+        if "has no completion to grade" in texts(at):
+            without += 1
+            assert all(w.disabled for w in rows_shown)  # shown for reference, not graded
+        shown += len(rows_shown)
+    assert shown == 352 and without == 6
+
+
+def test_items_without_a_completion_are_out_of_the_queue_but_open_by_link(db_path, tmp_path):
+    meta = tmp_path / "meta.jsonl"
+    meta.write_text(json.dumps({
+        "prompt": [{"role": "user", "content": "Invented."}], "completion": "Invented reply.",
+        "prompt_id": "p-stub", "completion_id": "m1", "rubric": "Is kind.", "binary_labels": [True],
+        "anonymized_physician_ids": ["ph-1"], "category": "c"}) + "\n")
+    s = open_store(db_path)
+    import_file(s, meta)
+    s.close()
+    at = open_page("pages/graded.py", item="hb:p-stub")
+    assert "has no completion to grade" in texts(at)
+    assert [w.disabled for w in at.segmented_control] == [True]
+    assert not [b for b in at.button if b.key == "rv_commit"]
+    at = open_page("pages/graded.py")
+    assert qp(at, "item") == "hb:p-inv-1"  # the queue starts with something to grade
+
+
+# -- safe rendering ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("page,params", [
+    ("pages/trajectories.py", {"item": KB_UID, "step": "4"}),
+    ("pages/graded.py", {"item": COMPLETION_UID}),
+])
+def test_script_and_image_payloads_in_a_model_message_stay_text(db_path, page, params):
+    at = open_page(page, **params)
+    sent = texts(at)
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in sent
+    assert "&lt;img src=x onerror=&quot;" in sent or "&lt;img src=x onerror=\"window.__pwned=1\"&gt;" in sent
+    assert "<script" not in sent and "<img" not in sent
+    assert len(at.get("html")) == 0
+    assert HOSTILE and SCRIPT and IMG  # the payloads the fixture planted
+
+
+def test_no_screen_of_this_issue_allows_html():
+    for name in MY_FILES + ["app.py", "pages/_shared.py"]:
+        assert "unsafe_allow_html" not in (ROOT / name).read_text(), name
