@@ -98,6 +98,8 @@ PAGES = {
     "Measure": [
         st.Page("pages/agreement.py", title="Agreement", icon=":material/balance:",
                 url_path="agreement"),
+        st.Page("pages/browse.py", title="Browse", icon=":material/manage_search:",
+                url_path="browse"),
     ],
     "Reference": [
         st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",

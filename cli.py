@@ -139,6 +139,22 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return _run_llm("extract", args)
 
 
+@command("search")
+def cmd_search(args: argparse.Namespace) -> int:
+    """Full-text search over patient turns, responses, agent steps and notes."""
+    import json
+
+    from review.search import search_lines
+
+    store = open_store(args.db)
+    for hit in search_lines(store, args.query, limit=args.limit):
+        if args.json:
+            print(json.dumps(hit, ensure_ascii=False))
+        else:
+            print(f"{hit['item_id']}  [{hit['kind']}]  {hit['snippet']}")
+    return 0
+
+
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
@@ -262,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
         if task == "judge":
             m.add_argument("--answered-by", help="only what these raters answered, e.g. 'healthbench-physician:*'")
+
+    q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
+    q.add_argument("query", help='words, "a phrase", word*, OR, -word')
+    q.add_argument("--limit", type=int, default=20)
+    q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question", required=True,

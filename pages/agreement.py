@@ -27,6 +27,7 @@ from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes
 from labels.report import report_csv, report_html, report_json
 from pages._shared import current_reviewer, store
+from review.browse import BrowseQuery, browse_link
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
@@ -318,6 +319,10 @@ def confusion_section(report) -> None:
                     f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
                     f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
         st.caption("Each opens in a new tab, in the screen where it is reviewed.")
+        if a and b and not a.startswith("group:") and not b.startswith("group:"):
+            # Named raters: the same cell as a Browse view, to search, tag and export.
+            kinds = tuple(sorted({u.item_kind for u in units}))
+            st.markdown(f"[Open this cell in Browse]({browse_link(BrowseQuery(rater_a=a, rater_b=b, a_said=cm.categories[i], b_said=cm.categories[j], kinds=kinds))})")
         with st.container(height=380 if len(units) > 9 else "content", border=True):
             review_links(units[:200])
             if len(units) > 200:

@@ -27,6 +27,27 @@ Validator = Callable[[str, str, str], str]
 """(codebook key, question kind, value) -> the value as stored; raises ValueError."""
 
 
+ItemsWritten = Callable[[sqlite3.Connection, list[int]], None]
+"""(connection, row ids of items just written or just replaced) -> None. Runs
+inside the writer's transaction, so what it writes commits or rolls back with
+the items (review.search registers one that indexes their text)."""
+
+ITEMS_WRITTEN: list[ItemsWritten] = []
+"""Hooks called after items are written. Append to it with `on_items_written`."""
+
+
+def on_items_written(hook: ItemsWritten) -> ItemsWritten:
+    """Register a hook (once) to run after every batch of items a writer writes."""
+    if hook not in ITEMS_WRITTEN:
+        ITEMS_WRITTEN.append(hook)
+    return hook
+
+
+def _items_written(conn: sqlite3.Connection, item_ids: list[int]) -> None:
+    for hook in ITEMS_WRITTEN:
+        hook(conn, item_ids)
+
+
 class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
@@ -153,14 +174,20 @@ class RecordWriter:
     def flush(self) -> None:
         """Insert the items held back for a batched insert."""
         if self._pending:
+            before = ITEMS_WRITTEN and self.conn.execute("SELECT MAX(id) FROM items").fetchone()[0] or 0
             cur = self.conn.executemany(self._INSERT_ITEM, self._pending.values())
             self.n_items += max(cur.rowcount, 0)
             self._pending.clear()
+            if ITEMS_WRITTEN and cur.rowcount:
+                _items_written(self.conn, [r[0] for r in self.conn.execute(
+                    "SELECT id FROM items WHERE id > ? ORDER BY id", (before,))])
 
     def item(self, it: ItemRecord) -> int | None:
         """Insert an item unless its uid exists. Plain new items are batched
         (their row id is looked up only if something refers to them);
-        stubs and stub replacements are written at once."""
+        stubs and stub replacements are written at once. A caller that uses
+        this directly instead of `write()` must call `flush()` before its
+        transaction ends."""
         stub = bool(it.meta.get("stub"))
         if not it.replace_stub and stub and (it.uid in self._items or it.uid in self._pending):
             return self._items.get(it.uid)  # a stub for an item this import already holds
@@ -180,16 +207,19 @@ class RecordWriter:
         if row is not None:
             self.n_items += 1
             self._items[it.uid] = row[0]
+            _items_written(self.conn, [row[0]])
             return row[0]
         item_id = self.item_id(it.uid)
         if it.replace_stub:
             # A stub (made from a generation whose prefix was not imported yet)
             # takes the full prefix record when that arrives.
-            self.conn.execute(
+            cur = self.conn.execute(
                 "UPDATE items SET dataset_id=?, kind=?, parent_id=?, case_id=?, round_id=?, split=?,"
                 " model=?, failed=?, payload=?, meta=? WHERE id = ? AND json_extract(meta, '$.stub')",
                 (*values[1:11], item_id),
             )
+            if cur.rowcount:
+                _items_written(self.conn, [item_id])
         return item_id
 
     def default_question(self, item_id: int, line: int | None) -> str:

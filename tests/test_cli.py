@@ -111,3 +111,14 @@ def test_agreement_and_triage_from_the_terminal(demo_copy, tmp_path, capsys):
     assert code == 0 and "aster-7b" in out
     code, _, err = run(capsys, "--db", str(demo_copy), "agreement", "--question", "x", "--a", "y")
     assert code == 2 and "unknown question set" in err
+
+
+def test_search_prints_ranked_matches_and_survives_hostile_queries(demo_copy, capsys):
+    code, out, _ = run(capsys, "--db", str(demo_copy), "search", "stiff neck OR stiff", "--json")
+    hits = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and hits and set(hits[0]) == {"item_id", "kind", "snippet"}
+    assert any("«" in h["snippet"] for h in hits)
+    for hostile in ('"unbalanced', "AND OR NOT", "col:umn", "*", "NEAR(", "'; DROP TABLE items; --"):
+        code, _, _ = run(capsys, "--db", str(demo_copy), "search", hostile)
+        assert code == 0
+    assert open_store(demo_copy).scalar("SELECT COUNT(*) FROM items") == 340

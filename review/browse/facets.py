@@ -1,0 +1,184 @@
+"""Facet counts: for each filter, its values and how many items each would select.
+
+A facet's counts are taken with every other filter of the view applied (and
+its own left out), so choosing one model still shows how many items the
+other models have. Counts are items, not annotations: an item two clinicians
+labelled 1B counts once under each clinician's value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codebook import builtin_codebooks
+from review.browse.index import FacetIndex, facet_index
+from review.browse.query import PARENT, BrowseQuery, split_label
+from store import Store
+
+GATE_NAMES = {
+    "diagnosis": "Diagnosis", "required_tools": "Required tools",
+    "parameterised_actions": "Parameterised actions", "must_ask": "Must-ask coverage",
+    "outcome": "Outcome (all gates)", "must_ask_topic": "A must-ask topic",
+    "healthbench": "HealthBench criterion", "criterion": "Rubric criterion",
+    "process": "Process rubric", "verifier": "Verifier check",
+}
+KIND_NAMES = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Trajectories",
+              "graded_conversation": "Graded conversations", "task": "Tasks"}
+
+
+@dataclass
+class FacetValue:
+    value: str
+    """As written in the URL."""
+    label: str
+    """As shown."""
+    count: int
+    selected: bool = False
+
+
+@dataclass
+class Facet:
+    field: str
+    """The BrowseQuery field it sets (the pair facet sets a_said and b_said)."""
+    title: str
+    values: list[FacetValue] = field(default_factory=list)
+
+
+def label_name(code: str | None) -> str:
+    """A label code in the clinician's words: '1B Urgent care', 'Wrong tool', 'met'."""
+    if code is None:
+        return "no answer"
+    for book in builtin_codebooks().values():
+        for label in book.labels:
+            if label.code == code:
+                lead = re.match(r"^([0-9][A-Z])_", code)
+                return f"{lead.group(1)} {label.short}" if lead else label.short
+    return code.replace("_", " ")
+
+
+def ordinal_rank(code: str | None) -> int | None:
+    """A label's place in its codebook's ordinal order (0 = least escalation), or None."""
+    for book in builtin_codebooks().values():
+        if book.ordinal and code in book.codes:
+            return book.rank(code)
+    return None
+
+
+def rater_name(who: str) -> str:
+    """`parent:<rater>` shown as '<rater> (on the prefix)'."""
+    return f"{who[len(PARENT):]} (on the prefix)" if who.startswith(PARENT) else who
+
+
+def _values(counts: dict[str, int], selected, label=str, order: str = "count") -> list[FacetValue]:
+    """Values with items under the other filters, then chosen values with none."""
+    selected = [str(s) for s in selected]
+    keys = sorted(counts, key=(lambda v: (-counts[v], v)) if order == "count" else _natural)
+    out = [FacetValue(v, label(v), counts[v], v in selected) for v in keys]
+    out += [FacetValue(s, label(s), 0, True) for s in selected if s not in counts]
+    return out
+
+
+def _natural(value: str) -> tuple:
+    return (0, int(value), "") if value.lstrip("-").isdigit() else (1, 0, value)
+
+
+def facets(store: Store, q: BrowseQuery) -> dict[str, Facet]:
+    """Every facet of the view with its counts, by the BrowseQuery field it sets."""
+    ix = facet_index(store)
+
+    def base(skip: str) -> np.ndarray:
+        return ix.select(store, q, skip)
+
+    out = {
+        "kinds": Facet("kinds", "Kind", _values(ix.attrs["kinds"].counts(base("kinds")), q.kinds,
+                                                 lambda k: KIND_NAMES.get(k, k))),
+        "datasets": Facet("datasets", "Dataset",
+                          _values(ix.attrs["datasets"].counts(base("datasets")), q.datasets)),
+        "splits": Facet("splits", "Split", _values(ix.attrs["splits"].counts(base("splits")), q.splits)),
+        "models": Facet("models", "Model", _values(ix.attrs["models"].counts(base("models")), q.models)),
+        "rounds": Facet("rounds", "Round", _values(ix.attrs["rounds"].counts(base("rounds")), q.rounds,
+                                                    lambda r: f"round {r}", order="natural")),
+    }
+
+    def show_label(pair: str) -> str:
+        who, value = split_label(pair)
+        return f"{rater_name(who)}: {label_name(value)}"
+    out["labels"] = Facet("labels", "Label given", _values(
+        ix.labels.counts(base("labels")), q.labels, show_label, order="natural"))
+    if q.rater_a and q.rater_b:
+        out["pair"], out["distances"] = _pair_facets(store, ix, q)
+    out["gates"] = Facet("gates", "Failed gate or criterion", _values(
+        ix.gates.counts(base("gates")), q.gates, lambda g: GATE_NAMES.get(g, g.replace("_", " "))))
+    out["step_errors"], out["severities"] = _step_facets(store, ix, q)
+    out["tags"] = Facet("tags", "Tag", _values(ix.tags.counts(base("tags")), q.tags))
+    n = int(np.count_nonzero(ix.flagged & base("flagged")))
+    out["flagged"] = Facet("flagged", "Flagged", _values(
+        {"1": n} if n else {}, ["1"] if q.flagged else [], lambda _: "flagged for review"))
+    out["reviewers"] = Facet("reviewers", "Reviewed by", _values(
+        ix.reviewers.counts(base("reviewers")), q.reviewers, order="natural"))
+    return out
+
+
+def _pair_facets(store: Store, ix: FacetIndex, q: BrowseQuery) -> tuple[Facet, Facet]:
+    both, ca, cb = ix.pair(q.rater_a, q.rater_b)
+    rows = both & ix.select(store, q, "pair")
+    counts: dict[str, int] = {}
+    if rows.any():
+        combos, n = np.unique(np.stack([ca[rows], cb[rows]]), axis=1, return_counts=True)
+        counts = {f"{ix.values[x]}|{ix.values[y]}": int(c) for (x, y), c in zip(combos.T, n, strict=True)}
+    chosen = [f"{q.a_said or ''}|{q.b_said or ''}"] if (q.a_said or q.b_said) else []
+
+    def show(cell: str) -> str:
+        x, _, y = cell.partition("|")
+        return (f"A: {label_name(x) if x else 'any'} · B: {label_name(y) if y else 'any'}"
+                + (" (agree)" if x == y else ""))
+    cells = _values(counts, chosen, show)
+    cells.sort(key=lambda v: (v.label.endswith("(agree)"), -v.count))  # disagreements first
+    pair = Facet("pair", "A said · B said", cells)
+    ordinal, dist = ix.distance(q.rater_a, q.rater_b)
+    rows = ordinal & ix.select(store, q, "distances")
+    n = np.bincount(dist[rows]) if rows.any() else np.zeros(0, np.int64)
+    distance = Facet("distances", "Ordinal distance", _values(
+        {str(d): int(c) for d, c in enumerate(n) if c}, q.distances,
+        lambda d: "same label" if str(d) == "0" else f"{d} apart", order="natural"))
+    return pair, distance
+
+
+def _step_facets(store: Store, ix: FacetIndex, q: BrowseQuery) -> tuple[Facet, Facet]:
+    base = ix.select(store, q, "step_errors")
+    steps = ix.steps
+    in_view = base[steps.pos] if len(steps.pos) else np.zeros(0, bool)
+
+    def items_per(codes: np.ndarray, keep: np.ndarray) -> dict[int, int]:
+        pairs = {(int(c), int(p)) for c, p in zip(codes[keep], steps.pos[keep], strict=True)}
+        out: dict[int, int] = {}
+        for c, _ in pairs:
+            out[c] = out.get(c, 0) + 1
+        return out
+
+    by_error = items_per(steps.errors.codes, in_view & steps.rows((), q.severities))
+    errors = Facet("step_errors", "Step error", _values(
+        {steps.errors.values[c]: n for c, n in by_error.items()}, q.step_errors, label_name))
+    by_severity = items_per(steps.severity, in_view & steps.rows(q.step_errors, ()) & (steps.severity > 0))
+    names = {str(s["level"]): s["name"] for book in builtin_codebooks().values() for s in book.severity}
+    severity = Facet("severities", "Severity", _values(
+        {str(c): n for c, n in by_severity.items()}, q.severities,
+        lambda s: f"{s} {names.get(str(s), '')}".strip(), order="natural"))
+    return errors, severity
+
+
+def comparable_raters(store: Store) -> list[str]:
+    """Raters with labels to compare (reference, then machine, then human), and
+    each reference rater's label on the parent item (`parent:<rater>`)."""
+    labelled = ("SELECT 1 FROM annotations a JOIN questions qq ON qq.id = a.question_id"
+                " WHERE a.rater_id = r.id AND qq.kind = 'labelset' AND qq.item_id IS NULL"
+                " AND a.target = '' AND a.status = 'answered'")
+    rows = store.query(
+        f"SELECT r.name, r.kind, r.kind = 'reference' AND EXISTS ({labelled} AND EXISTS"
+        " (SELECT 1 FROM items c WHERE c.parent_id = a.item_id)) FROM raters r"
+        f" WHERE EXISTS ({labelled}) ORDER BY CASE r.kind WHEN 'reference' THEN 0"
+        " WHEN 'machine' THEN 1 ELSE 2 END, r.name")
+    return [r[0] for r in rows] + [PARENT + r[0] for r in rows if r[2]]

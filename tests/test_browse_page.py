@@ -1,0 +1,173 @@
+"""The Browse screen under Streamlit's AppTest: no browser, the real page script.
+
+Until app.py lists the Browse page in its navigation, the page runs inside a
+scratch app (written to tmp_path) that routes to the Review and Browse pages
+the same way; once app.py lists it, app.py itself is used."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from review.browse import BrowseQuery, browse, facets, saved_views, tag_history
+from review.workspace import open_store
+from tests.browse_data import REVIEWER, add_trajectories
+from tests.conftest import ROOT
+
+BROWSE = "pages/browse.py"
+SCRATCH_APP = f"""
+import streamlit as st
+from pages._shared import begin_run
+st.set_page_config(page_title="carelens", layout="wide")
+begin_run()
+st.navigation([
+    st.Page({str(ROOT / 'pages' / 'review.py')!r}, title="Review", default=True),
+    st.Page({str(ROOT / BROWSE)!r}, title="Browse", url_path="browse"),
+]).run()
+"""
+
+
+def app_lists_browse() -> bool:
+    return BROWSE in (ROOT / "app.py").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def db(demo_copy):
+    add_trajectories(demo_copy)
+    return demo_copy
+
+
+@pytest.fixture
+def app(db, tmp_path, monkeypatch):
+    """The Browse page, opened as the test reviewer."""
+    monkeypatch.setenv("CARELENS_DB", str(db))
+    if app_lists_browse():
+        at, page = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60), BROWSE
+    else:
+        scratch = tmp_path / "browse_app.py"
+        scratch.write_text(SCRATCH_APP, encoding="utf-8")
+        at, page = AppTest.from_file(str(scratch), default_timeout=60), str(ROOT / BROWSE)
+    at.query_params["reviewer"] = REVIEWER
+    at.run()
+    at.switch_page(page)
+    return at
+
+
+def texts(at) -> str:
+    """The page's Markdown with the escaping backslashes taken out."""
+    return "\n".join(m.value for m in at.markdown).replace("\\", "")
+
+
+def total_shown(at) -> int:
+    line = next(m.value for m in at.markdown if m.value.startswith("**") and " item" in m.value)
+    return int(line.split("**")[1].replace(",", ""))
+
+
+def expected_total(db, q: BrowseQuery) -> int:
+    s = open_store(db)
+    try:
+        return browse(s, q).total
+    finally:
+        s.close()
+
+
+def test_search_then_two_facets_put_the_view_in_the_url(app, db):
+    app.run()
+    assert not app.exception
+    app.text_input(key="browse:q").input("emergency").run()
+    assert not app.exception
+    assert app.query_params["q"] == "emergency"
+    assert "**emergency**" in texts(app)
+    assert total_shown(app) == expected_total(db, BrowseQuery(text="emergency"))
+    app.multiselect(key="browse:models").select("aster-7b").run()
+    app.button_group(key="browse:rounds").select("2").run()
+    assert not app.exception
+    q = BrowseQuery.from_params(dict(app.query_params))
+    assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b",), (2,))
+    assert total_shown(app) == expected_total(db, q)
+    # the facet still offers the other models, with their counts
+    options = app.multiselect(key="browse:models").options
+    assert any(o.startswith("borealis-large (") for o in options)
+
+
+def test_a_link_opens_the_same_view(app, db):
+    for key, value in (("q", "emergency"), ("model", "aster-7b"), ("item_kind", "response")):
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception
+    assert app.text_input(key="browse:q").value == "emergency"
+    assert app.multiselect(key="browse:models").value == ["aster-7b"]
+    assert total_shown(app) == expected_total(
+        db, BrowseQuery(text="emergency", models=("aster-7b",), kinds=("response",)))
+
+
+def test_tag_a_step_found_by_search_then_take_the_tag_off(app, db):
+    app.query_params["q"] = '"troponin came back normal"'
+    app.run()
+    assert not app.exception and total_shown(app) == 1
+    s = open_store(db)
+    run_id = s.scalar("SELECT id FROM items WHERE kind = 'trajectory' ORDER BY id LIMIT 1")
+    s.close()
+    assert "in step 7" in texts(app)
+    assert app.selectbox(key=f"browse:tag_where:{run_id}").value == "step:7"
+    app.selectbox(key=f"browse:tag_name:{run_id}").set_value("fabricated evidence")
+    app.text_input(key=f"browse:tag_note:{run_id}").input("no troponin was ever ordered")
+    app.button(key=f"browse:tag_add:{run_id}").click().run()
+    assert not app.exception
+    s = open_store(db)
+    events = [(e.tag, e.target, e.added, e.by) for e in tag_history(s, run_id)]
+    s.close()
+    assert events == [("fabricated evidence", "step:7", True, REVIEWER)]
+    app.button(key=f"browse:untag:{run_id}:fabricated evidence:step:7").click().run()
+    s = open_store(db)
+    assert [e.added for e in tag_history(s, run_id)] == [True, False]
+    s.close()
+
+
+def test_side_by_side_and_saving_the_view(app, db):
+    app.query_params["q"] = '"left arm"'
+    app.query_params["item_kind"] = "prefix"
+    app.run()
+    s = open_store(db)
+    prefix = s.scalar("SELECT id FROM items WHERE uid = 'demo_case_0003_r02'")
+    s.close()
+    app.button(key=f"browse:side:{prefix}").click().run()
+    assert not app.exception
+    assert app.query_params["side"] == "demo_case_0003_r02"
+    shown = texts(app)
+    assert "**Side by side**" in shown and "aster-7b" in shown and "cobalt-mini" in shown
+    form_input = next(t for t in app.text_input if t.label == "Save this view as")
+    form_input.input("left arm, prefixes")
+    next(b for b in app.button if b.label == "Save view").click().run()
+    assert not app.exception
+    s = open_store(db)
+    views = {v.name: v.query for v in saved_views(s)}
+    s.close()
+    assert views["left arm, prefixes"] == BrowseQuery(text='"left arm"', kinds=("prefix",),
+                                                      side="demo_case_0003_r02")
+
+
+def test_compare_two_raters_and_pick_a_disagreement(app, db):
+    app.run()
+    app.selectbox(key="browse:rater_a").set_value("demo:mapper@v1").run()
+    app.selectbox(key="browse:rater_b").set_value("parent:carebench-gold").run()
+    assert not app.exception
+    s = open_store(db)
+    cells = facets(s, BrowseQuery(rater_a="demo:mapper@v1", rater_b="parent:carebench-gold"))["pair"]
+    s.close()
+    disagreement = next(v for v in cells.values if not v.label.endswith("(agree)"))
+    pair = app.selectbox(key="browse:pair")
+    assert f"{disagreement.label} ({disagreement.count})" in pair.options
+    pair.select(disagreement.value).run()
+    assert not app.exception
+    q = BrowseQuery.from_params(dict(app.query_params))
+    assert q.rater_a == "demo:mapper@v1" and q.a_said and q.b_said and q.a_said != q.b_said
+    assert total_shown(app) == expected_total(db, q)
+
+
+@pytest.mark.parametrize("raw", ['"', "NEAR((", "-", "*", "a OR OR b", "<script>x</script>"])
+def test_hostile_searches_show_no_error(app, raw):
+    app.run()
+    app.text_input(key="browse:q").input(raw).run()
+    assert not app.exception
+    assert "<script>" not in texts(app)

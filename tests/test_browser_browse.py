@@ -1,0 +1,171 @@
+"""The Browse screen in a real browser: search, narrow by two facets, tag a step,
+then open the shared link in a fresh browser context and see the same view.
+
+The server is the real `carelens serve` once app.py lists the Browse page;
+until then, the same Streamlit boot runs a scratch app (in tmp_path) that
+routes to the Review and Browse pages."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from review.browse import BrowseQuery, browse, tag_history
+from review.workspace import open_store
+from tests.browse_data import REVIEWER, add_trajectories
+from tests.browser import chromium, free_port, running_app, wait_for_app
+from tests.conftest import ROOT
+from tests.test_browse_page import SCRATCH_APP, app_lists_browse
+
+pytestmark = pytest.mark.browser
+
+BOOT = ("import sys; sys.path.insert(0, {root!r});"
+        "from streamlit.runtime.pages_manager import PagesManager;"
+        "PagesManager.uses_pages_directory = False;"
+        "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())")
+
+
+@contextlib.contextmanager
+def browse_app(db: Path, timeout: float = 60) -> Iterator[str]:
+    """The app with the Browse page, serving `db`; yields its base URL."""
+    if app_lists_browse():
+        with running_app(db) as url:
+            yield url
+        return
+    scratch = db.parent / "browse_app.py"
+    scratch.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{SCRATCH_APP}",
+                       encoding="utf-8")
+    port = free_port()
+    log = db.parent / f"server-{port}.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BOOT.format(root=str(ROOT)), "run", str(scratch),
+             "--server.port", str(port), "--server.address", "127.0.0.1",
+             "--browser.gatherUsageStats", "false", "--server.headless", "true"],
+            cwd=ROOT, env=dict(os.environ, CARELENS_DB=str(db)), stdout=fh, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def view_of(url: str) -> BrowseQuery:
+    return BrowseQuery.from_params(parse_qs(urlparse(url).query))
+
+
+def main_text(page) -> str:
+    return page.get_by_test_id("stMain").inner_text()
+
+
+def wait_for_text(page, text: str) -> None:
+    """Until the main area shows `text` (a rerun may still be drawing)."""
+    page.wait_for_function(
+        "t => (document.querySelector('[data-testid=\"stMain\"]') || {innerText: ''}).innerText.includes(t)",
+        arg=text)
+
+
+def wait_for_url(page, pattern: str) -> None:
+    page.wait_for_url(re.compile(pattern))
+    wait_for_app(page)
+
+
+def pick(page, scope, label: str, option: str) -> None:
+    """Choose `option` in the drop-down labelled `label` inside `scope`."""
+    scope.get_by_label(label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
+    from playwright.sync_api import expect
+
+    add_trajectories(demo_copy)
+    with browse_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.goto(url + "/browse?reviewer=" + REVIEWER.replace(" ", "%20"))
+        wait_for_app(page)
+        main = page.get_by_test_id("stMain")
+
+        # 1. search
+        box = main.get_by_role("textbox", name="Search", exact=True)
+        box.fill("examination")
+        box.press("Enter")
+        wait_for_url(page, r"q=examination")
+
+        # 2. narrow by two facets: trajectories, then the test split
+        main.get_by_role("button", name=re.compile(r"^Trajectories \(\d+\)$")).click()
+        wait_for_url(page, r"item_kind=trajectory")
+        main.get_by_role("button", name=re.compile(r"^test \(\d+\)$")).click()
+        wait_for_url(page, r"split=test")
+        view = view_of(page.url)
+        assert (view.text, view.kinds, view.splits) == ("examination", ("trajectory",), ("test",))
+        s = open_store(demo_copy)
+        expected = browse(s, view)
+        s.close()
+        assert expected.total >= 1
+        wait_for_text(page, f"{expected.total} item")
+        first = expected.items[0]
+
+        # 3. tag step 5 of the first result
+        main.get_by_role("button", name="Tag", exact=True).first.click()
+        body = page.get_by_test_id("stPopoverBody")
+        pick(page, body, "Tag", "fabricated evidence")
+        pick(page, body, "On", "Step 5")
+        body.get_by_label("Note (what you saw)").fill("quotes a result never ordered")
+        body.get_by_role("button", name="Add tag").click()
+        wait_for_app(page)
+        page.keyboard.press("Escape")
+        wait_for_text(page, "fabricated evidence · step 5")
+        s = open_store(demo_copy)
+        events = [(e.tag, e.target, e.added, e.by, e.note) for e in tag_history(s, first.item_id)]
+        s.close()
+        assert events[-1] == ("fabricated evidence", "step:5", True, REVIEWER,
+                              "quotes a result never ordered")
+        shown = main_text(page)
+        page.screenshot(path=str(demo_copy.parent / "browse.png"), full_page=True)
+
+        # 4. the shared link, in a fresh context (no cookies, no session): the same view
+        link = page.url
+        fresh = browser.new_context(viewport={"width": 1400, "height": 1100})
+        other = fresh.new_page()
+        other.goto(link)
+        wait_for_app(other)
+        wait_for_text(other, "fabricated evidence · step 5")
+        again = main_text(other)
+        assert view_of(other.url) == view
+        expect(other.get_by_role("textbox", name="Search", exact=True)).to_have_value("examination")
+        for needle in (f"{expected.total} item", first.uid, "fabricated evidence · step 5"):
+            assert needle in shown and needle in again
+        # the two facets are shown chosen (pills pressed)
+        other.wait_for_function(
+            "() => document.querySelectorAll('[data-testid=\"stMain\"] button[aria-pressed=\"true\"]')"
+            ".length >= 2")
+        pressed = other.get_by_test_id("stMain").locator("button[aria-pressed='true']").all_inner_texts()
+        assert any(t.startswith("Trajectories") for t in pressed)
+        assert any(t.startswith("test") for t in pressed)
+        fresh.close()
