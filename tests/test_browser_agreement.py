@@ -17,7 +17,9 @@ def test_a_disagreement_cell_opens_the_item_in_review(demo_copy):
         page.goto(f"{url}/agreement?reviewer=Jordan%20Lee")
         wait_for_app(page)
         main = page.get_by_test_id("stMain")
-        page.wait_for_function("() => document.body.innerText.includes('Confusion matrix')")
+        # The page renders in parts: wait for the cell's item list, not just the heading.
+        page.wait_for_function("() => document.body.innerText.includes('items where the raters disagree')"
+                               " && document.querySelector(\"a[href*='item=']\")", timeout=60_000)
         text = main.inner_text()
         assert "Clinicians' majority vs demo:mapper@v1" in text and "95% CI" in text
         assert "items where the raters disagree" in text

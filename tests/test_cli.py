@@ -83,6 +83,8 @@ def test_map_runs_against_an_openai_compatible_server(demo_copy, fake, capsys, m
     code, out, _ = run(capsys, "--db", str(demo_copy), "map", "--model", "openai:gpt-4.1-mini",
                        "--limit", "4", "--again")
     assert "4 from the cache" in out and len(fake.model_calls()) == sent
+    audit = s.query_one("SELECT actor, new FROM audit_log WHERE action = 'llm_run' ORDER BY id")
+    assert audit is not None and "openai:gpt-4.1-mini@mapper-v1" in audit["new"]
     raw = demo_copy.read_bytes() + demo_copy.with_name(demo_copy.name + "-wal").read_bytes()
     assert b"sk-test-not-a-real-key-1234" not in raw
 

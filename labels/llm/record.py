@@ -132,6 +132,9 @@ def start_run(store: Store, *, task: str, role: str, spec: ModelSpec, prompt: Pr
             (task, rater_id, spec.provider, spec.model, prompt.version, prompt.sha256,
              to_json(params), n_planned, est_cost_usd, actor, utcnow()),
         )
+        store.audit(actor, "llm_run", "llm_runs", cur.lastrowid, None,
+                    {"task": task, "rater": name, "planned": n_planned,
+                     "est_cost_usd": est_cost_usd})
         return cur.lastrowid, rater_id
 
 
