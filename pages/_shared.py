@@ -57,7 +57,14 @@ def current_reviewer() -> Reviewer | None:
 def require_reviewer() -> Reviewer:
     reviewer = current_reviewer()
     if reviewer is None:
-        st.info("Choose who is reviewing in the sidebar to start.", icon=":material/person:")
+        st.title("carelens", anchor=False)
+        st.markdown(
+            "Review what medical AI systems did, and measure how far the automated graders "
+            "behind their benchmarks can be trusted. You answer first, blind to the gold label "
+            "and the machine's label; they are shown after you commit, and every answer is kept."
+        )
+        st.info("Choose your name in the sidebar, or add yourself, to start reviewing.",
+                icon=":material/person:")
         st.stop()
     return reviewer
 
