@@ -33,7 +33,7 @@ def test_without_a_reviewer_the_page_asks_who_is_reviewing(demo_copy, monkeypatc
     monkeypatch.setenv("CARELENS_DB", str(demo_copy))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     assert not at.exception
-    assert any("Choose who is reviewing" in i.value for i in at.info)
+    assert any("Choose your name in the sidebar" in i.value for i in at.info)
 
 
 def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
