@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
-    a.add_argument("--question", required=True,
+    a.add_argument("--question-set", "--question", dest="question", required=True,
                    help="question key, 'criteria', 'criteria:<codebook>' or a pattern such as 'hb:*'")
     a.add_argument("--a", required=True, help="rater name or group:clinicians|majority|adjudicated")
     a.add_argument("--b", help="the other rater or group (leave out for a group's own agreement)")
