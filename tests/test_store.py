@@ -58,9 +58,14 @@ def test_sqlite3_shell_cannot_change_an_annotation(answered):
     store, *_ = answered
     if subprocess.run(["which", "sqlite3"], capture_output=True).returncode != 0:
         pytest.skip("the sqlite3 shell is not installed")
-    r = subprocess.run(["sqlite3", store.path, "DELETE FROM annotations;"], capture_output=True, text=True)
-    assert r.returncode != 0 and "append-only" in r.stderr
-    assert store.scalar("SELECT COUNT(*) FROM annotations WHERE source = 'app'") == 1
+    before = (store.scalar("SELECT group_concat(value) FROM annotations"),
+              store.scalar("SELECT COUNT(*) FROM audit_log"))
+    for sql in ("DELETE FROM annotations;", "UPDATE annotations SET value = 'x';",
+                "DELETE FROM audit_log;", "UPDATE audit_log SET actor = 'someone else';"):
+        r = subprocess.run(["sqlite3", store.path, sql], capture_output=True, text=True)
+        assert r.returncode != 0 and "append-only" in r.stderr, sql
+    assert (store.scalar("SELECT group_concat(value) FROM annotations"),
+            store.scalar("SELECT COUNT(*) FROM audit_log")) == before
 
 
 def test_a_revision_supersedes_and_current_view_shows_newest(answered):
