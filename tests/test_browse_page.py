@@ -1,8 +1,4 @@
-"""The Browse screen under Streamlit's AppTest: no browser, the real page script.
-
-Until app.py lists the Browse page in its navigation, the page runs inside a
-scratch app (written to tmp_path) that routes to the Review and Browse pages
-the same way; once app.py lists it, app.py itself is used."""
+"""The Browse screen under Streamlit's AppTest: no browser, the real app script."""
 
 from __future__ import annotations
 
@@ -15,22 +11,6 @@ from tests.browse_data import REVIEWER, add_trajectories
 from tests.conftest import ROOT
 
 BROWSE = "pages/browse.py"
-SCRATCH_APP = f"""
-import streamlit as st
-from pages._shared import begin_run
-st.set_page_config(page_title="carelens", layout="wide")
-begin_run()
-st.navigation([
-    st.Page({str(ROOT / 'pages' / 'review.py')!r}, title="Review", default=True),
-    st.Page({str(ROOT / BROWSE)!r}, title="Browse", url_path="browse"),
-]).run()
-"""
-
-
-def app_lists_browse() -> bool:
-    return BROWSE in (ROOT / "app.py").read_text(encoding="utf-8")
-
-
 @pytest.fixture
 def db(demo_copy):
     add_trajectories(demo_copy)
@@ -38,18 +18,13 @@ def db(demo_copy):
 
 
 @pytest.fixture
-def app(db, tmp_path, monkeypatch):
+def app(db, monkeypatch):
     """The Browse page, opened as the test reviewer."""
     monkeypatch.setenv("CARELENS_DB", str(db))
-    if app_lists_browse():
-        at, page = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60), BROWSE
-    else:
-        scratch = tmp_path / "browse_app.py"
-        scratch.write_text(SCRATCH_APP, encoding="utf-8")
-        at, page = AppTest.from_file(str(scratch), default_timeout=60), str(ROOT / BROWSE)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["reviewer"] = REVIEWER
     at.run()
-    at.switch_page(page)
+    at.switch_page(BROWSE)
     return at
 
 

@@ -1,21 +1,9 @@
 """The Browse screen in a real browser: search, narrow by two facets, tag a step,
-then open the shared link in a fresh browser context and see the same view.
-
-The server is the real `carelens serve` once app.py lists the Browse page;
-until then, the same Streamlit boot runs a scratch app (in tmp_path) that
-routes to the Review and Browse pages."""
+then open the shared link in a fresh browser context and see the same view."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -23,57 +11,9 @@ import pytest
 from review.browse import BrowseQuery, browse, tag_history
 from review.workspace import open_store
 from tests.browse_data import REVIEWER, add_trajectories
-from tests.browser import chromium, free_port, running_app, wait_for_app
-from tests.conftest import ROOT
-from tests.test_browse_page import SCRATCH_APP, app_lists_browse
+from tests.browser import chromium, running_app, wait_for_app
 
 pytestmark = pytest.mark.browser
-
-BOOT = ("import sys; sys.path.insert(0, {root!r});"
-        "from streamlit.runtime.pages_manager import PagesManager;"
-        "PagesManager.uses_pages_directory = False;"
-        "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())")
-
-
-@contextlib.contextmanager
-def browse_app(db: Path, timeout: float = 60) -> Iterator[str]:
-    """The app with the Browse page, serving `db`; yields its base URL."""
-    if app_lists_browse():
-        with running_app(db) as url:
-            yield url
-        return
-    scratch = db.parent / "browse_app.py"
-    scratch.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{SCRATCH_APP}",
-                       encoding="utf-8")
-    port = free_port()
-    log = db.parent / f"server-{port}.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT.format(root=str(ROOT)), "run", str(scratch),
-             "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--browser.gatherUsageStats", "false", "--server.headless", "true"],
-            cwd=ROOT, env=dict(os.environ, CARELENS_DB=str(db)), stdout=fh, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the app did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
 
 def view_of(url: str) -> BrowseQuery:
     return BrowseQuery.from_params(parse_qs(urlparse(url).query))
@@ -105,7 +45,7 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
     from playwright.sync_api import expect
 
     add_trajectories(demo_copy)
-    with browse_app(demo_copy) as url, chromium() as browser:
+    with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.goto(url + "/browse?reviewer=" + REVIEWER.replace(" ", "%20"))
         wait_for_app(page)
