@@ -9,6 +9,7 @@ import streamlit as st
 from pages._shared import require_reviewer, show_text, store
 from review.blinding import DEFAULT_MODE
 from review.codebook_versions import current_codebook
+from review.drafts import load_draft, save_draft
 from review.items import (
     ItemView,
     commit_answer,
@@ -172,6 +173,12 @@ def on_skip(item_id: int, question_id: int) -> None:
     _advance_from(item_id)
 
 
+def on_draft(item_id: int, question_id: int) -> None:
+    save_draft(db_for_callback(), reviewer, item_id, question_id,
+               st.session_state.get(f"rationale:{item_id}"),
+               st.session_state.get(f"confidence:{item_id}"))
+
+
 def on_flag(item_id: int, raise_flag: bool) -> None:
     flag_item(db_for_callback(), reviewer, item_id, raise_flag,
               st.session_state.get(f"flag_note:{item_id}"))
@@ -298,10 +305,19 @@ with right:
             on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered"),
             disabled=item.failed,
         )
-    st.text_area("Rationale (optional)", key=f"rationale:{item.id}", height=80,
-                 placeholder="Why this label? Saved with your answer.")
-    st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=f"confidence:{item.id}",
-                         help="1 = a guess, 5 = certain")
+    rkey, ckey = f"rationale:{item.id}", f"confidence:{item.id}"
+    if rkey not in st.session_state and ckey not in st.session_state:
+        # Typed but not committed before a reload or a closed tab: bring it back.
+        draft = load_draft(db, reviewer.id, item.id, item.question_id)
+        if draft:
+            st.session_state[rkey] = draft.rationale or ""
+            st.session_state[ckey] = draft.confidence
+            st.caption(f"Draft restored (typed {draft.updated_at[:16].replace('T', ' ')} UTC).")
+    st.text_area("Rationale (optional)", key=rkey, height=80, on_change=on_draft,
+                 args=(item.id, item.question_id),
+                 placeholder="Why this label? Kept as a draft until you answer.")
+    st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=ckey, on_change=on_draft,
+                         args=(item.id, item.question_id), help="1 = a guess, 5 = certain")
     row = st.columns(2)
     row[0].button("Cannot assess", key="cannot_assess", shortcut="0", width="stretch",
                   on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess"),

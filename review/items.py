@@ -15,6 +15,7 @@ from typing import Any
 from codebook import Codebook, builtin_codebooks
 from review.answers import normalise_value
 from review.blinding import DEFAULT_MODE, labels_visible, phase_for_commit
+from review.drafts import clear_draft
 from review.reviewers import Reviewer
 from store import Store, to_json, utcnow
 
@@ -230,6 +231,7 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
          seconds_on_task, prev[0] if prev else None, source,
          to_json({"blinding": mode, **(answer.extra or {})}), utcnow(), round_id),
     )
+    clear_draft(conn, reviewer.id, item_id, question_id, target)
     action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
     store.audit(
         reviewer.name, action, "annotations", cur.lastrowid,

@@ -409,3 +409,25 @@ CREATE TABLE saved_views (
 );
 """
     )
+
+
+@migrations()
+def m005_drafts(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Unsaved work: what a reviewer has typed but not yet committed, so that a
+-- closed tab or a lost connection does not lose it. A draft is not an answer:
+-- it is replaced as the reviewer types and removed when the answer is committed.
+CREATE TABLE drafts (
+    rater_id INTEGER NOT NULL REFERENCES raters(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    target TEXT NOT NULL DEFAULT '',      -- '' whole item, 'step:12' one step
+    rationale TEXT,                       -- the rationale typed so far
+    confidence INTEGER CHECK (confidence IS NULL OR confidence BETWEEN 1 AND 5),
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (rater_id, item_id, question_id, target)
+);
+"""
+    )

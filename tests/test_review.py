@@ -120,3 +120,19 @@ def test_reviewer_names_cannot_take_a_machine_raters_name(demo):
         ensure_reviewer(demo, "demo:mapper@v1")
     with pytest.raises(ValueError, match="needs a name"):
         ensure_reviewer(demo, "   ")
+
+
+def test_a_draft_survives_until_the_answer_and_then_goes(demo):
+    from review.drafts import load_draft, save_draft
+
+    me = ensure_reviewer(demo, "Dr. Drafter")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    save_draft(demo, me, item.id, item.question_id, "worried about a bleed", 4)
+    save_draft(demo, me, item.id, item.question_id, "worried about a bleed; ask onset", 4)
+    draft = load_draft(demo, me.id, item.id, item.question_id)
+    assert (draft.rationale, draft.confidence) == ("worried about a bleed; ask onset", 4)
+    assert demo.scalar("SELECT COUNT(*) FROM annotations WHERE rater_id = ?", (me.id,)) == 0
+    commit_answer(demo, me, item.id, item.question_id, "0A", rationale=draft.rationale)
+    assert load_draft(demo, me.id, item.id, item.question_id) is None
+    save_draft(demo, me, item.id, item.question_id, "  ", None)
+    assert load_draft(demo, me.id, item.id, item.question_id) is None

@@ -85,3 +85,14 @@ def test_codebook_and_data_screens_render(app):
     app.switch_page("pages/data.py").run()
     assert not app.exception
     assert any(m.label == "annotations" for m in app.metric)
+
+
+def test_a_typed_rationale_comes_back_after_a_new_session(app, demo_copy):
+    app.run()
+    app.text_area(key="rationale:1").input("thunderclap onset?").run()
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    fresh.query_params["reviewer"] = "Dr. Page Test"
+    fresh.run()
+    assert fresh.text_area(key="rationale:1").value == "thunderclap onset?"
+    assert any("Draft restored" in c.value for c in fresh.caption)
+    assert human_answers(demo_copy) == []

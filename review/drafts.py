@@ -1,0 +1,50 @@
+"""Drafts: what a reviewer has typed but not committed, kept across a reload
+or a closed tab. A draft is never an answer; committing the answer removes it
+(in the answer's own transaction, see `review.items`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from review.reviewers import Reviewer
+from store import Store, utcnow
+
+
+@dataclass
+class Draft:
+    rationale: str | None
+    confidence: int | None
+    updated_at: str
+
+
+def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
+               rationale: str | None, confidence: int | None, target: str = "") -> None:
+    """Keep what is typed so far; an empty draft is dropped."""
+    rationale = rationale if rationale and rationale.strip() else None
+    if confidence is not None and not 1 <= int(confidence) <= 5:
+        raise ValueError("confidence must be 1 to 5")
+    with store.transaction() as conn:
+        if rationale is None and confidence is None:
+            conn.execute("DELETE FROM drafts WHERE rater_id = ? AND item_id = ? AND question_id = ?"
+                         " AND target = ?", (reviewer.id, item_id, question_id, target))
+            return
+        conn.execute(
+            "INSERT INTO drafts (rater_id, item_id, question_id, target, rationale, confidence,"
+            " updated_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (rater_id, item_id, question_id, target)"
+            " DO UPDATE SET rationale = excluded.rationale, confidence = excluded.confidence,"
+            " updated_at = excluded.updated_at",
+            (reviewer.id, item_id, question_id, target, rationale, confidence, utcnow()))
+
+
+def load_draft(store: Store, reviewer_id: int, item_id: int, question_id: int,
+               target: str = "") -> Draft | None:
+    row = store.query_one(
+        "SELECT rationale, confidence, updated_at FROM drafts WHERE rater_id = ? AND item_id = ?"
+        " AND question_id = ? AND target = ?", (reviewer_id, item_id, question_id, target))
+    return Draft(*row) if row else None
+
+
+def clear_draft(conn, rater_id: int, item_id: int, question_id: int, target: str = "") -> None:
+    """Inside an answer's transaction: the draft has become the answer."""
+    conn.execute("DELETE FROM drafts WHERE rater_id = ? AND item_id = ? AND question_id = ?"
+                 " AND target = ?", (rater_id, item_id, question_id, target))
