@@ -43,7 +43,8 @@ choices = filter_choices(db)
 kinds = [k for k in KINDS if k in choices.kinds] or ["prefix"]
 rounds = {r.id: r for r in list_rounds(db) if r.kind in KINDS}
 wanted_round = st.query_params.get("round")
-round_ids = [None, *rounds]
+FREE = 0  # "no round": a real option (None would show as an empty choice)
+round_ids = [FREE, *rounds]
 head_l, head_m, head_r = st.columns([2, 3, 3], vertical_alignment="bottom")
 with head_l:
     st.title("Review", anchor=False)
@@ -52,10 +53,10 @@ with head_m:
         "Review round", round_ids,
         index=round_ids.index(int(wanted_round)) if wanted_round and wanted_round.isdigit()
         and int(wanted_round) in rounds else 0,
-        format_func=lambda r: "Free review (no round)" if r is None else f"Round: {rounds[r].name}",
+        format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}",
         label_visibility="collapsed", disabled=not rounds,
     )
-if review_round is None:
+if review_round == FREE:
     st.query_params.pop("round", None)
 else:
     st.query_params["round"] = str(review_round)
