@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import streamlit as st
 
 from pages._shared import store
-from pages._steps import label_text
+from pages._steps import code_span, label_text
+from review.queue import QueueFilter, filter_choices
 from review.reviewers import Reviewer
 from review.rubric_review import (
     CANNOT_ASSESS,
@@ -26,8 +27,11 @@ from review.rubric_review import (
     RaterVerdict,
     Verdict,
     commit_verdicts,
+    find_item,
     my_current_answers,
+    next_unreviewed,
     rater_scores,
+    review_progress,
 )
 from review.text import safe_markdown
 
@@ -330,3 +334,63 @@ def _scores(questions: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
                 col.metric(who, f"{line.score:.2f}")
         if len(lines) == 1:
             st.caption("The judges' scores appear when you have committed every criterion.")
+
+
+def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,
+                    sidebar_heading: str, done_text: str, missing_text: str,
+                    finished_text: str, empty_text: str, opener, mode: str,
+                    title_ratio: tuple[int, int] = (2, 5)):
+    """The filters, title and progress of a rubric screen, and the item it
+    shows: the one in the URL, else the one open in this session, else the
+    reviewer's next unreviewed item. Stops the page when there is none.
+    Returns (filter, item id, the opener's screen). `prefix` keeps each
+    screen's session keys apart; the URL holds the item (`?item=<uid>`)."""
+    choices = filter_choices(db, kind)
+    with st.sidebar:
+        st.markdown(f"**{sidebar_heading}**")
+        dataset = st.selectbox("Dataset", choices.datasets, index=None,
+                               placeholder="All datasets", key=f"{prefix}_dataset")
+        model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
+                             key=f"{prefix}_model")
+    filt = QueueFilter(kind=kind, dataset=dataset, model=model)
+    item_key, uid_key, filter_key = f"{prefix}_item", f"{prefix}_uid", f"{prefix}_filter"
+    if st.session_state.get(filter_key) != filt:
+        if filter_key in st.session_state:  # the filter changed: start from its queue
+            st.session_state.pop(item_key, None)
+            st.query_params.pop("item", None)
+        st.session_state[filter_key] = filt
+
+    head_l, head_r = st.columns(list(title_ratio), vertical_alignment="bottom")
+    head_l.title(title, anchor=False)
+    progress = review_progress(db, reviewer.id, filt)
+    head_r.progress(progress.done / progress.total if progress.total else 0.0,
+                    text=f"{progress.done} of {progress.total} {done_text}"
+                    + (" · all done" if progress.total and not progress.remaining else ""))
+
+    wanted = st.query_params.get("item")
+    item_id = st.session_state.get(item_key)
+    if wanted and (item_id is None or st.session_state.get(uid_key) != wanted):
+        item_id = find_item(db, wanted, kind)
+        if item_id is None:
+            st.warning(f"No {missing_text} {code_span(wanted)} in this database; "
+                       "showing your queue.")
+    if item_id is None:
+        item_id = next_unreviewed(db, reviewer.id, filt)
+    if item_id is None:
+        if progress.total:
+            st.success(finished_text, icon=":material/task_alt:")
+        else:
+            st.info(empty_text)
+        st.stop()
+
+    screen = opener(db, reviewer.id, item_id, mode)
+    if screen is None:
+        st.session_state.pop(item_key, None)
+        st.query_params.pop("item", None)
+        st.rerun()
+    st.session_state[item_key] = item_id
+    st.session_state[uid_key] = screen.header.uid
+    if st.query_params.get("item") != screen.header.uid:
+        st.query_params["item"] = screen.header.uid
+    st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
+    return filt, item_id, screen

@@ -9,23 +9,18 @@ conversation.
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
-from pages._rubric import checklist
+from pages._rubric import checklist, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
 from review.blinding import DEFAULT_MODE
-from review.queue import QueueFilter, filter_choices
 from review.rubric_review import (
-    find_item,
     is_reviewed,
     item_position,
     neighbour,
     next_unreviewed,
     open_graded,
-    review_progress,
 )
 from review.text import safe_markdown
 
@@ -38,56 +33,16 @@ ROLES = {"user": ("user", ":material/person:", "Patient or user"),
 reviewer = require_reviewer()
 db = store()
 
-choices = filter_choices(db, KIND)
-with st.sidebar:
-    st.markdown("**Which conversations**")
-    dataset = st.selectbox("Dataset", choices.datasets, index=None, placeholder="All datasets",
-                           key="hb_dataset")
-    model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
-                         key="hb_model")
-filt = QueueFilter(kind=KIND, dataset=dataset, model=model)
-if st.session_state.get("hb_filter") != filt:
-    if "hb_filter" in st.session_state:
-        st.session_state.pop("hb_item", None)
-        st.query_params.pop("item", None)
-    st.session_state["hb_filter"] = filt
-
-head_l, head_r = st.columns([3, 4], vertical_alignment="bottom")
-head_l.title("Graded conversations", anchor=False)
-progress = review_progress(db, reviewer.id, filt)
-head_r.progress(progress.done / progress.total if progress.total else 0.0,
-                text=f"{progress.done} of {progress.total} conversations graded by you"
-                + (" · all done" if progress.total and not progress.remaining else ""))
-
-wanted = st.query_params.get("item")
-item_id = st.session_state.get("hb_item")
-if wanted and (item_id is None or st.session_state.get("hb_uid") != wanted):
-    item_id = find_item(db, wanted, KIND)
-    if item_id is None:
-        st.warning(f"No graded conversation {code_span(wanted)} in this database; showing your queue.")
-if item_id is None:
-    item_id = next_unreviewed(db, reviewer.id, filt)
-if item_id is None:
-    if progress.total:
-        st.success("You have graded every conversation under these filters.",
-                   icon=":material/task_alt:")
-    else:
-        st.info("No graded conversations yet. Import HealthBench rows (and model completions) "
-                "on the Data screen or with `carelens import`.")
-    st.stop()
-
-screen = open_graded(db, reviewer.id, item_id, MODE)
-if screen is None:
-    st.session_state.pop("hb_item", None)
-    st.query_params.pop("item", None)
-    st.rerun()
+filt, item_id, screen = open_from_queue(
+    db, reviewer, kind=KIND, prefix="hb", title="Graded conversations",
+    sidebar_heading="Which conversations", done_text="conversations graded by you",
+    missing_text="graded conversation",
+    finished_text="You have graded every conversation under these filters.",
+    empty_text="No graded conversations yet. Import HealthBench rows (and model completions) "
+               "on the Data screen or with `carelens import`.",
+    opener=open_graded, mode=MODE, title_ratio=(3, 4))
 head, view = screen.header, screen.view
-st.session_state["hb_item"] = item_id
-st.session_state["hb_uid"] = head.uid
-if st.query_params.get("item") != head.uid:
-    st.query_params["item"] = head.uid
 started_key = f"hb_started:{item_id}"
-st.session_state.setdefault(started_key, time.monotonic())
 
 
 def go_item(target: int | None) -> None:

@@ -14,7 +14,7 @@ import time
 import streamlit as st
 
 from codebook import builtin_codebooks
-from pages._rubric import checklist
+from pages._rubric import checklist, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
     code_span,
@@ -26,18 +26,15 @@ from pages._steps import (
     timeline,
 )
 from review.blinding import DEFAULT_MODE
-from review.queue import QueueFilter, filter_choices
 from review.rubric_review import (
     NO_ERROR,
     STEP_CODEBOOK,
-    find_item,
     is_reviewed,
     item_position,
     mark_step,
     neighbour,
     next_unreviewed,
     open_run,
-    review_progress,
     severity_levels,
 )
 from review.text import safe_markdown
@@ -48,56 +45,16 @@ MODE = DEFAULT_MODE
 reviewer = require_reviewer()
 db = store()
 
-# -- which runs ---------------------------------------------------------------------
-choices = filter_choices(db, KIND)
-with st.sidebar:
-    st.markdown("**Which runs**")
-    dataset = st.selectbox("Dataset", choices.datasets, index=None, placeholder="All datasets",
-                           key="trj_dataset")
-    model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
-                         key="trj_model")
-filt = QueueFilter(kind=KIND, dataset=dataset, model=model)
-if st.session_state.get("trj_filter") != filt:
-    if "trj_filter" in st.session_state:  # the filter changed: start from its queue
-        st.session_state.pop("trj_item", None)
-        st.query_params.pop("item", None)
-    st.session_state["trj_filter"] = filt
-
-head_l, head_r = st.columns([2, 5], vertical_alignment="bottom")
-head_l.title("Trajectories", anchor=False)
-progress = review_progress(db, reviewer.id, filt)
-head_r.progress(progress.done / progress.total if progress.total else 0.0,
-                text=f"{progress.done} of {progress.total} runs reviewed by you"
-                + (" · all done" if progress.total and not progress.remaining else ""))
-
-wanted = st.query_params.get("item")
-item_id = st.session_state.get("trj_item")
-if wanted and (item_id is None or st.session_state.get("trj_uid") != wanted):
-    item_id = find_item(db, wanted, KIND)
-    if item_id is None:
-        st.warning(f"No agent run {code_span(wanted)} in this database; showing your queue.")
-if item_id is None:
-    item_id = next_unreviewed(db, reviewer.id, filt)
-if item_id is None:
-    if progress.total:
-        st.success("You have reviewed every run under these filters.", icon=":material/task_alt:")
-    else:
-        st.info("No agent runs yet. Import KlinikeBench, Harbor or CliniCARE runs on the Data "
-                "screen or with `carelens import`.")
-    st.stop()
-
-screen = open_run(db, reviewer.id, item_id, MODE)
-if screen is None:
-    st.session_state.pop("trj_item", None)
-    st.query_params.pop("item", None)
-    st.rerun()
+# -- which run ------------------------------------------------------------------------
+filt, item_id, screen = open_from_queue(
+    db, reviewer, kind=KIND, prefix="trj", title="Trajectories", sidebar_heading="Which runs",
+    done_text="runs reviewed by you", missing_text="agent run",
+    finished_text="You have reviewed every run under these filters.",
+    empty_text="No agent runs yet. Import KlinikeBench, Harbor or CliniCARE runs on the Data "
+               "screen or with `carelens import`.",
+    opener=open_run, mode=MODE)
 head, view = screen.header, screen.view
-st.session_state["trj_item"] = item_id
-st.session_state["trj_uid"] = head.uid
-if st.query_params.get("item") != head.uid:
-    st.query_params["item"] = head.uid
 started_key = f"trj_started:{item_id}"
-st.session_state.setdefault(started_key, time.monotonic())
 
 # -- the step shown -----------------------------------------------------------------
 step_key = f"trj_step:{item_id}"
