@@ -82,15 +82,18 @@ class Codebook:
         allowed codes. Accepts the exact code in any case, or its unambiguous
         leading part (``1B`` for ``1B_ESCALATION_URGENT_CARE``)."""
         text = str(value).strip()
-        for code in self.codes:
-            if text == code or text.upper() == code.upper():
+        codes = self.codes
+        if text in codes:
+            return text
+        for code in codes:
+            if text.upper() == code.upper():
                 return code
         if text:
-            matches = [c for c in self.codes if c.upper().startswith(text.upper() + "_")]
+            matches = [c for c in codes if c.upper().startswith(text.upper() + "_")]
             if len(matches) == 1:
                 return matches[0]
         raise CodebookError(
-            f"unknown label {value!r}; allowed: {', '.join(self.codes)}"
+            f"unknown label {value!r}; allowed: {', '.join(codes)}"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlite_utils import Database
 
 from store.migrations import migrations
@@ -47,8 +48,14 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=st
 
 
 def to_json(value: Any) -> str:
-    """Compact JSON for the database's JSON columns."""
-    return _ENCODE(value)
+    """Compact JSON for the database's JSON columns. orjson does the work (an
+    import writes tens of megabytes of it; the standard encoder is several
+    times slower); what orjson refuses (an integer beyond 64 bits) goes to
+    the standard encoder. Anything else unknown is written as its str()."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return _ENCODE(value)
 
 
 def connect(path: str | Path) -> sqlite3.Connection:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class RaterRecord:
     name: str
     """Unique shown name. Machine raters: provider:model@prompt_version."""
@@ -27,7 +27,7 @@ class RaterRecord:
     """True when the source did not say the kind: an existing rater of another kind is used."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ItemRecord:
     uid: str
     """Stable public id, unique across the database."""
@@ -49,7 +49,7 @@ class ItemRecord:
     """Source line, for error messages and row counts."""
 
 
-@dataclass
+@dataclass(slots=True)
 class QuestionRecord:
     key: str
     codebook: str
@@ -62,7 +62,7 @@ class QuestionRecord:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class AnnotationRecord:
     item_uid: str
     question_key: str

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import as_bool, as_int, has_field, pick, require
+from review.sources.fields import Fields, as_bool, as_int, has_field, pick, require
 from review.sources.readers import read_csv, read_rows
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
@@ -85,32 +85,41 @@ GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "mo
 
 
 def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
+    """One response item per row (a full study is tens of thousands of rows:
+    this loop is kept lean; every check of the slower helpers still holds)."""
     dataset = options.dataset or FAMILY
     stubbed: set[str] = set()
     name = str(path)
+    fields = Fields("prefix_id", "model", "generation_failed", "raw_model_response",
+                    "case_id", "round_id", "split", "error_message")
     for line, row in read_rows(path):
-        where = f"{name}:{line}"
-        prefix_id = require(row, "prefix_id", where)
-        model = require(row, "model", where)
-        failed = as_bool(pick(row, "generation_failed"), "generation_failed", where)
-        response = pick(row, "raw_model_response")
-        if not failed and response is None:
-            raise InputError(f"{where}: missing 'raw_model_response' on a row not marked generation_failed")
-        if response is not None and not isinstance(response, str):
-            raise InputError(f"{where}: field 'raw_model_response' must be text")
+        prefix_id, model, failed, response, case_id, round_id, split, error = fields(row)
+        if type(prefix_id) is not str or type(model) is not str:
+            where = f"{name}:{line}"
+            prefix_id, model = require(row, "prefix_id", where), require(row, "model", where)
+        if type(failed) is not bool:
+            failed = as_bool(failed, "generation_failed", f"{name}:{line}")
+        if type(response) is not str:
+            if response is not None:
+                raise InputError(f"{name}:{line}: field 'raw_model_response' must be text")
+            if not failed:
+                raise InputError(f"{name}:{line}: missing 'raw_model_response' on a row not marked"
+                                 " generation_failed")
         if prefix_id not in stubbed:
             stubbed.add(prefix_id)
-            yield _stub_prefix(prefix_id, row, dataset, where)
-        case_id, round_id = _case_and_round(prefix_id, row, where)
+            yield _stub_prefix(prefix_id, row, dataset, f"{name}:{line}")
+        if type(round_id) is not int:
+            round_id = as_int(round_id, "round_id", f"{name}:{line}")
+        if case_id is None and "_r" in prefix_id:
+            case_id = prefix_id.rsplit("_r", 1)[0]
         # input_messages repeat the prefix's turns (and the file keeps them);
         # storing them again per response would double the database.
         meta = {k: row[k] for k in GENERATION_KEEP if row.get(k) is not None}
         yield ItemRecord(
-            uid=response_uid(prefix_id, model), kind="response", dataset=dataset,
-            parent_uid=prefix_id, case_id=case_id, round_id=round_id, split=pick(row, "split"),
-            model=model, failed=failed,
-            payload={"response": response or "", "error": pick(row, "error_message")},
-            meta=meta, line=line,
+            response_uid(prefix_id, model), "response", dataset,
+            {"response": response or "", "error": error}, prefix_id,
+            None if case_id is None else str(case_id), round_id, split, model, failed, meta,
+            False, line,
         )
 
 

@@ -41,6 +41,37 @@ def pick(row: dict[str, Any], field: str) -> Any:
     return None
 
 
+class Fields:
+    """`pick` for every row of a file, fast: which of a field's names a row
+    carries is worked out once per row shape (its keys in order), not once per
+    field per row. `Fields("prefix_id", "model")(row)` is
+    `[pick(row, "prefix_id"), pick(row, "model")]`."""
+
+    MAX_SHAPES = 64
+
+    def __init__(self, *fields: str):
+        self.fields = fields
+        self._plans: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {}
+
+    def __call__(self, row: dict[str, Any]) -> list[Any]:
+        shape = tuple(row)
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = tuple(tuple(n for n in ALIASES.get(f, (f,)) if n in row) for f in self.fields)
+            if len(self._plans) < self.MAX_SHAPES:
+                self._plans[shape] = plan
+        out = []
+        for names in plan:
+            value = None
+            for name in names:
+                value = row[name]
+                if value is not None and value != "":
+                    break
+                value = None
+            out.append(value)
+        return out
+
+
 def has_field(names: set[str], field: str) -> bool:
     return any(n in names for n in ALIASES.get(field, (field,)))
 

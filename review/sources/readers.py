@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from store.writer import InputError
 
 csv.field_size_limit(1 << 30)
@@ -34,16 +36,33 @@ def file_kind(path: Path) -> str:
     return "jsonl" if head.lstrip()[:1] in (b"{", b"[") else "csv"
 
 
+def _slow_row(path: Path, line_no: int, line: bytes) -> Any:
+    """A line orjson refused: a blank line (None), a byte-order mark, what
+    Python's json writes but orjson does not (NaN, Infinity, integers beyond
+    64 bits), or an error that names the line and what is wrong."""
+    if not line.strip():
+        return None
+    if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]  # a byte-order mark some editors write
+    try:
+        return json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}:{line_no}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{line_no}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open("r", encoding="utf-8") as fh:
+    loads, error = orjson.loads, orjson.JSONDecodeError  # the hot loop of every JSONL import
+    with path.open("rb") as fh:
         for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{line_no}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(row, dict):
+                row = loads(line)
+            except error:
+                row = _slow_row(path, line_no, line)
+                if row is None:
+                    continue
+            if type(row) is not dict:
                 raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
             yield line_no, row
 
