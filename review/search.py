@@ -6,10 +6,13 @@ patient, tool calls with their arguments, observations, the final answer),
 and every rater's rationale and tag note. The index is SQLite FTS5
 (`search_fts` over `search_docs`, see store/migrations.py m004_search):
 
-- an item's own text is written by `index_items`, which the record writer
-  calls inside the import's own transaction (`store.writer.on_items_written`);
-  `ensure_index` catches up any item written without it (an older database,
-  a process that never imported this module);
+- an item's own text is written by `index_items`: the record writer calls it
+  inside the transaction that writes the items (`store.writer.on_items_written`),
+  except for an import, which commits its items first and then catches the
+  index up with `ensure_index`, batch by batch, so a large file never holds the
+  write lock while its text is tokenised. `ensure_index` also catches up any
+  item written without the hook (an older database, a process that never
+  imported this module), and Browse and `search` call it before they search;
 - rationales and tag notes are indexed by triggers, whatever code path adds them.
 
 How a kind of item becomes text is one small function registered with
@@ -27,6 +30,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from review.text import safe_markdown
 from review.trajectory import message_text
@@ -164,20 +169,37 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 # -- keeping the index current ----------------------------------------------
 
 @on_items_written
+def _items_written(conn: sqlite3.Connection, item_ids: Sequence[int], later: bool) -> None:
+    """The record writer's hook: index now, or drop stale text for `ensure_index`."""
+    if later:
+        unindex_items(conn, item_ids)
+    else:
+        index_items(conn, item_ids)
+
+
+def unindex_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> bool:
+    """Take these items' own text out of the index (so `ensure_index` writes it
+    afresh); True if there was any. Runs inside the caller's transaction."""
+    ids = json.dumps(list(item_ids))
+    old = "SELECT id, body FROM search_docs WHERE source = 'item' AND item_id IN (SELECT value FROM json_each(?))"
+    if not conn.execute(f"SELECT EXISTS ({old})", (ids,)).fetchone()[0]:
+        return False
+    conn.execute(f"INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', id, body FROM ({old})",
+                 (ids,))
+    conn.execute("DELETE FROM search_docs WHERE source = 'item'"
+                 " AND item_id IN (SELECT value FROM json_each(?))", (ids,))
+    return True
+
+
 def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     """(Re)index the text of these items; runs inside the caller's transaction."""
     if not item_ids:
         return 0
+    unindex_items(conn, item_ids)
     ids = json.dumps(list(item_ids))
-    old = "SELECT id, body FROM search_docs WHERE source = 'item' AND item_id IN (SELECT value FROM json_each(?))"
-    if conn.execute(f"SELECT EXISTS ({old})", (ids,)).fetchone()[0]:
-        conn.execute(f"INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', id, body FROM ({old})",
-                     (ids,))
-        conn.execute("DELETE FROM search_docs WHERE source = 'item'"
-                     " AND item_id IN (SELECT value FROM json_each(?))", (ids,))
     rows = conn.execute("SELECT id, kind, payload FROM items WHERE id IN"
                         " (SELECT value FROM json_each(?))", (ids,))
-    docs = [(item_id, *_joined(item_parts(kind, json.loads(payload))))
+    docs = [(item_id, *_joined(item_parts(kind, orjson.loads(payload))))
             for item_id, kind, payload in rows]
     before = conn.execute("SELECT coalesce(MAX(id), 0) FROM search_docs").fetchone()[0]
     conn.executemany("INSERT INTO search_docs (item_id, source, target, body, parts)"

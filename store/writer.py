@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
+from itertools import groupby
 
 from store.db import to_json, utcnow
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
@@ -27,10 +28,13 @@ Validator = Callable[[str, str, str], str]
 """(codebook key, question kind, value) -> the value as stored; raises ValueError."""
 
 
-ItemsWritten = Callable[[sqlite3.Connection, list[int]], None]
-"""(connection, row ids of items just written or just replaced) -> None. Runs
-inside the writer's transaction, so what it writes commits or rolls back with
-the items (review.search registers one that indexes their text)."""
+ItemsWritten = Callable[[sqlite3.Connection, list[int], bool], None]
+"""(connection, row ids of items just written or just replaced, later) -> None.
+Runs inside the writer's transaction, so what it writes commits or rolls back
+with the items. review.search registers one: with later=False it indexes the
+items' text at once; with later=True (an import, see `RecordWriter.index_later`)
+it only drops the text of replaced items, and the caller catches the index up
+after the commit (`review.search.ensure_index`)."""
 
 ITEMS_WRITTEN: list[ItemsWritten] = []
 """Hooks called after items are written. Append to it with `on_items_written`."""
@@ -43,19 +47,18 @@ def on_items_written(hook: ItemsWritten) -> ItemsWritten:
     return hook
 
 
-def _items_written(conn: sqlite3.Connection, item_ids: list[int]) -> None:
-    for hook in ITEMS_WRITTEN:
-        hook(conn, item_ids)
-
-
 class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
 
 class RecordWriter:
     def __init__(self, conn: sqlite3.Connection, *, source: str, import_id: int | None = None,
-                 where: str = "", validate: Validator | None = None):
+                 where: str = "", validate: Validator | None = None, index_later: bool = False):
         self.conn = conn
+        self.index_later = index_later
+        """True: derived data (the search index) is caught up after the commit,
+        in small transactions, instead of inside this one (imports: a large
+        file would otherwise hold the write lock while its text is indexed)."""
         self.validate = validate
         self._question_info: dict[int, tuple[str, str]] = {}
         self.source = source
@@ -67,6 +70,11 @@ class RecordWriter:
         self._questions: dict[str, int] = {}
         self._raters: dict[str, int] = {}
         self._pending: dict[str, tuple] = {}
+        """Items held back for one `executemany`, by uid."""
+        self._replacing: set[str] = set()
+        """Uids in `_pending` that replace a stub of the same uid."""
+        self._waiting: list[tuple[AnnotationRecord, int, int]] = []
+        """Answers on items still in `_pending`: (record, question id, rater id)."""
         self.n_items = 0
         self.n_annotations = 0
         self.n_skipped = 0
@@ -118,18 +126,20 @@ class RecordWriter:
         return f"{self.where}: " if self.where else ""
 
     # -- writes ------------------------------------------------------------
+    def _items_written(self, item_ids: list[int], fresh: bool = False) -> None:
+        if fresh and self.index_later:
+            return  # a new row has no stale text to drop
+        for hook in ITEMS_WRITTEN:
+            hook(self.conn, item_ids, self.index_later)
+
     def write(self, records: Iterable[Record]) -> None:
+        handlers = {ItemRecord: self.item, AnnotationRecord: self.annotation,
+                    RaterRecord: self.rater, QuestionRecord: self.question}
         for record in records:
-            if isinstance(record, AnnotationRecord):
-                self.annotation(record)
-            elif isinstance(record, ItemRecord):
-                self.item(record)
-            elif isinstance(record, RaterRecord):
-                self.rater(record)
-            elif isinstance(record, QuestionRecord):
-                self.question(record)
-            else:  # pragma: no cover - programming error
+            handler = handlers.get(type(record))
+            if handler is None:  # pragma: no cover - programming error
                 raise TypeError(f"not a record: {record!r}")
+            handler(record)
         self.flush()
 
     def rater(self, r: RaterRecord) -> int:
@@ -169,58 +179,99 @@ class RecordWriter:
         " failed, payload, meta, import_id, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (uid) DO NOTHING"
     )
+    _REPLACE_STUB = (
+        "INSERT INTO items (uid, dataset_id, kind, parent_id, case_id, round_id, split, model,"
+        " failed, payload, meta, import_id, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (uid) DO UPDATE SET dataset_id = excluded.dataset_id, kind = excluded.kind,"
+        " parent_id = excluded.parent_id, case_id = excluded.case_id, round_id = excluded.round_id,"
+        " split = excluded.split, model = excluded.model, failed = excluded.failed,"
+        " payload = excluded.payload, meta = excluded.meta"
+        " WHERE json_extract(items.meta, '$.stub')"
+    )
     _BATCH = 1000
 
     def flush(self) -> None:
-        """Insert the items held back for a batched insert."""
-        if self._pending:
-            before = ITEMS_WRITTEN and self.conn.execute("SELECT MAX(id) FROM items").fetchone()[0] or 0
-            cur = self.conn.executemany(self._INSERT_ITEM, self._pending.values())
-            self.n_items += max(cur.rowcount, 0)
-            self._pending.clear()
-            if ITEMS_WRITTEN and cur.rowcount:
-                _items_written(self.conn, [r[0] for r in self.conn.execute(
-                    "SELECT id FROM items WHERE id > ? ORDER BY id", (before,))])
+        """Write the items held back for a batched insert, then the answers
+        that were waiting for them."""
+        if not self._pending:
+            return
+        before = self.conn.execute("SELECT coalesce(MAX(id), 0) FROM items").fetchone()[0]
+        replaced: list[int] = []
+        if self._replacing:
+            replaced = [r[0] for r in self.conn.execute(
+                "SELECT id FROM items WHERE uid IN (SELECT value FROM json_each(?))"
+                " AND json_extract(meta, '$.stub')", (to_json(list(self._replacing)),))]
+        # In the order given (row ids follow the file). A stub replacement: a
+        # stub (made from a generation whose prefix was not imported yet) takes
+        # the full prefix record when that arrives; an item that is not a stub
+        # is left as it is.
+        for replacing, run in groupby(self._pending.items(), key=lambda kv: kv[0] in self._replacing):
+            self.conn.executemany(self._REPLACE_STUB if replacing else self._INSERT_ITEM,
+                                  [values for _, values in run])
+        self.n_items += self.conn.execute(
+            "SELECT COUNT(*) FROM items WHERE id > ?", (before,)).fetchone()[0]
+        waiting, self._waiting = self._waiting, []
+        if waiting or self._replacing:
+            for uid, item_id in self.conn.execute(
+                "SELECT uid, id FROM items WHERE uid IN (SELECT value FROM json_each(?))",
+                (to_json(list(self._pending)),),
+            ):
+                self._items[uid] = item_id
+        self._pending.clear()
+        self._replacing.clear()
+        if ITEMS_WRITTEN:
+            # New rows have no stale text to drop: with index_later, only replaced ones are due.
+            fresh = [] if self.index_later else [r[0] for r in self.conn.execute(
+                "SELECT id FROM items WHERE id > ? ORDER BY id", (before,))]
+            if fresh or replaced:
+                self._items_written(fresh + replaced)
+        self._write_waiting(waiting, before)
 
     def item(self, it: ItemRecord) -> int | None:
-        """Insert an item unless its uid exists. Plain new items are batched
-        (their row id is looked up only if something refers to them);
-        stubs and stub replacements are written at once. A caller that uses
-        this directly instead of `write()` must call `flush()` before its
-        transaction ends."""
-        stub = bool(it.meta.get("stub"))
-        if not it.replace_stub and stub and (it.uid in self._items or it.uid in self._pending):
-            return self._items.get(it.uid)  # a stub for an item this import already holds
-        parent_id = self.item_id(it.parent_uid) if it.parent_uid else None
+        """Insert an item unless its uid exists; a stub replacement
+        (`replace_stub`) overwrites an item of that uid made as a stub. Items
+        are batched (their row id is looked up only if something refers to
+        them); stubs are written at once. A caller that uses this directly
+        instead of `write()` must call `flush()` before its transaction ends."""
+        uid, replace = it.uid, it.replace_stub
+        stub = bool(it.meta.get("stub")) if it.meta else False
+        if stub and not replace:
+            if uid in self._pending:
+                return None  # a stub for an item this import already holds
+            known = self._items.get(uid)
+            if known is None:
+                row = self.conn.execute("SELECT id FROM items WHERE uid = ?", (uid,)).fetchone()
+                if row is not None:
+                    known = self._items[uid] = row[0]
+            if known is not None:
+                return known  # the item exists: a stub adds nothing
+        parent_id = None
+        if it.parent_uid:
+            parent_id = self._items.get(it.parent_uid) or self.item_id(it.parent_uid)
         values = (
-            it.uid, self.dataset_id(it.dataset), it.kind, parent_id, it.case_id, it.round_id,
-            it.split, it.model, int(it.failed), to_json(it.payload), to_json(it.meta),
-            self.import_id, self.now,
+            uid, self._datasets.get(it.dataset) or self.dataset_id(it.dataset), it.kind, parent_id,
+            it.case_id, it.round_id, it.split, it.model, int(it.failed), to_json(it.payload),
+            to_json(it.meta), self.import_id, self.now,
         )
-        if not stub and not it.replace_stub:
-            if it.uid not in self._pending:
-                self._pending[it.uid] = values
-            if len(self._pending) >= self._BATCH:
+        if not stub:
+            pending = self._pending
+            if uid in pending:
+                if not replace or uid in self._replacing:
+                    return None  # the first record of a uid wins, as in the database
+                self.flush()  # a stub replacement after a plain record of the same uid
+            pending[uid] = values
+            if replace:
+                self._replacing.add(uid)
+            if len(pending) >= self._BATCH:
                 self.flush()
             return None
         row = self.conn.execute(self._INSERT_ITEM + " RETURNING id", values).fetchone()
         if row is not None:
             self.n_items += 1
-            self._items[it.uid] = row[0]
-            _items_written(self.conn, [row[0]])
+            self._items[uid] = row[0]
+            self._items_written([row[0]], fresh=True)
             return row[0]
-        item_id = self.item_id(it.uid)
-        if it.replace_stub:
-            # A stub (made from a generation whose prefix was not imported yet)
-            # takes the full prefix record when that arrives.
-            cur = self.conn.execute(
-                "UPDATE items SET dataset_id=?, kind=?, parent_id=?, case_id=?, round_id=?, split=?,"
-                " model=?, failed=?, payload=?, meta=? WHERE id = ? AND json_extract(meta, '$.stub')",
-                (*values[1:11], item_id),
-            )
-            if cur.rowcount:
-                _items_written(self.conn, [item_id])
-        return item_id
+        return self.item_id(uid)
 
     def default_question(self, item_id: int, line: int | None) -> str:
         """The one question asked of an item's kind, when a file names none."""
@@ -236,8 +287,20 @@ class RecordWriter:
         return rows[0][0]
 
     def annotation(self, a: AnnotationRecord) -> int | None:
+        """Write an answer unless the rater's current answer is the same. An
+        answer on an item still held in the batch waits for it (written by
+        `flush`, in order); the row id is returned only when written at once."""
+        if a.question_key and a.item_uid in self._pending:
+            question_id, rater_id = self._checked(a, a.question_key)
+            self._waiting.append((a, question_id, rater_id))
+            return None
         item_id = self.item_id(a.item_uid, a.line)
         key = a.question_key or self.default_question(item_id, a.line)
+        question_id, rater_id = self._checked(a, key)
+        return self._write_annotation(a, item_id, question_id, rater_id)
+
+    def _checked(self, a: AnnotationRecord, key: str) -> tuple[int, int]:
+        """The question and rater ids of an answer, its value validated."""
         question_id = self.question_id(key, a.line)
         rater_id = self.rater_id(a.rater, a.line)
         if a.status == "answered" and self.validate is not None:
@@ -251,6 +314,16 @@ class RecordWriter:
                 a.value = self.validate(book, kind, a.value)
             except ValueError as exc:
                 raise InputError(f"{self._loc(a.line)}{exc}") from None
+        return question_id, rater_id
+
+    _INSERT_ANNOTATION = (
+        "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
+        " rationale, confidence, phase, codebook_version, supersedes_id, source, import_id,"
+        " extra, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    )
+
+    def _write_annotation(self, a: AnnotationRecord, item_id: int, question_id: int,
+                          rater_id: int) -> int | None:
         current = self.conn.execute(
             "SELECT id, status, value, rationale FROM annotations WHERE item_id = ? AND question_id = ?"
             " AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
@@ -261,13 +334,36 @@ class RecordWriter:
         ):
             self.n_skipped += 1
             return None
-        cur = self.conn.execute(
-            "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
-            " rationale, confidence, phase, codebook_version, supersedes_id, source, import_id,"
-            " extra, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (item_id, question_id, rater_id, a.target, a.status, a.value, a.rationale,
-             a.confidence, a.phase, a.codebook_version, current[0] if current else None,
-             self.source, self.import_id, to_json(a.extra), self.now),
-        )
+        cur = self.conn.execute(self._INSERT_ANNOTATION, self._annotation_row(
+            a, item_id, question_id, rater_id, current[0] if current else None))
         self.n_annotations += 1
         return cur.lastrowid
+
+    def _annotation_row(self, a: AnnotationRecord, item_id: int, question_id: int, rater_id: int,
+                        supersedes: int | None) -> tuple:
+        return (item_id, question_id, rater_id, a.target, a.status, a.value, a.rationale,
+                a.confidence, a.phase, a.codebook_version, supersedes, self.source,
+                self.import_id, to_json(a.extra), self.now)
+
+    def _write_waiting(self, waiting: list[tuple[AnnotationRecord, int, int]], before: int) -> None:
+        """Answers that waited for their items, in order. An item created by
+        this batch (row id above `before`) has no answers yet, so its first
+        answer per rater and question needs no look-up and goes in one
+        `executemany`; anything else takes the one-by-one path."""
+        rows: list[tuple] = []
+        seen: set[tuple] = set()
+        for a, question_id, rater_id in waiting:
+            item_id = self._items[a.item_uid]
+            unit = (item_id, question_id, rater_id, a.target)
+            if item_id > before and unit not in seen:
+                seen.add(unit)
+                rows.append(self._annotation_row(a, item_id, question_id, rater_id, None))
+                continue
+            if rows:
+                self.conn.executemany(self._INSERT_ANNOTATION, rows)
+                self.n_annotations += len(rows)
+                rows = []
+            self._write_annotation(a, item_id, question_id, rater_id)
+        if rows:
+            self.conn.executemany(self._INSERT_ANNOTATION, rows)
+            self.n_annotations += len(rows)

@@ -191,9 +191,9 @@ def test_a_stub_replaced_by_its_prefix_is_reindexed(store):
             uid="s", kind="prefix", dataset="test", payload={"turns": ["placeholder"]},
             meta={"stub": True}))
     with store.transaction() as conn:
-        RecordWriter(conn, source="test").item(ItemRecord(
+        RecordWriter(conn, source="test").write([ItemRecord(
             uid="s", kind="prefix", dataset="test", payload={"turns": ["crushing chest pain"]},
-            replace_stub=True))
+            replace_stub=True)])
     assert search(store, "crushing").total == 1
     assert search(store, "placeholder").total == 0
 

@@ -10,6 +10,9 @@ is left exactly as it was; the same file imported again changes nothing.
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,24 @@ from store.writer import InputError, RecordWriter
 
 Reader = Callable[[Path, "ImportOptions"], Iterator[Record]]
 Detector = Callable[[Path, set[str]], bool]
+
+
+class _Guard:
+    """Whether the file was imported before: `poll()` checks once the file's
+    digest is ready (it is computed while the rows are read), `final()`
+    makes sure it was checked. Raises _AlreadyImported."""
+
+    def __init__(self, check: Callable[[], None], ready: Callable[[], bool]):
+        self._check, self._ready = check, ready
+
+    def poll(self) -> None:
+        if self._check is not None and self._ready():
+            self.final()
+
+    def final(self) -> None:
+        if self._check is not None:
+            check, self._check = self._check, None
+            check()
 
 
 @dataclass
@@ -53,6 +74,11 @@ class ImportResult:
     annotations: int
     skipped: int
     already_imported: bool = False
+    seconds: float = 0.0
+    """From the start to the commit: the rows are stored and can be reviewed."""
+    indexed: int = 0
+    """Items whose text was added to the search index after the commit."""
+    index_seconds: float = 0.0
 
     def summary(self) -> str:
         if self.already_imported:
@@ -61,6 +87,9 @@ class ImportResult:
             f"{self.path}: {self.format}: {self.rows} rows, {self.items} new items, "
             f"{self.annotations} new annotations"
             + (f", {self.skipped} unchanged" if self.skipped else "")
+            + f" ({self.seconds:.1f} s"
+            + (f"; search index {self.indexed} items, {self.index_seconds:.1f} s" if self.indexed else "")
+            + ")"
         )
 
 
@@ -100,27 +129,70 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-class _Counting:
-    """Wraps a record stream to count the source rows it reports."""
+class _Digest(threading.Thread):
+    """A file's digest, computed on another core while its rows are parsed
+    (hashlib lets go of the GIL for large buffers): the import does not read
+    the whole file once more before it starts."""
 
-    def __init__(self, records: Iterator[Record]):
+    def __init__(self, path: Path):
+        super().__init__(name=f"digest {path.name}", daemon=True)
+        self.path, self._value, self._error = path, "", None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = file_digest(self.path)
+        except BaseException as exc:  # handed to the importing thread
+            self._error = exc
+
+    def done(self) -> bool:
+        return not self.is_alive()
+
+    def result(self) -> str:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _AlreadyImported(Exception):
+    """The file's content was imported before: roll back what was begun."""
+
+
+class _Counting:
+    """Wraps a record stream to count the source rows it reports, and polls
+    the guard every few hundred records."""
+
+    def __init__(self, records: Iterator[Record], guard: _Guard):
         self.records = records
         self.rows = 0
+        self.guard = guard
 
     def __iter__(self) -> Iterator[Record]:
         last = None
+        n = 0
         for record in self.records:
             line = getattr(record, "line", None)
             if line is not None and line != last:
                 self.rows += 1
                 last = line
+            n += 1
+            if not n & 255:
+                self.guard.poll()
             yield record
+        self.guard.final()
 
 
 def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 options: ImportOptions | None = None,
-                validate: Callable[[str, str | None], str | None] | None = None) -> ImportResult:
-    """Import one file (or Harbor directory) as one transaction."""
+                validate: Callable[[str, str | None], str | None] | None = None,
+                index: bool = True) -> ImportResult:
+    """Import one file (or Harbor directory) as one transaction. Then, unless
+    `index` is False, add the new items' text to the search index in small
+    transactions of their own (`review.search.ensure_index`): reviewers'
+    answers are not held up behind the tokenising of a large file, and search
+    catches up by itself before it runs if this step is skipped or killed."""
+    started = time.perf_counter()
     path = Path(path)
     options = options or ImportOptions()
     if not path.exists():
@@ -133,42 +205,61 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     if validate is None:
         from review.answers import normalise_value as validate
-    digest = file_digest(path)
-    with store.transaction() as conn:
-        rater_id = None
-        if options.rater:
-            row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()
-            rater_id = row[0] if row else None
-        seen = conn.execute(
-            "SELECT id FROM imports WHERE sha256 = ? AND format = ? AND rater_id IS ?",
-            (digest, format_.name, rater_id),
-        ).fetchone()
-        if seen is not None:
-            return ImportResult(str(path), format_.name, 0, 0, 0, 0, already_imported=True)
-        cur = conn.execute(
-            "INSERT INTO imports (path, format, sha256, n_rows, n_items, n_annotations, actor,"
-            " imported_at) VALUES (?,?,?,0,0,0,?,?)",
-            (str(path), format_.name, digest, options.actor, utcnow()),
-        )
-        import_id = cur.lastrowid
-        writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                              validate=validate)
-        records = _Counting(format_.read(path, options))
-        writer.write(records)
-        if options.rater:
-            rater_id = writer.rater_id(options.rater)
-        dataset_id = next(iter(writer._datasets.values()), None)
-        conn.execute(
-            "UPDATE imports SET dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
-            " n_annotations = ? WHERE id = ?",
-            (dataset_id, rater_id, records.rows, writer.n_items, writer.n_annotations, import_id),
-        )
-        store.audit(options.actor, "import", "imports", import_id, None, {
-            "path": str(path), "format": format_.name, "rows": records.rows,
-            "items": writer.n_items, "annotations": writer.n_annotations,
-        })
-    return ImportResult(str(path), format_.name, records.rows, writer.n_items,
-                        writer.n_annotations, writer.n_skipped)
+    digest = _Digest(path)
+    try:
+        with store.transaction() as conn:
+            rater_id = None
+            if options.rater:
+                row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()
+                rater_id = row[0] if row else None
+
+            def seen_before() -> None:
+                # Checked as soon as the digest is ready (it is computed while
+                # the first rows are read): a file imported before is rolled
+                # back after a small part of it.
+                if conn.execute(
+                    "SELECT 1 FROM imports WHERE sha256 = ? AND format = ? AND rater_id IS ?"
+                    " AND id != ?", (digest.result(), format_.name, rater_id, import_id),
+                ).fetchone():
+                    raise _AlreadyImported
+
+            cur = conn.execute(
+                "INSERT INTO imports (path, format, sha256, n_rows, n_items, n_annotations, actor,"
+                " imported_at) VALUES (?,?,?,0,0,0,?,?)",
+                (str(path), format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
+            )
+            import_id = cur.lastrowid
+            guard = _Guard(seen_before, digest.done)
+            writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
+                                  validate=validate, index_later=True)
+            records = _Counting(format_.read(path, options), guard)
+            writer.write(records)
+            rows = records.rows
+            if options.rater:
+                rater_id = writer.rater_id(options.rater)
+            dataset_id = next(iter(writer._datasets.values()), None)
+            conn.execute(
+                "UPDATE imports SET sha256 = ?, dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
+                " n_annotations = ? WHERE id = ?",
+                (digest.result(), dataset_id, rater_id, rows, writer.n_items,
+                 writer.n_annotations, import_id),
+            )
+            store.audit(options.actor, "import", "imports", import_id, None, {
+                "path": str(path), "format": format_.name, "rows": rows,
+                "items": writer.n_items, "annotations": writer.n_annotations,
+            })
+    except _AlreadyImported:
+        return ImportResult(str(path), format_.name, 0, 0, 0, 0, already_imported=True)
+    result = ImportResult(str(path), format_.name, rows, writer.n_items,
+                          writer.n_annotations, writer.n_skipped,
+                          seconds=time.perf_counter() - started)
+    if index:
+        from review.search import ensure_index
+
+        started = time.perf_counter()
+        result.indexed = ensure_index(store)
+        result.index_seconds = time.perf_counter() - started
+    return result
 
 
 def rater_record_for(name: str, kind: str, **kw: Any) -> RaterRecord:

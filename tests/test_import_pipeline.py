@@ -1,0 +1,202 @@
+"""The import pipeline's fast paths hold to the slow ones: the JSONL reader,
+field names under drift, batched writes, the digest check and the search index
+built after the commit."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from review.search import ensure_index, search, unindexed_count
+from review.sources import InputError, import_file
+from review.sources.fields import ALIASES, Fields, pick
+from review.sources.readers import read_jsonl
+from store import to_json
+from store.records import AnnotationRecord, ItemRecord, RaterRecord
+from store.writer import RecordWriter
+from tests.helpers import CODES, table_counts, write_jsonl
+
+
+def generation(prefix_id: str, model: str, text: str = "Invented reply.", **extra) -> dict:
+    row = {"prefix_id": prefix_id, "split": "validation", "round_id": 1,
+           "patient_information_available_so_far": "Invented: a sore knee.",
+           "model_requested": model, "raw_model_response": text, "generation_failed": False,
+           "error_message": None}
+    row.update(extra)
+    return row
+
+
+def prefix(prefix_id: str, turn: str = "Invented: a sore knee.", gold: str = CODES[0]) -> dict:
+    return {"prefix_id": prefix_id, "round_id": 1, "split": "validation", "gold_label": gold,
+            "input_patient_turns": [turn]}
+
+
+# -- the JSONL reader -----------------------------------------------------------
+
+def test_reader_takes_what_python_writes_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"a": 1}).encode() + b"\n\n   \n"
+                     + b'{"b": NaN, "c": 123456789012345678901234567890}\n'
+                     + '{"d": "caf\u00e9 \u2014 ok"}\n'.encode())
+    rows = list(read_jsonl(path))
+    assert [line for line, _ in rows] == [1, 4, 5]
+    assert rows[0][1] == {"a": 1}
+    assert math.isnan(rows[1][1]["b"]) and rows[1][1]["c"] == 123456789012345678901234567890
+    assert rows[2][1] == {"d": "caf\u00e9 \u2014 ok"}
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"a": 1}\n{"a": \n', ":2: not valid JSON"),
+    (b'{"a": 1}\n[1, 2]\n', ":2: expected a JSON object, got list"),
+    (b'{"a": 1}\n{"a": "\xff\xfe"}\n', ":2: not UTF-8 text"),
+])
+def test_reader_names_the_line_and_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as err:
+        list(read_jsonl(path))
+    assert str(err.value).startswith(f"{path}{message}")
+
+
+def test_to_json_is_compact_and_valid_for_what_the_standard_encoder_takes():
+    assert to_json({"a": [1, None, "é"], 3: True}) == '{"a":[1,null,"é"],"3":true}'
+    assert to_json(2 ** 70) == str(2 ** 70)  # beyond orjson: the standard encoder
+    assert to_json({"n": math.nan}) == '{"n":null}'  # the database's json_valid() refuses NaN
+    assert json.loads(to_json({"at": datetime(2026, 11, 30, tzinfo=UTC)}))["at"].startswith("2026-11-30")
+
+
+# -- field names under drift ----------------------------------------------------
+
+def test_fields_picks_exactly_as_pick_does_on_every_row_shape():
+    rng = random.Random(5)
+    fields = ("prefix_id", "model", "generation_failed", "raw_model_response", "case_id",
+              "round_id", "split", "error_message")
+    names = sorted({n for f in fields for n in ALIASES.get(f, (f,))})
+    values = [None, "", "x", "y", 0, 3, False, True]
+    picker = Fields(*fields)
+    for _ in range(3000):
+        row = {n: rng.choice(values) for n in rng.sample(names, rng.randint(0, len(names)))}
+        if rng.random() < 0.5:  # a few shapes seen over and over, as in a real file
+            row = dict(sorted(row.items())[:4])
+        assert picker(row) == [pick(row, f) for f in fields], row
+
+
+# -- generations: bad rows anywhere in a large file -----------------------------
+
+@pytest.mark.parametrize("bad, message", [
+    ({"model_requested": None}, "missing required field 'model'"),
+    ({"raw_model_response": 42}, "field 'raw_model_response' must be text"),
+    ({"raw_model_response": None}, "missing 'raw_model_response' on a row not marked generation_failed"),
+    ({"generation_failed": "perhaps"}, "field 'generation_failed' must be true or false"),
+    ({"round_id": "two"}, "field 'round_id' must be a whole number"),
+])
+def test_a_bad_generation_after_thousands_of_good_ones_changes_nothing(store, tmp_path, bad, message):
+    rows = [generation(f"g_case_{i // 20:04d}_r01", f"m{i % 20:02d}") for i in range(2500)]
+    rows[2345].update(bad)
+    path = write_jsonl(tmp_path / "raw_generations.jsonl", rows)
+    before = table_counts(store)
+    with pytest.raises(InputError) as err:
+        import_file(store, path, "carebench-generations")
+    assert str(err.value).startswith(f"{path}:2346: {message}")
+    assert table_counts(store) == before
+
+
+def test_generations_in_batches_keep_file_order_parents_and_stubs(store, tmp_path):
+    rows = [generation(f"g_case_{i // 3:04d}_r01", f"m{i % 3}") for i in range(3000)]
+    rows[10]["case_id"] = "explicit"
+    result = import_file(store, write_jsonl(tmp_path / "raw.jsonl", rows))
+    assert (result.rows, result.items) == (3000, 4000)  # 1,000 stub prefixes made on the way
+    got = store.query("SELECT i.uid, i.kind, p.uid AS parent, i.case_id FROM items i"
+                      " LEFT JOIN items p ON p.id = i.parent_id ORDER BY i.id")
+    responses = [tuple(r) for r in got if r["kind"] == "response"]
+    stubs = [tuple(r) for r in got if r["kind"] == "prefix"]
+    assert responses == [(f"{row['prefix_id']}::m{i % 3}", "response", row["prefix_id"],
+                          "explicit" if i == 10 else row["prefix_id"][:11]) for i, row in enumerate(rows)]
+    assert stubs == [(row["prefix_id"], "prefix", None, row["prefix_id"][:11]) for row in rows[::3]]
+
+
+# -- batched writes: stub replacements and answers waiting for their items --------
+
+def test_prefixes_replace_stubs_in_a_batch_and_leave_full_items_alone(store, tmp_path):
+    import_file(store, write_jsonl(tmp_path / "raw.jsonl",
+                                   [generation(f"s_case_{i:04d}_r01", "m") for i in range(1500)]))
+    import_file(store, write_jsonl(tmp_path / "p1.jsonl", [prefix("s_case_0000_r01", "First text.")]))
+    result = import_file(store, write_jsonl(tmp_path / "p2.jsonl", [
+        prefix(f"s_case_{i:04d}_r01", f"Invented turn {i}.") for i in range(1500)] + [
+        prefix("s_case_9999_r01", "A new one.")]))
+    assert result.items == 1  # the stubs were replaced, not added
+    rows = store.query("SELECT uid, payload, meta FROM items WHERE kind = 'prefix' ORDER BY id")
+    assert len(rows) == 1501
+    turns = {r["uid"]: json.loads(r["payload"])["turns"] for r in rows}
+    assert turns["s_case_0000_r01"] == ["First text."]  # a full item is never overwritten
+    assert turns["s_case_0777_r01"] == ["Invented turn 777."]
+    assert not any(json.loads(r["meta"]).get("stub") for r in rows)
+    assert store.scalar("SELECT COUNT(*) FROM current_annotations") == 1501
+
+
+def test_answers_waiting_for_their_items_keep_order_and_revisions(store):
+    with store.transaction() as conn:
+        w = RecordWriter(conn, source="test")
+        w.rater(RaterRecord("dr-a", "human"))
+        w.item(ItemRecord("w1", "prefix", "test", {"turns": ["Invented."]}))
+        w.annotation(AnnotationRecord("w1", "carebench.escalation_needed", "dr-a", CODES[0]))
+        w.annotation(AnnotationRecord("w1", "carebench.escalation_needed", "dr-a", CODES[0]))  # same: skipped
+        w.annotation(AnnotationRecord("w1", "carebench.escalation_needed", "dr-a", CODES[2],
+                                      rationale="on second thoughts"))
+        w.flush()
+        assert (w.n_items, w.n_annotations, w.n_skipped) == (1, 2, 1)
+    rows = store.query("SELECT id, value, supersedes_id, rationale FROM annotations ORDER BY id")
+    assert [r["value"] for r in rows] == [CODES[0], CODES[2]]
+    assert rows[1]["supersedes_id"] == rows[0]["id"]
+    current = store.query("SELECT value FROM current_annotations")
+    assert [r["value"] for r in current] == [CODES[2]]
+    assert search(store, "thoughts").total == 1  # the rationale is searchable at once
+
+
+# -- re-imports: the digest, computed while the rows are read ---------------------
+
+@pytest.mark.parametrize("n", [3, 1200])
+def test_the_same_file_again_is_recognised_whatever_its_size(store, tmp_path, n):
+    path = write_jsonl(tmp_path / "raw.jsonl", [generation(f"r_case_{i:04d}_r01", "m") for i in range(n)])
+    assert import_file(store, path).items == 2 * n
+    before = table_counts(store)
+    again = import_file(store, path)
+    assert again.already_imported and table_counts(store) == before
+    digest = store.scalar("SELECT sha256 FROM imports")
+    assert len(digest) == 64 and not digest.startswith("pending")
+    path.write_text(path.read_text() + json.dumps(generation("r_case_9999_r01", "m")) + "\n")
+    assert import_file(store, path).items == 2
+
+
+# -- the search index, built after the commit -----------------------------------
+
+def test_an_import_commits_first_and_indexes_after(store, tmp_path):
+    path = write_jsonl(tmp_path / "raw.jsonl",
+                       [generation(f"x_case_{i:04d}_r01", "m", text=f"Invented reply about gout {i}.")
+                        for i in range(700)])
+    result = import_file(store, path, index=False)
+    assert result.items == 1400 and result.indexed == 0
+    assert unindexed_count(store) == 1400 and search(store, "gout").total == 0
+    assert ensure_index(store) == 1400
+    assert search(store, "gout").total == 700
+    other = write_jsonl(tmp_path / "more.jsonl", [generation("y_case_0001_r01", "m", text="Invented: podagra.")])
+    result = import_file(store, other)
+    assert result.indexed == 2 and unindexed_count(store) == 0
+    assert search(store, "podagra").total == 1
+    assert "search index 2 items" in result.summary()
+
+
+def test_a_replaced_stub_loses_its_old_text_before_the_catch_up(store, tmp_path):
+    import_file(store, write_jsonl(tmp_path / "raw.jsonl", [
+        generation("t_case_0001_r01", "m", patient_information_available_so_far="Invented: placeholder.")]))
+    assert search(store, "placeholder").total == 2  # the stub, and its response through it
+    import_file(store, write_jsonl(tmp_path / "p.jsonl", [prefix("t_case_0001_r01", "Invented: tophus.")]),
+                index=False)
+    assert search(store, "placeholder").total == 0  # never a hit on text the item no longer has
+    ensure_index(store)
+    assert {h.uid for h in search(store, "tophus").hits} == {"t_case_0001_r01", "t_case_0001_r01::m"}
+    assert unindexed_count(store) == 0
