@@ -105,7 +105,7 @@ def build(db: Path, workdir: Path, episodes: int, steps: int, models: int) -> No
     started = time.perf_counter()
     for path, fmt in ((kb_file, "klinikebench"), *((p, None) for p in cb_files)):
         import_file(store, path, fmt)
-    print(f"imported (text indexed in the same transactions) in {time.perf_counter() - started:.0f} s")
+    print(f"imported (each file committed, then its text indexed) in {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
     add_reviewing(store)
     print(f"added labels, step errors, tags and flags in {time.perf_counter() - started:.0f} s")
