@@ -231,16 +231,18 @@ def unindexed_count(store: Store) -> int:
 
 def ensure_index(store: Store, batch: int = 500) -> int:
     """Index every item written without the hook; returns how many. One
-    transaction per batch, so a long catch-up never holds the write lock long."""
-    done = 0
+    transaction per batch, so a long catch-up never holds the write lock
+    long; each batch starts where the last one ended (row ids only grow)."""
+    done = after = 0
     while unindexed_count(store):
         with store.transaction() as conn:
             ids = [r[0] for r in conn.execute(
-                "SELECT i.id FROM items i WHERE NOT EXISTS (SELECT 1 FROM search_docs d"
-                " WHERE d.source = 'item' AND d.item_id = i.id) ORDER BY i.id LIMIT ?", (batch,))]
+                "SELECT i.id FROM items i WHERE i.id > ? AND NOT EXISTS (SELECT 1 FROM search_docs d"
+                " WHERE d.source = 'item' AND d.item_id = i.id) ORDER BY i.id LIMIT ?", (after, batch))]
             if not ids:
                 break
             done += index_items(conn, ids)
+            after = ids[-1]
     return done
 
 
