@@ -3,7 +3,7 @@
 Criteria with their points (MUST-NOT criteria marked as penalties), answered
 met / not met / cannot assess with the keyboard - Y, N and U answer the
 current criterion and move on, Up and Down move between criteria - and
-committed as one batch (Ctrl+Enter). After the commit, each judge's and
+committed as one batch (Ctrl+Enter); F flags the item to come back to. After the commit, each judge's and
 verifier's verdict and explanation appear beside mine, and, for graded
 conversations, the HealthBench score of each. Layout only: every action is
 one call into `review.rubric_review`.
@@ -18,6 +18,7 @@ import streamlit as st
 
 from pages._shared import store
 from pages._steps import code_span, label_text
+from review.items import flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
 from review.reviewers import Reviewer
 from review.rubric_review import (
@@ -106,6 +107,10 @@ def _focus_next_open(item_id: int, criteria: list[int], at: int) -> None:
 def _picked(item_id: int, criteria: list[int], at: int) -> None:
     """A click on a criterion's control answers it; the focus moves on as with the keys."""
     _focus_next_open(item_id, criteria, at)
+
+
+def _flag(reviewer: Reviewer, item_id: int, raise_flag: bool) -> None:
+    flag_item(store(), reviewer, item_id, raise_flag)
 
 
 def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion], mode: str,
@@ -294,13 +299,19 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               disabled=not pending, icon=":material/done_all:",
               on_click=_commit, args=(reviewer, item_id, questions, mode, started_key),
               help="Record your answers; the judges' verdicts on them are shown afterwards")
+    row = st.columns([3, 2], vertical_alignment="center")
     committed = sum(1 for q in questions if q.id in mine)
     if committed < len(questions):
-        st.caption(f"{answered} of {len(questions)} answered, {committed} committed · "
-                   "a judge's verdict appears once you commit your own")
+        row[0].caption(f"{answered} of {len(questions)} answered, {committed} committed · "
+                       "a judge's verdict appears once you commit your own")
     else:
-        st.caption(f"All {len(questions)} committed · a changed answer is kept as a revision "
-                   "after the reveal")
+        row[0].caption(f"All {len(questions)} committed · a changed answer is kept as a revision "
+                       "after the reveal")
+    flagged = is_flagged(store(), reviewer.id, item_id)
+    row[1].button("Unflag" if flagged else "Flag", key="rv_flag", shortcut="F", width="stretch",
+                  icon=":material/flag:", type="primary" if flagged else "secondary",
+                  on_click=_flag, args=(reviewer, item_id, not flagged),
+                  help="Mark this item to come back to (yours alone; Browse can list flagged items)")
     if show_scores and any(q.id in mine for q in criteria):
         _scores(questions, mine, revealed, reviewer.name)
     _agreement_line(criteria, mine, revealed)

@@ -77,20 +77,28 @@ def chromium() -> Iterator[object]:
             browser.close()
 
 
+SETTLED = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return app && app.dataset.testScriptState === 'notRunning'
+        && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
+        && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
+}"""
+"""The script has run (Streamlit marks the app root with its run state) and
+every element it sent is on screen: Streamlit shows skeletons while an
+element's code is still loading, and a button's keyboard shortcut only works
+once the button itself is there."""
+
+
 def wait_for_app(page, timeout: float = 30_000) -> None:
-    """Wait until Streamlit has finished running the script."""
+    """Wait until Streamlit has run the script and drawn what it sent."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && document.querySelector('[data-testid=\"stMain\"]')",
-        timeout=timeout,
-    )
+    page.wait_for_function(SETTLED, timeout=timeout)
     page.wait_for_timeout(300)
+    page.wait_for_function(SETTLED, timeout=timeout)  # not a second run just begun
 
 
 def ready_for_keys(page) -> None:
-    """Before the first key press on a freshly loaded page: Streamlit wires
-    its button shortcuts a moment after the first render, and a key pressed
-    before that is lost. Also takes the focus off any text box."""
-    page.wait_for_timeout(1500)
+    """Before the first key press on a freshly loaded page: every element is
+    drawn (so its shortcut is wired), and the focus is off any text box."""
+    wait_for_app(page)
     page.evaluate("document.activeElement && document.activeElement.blur()")

@@ -34,6 +34,13 @@ def mine(db, where: str = "1") -> list[tuple]:
     return [tuple(r) for r in rows]
 
 
+def flags(db) -> list[tuple]:
+    s = open_store(db)
+    rows = [tuple(r) for r in s.query("SELECT i.uid, f.raised FROM flags f JOIN items i ON i.id = f.item_id")]
+    s.close()
+    return rows
+
+
 def wait_text(page, text: str) -> None:
     page.wait_for_function(
         "t => (document.querySelector('[data-testid=\"stMain\"]') || {innerText: ''})"
@@ -128,5 +135,8 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
         wait_text(page, "Committed 3 answers.")
         main = page.get_by_test_id("stMain").inner_text()
         assert "It says to stop the soap." in main and "Lips only, not breathing." in main
+        press(page, "f")  # flag it to come back to
+        page.get_by_role("button", name="Unflag").wait_for()
+        assert flags(db) == [("hb:p-inv-1::c1", 1)]
         assert "openai:grader-x@v1" in main and main.count("0.62") >= 2  # my score and the judge's
         assert_payloads_inert(page)

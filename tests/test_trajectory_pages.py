@@ -217,6 +217,19 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     assert {m.label: m.value for m in at.metric}["You"] == "0.12"  # (5 - 4) / 8
 
 
+@pytest.mark.parametrize("page, uid", [("pages/trajectories.py", KB_UID), ("pages/graded.py", COMPLETION_UID)])
+def test_flag_an_item_to_come_back_to_and_clear_it(db_path, page, uid):
+    at = open_page(page, item=uid)
+    assert at.button(key="rv_flag").label == "Flag"
+    at.button(key="rv_flag").click().run()
+    assert not at.exception and at.button(key="rv_flag").label == "Unflag"
+    at.button(key="rv_flag").click().run()
+    flags = rows(db_path, "SELECT f.raised FROM flags f JOIN raters r ON r.id = f.rater_id"
+                          " WHERE r.name = ? AND f.item_id = ? ORDER BY f.id", (REVIEWER, item_id(db_path, uid)))
+    assert flags == [(1,), (0,)] and at.button(key="rv_flag").label == "Flag"
+    assert my_annotations(db_path) == []  # a flag is not an answer
+
+
 def test_left_and_right_move_between_conversations(db_path):
     at = open_page("pages/graded.py", item="hb:p-inv-1")
     assert "the physician-written ideal completion" in texts(at)
