@@ -41,7 +41,7 @@ from labels.compare.meta_eval import MetaEvalReport
 from labels.compare.pairs import ComparisonReport, PairwiseMatrix
 from labels.compare.questions import QuestionSet
 from labels.compare.stats import public_name
-from labels.compare.text import explain, interval, number, share_text, split_notes
+from labels.compare.text import explain, interval, number, share_text, split_notes, with_ci
 
 Extra = MachineReport | TriageReport | AnchoringReport | MetaEvalReport | PairwiseMatrix
 SECTION_NAMES = {
@@ -320,8 +320,11 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
             ["Model", "Rank", *[x.metrics[next(iter(x.metrics))][k].name for k in keys]]
             if x.metrics else ["Model"],
             [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
-              *[number(x.metrics[m][k].value) for k in keys]] for m in x.metrics],
+              *[with_ci(c.value, c.ci_low, c.ci_high) for k in keys for c in [x.metrics[m][k]]]]
+             for m in x.metrics],
             set(range(1, 10))))
+        parts.append("<p class='note'>In brackets, each value's 95% interval: Wilson's for the "
+                     "shares, the percentile bootstrap for macro-F1.</p>")
     if t.correlations:
         parts.append(_table(
             ["Labelling", "Spearman rho", "Kendall tau-b", "Same order", "Note"],
@@ -329,9 +332,11 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
               "yes" if c.same_order else "no", c.correlation.undefined_reason or ""]
              for c in t.correlations], {1, 2}))
     for mapper, m in t.mapper_triage.items():
+        over, under = m["over_triage"], m["under_triage"]
         parts.append(f"<p>{_e(mapper)} against the clinicians' reading: over-triage "
-                     f"{_e(share_text(m['over_triage'].value))}, under-triage "
-                     f"{_e(share_text(m['under_triage'].value))}.</p>")
+                     f"{_e(with_ci(over.value, over.ci_low, over.ci_high, percent=True))}, "
+                     f"under-triage {_e(with_ci(under.value, under.ci_low, under.ci_high, percent=True))}"
+                     ".</p>")
     parts += [f"<p class='note'>{_e(n)}</p>" for n in t.notes]
     return "\n".join(parts)
 

@@ -8,6 +8,7 @@ of truth at run time; ``CAREBENCH_ORDER`` is a copy for tests and examples.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,11 @@ class TriageMetric:
     n: int
     """Denominator: the prefixes the share is taken of."""
     undefined_reason: str | None = None
+    ci_low: float | None = None
+    """95% interval: Wilson's score interval for a share (it stays inside 0-1 and
+    holds up at 0 or n successes, where the Wald interval collapses); the
+    percentile bootstrap over prefixes for macro-F1."""
+    ci_high: float | None = None
 
     @property
     def lower_is_better(self) -> bool:
@@ -57,6 +63,10 @@ class RankedModel:
     value: float | None
     rank: float | None
     """1 = best; tied models share the mean of their positions; None when value is None."""
+    ci_low: float | None = None
+    """The metric's 95% interval: two models whose intervals overlap widely are
+    not told apart by this sample, whatever their ranks."""
+    ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +92,26 @@ def escalation_split(order: Sequence[str]) -> tuple[frozenset[str], str]:
     return frozenset(c for c in order if c.startswith("1")), order[-1]
 
 
+Z95 = 1.959963984540054
+"""The standard normal quantile for a two-sided 95% interval."""
+
+
+def wilson_interval(count: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson's score interval for count successes in n (None when n is 0)."""
+    if n <= 0:
+        return None
+    p = count / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def _share(key, name, count, n, what) -> TriageMetric:
     if n == 0:
         return TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
-    return TriageMetric(key, name, count / n, count, n)
+    low, high = wilson_interval(count, n)
+    return TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high)
 
 
 def triage_metrics(
@@ -93,8 +119,13 @@ def triage_metrics(
     predicted: Sequence[str | None],
     order: Sequence[str],
     escalating: Collection[str] | None = None,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> dict[str, TriageMetric]:
-    """The CARE-Bench scorer's numbers for one model, keyed by metric.
+    """The CARE-Bench scorer's numbers for one model, keyed by metric, each with
+    its 95% interval (Wilson for the shares; macro-F1 by a seeded bootstrap of
+    ``n_boot`` resamples of the scored prefixes, none when ``n_boot`` is 0).
 
     A prefix is *scored* when the model's label is present; a None prediction
     (generation or mapping failed) is left out of every metric and shows in
@@ -127,9 +158,10 @@ def triage_metrics(
 
     gold_esc = count(lambda g, p: g in esc)
     gold_urgent = count(lambda g, p: g == urgent)
-    f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=0)
+    f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=n_boot, seed=seed)
     no_prefix = "no scored prefix has a prediction" if f1.value is None else None
-    out = {"macro_f1": TriageMetric("macro_f1", "Macro-F1", f1.value, None, n, no_prefix)}
+    out = {"macro_f1": TriageMetric("macro_f1", "Macro-F1", f1.value, None, n, no_prefix,
+                                    ci_low=f1.ci_low, ci_high=f1.ci_high)}
     rules = [  # key, name, denominator, what the denominator counts, numerator condition
         ("accuracy", "Accuracy", n, "a prediction", lambda g, p: g == p),
         ("over_triage", "Over-triage", n, "a prediction", lambda g, p: rank[p] > rank[g]),
@@ -181,6 +213,7 @@ def rank_models(
     """
     lower = key in LOWER_IS_BETTER
     scored = [(m, metrics[key].value) for m, metrics in metrics_by_model.items()]
+    ci = {m: (metrics[key].ci_low, metrics[key].ci_high) for m, metrics in metrics_by_model.items()}
     defined = sorted(
         (x for x in scored if x[1] is not None), key=lambda x: (x[1] if lower else -x[1], x[0])
     )
@@ -189,7 +222,7 @@ def rank_models(
         j = i
         while j + 1 < len(defined) and defined[j + 1][1] == defined[i][1]:
             j += 1
-        ranked += [RankedModel(m, v, (i + j) / 2 + 1) for m, v in defined[i : j + 1]]
+        ranked += [RankedModel(m, v, (i + j) / 2 + 1, *ci[m]) for m, v in defined[i : j + 1]]
         i = j + 1
     return ranked + [RankedModel(m, None, None) for m, v in sorted(scored) if v is None]
 

@@ -24,7 +24,7 @@ from labels.compare.figures import (
     versions_figure,
 )
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
-from labels.compare.text import interval, number, share_text, split_notes
+from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.report import report_csv, report_html, report_json
 from pages._shared import current_reviewer, store
 from review.browse import BrowseQuery, browse_link
@@ -449,29 +449,36 @@ def triage_tab() -> None:
             st.success(f"Responses {md(c.other)}: **the same leaderboard** ({detail}).",
                        icon=":material/check_circle:")
         else:
+            noise = (" Every swapped pair's 95% intervals overlap under both labellings: these "
+                     "responses do not settle their order either way."
+                     if c.swaps_within_noise else "")
             st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
-                       f"({detail}).", icon=":material/swap_vert:")
+                       f"({detail}).{noise}", icon=":material/swap_vert:")
     st.dataframe(_rank_table(t), hide_index=True, width="stretch")
-    st.caption("Rank (1 = best) and macro-F1 of each model under each labelling: who read the "
-               "responses · which reference label they were scored against.")
+    st.caption("Rank (1 = best) and macro-F1 of each model under each labelling (who read the "
+               "responses · which reference label they were scored against), with its 95% "
+               "bootstrap interval: models whose intervals overlap widely are not told apart by "
+               "these responses, whatever their ranks.")
     st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
     if t.mapper_triage:
         st.subheader("Each mapper version against the clinicians' reading", anchor=False)
         st.dataframe([{
             "Mapper": mapper,
             **{m[k].name: share_text(m[k].value, m[k].count, m[k].n)
+               + ("" if m[k].ci_low is None else f" · {m[k].ci_low:.0%}–{m[k].ci_high:.0%}")
                for k in METRIC_KEYS if k != "macro_f1"},
-            "Macro-F1": number(m["macro_f1"].value),
+            "Macro-F1": with_ci(m["macro_f1"].value, m["macro_f1"].ci_low, m["macro_f1"].ci_high),
         } for mapper, m in t.mapper_triage.items()], hide_index=True, width="stretch")
         st.caption("The clinicians' majority reading of each response taken as the truth. "
                    "Over-triage: the mapper read a response as more escalating than the "
-                   "clinicians did; under-triage: less.")
+                   "clinicians did; under-triage: less. After each share, its 95% interval "
+                   "(Wilson); after macro-F1, its bootstrap interval.")
     for x in t.labellings:
         with st.expander(f"Triage metrics, responses {md(x.name)}"):
             rank = {r.model: r.rank for r in x.ranking}
             st.dataframe([{
                 "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
-                **{ms[k].name: number(ms[k].value) for k in METRIC_KEYS},
+                **{ms[k].name: with_ci(ms[k].value, ms[k].ci_low, ms[k].ci_high) for k in METRIC_KEYS},
                 "Coverage": share_text(ms["coverage"].value),
             } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
     for note in t.notes:
@@ -494,7 +501,7 @@ def _rank_table(t) -> list[dict]:
         for x in t.labellings:
             r = next((r for r in x.ranking if r.model == model), None)
             row[x.short] = ("—" if r is None or r.rank is None
-                            else f"{_ordinal(r.rank)} · {number(r.value)}")
+                            else f"{_ordinal(r.rank)} · {with_ci(r.value, r.ci_low, r.ci_high)}")
         rows.append(row)
     return rows
 

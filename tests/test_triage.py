@@ -129,3 +129,65 @@ def test_rank_correlation_undefined_cases():
     )
     tied = rank_correlation({"a": 1, "b": 1, "c": 1}, {"a": 1, "b": 2, "c": 3})
     assert tied.spearman_rho is None and "tie" in tied.undefined_reason
+
+
+def test_every_share_has_wilsons_interval_as_statsmodels_computes_it():
+    import random
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from labels.triage import wilson_interval
+
+    rng = random.Random(3)
+    for _ in range(300):
+        n = rng.randint(1, 2000)
+        count = rng.choice([0, n, rng.randint(0, n)])
+        low, high = wilson_interval(count, n)
+        ref_low, ref_high = proportion_confint(count, n, alpha=0.05, method="wilson")
+        assert low == pytest.approx(ref_low, abs=1e-12) and high == pytest.approx(ref_high, abs=1e-12)
+    assert wilson_interval(0, 0) is None
+    m = triage_metrics(GOLD, PRED, CAREBENCH_ORDER)
+    acc = m["accuracy"]
+    assert (acc.ci_low, acc.ci_high) == pytest.approx(proportion_confint(3, 6, method="wilson"))
+    fue = m["false_urgent_escalation"]
+    assert fue.count == 0 and fue.ci_low == 0.0 < fue.ci_high  # 0 of 4: still an interval
+
+
+def test_macro_f1_has_a_bootstrap_interval_that_narrows_with_more_prefixes():
+    import random
+
+    rng = random.Random(9)
+    widths = []
+    for n in (40, 400, 4000):
+        gold = [rng.choice(CAREBENCH_ORDER) for _ in range(n)]
+        pred = [g if rng.random() < 0.7 else rng.choice(CAREBENCH_ORDER) for g in gold]
+        f1 = triage_metrics(gold, pred, CAREBENCH_ORDER)["macro_f1"]
+        assert f1.ci_low < f1.value < f1.ci_high
+        widths.append(f1.ci_high - f1.ci_low)
+        again = triage_metrics(gold, pred, CAREBENCH_ORDER)["macro_f1"]
+        assert (again.ci_low, again.ci_high) == (f1.ci_low, f1.ci_high)  # seeded
+    assert widths[0] > widths[1] > widths[2]
+    none = triage_metrics(GOLD, PRED, CAREBENCH_ORDER, n_boot=0)["macro_f1"]
+    assert none.value is not None and none.ci_low is None
+
+
+def test_a_ranking_carries_each_models_interval():
+    m = {"a": triage_metrics(GOLD, PRED, CAREBENCH_ORDER), "b": triage_metrics(GOLD, GOLD, CAREBENCH_ORDER)}
+    ranked = {r.model: r for r in rank_models(m, "accuracy")}
+    assert (ranked["a"].ci_low, ranked["a"].ci_high) == (m["a"]["accuracy"].ci_low, m["a"]["accuracy"].ci_high)
+    assert ranked["b"].rank == 1 and ranked["b"].ci_high == pytest.approx(1.0)
+
+
+def test_a_swap_inside_overlapping_intervals_is_called_noise():
+    from labels.compare.leaderboard import swaps_within_noise
+
+    def ranking(*rows):
+        return [RankedModel(m, v, r, lo, hi) for m, v, r, lo, hi in rows]
+
+    base = ranking(("a", 0.70, 1, 0.60, 0.80), ("b", 0.65, 2, 0.55, 0.75), ("c", 0.30, 3, 0.20, 0.40))
+    close = ranking(("b", 0.70, 1, 0.60, 0.80), ("a", 0.66, 2, 0.56, 0.76), ("c", 0.31, 3, 0.21, 0.41))
+    far = ranking(("c", 0.90, 1, 0.85, 0.95), ("a", 0.70, 2, 0.60, 0.80), ("b", 0.65, 3, 0.55, 0.75))
+    assert swaps_within_noise(base, close) is True
+    assert swaps_within_noise(base, far) is False  # c overtook a and b by far
+    assert swaps_within_noise(base, base) is None  # nothing swapped
+    assert swaps_within_noise(base, ranking(("b", 0.7, 1, None, None), ("a", 0.6, 2, None, None))) is None

@@ -205,12 +205,13 @@ def pairwise_figure(matrix: PairwiseMatrix) -> go.Figure:
 
 
 def ranking_figure(report: TriageReport, key: str = "macro_f1") -> go.Figure:
-    """Each model's score under each labelling (one row each): when the dots change
-    order from row to row, the leaderboard changed."""
+    """Each model's score under each labelling (one row each), with its 95%
+    interval: when the dots change order from row to row, the leaderboard
+    changed; when the intervals overlap, the order was not settled anyway."""
     fig = go.Figure()
     rows = [text(x.short, 60) for x in report.labellings]
     for colour, model in zip(SERIES * 4, report.models, strict=False):
-        xs, ys, hover = [], [], []
+        xs, ys, hover, plus, minus = [], [], [], [], []
         for row, x in zip(rows, report.labellings, strict=True):
             metric = x.metrics.get(model, {}).get(key)
             rank = next((r.rank for r in x.ranking if r.model == model), None)
@@ -218,9 +219,15 @@ def ranking_figure(report: TriageReport, key: str = "macro_f1") -> go.Figure:
                 continue
             xs.append(metric.value)
             ys.append(row)
+            has_ci = metric.ci_low is not None and metric.ci_high is not None
+            plus.append(metric.ci_high - metric.value if has_ci else 0)
+            minus.append(metric.value - metric.ci_low if has_ci else 0)
             hover.append(f"{text(model)}<br>{text(x.name)}<br>{metric.name} {metric.value:.2f}"
+                         + (f" (95% CI {metric.ci_low:.2f}–{metric.ci_high:.2f})" if has_ci else "")
                          + (f", rank {rank:g}" if rank is not None else ""))
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=text(model),
+                                 error_x=dict(type="data", array=plus, arrayminus=minus,
+                                              color=colour, thickness=1.5, width=0),
                                  marker=dict(color=colour, size=13, line=dict(width=1,
                                                                               color="white")),
                                  hovertext=hover, hoverinfo="text"))

@@ -64,6 +64,34 @@ class RankAgreement:
     """Only the reader differs from the baseline: the mapper standing in for clinicians."""
     shifts: list[RankShift] = field(default_factory=list)
     """Each model's rank before and after, baseline order."""
+    swaps_within_noise: bool | None = None
+    """Every pair of models the two rankings order differently has overlapping 95%
+    intervals under both labellings: the sample does not settle their order
+    either way. None when no pair is swapped or an interval is missing."""
+
+
+def _overlap(a: RankedModel, b: RankedModel) -> bool | None:
+    if None in (a.ci_low, a.ci_high, b.ci_low, b.ci_high):
+        return None
+    return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
+
+
+def swaps_within_noise(baseline: list[RankedModel], other: list[RankedModel]) -> bool | None:
+    """Whether every pair of models ordered differently by the two rankings
+    overlaps (95% intervals) in both; None if no pair is swapped or unknown."""
+    before = {r.model: r for r in baseline if r.rank is not None}
+    after = {r.model: r for r in other if r.rank is not None}
+    models = sorted(before.keys() & after.keys())
+    verdicts = []
+    for i, a in enumerate(models):
+        for b in models[i + 1:]:
+            d1 = before[a].rank - before[b].rank
+            d2 = after[a].rank - after[b].rank
+            if d1 * d2 < 0:
+                verdicts.append(_overlap(before[a], before[b]) and _overlap(after[a], after[b]))
+    if not verdicts or any(v is None for v in verdicts):
+        return None
+    return all(verdicts)
 
 
 @dataclass
@@ -187,7 +215,7 @@ def triage_comparison(
             same = [r.model for r in base.ranking] == [r.model for r in other.ranking]
             report.correlations.append(RankAgreement(
                 base.name, other.name, corr, same, other.reference == base.reference,
-                rank_shifts(base, other),
+                rank_shifts(base, other), swaps_within_noise(base.ranking, other.ranking),
             ))
     if MAJORITY in readers:
         truth = read[MAJORITY]

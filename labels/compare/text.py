@@ -38,6 +38,18 @@ def split_notes(coefficients: list[Coefficient]) -> tuple[list[str], list[str]]:
     return common, rows
 
 
+def with_ci(value: float | None, low: float | None, high: float | None, digits: int = 2,
+            percent: bool = False) -> str:
+    """A value and its 95% interval, compactly: "0.62 (0.51-0.72)" or "62% (51-72%)"."""
+    if value is None:
+        return "—"
+    if percent:
+        shown = f"{value:.0%}"
+        return shown if low is None or high is None else f"{shown} ({low * 100:.0f}–{high:.0%})"
+    shown = f"{value:.{digits}f}"
+    return shown if low is None or high is None else f"{shown} ({low:.{digits}f}–{high:.{digits}f})"
+
+
 def share_text(value: float | None, count: int | None = None, n: int | None = None) -> str:
     if value is None:
         return "—"
@@ -114,22 +126,26 @@ def format_triage_text(report: TriageReport) -> str:
         lines += ["", f"Responses {x.name} ({x.n_responses} responses)"]
         rank = {r.model: r.rank for r in x.ranking}
         rows = [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
-                 *[number(x.metrics[m][k].value) for k in keys]] for m in x.metrics]
-        lines += _table(rows, ["model", "rank", *keys])
+                 *[with_ci(f1.value, f1.ci_low, f1.ci_high) if k == "macro_f1" else number(f1.value)
+                   for k in keys for f1 in [x.metrics[m][k]]]] for m in x.metrics]
+        lines += _table(rows, ["model", "rank", "macro_f1 (95% CI)", *keys[1:]])
     if report.correlations:
         lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
         lines += _table(
             [[c.other, number(c.correlation.spearman_rho), number(c.correlation.kendall_tau),
-              "yes" if c.same_order else "no", c.correlation.undefined_reason or ""]
+              "yes" if c.same_order else "no",
+              c.correlation.undefined_reason or ("swapped pairs' 95% intervals overlap"
+                                                 if c.swaps_within_noise else "")]
              for c in report.correlations],
             ["labelling", "Spearman rho", "Kendall tau-b", "same order", "note"],
         )
     for mapper, m in report.mapper_triage.items():
+        over, under = m["over_triage"], m["under_triage"]
         lines.append(
             f"\n{mapper} against the clinicians' reading: over-triage "
-            f"{share_text(m['over_triage'].value, m['over_triage'].count, m['over_triage'].n)}, "
-            f"under-triage "
-            f"{share_text(m['under_triage'].value, m['under_triage'].count, m['under_triage'].n)}"
+            f"{share_text(over.value, over.count, over.n)}, 95% CI {interval(over.ci_low, over.ci_high)}; "
+            f"under-triage {share_text(under.value, under.count, under.n)}, "
+            f"95% CI {interval(under.ci_low, under.ci_high)}"
         )
     lines += [f"Note: {n}" for n in report.notes]
     return "\n".join(lines).strip()
