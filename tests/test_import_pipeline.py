@@ -200,3 +200,38 @@ def test_a_replaced_stub_loses_its_old_text_before_the_catch_up(store, tmp_path)
     ensure_index(store)
     assert {h.uid for h in search(store, "tophus").hits} == {"t_case_0001_r01", "t_case_0001_r01::m"}
     assert unindexed_count(store) == 0
+
+
+def test_killed_during_the_index_catch_up_the_rows_stay_and_search_catches_up(tmp_path):
+    """SIGKILL while the search index is being built after the commit: every
+    imported row is kept, and the next catch-up indexes the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from review.workspace import open_store
+
+    db = tmp_path / "k.db"
+    rows = [generation(f"k_case_{i // 10:05d}_r01", f"m{i % 10}", text=f"Invented reply {i} about sciatica.")
+            for i in range(30000)]
+    path = write_jsonl(tmp_path / "raw_generations.jsonl", rows)
+    open_store(db).close()
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "--db", str(db), "import", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watcher = open_store(db)
+    deadline = time.monotonic() + 120
+    while True:  # wait for the commit, then for the first indexed batches
+        assert proc.poll() is None, "the import and its index finished before the kill"
+        assert time.monotonic() < deadline
+        if watcher.scalar("SELECT COUNT(*) FROM search_docs WHERE source = 'item'") >= 1000:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert watcher.scalar("SELECT COUNT(*) FROM items WHERE kind = 'response'") == 30000
+    assert 0 < unindexed_count(watcher) < 33000
+    assert watcher.scalar("PRAGMA integrity_check") == "ok"
+    assert ensure_index(watcher) > 0 and unindexed_count(watcher) == 0
+    assert search(watcher, "sciatica").total > 0
+    watcher.close()
