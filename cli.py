@@ -52,8 +52,21 @@ def cmd_import(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
     for path in args.files:
-        print(import_file(store, path, args.format, options).summary())
+        progress = _import_progress(str(path)) if sys.stderr.isatty() else None
+        result = import_file(store, path, args.format, options, progress=progress)
+        if progress is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        print(result.summary())
     return 0
+
+
+def _import_progress(name: str):
+    """How far an import is, on one line of a terminal's stderr."""
+    def show(phase: str, done: int, total: int | None) -> None:
+        what = (f"{done:,} rows read" if phase == "rows"
+                else f"{done:,} of {total:,} items added to the search index")
+        print(f"\r\033[K{name}: {what}", end="", file=sys.stderr, flush=True)
+    return show
 
 
 @command("formats")

@@ -26,12 +26,17 @@ db = store()
 reviewer = current_reviewer()
 actor = reviewer.name if reviewer else "app"
 
-counts = db.query("SELECT kind, COUNT(*) AS n, SUM(failed) AS failed FROM items GROUP BY kind")
-cols = st.columns(max(len(counts), 1) + 1)
-for col, row in zip(cols, counts, strict=False):
-    col.metric(f"{row['kind']} items", f"{row['n']:,}",
-               help=f"{row['failed']} failed" if row["failed"] else None)
-cols[-1].metric("annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}")
+counts_box = st.container()  # filled after any import below, so it shows the new counts
+
+
+def show_counts() -> None:
+    counts = db.query("SELECT kind, COUNT(*) AS n, SUM(failed) AS failed FROM items GROUP BY kind")
+    cols = counts_box.columns(max(len(counts), 1) + 1)
+    for col, row in zip(cols, counts, strict=False):
+        col.metric(f"{row['kind']} items", f"{row['n']:,}",
+                   help=f"{row['failed']} failed" if row["failed"] else None)
+    cols[-1].metric("annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}")
+
 
 st.subheader("Import", anchor=False)
 with st.form("import", clear_on_submit=False):
@@ -46,14 +51,25 @@ if go and uploads:
         for up in uploads:
             path = Path(tmp) / Path(up.name).name
             path.write_bytes(up.getvalue())
+            status = st.status(f"Importing {up.name}…")
+
+            def progress(phase: str, done: int, total: int | None, status=status,
+                         name=up.name) -> None:
+                status.update(label=f"{name}: {done:,} rows read…" if phase == "rows" else
+                              f"{name}: committed; adding to the search index, "
+                              f"{done:,} of {total:,} items…")
             try:
                 result = import_file(db, path, None if fmt.startswith("detect") else fmt,
-                                     ImportOptions(rater=rater or None, actor=actor))
+                                     ImportOptions(rater=rater or None, actor=actor,
+                                                   name=f"upload:{up.name}"),
+                                     progress=progress)
             except InputError as exc:
+                status.update(label=f"{up.name}: nothing was imported", state="error")
                 st.error(f"{up.name}: nothing was imported. {str(exc).replace(str(path), up.name)}",
                          icon=":material/error:")
             else:
-                st.success(result.summary().replace(str(path), up.name), icon=":material/check:")
+                status.update(label=f"{up.name}: imported", state="complete")
+                st.success(result.summary().removeprefix("upload:"), icon=":material/check:")
 
 if not db.scalar("SELECT 1 FROM items LIMIT 1"):
     st.info("The database is empty.")
@@ -61,6 +77,7 @@ if not db.scalar("SELECT 1 FROM items LIMIT 1"):
         out = Path(default_db_path()).resolve().parent / "carelens-demo-files"
         for line in load_demo(db, out, actor=actor):
             st.write(line)
+show_counts()
 
 st.subheader("Export", anchor=False)
 with tempfile.TemporaryDirectory() as tmp:

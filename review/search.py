@@ -229,12 +229,15 @@ def unindexed_count(store: Store) -> int:
     return max(n_items - n_docs, 0)
 
 
-def ensure_index(store: Store, batch: int = 500) -> int:
+def ensure_index(store: Store, batch: int = 500,
+                 progress: Callable[[int, int], None] | None = None) -> int:
     """Index every item written without the hook; returns how many. One
     transaction per batch, so a long catch-up never holds the write lock
-    long; each batch starts where the last one ended (row ids only grow)."""
+    long; each batch starts where the last one ended (row ids only grow).
+    `progress(done, due)` is told after each batch."""
     done = after = 0
-    while unindexed_count(store):
+    due = unindexed_count(store)
+    while due and unindexed_count(store):
         with store.transaction() as conn:
             ids = [r[0] for r in conn.execute(
                 "SELECT i.id FROM items i WHERE i.id > ? AND NOT EXISTS (SELECT 1 FROM search_docs d"
@@ -243,6 +246,8 @@ def ensure_index(store: Store, batch: int = 500) -> int:
                 break
             done += index_items(conn, ids)
             after = ids[-1]
+        if progress is not None:
+            progress(done, max(due, done))
     return done
 
 

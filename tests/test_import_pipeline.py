@@ -235,3 +235,14 @@ def test_killed_during_the_index_catch_up_the_rows_stay_and_search_catches_up(tm
     assert ensure_index(watcher) > 0 and unindexed_count(watcher) == 0
     assert search(watcher, "sciatica").total > 0
     watcher.close()
+
+
+def test_an_import_reports_how_far_it_is(store, tmp_path):
+    path = write_jsonl(tmp_path / "raw.jsonl", [generation(f"p_case_{i:05d}_r01", "m") for i in range(5000)])
+    heard: list[tuple] = []
+    result = import_file(store, path, progress=lambda *a: heard.append(a))
+    rows = [a for a in heard if a[0] == "rows"]
+    index = [a for a in heard if a[0] == "index"]
+    assert rows == [("rows", 2048, None), ("rows", 4096, None)]
+    assert index[-1] == ("index", 10000, 10000) and result.indexed == 10000
+    assert [a[1] for a in index] == sorted(a[1] for a in index)

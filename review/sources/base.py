@@ -24,6 +24,10 @@ from store.writer import InputError, RecordWriter
 
 Reader = Callable[[Path, "ImportOptions"], Iterator[Record]]
 Detector = Callable[[Path, set[str]], bool]
+Progress = Callable[[str, int, "int | None"], None]
+"""(phase, done, total): 'rows' - rows read so far (total unknown), every
+few thousand rows; 'index' - items added to the search index of those due."""
+PROGRESS_ROWS = 2048
 
 
 class _Guard:
@@ -52,6 +56,8 @@ class ImportOptions:
     """Dataset name for the items; each format has a default."""
     actor: str = "cli"
     extra: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    """How the file is recorded and reported, when not by its path (an upload's own name)."""
 
 
 @dataclass
@@ -84,11 +90,11 @@ class ImportResult:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
         return (
-            f"{self.path}: {self.format}: {self.rows} rows, {self.items} new items, "
-            f"{self.annotations} new annotations"
-            + (f", {self.skipped} unchanged" if self.skipped else "")
+            f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
+            f"{self.annotations:,} new annotations"
+            + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
-            + (f"; search index {self.indexed} items, {self.index_seconds:.1f} s" if self.indexed else "")
+            + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
             + ")"
         )
 
@@ -163,10 +169,11 @@ class _Counting:
     """Wraps a record stream to count the source rows it reports, and polls
     the guard every few hundred records."""
 
-    def __init__(self, records: Iterator[Record], guard: _Guard):
+    def __init__(self, records: Iterator[Record], guard: _Guard, progress: Progress | None = None):
         self.records = records
         self.rows = 0
         self.guard = guard
+        self.progress = progress
 
     def __iter__(self) -> Iterator[Record]:
         last = None
@@ -176,6 +183,8 @@ class _Counting:
             if line is not None and line != last:
                 self.rows += 1
                 last = line
+                if self.progress is not None and not self.rows % PROGRESS_ROWS:
+                    self.progress("rows", self.rows, None)
             n += 1
             if not n & 255:
                 self.guard.poll()
@@ -186,12 +195,13 @@ class _Counting:
 def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 options: ImportOptions | None = None,
                 validate: Callable[[str, str | None], str | None] | None = None,
-                index: bool = True) -> ImportResult:
+                index: bool = True, progress: Progress | None = None) -> ImportResult:
     """Import one file (or Harbor directory) as one transaction. Then, unless
     `index` is False, add the new items' text to the search index in small
     transactions of their own (`review.search.ensure_index`): reviewers'
     answers are not held up behind the tokenising of a large file, and search
-    catches up by itself before it runs if this step is skipped or killed."""
+    catches up by itself before it runs if this step is skipped or killed.
+    `progress`, if given, hears how far both steps are."""
     started = time.perf_counter()
     path = Path(path)
     options = options or ImportOptions()
@@ -205,6 +215,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     if validate is None:
         from review.answers import normalise_value as validate
+    shown = options.name or str(path)
     digest = _Digest(path)
     try:
         with store.transaction() as conn:
@@ -226,13 +237,13 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             cur = conn.execute(
                 "INSERT INTO imports (path, format, sha256, n_rows, n_items, n_annotations, actor,"
                 " imported_at) VALUES (?,?,?,0,0,0,?,?)",
-                (str(path), format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
+                (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
             guard = _Guard(seen_before, digest.done)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True)
-            records = _Counting(format_.read(path, options), guard)
+            records = _Counting(format_.read(path, options), guard, progress)
             writer.write(records)
             rows = records.rows
             if options.rater:
@@ -245,19 +256,20 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                  writer.n_annotations, import_id),
             )
             store.audit(options.actor, "import", "imports", import_id, None, {
-                "path": str(path), "format": format_.name, "rows": rows,
+                "path": shown, "format": format_.name, "rows": rows,
                 "items": writer.n_items, "annotations": writer.n_annotations,
             })
     except _AlreadyImported:
-        return ImportResult(str(path), format_.name, 0, 0, 0, 0, already_imported=True)
-    result = ImportResult(str(path), format_.name, rows, writer.n_items,
+        return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+    result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
                           seconds=time.perf_counter() - started)
     if index:
         from review.search import ensure_index
 
         started = time.perf_counter()
-        result.indexed = ensure_index(store)
+        result.indexed = ensure_index(
+            store, progress=None if progress is None else lambda done, due: progress("index", done, due))
         result.index_seconds = time.perf_counter() - started
     return result
 
