@@ -4,17 +4,113 @@ from __future__ import annotations
 
 import streamlit as st
 
+from codebook import builtin_codebooks
 from pages._shared import require_reviewer, show_text, store
-from review.adjudication import REASONS, adjudication_queue, settle, settle_unanimous
+from review.adjudication import (
+    REASONS,
+    adjudication_queue,
+    rubric_queue,
+    settle,
+    settle_unanimous,
+    settle_unanimous_rubric,
+)
 from review.items import load_item
 from review.reviewers import can_adjudicate
 from review.rounds import list_rounds
+from review.text import safe_markdown
 
 st.title("Adjudicate", anchor=False)
 me = require_reviewer()
 db = store()
 if not can_adjudicate(me):
     st.warning("Adjudication is for adjudicators and admins.")
+    st.stop()
+
+WHAT = {"labels": "Labels (CARE-Bench)", "rubric": "Rubric verdicts (agent runs, graded conversations)"}
+wanted_what = st.query_params.get("what", "labels")
+what = st.segmented_control("What to settle", list(WHAT), format_func=WHAT.get, key="adj_what",
+                            default=wanted_what if wanted_what in WHAT else "labels") or "labels"
+if st.query_params.get("what") != what:
+    st.query_params["what"] = what
+
+
+def answer_words(value: str | None, status: str, book) -> str:
+    """An answer in words: a label's short name and code, Met / Not met, or cannot assess."""
+    if status == "cannot_assess" or value is None:
+        return "cannot assess"
+    if book is not None and book.kind == "labelset":
+        try:
+            return f"{book.label(value).short} ({value[:2]})"
+        except KeyError:
+            return value
+    return {"met": "Met", "not_met": "Not met"}.get(value, value)
+
+
+def rubric_mode() -> None:
+    """One agent run or graded conversation at a time, each disputed criterion
+    with the clinicians' verdicts and the judges', settled one by one."""
+    show_names = st.toggle("Show names", value=False, key="adj_rubric_names",
+                           help="Hidden by default, so that the answer is judged, not the person")
+    settled_now = settle_unanimous_rubric(db, actor=me.name)
+    if settled_now:
+        st.toast(f"{settled_now} criteri{'on' if settled_now == 1 else 'a'} the clinicians agreed on "
+                 "settled on their own")
+    queue = rubric_queue(db, me, show_names=show_names)
+    if not queue:
+        st.success("Nothing to adjudicate here: every criterion two or more clinicians answered "
+                   "is settled, agreed on, or on an item you answered yourself (someone else "
+                   "adjudicates those).", icon=":material/task_alt:")
+        return
+    pos = min(st.session_state.get("adj_rubric_pos", 0), len(queue) - 1)
+    case = queue[pos]
+    st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
+    page = "pages/trajectories.py" if case.item_kind == "trajectory" else "pages/graded.py"
+    head = st.columns([3, 2], vertical_alignment="center")
+    head[0].markdown(f"`{case.item_uid}` · {case.item_kind.replace('_', ' ')} · "
+                     f"{len(case.disputes)} disputed criteri{'on' if len(case.disputes) == 1 else 'a'}")
+    head[1].page_link(page, label="Read the item (answering there makes you its reviewer)",
+                      icon=":material/open_in_new:", query_params={"item": case.item_uid})
+    books = builtin_codebooks()
+    for d in case.disputes:
+        book = books.get(d.codebook)
+        with st.container(border=True, key=f"adj_c_{d.question_id}"):
+            st.markdown(f"**{safe_markdown(d.text)}**")
+            for a in d.answers:
+                line = f"{safe_markdown(a.reviewer)} · {answer_words(a.value, a.status, book)}"
+                st.markdown(line + (f" · confidence {a.confidence}" if a.confidence else ""))
+                if a.rationale:
+                    st.caption(safe_markdown(a.rationale))
+            if d.machine:
+                st.caption("Judges and verifiers: " + "; ".join(
+                    f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
+            codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
+            given = [a.value for a in d.answers if a.value in codes]
+            start = max(given, key=given.count) if given else codes[0]
+            with st.form(f"settle_c:{case.item_id}:{d.question_id}", border=False):
+                cols = st.columns([2, 2, 3], vertical_alignment="bottom")
+                value = cols[0].radio("Settled verdict", codes, index=codes.index(start), horizontal=True,
+                                      format_func=lambda c, book=book: answer_words(c, "answered", book))
+                reason = cols[1].selectbox("Reason", [r for r in REASONS if r != "unanimous"],
+                                           format_func=REASONS.get)
+                note = cols[2].text_input("Note", placeholder="What decided it")
+                if st.form_submit_button("Settle this criterion", type="primary"):
+                    try:
+                        settle(db, None, case.item_id, me, value, reason, note, question_key=d.question_key)
+                    except ValueError as exc:
+                        st.error(str(exc))
+                    else:
+                        st.rerun()
+    nav = st.columns(2)
+    if nav[0].button("Previous item", disabled=pos == 0, width="stretch", shortcut="Left"):
+        st.session_state["adj_rubric_pos"] = pos - 1
+        st.rerun()
+    if nav[1].button("Next item", disabled=pos >= len(queue) - 1, width="stretch", shortcut="Right"):
+        st.session_state["adj_rubric_pos"] = pos + 1
+        st.rerun()
+
+
+if what == "rubric":
+    rubric_mode()
     st.stop()
 
 rounds = list_rounds(db)

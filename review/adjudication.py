@@ -228,3 +228,113 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
                     {"round_id": round_id, "item_id": item_id, "value": value, "reason": reason,
                      "note": note})
     return cur.lastrowid
+
+
+# -- rubric verdicts: agent runs and graded conversations -----------------------
+
+RUBRIC_KINDS = ("trajectory", "graded_conversation")
+"""Item kinds answered criterion by criterion (gates, must-ask topics, verifier
+checks, process and HealthBench rubrics, the CliniCARE verdict)."""
+
+
+@dataclass
+class CriterionDispute:
+    question_id: int
+    question_key: str
+    text: str
+    codebook: str
+    kind: str
+    """criterion (met / not met) or labelset (e.g. the CliniCARE verdict)."""
+    answers: list[RoundAnswer]
+    machine: list[tuple[str, str | None]] = field(default_factory=list)
+    """Judges' and verifiers' verdicts on the criterion: (rater, value)."""
+
+
+@dataclass
+class ItemDisputes:
+    item_id: int
+    item_uid: str
+    item_kind: str
+    disputes: list[CriterionDispute]
+
+
+def _rubric_answers(store: Store) -> dict[tuple[int, int], list]:
+    """(item, question) -> the clinicians' current answers, for rubric items
+    that two or more clinicians answered."""
+    rows = store.query(
+        f"""SELECT c.item_id, c.question_id, c.rater_id, r.name, c.status, c.value, c.rationale,
+                   c.confidence
+            FROM current_annotations c JOIN raters r ON r.id = c.rater_id
+            JOIN items i ON i.id = c.item_id
+            WHERE r.kind = 'human' AND c.target = '' AND c.status IN ('answered', 'cannot_assess')
+              AND i.kind IN ({','.join('?' * len(RUBRIC_KINDS))})
+            ORDER BY c.item_id, c.question_id, c.id""", RUBRIC_KINDS)
+    out: dict[tuple[int, int], list] = {}
+    for r in rows:
+        out.setdefault((r["item_id"], r["question_id"]), []).append(r)
+    return {k: v for k, v in out.items() if len(v) >= 2}
+
+
+def _settled_pairs(store: Store) -> set[tuple[int, int]]:
+    return {(r[0], r[1]) for r in store.query(
+        "SELECT a.item_id, a.question_id FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = ?", (ADJUDICATED,))}
+
+
+def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
+    """Record the settled verdict of every rubric criterion its clinicians agree on."""
+    done = _settled_pairs(store)
+    agreed = [(item_id, question_id, answers[0]["value"])
+              for (item_id, question_id), answers in _rubric_answers(store).items()
+              if (item_id, question_id) not in done
+              and {a["status"] for a in answers} == {"answered"}
+              and len({a["value"] for a in answers}) == 1]
+    if not agreed:
+        return 0
+    with store.transaction() as conn:
+        rater = _adjudicated_rater(conn)
+        conn.executemany(
+            "INSERT INTO annotations (item_id, question_id, rater_id, status, value, phase, source,"
+            " extra, created_at) VALUES (?,?,?, 'answered', ?, 'after_reveal', 'adjudication', ?, ?)",
+            [(item_id, question_id, rater, value, to_json({"reason": "unanimous", "adjudicator": None}),
+              utcnow()) for item_id, question_id, value in agreed])
+        store.audit(actor, "settle_unanimous", "annotations", None, None,
+                    {"rubric": True, "criteria": len(agreed)})
+    return len(agreed)
+
+
+def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[ItemDisputes]:
+    """Agent runs and graded conversations on which clinicians' verdicts on a
+    criterion differ and nothing is settled yet, item by item. An item the
+    adjudicator answered any criterion of is left to someone else."""
+    done = _settled_pairs(store)
+    own = {r[0] for r in store.query(
+        "SELECT DISTINCT item_id FROM annotations WHERE rater_id = ?", (adjudicator.id,))}
+    by_item: dict[int, list[tuple[int, list]]] = {}
+    for (item_id, question_id), answers in _rubric_answers(store).items():
+        if (item_id, question_id) in done or item_id in own:
+            continue
+        if {a["status"] for a in answers} == {"answered"} and len({a["value"] for a in answers}) == 1:
+            continue  # unanimous: settles on its own
+        by_item.setdefault(item_id, []).append((question_id, answers))
+    out = []
+    for item_id, pairs in by_item.items():
+        item = store.query_one("SELECT uid, kind FROM items WHERE id = ?", (item_id,))
+        raters = dict.fromkeys(a["rater_id"] for _, answers in pairs for a in answers)
+        names = {rid: f"Reviewer {chr(65 + i)}" for i, rid in enumerate(raters)}  # one letter per item
+        disputes = []
+        for question_id, answers in pairs:
+            q = store.query_one("SELECT key, text, codebook, kind FROM questions WHERE id = ?",
+                                (question_id,))
+            machine = store.query(
+                "SELECT r.name, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                " WHERE c.item_id = ? AND c.question_id = ? AND r.kind IN ('machine', 'reference')"
+                " AND r.name != ? AND c.target = '' ORDER BY r.kind, r.name",
+                (item_id, question_id, ADJUDICATED))
+            disputes.append(CriterionDispute(
+                question_id, q["key"], q["text"], q["codebook"], q["kind"],
+                [RoundAnswer(a["name"] if show_names else names[a["rater_id"]], a["status"], a["value"],
+                             a["rationale"], a["confidence"]) for a in answers],
+                [(m[0], m[1]) for m in machine]))
+        out.append(ItemDisputes(item_id, item["uid"], item["kind"], disputes))
+    return out

@@ -1,0 +1,115 @@
+"""Settling clinicians' disagreements on rubric criteria (agent runs, graded conversations)."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.adjudication import (
+    ADJUDICATED,
+    AdjudicationError,
+    rubric_queue,
+    settle,
+    settle_unanimous_rubric,
+)
+from review.reviewers import ensure_reviewer
+from review.rubric_review import CANNOT_ASSESS, Verdict, commit_verdicts, find_item, item_questions
+from review.workspace import open_store
+from tests.review_fixtures import KB_UID, import_all
+
+
+@pytest.fixture
+def db(tmp_path):
+    s = open_store(tmp_path / "adj.db")
+    import_all(s, tmp_path / "files")
+    yield s
+    s.close()
+
+
+def answer(db, who, item_id, choices):
+    qs = item_questions(db, item_id)
+    commit_verdicts(db, who, item_id, [Verdict(q.id, c) for q, c in zip(qs, choices, strict=False)])
+    return qs
+
+
+def settled(db, item_id):
+    return {r[0]: (r[1], r[2]) for r in db.query(
+        "SELECT q.key, a.value, json_extract(a.extra, '$.reason') FROM current_annotations a"
+        " JOIN raters r ON r.id = a.rater_id JOIN questions q ON q.id = a.question_id"
+        " WHERE r.name = ? AND a.item_id = ?", (ADJUDICATED, item_id))}
+
+
+def test_disagreements_queue_by_item_settle_and_unanimous_settle_themselves(db):
+    a = ensure_reviewer(db, "Dr. A", role="reviewer")
+    b = ensure_reviewer(db, "Dr. B", role="reviewer")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    item = find_item(db, KB_UID)
+    qs = answer(db, a, item, ["met", "met", "not_met"])
+    answer(db, b, item, ["met", "not_met", CANNOT_ASSESS])
+
+    assert settle_unanimous_rubric(db, actor="test") == 1  # criterion 1: both met
+    assert settled(db, item) == {qs[0].key: ("met", "unanimous")}
+    queue = rubric_queue(db, judge)
+    assert [(d.item_uid, [c.question_key for c in d.disputes]) for d in queue] == [
+        (KB_UID, [qs[1].key, qs[2].key])]
+    dispute = queue[0].disputes[1]
+    assert [(x.reviewer, x.status, x.value) for x in dispute.answers] == [
+        ("Reviewer A", "answered", "not_met"), ("Reviewer B", "cannot_assess", None)]
+    assert dispute.text == qs[2].text and dispute.kind == "criterion"
+    assert queue[0].disputes[0].machine == [("klinikebench-verifier", "not_met")]  # beside the answers
+    named = rubric_queue(db, judge, show_names=True)[0].disputes[0].answers
+    assert {x.reviewer for x in named} == {"Dr. A", "Dr. B"}
+
+    settle(db, None, item, judge, "not_met", "reviewer_error", "step 3 shows the tool was skipped",
+           question_key=qs[1].key)
+    assert settled(db, item)[qs[1].key] == ("not_met", "reviewer_error")
+    assert [c.question_key for c in rubric_queue(db, judge)[0].disputes] == [qs[2].key]
+    settle(db, None, item, judge, "met", "ambiguous_item", question_key=qs[2].key)
+    assert rubric_queue(db, judge) == []
+    assert settle_unanimous_rubric(db) == 0  # nothing settles twice
+
+
+def test_nobody_adjudicates_an_item_they_answered(db):
+    a = ensure_reviewer(db, "Dr. A", role="adjudicator")
+    b = ensure_reviewer(db, "Dr. B", role="reviewer")
+    item = find_item(db, KB_UID)
+    qs = answer(db, a, item, ["met"])
+    answer(db, b, item, ["not_met"])
+    assert rubric_queue(db, a) == []
+    with pytest.raises(AdjudicationError, match="someone else"):
+        settle(db, None, item, a, "met", "reviewer_error", question_key=qs[0].key)
+    with pytest.raises(AdjudicationError, match="only an adjudicator"):
+        settle(db, None, item, b, "met", "reviewer_error", question_key=qs[0].key)
+
+
+def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "screen.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
+    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
+    item = find_item(s, KB_UID)
+    qs = answer(s, a, item, ["met", "met"])
+    answer(s, b, item, ["met", "not_met"])
+    s.close()
+    monkeypatch.setenv("CARELENS_DB", str(path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Judge"
+    at.query_params["what"] = "rubric"
+    at.run()
+    at.switch_page("pages/adjudicate.py").run()
+    assert not at.exception, at.exception
+    page = "\n".join(m.value for m in at.markdown)
+    assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
+    assert qs[0].text not in page  # agreed on: settled on its own
+    at.radio[0].set_value("not_met")
+    at.button[0].click()  # the form's "Settle this criterion"
+    at.run()
+    assert not at.exception
+    s = open_store(path)
+    assert settled(s, item) == {qs[0].key: ("met", "unanimous"), qs[1].key: ("not_met", "ambiguous_item")}
+    s.close()
+    assert any("Nothing to adjudicate here" in x.value for x in at.success)
