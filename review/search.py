@@ -155,7 +155,9 @@ def item_parts(kind: str, payload: Mapping[str, Any]) -> list[Part]:
     seen: set[str] = set()
     parts = []
     for target, text in fn(payload):
-        text = text.strip() if text else ""
+        if not isinstance(text, str):  # a source that put a number or an object where text goes
+            text = " ".join(_strings(text)) if isinstance(text, (dict, list)) else str(text or "")
+        text = text.strip()
         if text and text not in seen:
             seen.add(text)
             parts.append((target, text))
@@ -199,7 +201,7 @@ def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     ids = json.dumps(list(item_ids))
     rows = conn.execute("SELECT id, kind, payload FROM items WHERE id IN"
                         " (SELECT value FROM json_each(?))", (ids,))
-    docs = [(item_id, *_joined(item_parts(kind, orjson.loads(payload))))
+    docs = [(item_id, *_joined(item_parts(kind, _payload(payload))))
             for item_id, kind, payload in rows]
     before = conn.execute("SELECT coalesce(MAX(id), 0) FROM search_docs").fetchone()[0]
     conn.executemany("INSERT INTO search_docs (item_id, source, target, body, parts)"
@@ -207,6 +209,16 @@ def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     conn.execute("INSERT INTO search_fts (rowid, body) SELECT id, body FROM search_docs WHERE id > ?",
                  (before,))
     return len(docs)
+
+
+def _payload(text: str) -> Any:
+    """An item's payload. orjson reads nearly all of them; what it cannot (an
+    integer of hundreds of digits, which the standard encoder wrote) the
+    standard parser does."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _joined(parts: list[Part]) -> tuple[str, str | None]:

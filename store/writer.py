@@ -265,6 +265,10 @@ class RecordWriter:
             if len(pending) >= self._BATCH:
                 self.flush()
             return None
+        if self._waiting:
+            # Answers wait on items held in the batch: write those items first, so
+            # row ids follow the file as when every answer wrote its item at once.
+            self.flush()
         row = self.conn.execute(self._INSERT_ITEM + " RETURNING id", values).fetchone()
         if row is not None:
             self.n_items += 1

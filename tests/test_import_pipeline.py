@@ -246,3 +246,46 @@ def test_an_import_reports_how_far_it_is(store, tmp_path):
     assert rows == [("rows", 2048, None), ("rows", 4096, None)]
     assert index[-1] == ("index", 10000, 10000) and result.indexed == 10000
     assert [a[1] for a in index] == sorted(a[1] for a in index)
+
+
+# -- what a review of the fast paths found ---------------------------------------
+
+def test_integers_beyond_64_bits_stay_exact(store, tmp_path):
+    """orjson reads them as floats: two ids would become one and a row vanish."""
+    rows = [generation(12345678901234567890123, "m"), generation(12345678901234567890124, "m"),
+            generation("big_case_0001_r01", "m", error_message={"request_id": int("1" + "0" * 400)},
+                       raw_model_response=None, generation_failed=True)]
+    path = tmp_path / "raw.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [r["prefix_id"] for _, r in read_jsonl(path)][:2] == [12345678901234567890123,
+                                                                 12345678901234567890124]
+    result = import_file(store, path)
+    assert (result.rows, result.items, result.indexed) == (3, 6, 6)
+    uids = {r[0] for r in store.query("SELECT uid FROM items WHERE kind = 'response'")}
+    assert {"12345678901234567890123::m", "12345678901234567890124::m"} <= uids
+    error = json.loads(store.scalar("SELECT payload FROM items WHERE uid = 'big_case_0001_r01::m'"))["error"]
+    assert error == '{"request_id":1' + "0" * 400 + "}"  # an error object is kept, as text
+    assert search(store, "request_id").total == 1
+
+
+def test_ids_follow_the_file_when_answers_wait_on_batched_items(store, tmp_path):
+    rows = [{"prompt_id": f"P{i}", "completion_id": "c", "completion": f"Invented reply {i}.",
+             "rubric": "Asks about fever.", "prompt": [{"role": "user", "content": f"Invented question {i}"}],
+             "binary_labels": [True], "anonymized_physician_ids": ["doc1"]} for i in range(3)]
+    import_file(store, write_jsonl(tmp_path / "meta.jsonl", rows), "healthbench-meta")
+    assert [r[0] for r in store.query("SELECT uid FROM items ORDER BY id")] == [
+        "hb:P0", "hb:P0::c", "hb:P1", "hb:P1::c", "hb:P2", "hb:P2::c"]
+
+
+def test_reader_takes_unicode_blank_lines_bare_carriage_returns_and_a_bom_without_a_suffix(tmp_path):
+    from review.sources.readers import file_kind, header_fields
+
+    nbsp = tmp_path / "nbsp.jsonl"
+    nbsp.write_bytes('{"a": 1}\n\u00a0\n{"a": 2}\n'.encode())
+    assert list(read_jsonl(nbsp)) == [(1, {"a": 1}), (3, {"a": 2})]
+    cr = tmp_path / "cr.jsonl"
+    cr.write_bytes(b'{"a": 1}\r{"a": 2}\r')
+    assert list(read_jsonl(cr)) == [(1, {"a": 1}), (2, {"a": 2})]
+    bom = tmp_path / "export"
+    bom.write_bytes(b'\xef\xbb\xbf{"prefix_id": "x_r01", "input_patient_turns": ["Invented."]}\n')
+    assert file_kind(bom) == "jsonl" and header_fields(bom) == {"prefix_id", "input_patient_turns"}

@@ -17,6 +17,7 @@ from typing import Any
 from review.sources.base import Format, ImportOptions, rater_record_for, register
 from review.sources.fields import Fields, as_bool, as_int, has_field, pick, require
 from review.sources.readers import read_csv, read_rows
+from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -112,6 +113,8 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
             round_id = as_int(round_id, "round_id", f"{name}:{line}")
         if case_id is None and "_r" in prefix_id:
             case_id = prefix_id.rsplit("_r", 1)[0]
+        if error is not None and type(error) is not str:
+            error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
         # input_messages repeat the prefix's turns (and the file keeps them);
         # storing them again per response would double the database.
         meta = {k: row[k] for k in GENERATION_KEEP if row.get(k) is not None}

@@ -20,6 +20,10 @@ from store.writer import InputError
 csv.field_size_limit(1 << 30)
 
 
+BOM = b"\xef\xbb\xbf"
+"""The byte-order mark some editors write at the start of a UTF-8 file."""
+
+
 def file_kind(path: Path) -> str:
     """jsonl | csv | parquet, from the suffix, else from the first bytes."""
     suffix = path.suffix.lower()
@@ -30,34 +34,75 @@ def file_kind(path: Path) -> str:
     if suffix in (".parquet", ".pq"):
         return "parquet"
     with path.open("rb") as fh:
-        head = fh.read(4)
-    if head == b"PAR1":
+        head = fh.read(8)
+    if head[:4] == b"PAR1":
         return "parquet"
-    return "jsonl" if head.lstrip()[:1] in (b"{", b"[") else "csv"
+    return "jsonl" if head.removeprefix(BOM).lstrip()[:1] in (b"{", b"[") else "csv"
 
 
 def _slow_row(path: Path, line_no: int, line: bytes) -> Any:
-    """A line orjson refused: a blank line (None), a byte-order mark, what
-    Python's json writes but orjson does not (NaN, Infinity, integers beyond
-    64 bits), or an error that names the line and what is wrong."""
-    if not line.strip():
-        return None
-    if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
-        line = line[3:]  # a byte-order mark some editors write
+    """A line orjson refused or may have misread: a blank line (None), a
+    byte-order mark, what Python's json writes but orjson does not (NaN,
+    Infinity), an integer beyond 64 bits (which orjson reads as a float: an id
+    would change), or an error that names the line and what is wrong."""
     try:
-        return json.loads(line.decode("utf-8"))
+        text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}:{line_no}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
+    if line_no == 1:
+        text = text.removeprefix("\ufeff")
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{line_no}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+
+
+_HUGE = 9.2e18
+"""orjson reads an integer outside the 64-bit range as a float: a float this large
+sends the line to the standard parser, which keeps the integer exact."""
+
+
+def _has_huge_float(value: Any) -> bool:
+    t = type(value)
+    if t is float:
+        return not -_HUGE < value < _HUGE
+    if t is dict:
+        value = value.values()
+    elif t is not list:
+        return False
+    for v in value:
+        tv = type(v)
+        if tv is not str and tv is not int and tv is not bool and v is not None and _has_huge_float(v):
+            return True
+    return False
+
+
+def _lines(fh) -> Iterator[bytes]:
+    """The file's lines; a file whose lines end in a bare carriage return (old
+    Mac editors) is split on those."""
+    head = fh.peek(1 << 16)[: 1 << 16]
+    if not (b"\r" in head and b"\n" not in head):
+        yield from fh
+        return
+    rest = b""
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        *lines, rest = (rest + chunk).split(b"\r")
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     loads, error = orjson.loads, orjson.JSONDecodeError  # the hot loop of every JSONL import
     with path.open("rb") as fh:
-        for line_no, line in enumerate(fh, start=1):
+        for line_no, line in enumerate(_lines(fh), start=1):
             try:
                 row = loads(line)
+                if _has_huge_float(row):
+                    row = _slow_row(path, line_no, line)
             except error:
                 row = _slow_row(path, line_no, line)
                 if row is None:
@@ -118,7 +163,7 @@ def header_fields(path: Path) -> set[str]:
         with path.open("r", encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()
         return {f.strip() for f in next(csv.reader([first]), [])}
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("r", encoding="utf-8-sig") as fh:
         for line in fh:
             if line.strip():
                 try:
