@@ -43,8 +43,9 @@ def file_kind(path: Path) -> str:
 def _slow_row(path: Path, line_no: int, line: bytes) -> Any:
     """A line orjson refused or may have misread: a blank line (None), a
     byte-order mark, what Python's json writes but orjson does not (NaN,
-    Infinity), an integer beyond 64 bits (which orjson reads as a float: an id
-    would change), or an error that names the line and what is wrong."""
+    Infinity: read, and stored as null, as JSON has neither), an integer beyond
+    64 bits (which orjson reads as a float: an id would change), or an error
+    that names the line and what is wrong."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
