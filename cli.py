@@ -53,9 +53,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
     for path in args.files:
         progress = _import_progress(str(path)) if sys.stderr.isatty() else None
-        result = import_file(store, path, args.format, options, progress=progress)
-        if progress is not None:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        try:
+            result = import_file(store, path, args.format, options, progress=progress)
+        finally:
+            if progress is not None:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
         print(result.summary())
     return 0
 

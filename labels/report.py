@@ -329,7 +329,9 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
         parts.append(_table(
             ["Labelling", "Spearman rho", "Kendall tau-b", "Same order", "Note"],
             [[c.other, number(c.correlation.spearman_rho), number(c.correlation.kendall_tau),
-              "yes" if c.same_order else "no", c.correlation.undefined_reason or ""]
+              "yes" if c.same_order else "no",
+              c.correlation.undefined_reason or ("swapped pairs' 95% intervals overlap"
+                                                 if c.swaps_within_noise else "")]
              for c in t.correlations], {1, 2}))
     for mapper, m in t.mapper_triage.items():
         over, under = m["over_triage"], m["under_triage"]

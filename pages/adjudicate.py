@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from codebook import builtin_codebooks
 from pages._shared import require_reviewer, show_text, store
+from pages._steps import code_span
 from review.adjudication import (
     REASONS,
+    RUBRIC_KINDS,
     adjudication_queue,
     rubric_queue,
     settle,
@@ -34,16 +38,22 @@ if st.query_params.get("what") != what:
     st.query_params["what"] = what
 
 
+_CODE = re.compile(r"^\d[A-Z]_")
+"""CARE-Bench codes start with their short form (0A_, 1B_), which is shown beside the name."""
+
+
 def answer_words(value: str | None, status: str, book) -> str:
-    """An answer in words: a label's short name and code, Met / Not met, or cannot assess."""
+    """An answer in words (Markdown-safe): a label's short name (and CARE-Bench's
+    short code), Met / Not met, or cannot assess."""
     if status == "cannot_assess" or value is None:
         return "cannot assess"
     if book is not None and book.kind == "labelset":
         try:
-            return f"{book.label(value).short} ({value[:2]})"
+            short = safe_markdown(book.label(value).short)
         except KeyError:
-            return value
-    return {"met": "Met", "not_met": "Not met"}.get(value, value)
+            return safe_markdown(value)
+        return f"{short} ({value[:2]})" if _CODE.match(value) else short
+    return {"met": "Met", "not_met": "Not met"}.get(value) or safe_markdown(value)
 
 
 def rubric_mode() -> None:
@@ -66,7 +76,7 @@ def rubric_mode() -> None:
     st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
     page = "pages/trajectories.py" if case.item_kind == "trajectory" else "pages/graded.py"
     head = st.columns([3, 2], vertical_alignment="center")
-    head[0].markdown(f"`{case.item_uid}` · {case.item_kind.replace('_', ' ')} · "
+    head[0].markdown(f"{code_span(case.item_uid)} · {case.item_kind.replace('_', ' ')} · "
                      f"{len(case.disputes)} disputed criteri{'on' if len(case.disputes) == 1 else 'a'}")
     head[1].page_link(page, label="Read the item (answering there makes you its reviewer)",
                       icon=":material/open_in_new:", query_params={"item": case.item_uid})
@@ -124,8 +134,9 @@ scope = top[0].selectbox(
     format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
 question_key = None
 if scope is None:
-    texts = dict(db.query("SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
-                          " ORDER BY id"))
+    texts = dict(db.query(
+        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
+        f" AND applies_to NOT IN ({','.join('?' * len(RUBRIC_KINDS))}) ORDER BY id", RUBRIC_KINDS))
     question_key = top[1].selectbox("Question", list(texts), format_func=texts.get)
 show_names = top[2].toggle("Show names", value=False,
                            help="Hidden by default, so that the answer is judged, not the person")
@@ -144,7 +155,7 @@ item = load_item(db, case.item_id)
 st.progress((pos + 1) / len(queue), text=f"Disagreement {pos + 1} of {len(queue)}")
 left, right = st.columns([3, 2], gap="large")
 with left:
-    st.markdown(f"`{item.uid}`" + (f" · model **{item.model}**" if item.model else ""))
+    st.markdown(code_span(item.uid) + (f" · model {code_span(item.model)}" if item.model else ""))
     with st.container(border=True):
         for rnd in item.rounds:
             with st.chat_message("user", avatar=":material/person:"):
@@ -152,7 +163,7 @@ with left:
                 show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Response · {item.model}")
+                st.caption(f"Response · {safe_markdown(item.model)}")
                 show_text(item.response, key=f"adj:{item.id}:response")
 
 book = item.codebook
@@ -160,21 +171,22 @@ with right:
     st.markdown("**The answers**")
     for a in case.answers:
         with st.container(border=True):
-            label = book.label(a.value).short + f" ({a.value[:2]})" if a.value and book else (a.value or "cannot assess")
-            st.markdown(f"**{a.reviewer}** · {label}" + (f" · confidence {a.confidence}" if a.confidence else ""))
+            label = answer_words(a.value, a.status, book)
+            st.markdown(f"**{safe_markdown(a.reviewer)}** · {label}"
+                        + (f" · confidence {a.confidence}" if a.confidence else ""))
             if a.rationale:
-                st.caption(a.rationale)
+                st.caption(safe_markdown(a.rationale))
     if case.machine_labels:
         st.markdown("**Machine labels**")
         for rater, value in case.machine_labels:
-            st.caption(f"{rater}: {book.label(value).short + ' (' + value[:2] + ')' if value and book else value}")
+            st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
     with st.form(f"settle:{case.item_id}", border=True):
         codes = book.codes if book else ["met", "not_met"]
         given = [a.value for a in case.answers if a.value in codes]
         # Start from the most common answer (ties: the first given), as Prodigy's review does.
         start = max(given, key=given.count) if given else codes[0]
         value = st.radio("Settled answer", codes, horizontal=False, index=codes.index(start),
-                         format_func=lambda c: f"{book.label(c).short} ({c[:2]})" if book else c)
+                         format_func=lambda c: answer_words(c, "answered", book))
         reason = st.selectbox("Reason", [r for r in REASONS if r != "unanimous"], format_func=REASONS.get)
         note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")
         if st.form_submit_button("Settle", type="primary"):

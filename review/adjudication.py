@@ -129,6 +129,12 @@ def _distance(book, values: list[str | None]) -> int | None:
     return max(ranks) - min(ranks)
 
 
+def _answered_by(store: Store, rater_id: int) -> set[int]:
+    """Items a rater answered anything about: theirs, so someone else adjudicates them."""
+    return {r[0] for r in store.query(
+        "SELECT DISTINCT item_id FROM annotations WHERE rater_id = ?", (rater_id,))}
+
+
 def _settled(store: Store, question_id: int) -> set[int]:
     return {r[0] for r in store.query(
         "SELECT a.item_id FROM annotations a JOIN raters r ON r.id = a.rater_id"
@@ -149,6 +155,10 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
     if not agreed:
         return 0
     with store.transaction() as conn:
+        done = _settled(store, question_id)  # again, under the write lock: another page may have
+        agreed = [(i, v) for i, v in agreed if i not in done]  # settled them in the meantime
+        if not agreed:
+            return 0
         rater = _adjudicated_rater(conn)
         for item_id, value in agreed:
             conn.execute(
@@ -171,9 +181,10 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
     book = builtin_codebooks().get(book_key)
     done = _settled(store, question_id)
+    own = _answered_by(store, adjudicator.id)
     out = []
     for item_id, answers in _complete_items(store, round_id, question_id).items():
-        if item_id in done or any(a["rater_id"] == adjudicator.id for a in answers):
+        if item_id in done or item_id in own:
             continue
         values = [a["value"] for a in answers]
         statuses = {a["status"] for a in answers}
@@ -198,7 +209,8 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
 
 def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Reviewer, value: str,
            reason: str, note: str | None = None, question_key: str | None = None) -> int:
-    """Record the settled answer for one item, by an adjudicator who did not answer it."""
+    """Record the settled answer for one item, by an adjudicator who answered
+    nothing about that item (in any round, to any question)."""
     if adjudicator.role not in ("adjudicator", "admin"):
         raise AdjudicationError("only an adjudicator or an admin can settle disagreements")
     if reason not in REASONS or reason == "unanimous":
@@ -206,10 +218,9 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
     _, question_id, book_key, kind = _round_question(store, round_id, question_key)
     value = normalise_value(book_key, kind, value)
     with store.transaction() as conn:
-        answered = conn.execute(
-            "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-            " AND (round_id IS ? OR ? IS NULL) LIMIT 1",
-            (item_id, question_id, adjudicator.id, round_id, round_id)).fetchone()
+        answered = conn.execute(  # any question of the item, in any round: their own item
+            "SELECT 1 FROM annotations WHERE item_id = ? AND rater_id = ? LIMIT 1",
+            (item_id, adjudicator.id)).fetchone()
         if answered:
             raise AdjudicationError("you answered this item, so someone else must adjudicate it")
         rater = _adjudicated_rater(conn)
@@ -292,6 +303,10 @@ def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     if not agreed:
         return 0
     with store.transaction() as conn:
+        done = _settled_pairs(store)  # again, under the write lock: another page may have settled them
+        agreed = [a for a in agreed if (a[0], a[1]) not in done]
+        if not agreed:
+            return 0
         rater = _adjudicated_rater(conn)
         conn.executemany(
             "INSERT INTO annotations (item_id, question_id, rater_id, status, value, phase, source,"
@@ -308,8 +323,7 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
     criterion differ and nothing is settled yet, item by item. An item the
     adjudicator answered any criterion of is left to someone else."""
     done = _settled_pairs(store)
-    own = {r[0] for r in store.query(
-        "SELECT DISTINCT item_id FROM annotations WHERE rater_id = ?", (adjudicator.id,))}
+    own = _answered_by(store, adjudicator.id)
     by_item: dict[int, list[tuple[int, list]]] = {}
     for (item_id, question_id), answers in _rubric_answers(store).items():
         if (item_id, question_id) in done or item_id in own:

@@ -113,3 +113,65 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     assert settled(s, item) == {qs[0].key: ("met", "unanimous"), qs[1].key: ("not_met", "ambiguous_item")}
     s.close()
     assert any("Nothing to adjudicate here" in x.value for x in at.success)
+
+
+def test_answering_any_criterion_of_an_item_bars_settling_all_of_it(db):
+    a = ensure_reviewer(db, "Dr. A")
+    b = ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    item = find_item(db, KB_UID)
+    qs = answer(db, a, item, ["met", "met"])
+    answer(db, b, item, ["not_met", "met"])
+    commit_verdicts(db, judge, item, [Verdict(qs[1].id, "met")])  # the judge reviewed criterion 2
+    assert rubric_queue(db, judge) == []
+    with pytest.raises(AdjudicationError, match="someone else"):
+        settle(db, None, item, judge, "met", "reviewer_error", question_key=qs[0].key)
+
+
+def test_unanimous_criteria_settle_once_even_when_two_pages_race(db, monkeypatch):
+    import review.adjudication as adj
+
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    item = find_item(db, KB_UID)
+    answer(db, a, item, ["met"])
+    answer(db, b, item, ["met"])
+    real = adj._rubric_answers
+
+    def racing(store):  # another page settles between this page's read and its write
+        found = real(store)
+        monkeypatch.setattr(adj, "_rubric_answers", real)
+        assert settle_unanimous_rubric(store) == 1
+        return found
+
+    monkeypatch.setattr(adj, "_rubric_answers", racing)
+    assert settle_unanimous_rubric(db) == 0
+    assert db.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                     " WHERE r.name = ?", (ADJUDICATED,)) == 1
+
+
+def test_an_item_uid_cannot_break_out_of_its_code_span_on_the_screen(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "screen.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
+    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
+    item = find_item(s, KB_UID)
+    with s.transaction() as conn:  # a hostile uid, as a crafted file could give
+        conn.execute("UPDATE items SET uid = ? WHERE id = ?",
+                     ("kb:x` ![t](http://evil.example/t.png) [c](http://evil.example) `y", item))
+    answer(s, a, item, ["met"])
+    answer(s, b, item, ["not_met"])
+    s.close()
+    monkeypatch.setenv("CARELENS_DB", str(path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Judge"
+    at.query_params["what"] = "rubric"
+    at.run()
+    at.switch_page("pages/adjudicate.py").run()
+    assert not at.exception
+    head = next(m.value for m in at.markdown if "evil.example" in m.value)
+    assert head.startswith("`kb:x' ![t](http://evil.example/t.png) [c](http://evil.example) 'y`")

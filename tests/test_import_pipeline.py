@@ -289,3 +289,28 @@ def test_reader_takes_unicode_blank_lines_bare_carriage_returns_and_a_bom_withou
     bom = tmp_path / "export"
     bom.write_bytes(b'\xef\xbb\xbf{"prefix_id": "x_r01", "input_patient_turns": ["Invented."]}\n')
     assert file_kind(bom) == "jsonl" and header_fields(bom) == {"prefix_id", "input_patient_turns"}
+
+
+def test_a_progress_listener_that_raises_cannot_throw_the_import_away(store, tmp_path):
+    """Streamlit raises from a status update when the user clicks during a long
+    import: the rows are committed and indexed first, then that is raised."""
+    class Rerun(Exception):
+        pass
+
+    def listener(phase, done, total):
+        raise Rerun
+
+    path = write_jsonl(tmp_path / "raw.jsonl", [generation(f"l_case_{i:05d}_r01", "m") for i in range(5000)])
+    with pytest.raises(Rerun):
+        import_file(store, path, progress=listener)
+    assert store.scalar("SELECT COUNT(*) FROM items WHERE kind = 'response'") == 5000
+    assert unindexed_count(store) == 0 and store.scalar("SELECT COUNT(*) FROM imports") == 1
+
+
+def test_a_file_that_is_not_utf8_gets_a_message_not_a_trace(store, tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_bytes("item_id,rater,value\nx,Dr. \xe9,0A\n".encode("latin-1"))
+    before = table_counts(store)
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        import_file(store, path)
+    assert table_counts(store) == before

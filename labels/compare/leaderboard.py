@@ -88,7 +88,8 @@ def swaps_within_noise(baseline: list[RankedModel], other: list[RankedModel]) ->
             d1 = before[a].rank - before[b].rank
             d2 = after[a].rank - after[b].rank
             if d1 * d2 < 0:
-                verdicts.append(_overlap(before[a], before[b]) and _overlap(after[a], after[b]))
+                first, second = _overlap(before[a], before[b]), _overlap(after[a], after[b])
+                verdicts.append(None if first is None or second is None else first and second)
     if not verdicts or any(v is None for v in verdicts):
         return None
     return all(verdicts)

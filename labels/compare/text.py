@@ -141,11 +141,12 @@ def format_triage_text(report: TriageReport) -> str:
         )
     for mapper, m in report.mapper_triage.items():
         over, under = m["over_triage"], m["under_triage"]
-        lines.append(
-            f"\n{mapper} against the clinicians' reading: over-triage "
-            f"{share_text(over.value, over.count, over.n)}, 95% CI {interval(over.ci_low, over.ci_high)}; "
-            f"under-triage {share_text(under.value, under.count, under.n)}, "
-            f"95% CI {interval(under.ci_low, under.ci_high)}"
-        )
+
+        def share(t) -> str:
+            ci = "" if t.ci_low is None else f", 95% CI {t.ci_low:.0%}–{t.ci_high:.0%}"
+            return share_text(t.value, t.count, t.n) + ci
+
+        lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
+                     f"under-triage {share(under)}")
     lines += [f"Note: {n}" for n in report.notes]
     return "\n".join(lines).strip()

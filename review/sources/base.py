@@ -161,6 +161,28 @@ class _Digest(threading.Thread):
         return self._value
 
 
+class _Listener:
+    """The caller's progress callback, which cannot abort the import: whatever
+    it raises (Streamlit asks for a rerun this way when the user clicks during
+    a long import) is kept and raised once the rows are committed and indexed,
+    and the callback is not called again."""
+
+    def __init__(self, progress: Progress | None):
+        self.progress, self.raised = progress, None
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if self.progress is None:
+            return
+        try:
+            self.progress(phase, done, total)
+        except BaseException as exc:  # noqa: BLE001 - deferred, not swallowed
+            self.raised, self.progress = exc, None
+
+    def reraise(self) -> None:
+        if self.raised is not None:
+            raise self.raised
+
+
 class _AlreadyImported(Exception):
     """The file's content was imported before: roll back what was begun."""
 
@@ -208,7 +230,10 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if fmt is None:
-        format_ = detect_format(path)
+        try:
+            format_ = detect_format(path)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     elif fmt in FORMATS:
         format_ = FORMATS[fmt]
     else:
@@ -216,6 +241,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     if validate is None:
         from review.answers import normalise_value as validate
     shown = options.name or str(path)
+    listener = _Listener(progress)
     digest = _Digest(path)
     try:
         with store.transaction() as conn:
@@ -243,7 +269,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             guard = _Guard(seen_before, digest.done)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True)
-            records = _Counting(format_.read(path, options), guard, progress)
+            records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
             if options.rater:
@@ -260,7 +286,12 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 "items": writer.n_items, "annotations": writer.n_annotations,
             })
     except _AlreadyImported:
+        listener.reraise()
         return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
                           seconds=time.perf_counter() - started)
@@ -268,9 +299,9 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         from review.search import ensure_index
 
         started = time.perf_counter()
-        result.indexed = ensure_index(
-            store, progress=None if progress is None else lambda done, due: progress("index", done, due))
+        result.indexed = ensure_index(store, progress=lambda done, due: listener("index", done, due))
         result.index_seconds = time.perf_counter() - started
+    listener.reraise()
     return result
 
 
