@@ -38,8 +38,9 @@ if st.query_params.get("what") != what:
     st.query_params["what"] = what
 
 
+# CARE-Bench codes start with their short form (0A_, 1B_), which is shown beside the name.
+# (A comment, not a docstring: Streamlit writes a page's bare strings onto the page.)
 _CODE = re.compile(r"^\d[A-Z]_")
-"""CARE-Bench codes start with their short form (0A_, 1B_), which is shown beside the name."""
 
 
 def answer_words(value: str | None, status: str, book) -> str:

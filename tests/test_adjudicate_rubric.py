@@ -175,3 +175,15 @@ def test_an_item_uid_cannot_break_out_of_its_code_span_on_the_screen(tmp_path, m
     assert not at.exception
     head = next(m.value for m in at.markdown if "evil.example" in m.value)
     assert head.startswith("`kb:x' ![t](http://evil.example/t.png) [c](http://evil.example) 'y`")
+
+
+def test_no_page_script_has_a_bare_string_streamlit_would_write_on_the_page():
+    import ast
+
+    from tests.conftest import ROOT
+
+    for path in [ROOT / "app.py", *sorted((ROOT / "pages").glob("[!_]*.py"))]:
+        body = ast.parse(path.read_text()).body
+        stray = [n.lineno for n in body[1:]
+                 if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)]
+        assert not stray, f"{path.name}: a bare string at line(s) {stray} shows on the page"
