@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -234,8 +233,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
-    print(f"carelens: serving {args.db} at http://{args.address}:{args.port}")
-    return subprocess.call(cmd, env=env, cwd=ROOT)
+    print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
+    # Become the server rather than wait for it: a stop signal (a service manager's
+    # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
+    os.chdir(ROOT)
+    os.execve(sys.executable, cmd, env)
+    return 0  # pragma: no cover - execve does not return
 
 
 def build_parser() -> argparse.ArgumentParser:

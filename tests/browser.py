@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +42,7 @@ def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "--db", str(db), "serve", "--port", str(port)],
             cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped whole, nothing left running
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -57,11 +59,24 @@ def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
+        stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10) -> None:
+    """Stop a process started in its own session, and everything it started."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            proc.wait(10)
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(grace)
+            break
         except subprocess.TimeoutExpired:
-            proc.kill()
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # anything of the group still running
+    proc.wait()
 
 
 @contextlib.contextmanager

@@ -81,3 +81,28 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         main = page.get_by_test_id("stMain").inner_text()
         assert "demo:mapper@v1" in main and "demo:mapper@v2" in main and "Gold" in main
         page.screenshot(path=str(demo_copy.parent / "review.png"), full_page=True)
+
+
+def serving(port: str) -> list[int]:
+    """Processes whose command line serves this port."""
+    from pathlib import Path
+
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--server.port" in args and port.encode() in args:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_a_stopped_server_leaves_no_process_behind(demo_copy):
+    """carelens serve becomes the Streamlit server (no orphan child when it is stopped)."""
+    with running_app(demo_copy) as url:
+        port = url.rsplit(":", 1)[1]
+        during = serving(port)
+        assert len(during) == 1
+    assert serving(port) == []
