@@ -7,6 +7,7 @@ import re
 import streamlit as st
 
 from codebook import builtin_codebooks
+from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
 from review.adjudication import (
@@ -54,7 +55,38 @@ def answer_words(value: str | None, status: str, book) -> str:
         except KeyError:
             return safe_markdown(value)
         return f"{short} ({value[:2]})" if _CODE.match(value) else short
-    return {"met": "Met", "not_met": "Not met"}.get(value) or safe_markdown(value)
+    return WORDS.get(value) or safe_markdown(value)
+
+
+SETTLE_REASONS = [r for r in REASONS if r != "unanimous"]
+
+
+def most_given(values: list[str | None], codes: list[str]) -> str:
+    """Where the settle form starts: the most common answer (ties: the first
+    given), as Prodigy's review does; the first code if none is one."""
+    given = [v for v in values if v in codes]
+    return max(given, key=given.count) if given else codes[0]
+
+
+def try_settle(round_id: int | None, item_id: int, value: str, reason: str, note: str,
+               question_key: str | None) -> None:
+    try:
+        settle(db, round_id, item_id, me, value, reason, note, question_key=question_key)
+    except ValueError as exc:
+        st.error(str(exc))
+    else:
+        st.rerun()
+
+
+def queue_nav(pos: int, total: int, state_key: str, noun: str = "") -> None:
+    """Previous / Next through a queue (arrow keys), the position kept in the session."""
+    nav = st.columns(2)
+    for col, label, step, off in ((nav[0], "Previous", -1, pos == 0),
+                                  (nav[1], "Next", 1, pos >= total - 1)):
+        if col.button(f"{label}{noun}", disabled=off, width="stretch",
+                      shortcut="Left" if step < 0 else "Right", key=f"{state_key}:{label}"):
+            st.session_state[state_key] = pos + step
+            st.rerun()
 
 
 def rubric_mode() -> None:
@@ -95,29 +127,16 @@ def rubric_mode() -> None:
                 st.caption("Judges and verifiers: " + "; ".join(
                     f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
             codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
-            given = [a.value for a in d.answers if a.value in codes]
-            start = max(given, key=given.count) if given else codes[0]
+            start = most_given([a.value for a in d.answers], codes)
             with st.form(f"settle_c:{case.item_id}:{d.question_id}", border=False):
                 cols = st.columns([2, 2, 3], vertical_alignment="bottom")
                 value = cols[0].radio("Settled verdict", codes, index=codes.index(start), horizontal=True,
                                       format_func=lambda c, book=book: answer_words(c, "answered", book))
-                reason = cols[1].selectbox("Reason", [r for r in REASONS if r != "unanimous"],
-                                           format_func=REASONS.get)
+                reason = cols[1].selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
                 note = cols[2].text_input("Note", placeholder="What decided it")
                 if st.form_submit_button("Settle this criterion", type="primary"):
-                    try:
-                        settle(db, None, case.item_id, me, value, reason, note, question_key=d.question_key)
-                    except ValueError as exc:
-                        st.error(str(exc))
-                    else:
-                        st.rerun()
-    nav = st.columns(2)
-    if nav[0].button("Previous item", disabled=pos == 0, width="stretch", shortcut="Left"):
-        st.session_state["adj_rubric_pos"] = pos - 1
-        st.rerun()
-    if nav[1].button("Next item", disabled=pos >= len(queue) - 1, width="stretch", shortcut="Right"):
-        st.session_state["adj_rubric_pos"] = pos + 1
-        st.rerun()
+                    try_settle(None, case.item_id, value, reason, note, d.question_key)
+    queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
 if what == "rubric":
@@ -183,24 +202,11 @@ with right:
             st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
     with st.form(f"settle:{case.item_id}", border=True):
         codes = book.codes if book else ["met", "not_met"]
-        given = [a.value for a in case.answers if a.value in codes]
-        # Start from the most common answer (ties: the first given), as Prodigy's review does.
-        start = max(given, key=given.count) if given else codes[0]
+        start = most_given([a.value for a in case.answers], codes)
         value = st.radio("Settled answer", codes, horizontal=False, index=codes.index(start),
                          format_func=lambda c: answer_words(c, "answered", book))
-        reason = st.selectbox("Reason", [r for r in REASONS if r != "unanimous"], format_func=REASONS.get)
+        reason = st.selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
         note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")
         if st.form_submit_button("Settle", type="primary"):
-            try:
-                settle(db, case.round_id, case.item_id, me, value, reason, note, question_key=question_key)
-            except ValueError as exc:
-                st.error(str(exc))
-            else:
-                st.rerun()
-    nav = st.columns(2)
-    if nav[0].button("Previous", disabled=pos == 0, width="stretch", shortcut="Left"):
-        st.session_state["adj_pos"] = pos - 1
-        st.rerun()
-    if nav[1].button("Next", disabled=pos >= len(queue) - 1, width="stretch", shortcut="Right"):
-        st.session_state["adj_pos"] = pos + 1
-        st.rerun()
+            try_settle(case.round_id, case.item_id, value, reason, note, question_key)
+    queue_nav(pos, len(queue), "adj_pos")

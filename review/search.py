@@ -31,11 +31,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from review.text import safe_markdown
 from review.trajectory import message_text
-from store import Store
+from store import Store, from_json
 from store.writer import on_items_written
 
 MARK_START, MARK_END = "\x02", "\x03"
@@ -201,7 +199,7 @@ def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     ids = json.dumps(list(item_ids))
     rows = conn.execute("SELECT id, kind, payload FROM items WHERE id IN"
                         " (SELECT value FROM json_each(?))", (ids,))
-    docs = [(item_id, *_joined(item_parts(kind, _payload(payload))))
+    docs = [(item_id, *_joined(item_parts(kind, from_json(payload))))
             for item_id, kind, payload in rows]
     before = conn.execute("SELECT coalesce(MAX(id), 0) FROM search_docs").fetchone()[0]
     conn.executemany("INSERT INTO search_docs (item_id, source, target, body, parts)"
@@ -209,16 +207,6 @@ def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     conn.execute("INSERT INTO search_fts (rowid, body) SELECT id, body FROM search_docs WHERE id > ?",
                  (before,))
     return len(docs)
-
-
-def _payload(text: str) -> Any:
-    """An item's payload. orjson reads nearly all of them; what it cannot (an
-    integer of hundreds of digits, which the standard encoder wrote) the
-    standard parser does."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
 
 
 def _joined(parts: list[Part]) -> tuple[str, str | None]:

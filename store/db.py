@@ -58,6 +58,16 @@ def to_json(value: Any) -> str:
         return _ENCODE(value)
 
 
+def from_json(text: str | bytes) -> Any:
+    """A JSON column's value. orjson reads nearly all of them; what it cannot
+    (an integer of hundreds of digits, which the standard encoder wrote for
+    `to_json`) the standard parser does."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """A new connection with the project's pragmas. Autocommit mode: every
     transaction is opened explicitly (see `Store.transaction`)."""

@@ -81,7 +81,9 @@ def test_nobody_adjudicates_an_item_they_answered(db):
         settle(db, None, item, b, "met", "reviewer_error", question_key=qs[0].key)
 
 
-def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatch):
+def open_screen(tmp_path, monkeypatch, a_says, b_says, uid=None):
+    """The Adjudicate screen, rubric mode, for an adjudicator, after Dr. A and
+    Dr. B answered the KlinikeBench run's first criteria; returns (app, db path, item id, questions)."""
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import ROOT
@@ -92,8 +94,11 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
     ensure_reviewer(s, "Dr. Judge", role="adjudicator")
     item = find_item(s, KB_UID)
-    qs = answer(s, a, item, ["met", "met"])
-    answer(s, b, item, ["met", "not_met"])
+    if uid is not None:
+        with s.transaction() as conn:
+            conn.execute("UPDATE items SET uid = ? WHERE id = ?", (uid, item))
+    qs = answer(s, a, item, a_says)
+    answer(s, b, item, b_says)
     s.close()
     monkeypatch.setenv("CARELENS_DB", str(path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -102,6 +107,11 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     at.run()
     at.switch_page("pages/adjudicate.py").run()
     assert not at.exception, at.exception
+    return at, path, item, qs
+
+
+def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatch):
+    at, path, item, qs = open_screen(tmp_path, monkeypatch, ["met", "met"], ["met", "not_met"])
     page = "\n".join(m.value for m in at.markdown)
     assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
     assert qs[0].text not in page  # agreed on: settled on its own
@@ -150,29 +160,8 @@ def test_unanimous_criteria_settle_once_even_when_two_pages_race(db, monkeypatch
 
 
 def test_an_item_uid_cannot_break_out_of_its_code_span_on_the_screen(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-
-    path = tmp_path / "screen.db"
-    s = open_store(path)
-    import_all(s, tmp_path / "files")
-    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
-    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
-    item = find_item(s, KB_UID)
-    with s.transaction() as conn:  # a hostile uid, as a crafted file could give
-        conn.execute("UPDATE items SET uid = ? WHERE id = ?",
-                     ("kb:x` ![t](http://evil.example/t.png) [c](http://evil.example) `y", item))
-    answer(s, a, item, ["met"])
-    answer(s, b, item, ["not_met"])
-    s.close()
-    monkeypatch.setenv("CARELENS_DB", str(path))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. Judge"
-    at.query_params["what"] = "rubric"
-    at.run()
-    at.switch_page("pages/adjudicate.py").run()
-    assert not at.exception
+    hostile = "kb:x` ![t](http://evil.example/t.png) [c](http://evil.example) `y"  # as a crafted file could give
+    at, *_ = open_screen(tmp_path, monkeypatch, ["met"], ["not_met"], uid=hostile)
     head = next(m.value for m in at.markdown if "evil.example" in m.value)
     assert head.startswith("`kb:x' ![t](http://evil.example/t.png) [c](http://evil.example) 'y`")
 
