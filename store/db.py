@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,6 +38,75 @@ def _write_lock(path: str) -> threading.Lock:
         with _write_locks_guard:
             lock = _write_locks.setdefault(key, threading.Lock())
     return lock
+
+
+WAL_AUTOCHECKPOINT = 1000
+"""Pages in the write-ahead log after which a commit copies them into the
+database file (SQLite's default), except after a bulk write."""
+
+
+class _Checkpointer(threading.Thread):
+    """Copies committed pages from the write-ahead log into the database file
+    (a PASSIVE checkpoint: it never waits for, or blocks, readers and
+    writers), on its own connection, so the commit of a bulk write returns
+    without doing it. A request while it runs makes it go round once more.
+    Not a daemon: a command-line import that ends first waits for it."""
+
+    def __init__(self, path: str):
+        super().__init__(name="carelens-checkpoint", daemon=False)
+        self.path = path
+        self.again = False
+
+    def run(self) -> None:
+        while True:
+            _checkpoint(self.path)
+            with _checkpoints_guard:
+                if not self.again:
+                    _checkpoints.pop(self.path, None)
+                    return
+                self.again = False
+
+
+def _checkpoint(path: str, tries: int = 20) -> None:
+    try:
+        # mode=rw: a database deleted meanwhile is not made again, empty.
+        conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=rw", uri=True, timeout=1)
+    except sqlite3.Error:
+        return
+    try:
+        for _ in range(tries):
+            busy = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0]
+            if not busy:
+                return
+            time.sleep(0.05)  # another connection's checkpoint holds the log: ours follows it
+    except sqlite3.Error:
+        pass  # the next commit's own checkpoint catches up
+    finally:
+        conn.close()
+
+
+_checkpoints: dict[str, _Checkpointer] = {}
+_checkpoints_guard = threading.Lock()
+
+
+def checkpoint_soon(path: str | Path) -> None:
+    """Checkpoint this database on a background thread (see `_Checkpointer`)."""
+    key = str(Path(path).resolve())
+    with _checkpoints_guard:
+        running = _checkpoints.get(key)
+        if running is not None:
+            running.again = True
+            return
+        _checkpoints[key] = thread = _Checkpointer(key)
+    thread.start()
+
+
+def wait_for_checkpoints(timeout: float | None = None) -> None:
+    """Block until the background checkpoints started so far have finished."""
+    with _checkpoints_guard:
+        threads = list(_checkpoints.values())
+    for thread in threads:
+        thread.join(timeout)
 
 
 def utcnow() -> str:
@@ -118,7 +188,7 @@ class Store:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, bulk: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction, BEGIN IMMEDIATE ... COMMIT; rolled back on
         any exception (including KeyboardInterrupt), so a failed or killed
         write leaves the database exactly as it was.
@@ -127,21 +197,39 @@ class Store:
         SQLite's busy handler waits by sleeping (up to 100 ms a try), so
         twenty threads contending for the write lock spend most of their
         time asleep; a Python lock hands over at once. Other processes still
-        meet the busy timeout."""
+        meet the busy timeout.
+
+        `bulk`: a large write (an import). Its commit does not copy the pages
+        it wrote from the write-ahead log into the database file, which
+        SQLite's automatic checkpoint would do inside the COMMIT (for a full
+        study, a fifth of the import); `checkpoint_soon` does it on a thread of
+        its own once the rows are committed. Nothing is less safe for it: the
+        committed rows are in the log, which every reader reads and which
+        survives a killed process."""
         if self._in_tx:
             raise RuntimeError("nested write transaction: each public write is one transaction")
+        committed = False
         with _write_lock(self.path):
-            self.conn.execute("BEGIN IMMEDIATE")
-            self._in_tx = True
+            if bulk:
+                self.conn.execute("PRAGMA wal_autocheckpoint = 0")
             try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            else:
-                self.conn.execute("COMMIT")
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._in_tx = True
+                try:
+                    yield self.conn
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                else:
+                    self.conn.execute("COMMIT")
+                    committed = True
+                finally:
+                    self._in_tx = False
             finally:
-                self._in_tx = False
+                if bulk:
+                    self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+        if bulk and committed and self.path != ":memory:":
+            checkpoint_soon(self.path)
 
     # -- reads -------------------------------------------------------------
     def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:

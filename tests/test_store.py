@@ -125,3 +125,116 @@ def test_eight_threads_commit_500_each_without_lock_errors(tmp_path):
     check = open_store(path)
     assert check.scalar("SELECT COUNT(*) FROM annotations WHERE rater_id IN (SELECT id FROM raters WHERE kind='human')") == 4000
     assert check.scalar("SELECT COUNT(*) FROM current_annotations WHERE source = 'app'") == 4000
+
+
+# -- bulk writes: the checkpoint leaves the commit ---------------------------------------------
+
+def _open_checkpointed(path) -> Store:
+    """A new database whose schema is already in the database file itself."""
+    s = open_store(path)
+    s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return s
+
+
+def _bulk_insert(store: Store, n: int = 3000) -> None:
+    with store.transaction(bulk=True) as conn:
+        conn.executemany("INSERT INTO audit_log (actor, action, entity, at) VALUES (?, ?, ?, ?)",
+                         [("bulk", "test", "x" * 2000, "2026-01-01") for _ in range(n)])
+
+
+def _rows_in_main_file(path, tmp_path) -> int:
+    """Audit rows in the database file alone, without its write-ahead log."""
+    copy = tmp_path / "main-file-only.db"
+    copy.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM audit_log WHERE actor = 'bulk'").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_bulk_commit_leaves_the_checkpoint_to_a_thread(tmp_path, monkeypatch):
+    import store.db as db
+
+    asked: list[str] = []
+    monkeypatch.setattr(db, "checkpoint_soon", asked.append)
+    path = tmp_path / "bulk.db"
+    s = _open_checkpointed(path)
+    _bulk_insert(s)
+    assert asked == [str(path)]
+    # Committed: another connection reads every row (they are in the log) ...
+    other = open_store(path)
+    assert other.scalar("SELECT COUNT(*) FROM audit_log WHERE actor = 'bulk'") == 3000
+    other.close()
+    # ... but the commit did not copy them into the database file: SQLite's
+    # automatic checkpoint (1,000 pages) would have.
+    assert _rows_in_main_file(path, tmp_path) == 0
+    assert s.scalar("PRAGMA wal_autocheckpoint") == db.WAL_AUTOCHECKPOINT
+    db._checkpoint(str(path))
+    assert _rows_in_main_file(path, tmp_path) == 3000
+    s.close()
+
+
+def test_the_background_checkpoint_copies_every_committed_page(tmp_path):
+    from store.db import wait_for_checkpoints
+
+    path = tmp_path / "bulk.db"
+    s = _open_checkpointed(path)
+    _bulk_insert(s)
+    _bulk_insert(s)  # asked again while the first may still run: it goes round once more
+    wait_for_checkpoints()
+    busy, log, copied = s.query_one("PRAGMA wal_checkpoint(PASSIVE)")
+    assert (busy, copied) == (0, log)
+    assert _rows_in_main_file(path, tmp_path) == 6000
+    s.close()
+
+
+def test_a_failed_bulk_write_restores_the_automatic_checkpoint(tmp_path, monkeypatch):
+    import store.db as db
+
+    asked: list[str] = []
+    monkeypatch.setattr(db, "checkpoint_soon", asked.append)
+    s = open_store(tmp_path / "bulk.db")
+    with pytest.raises(RuntimeError):
+        with s.transaction(bulk=True) as conn:
+            conn.execute("INSERT INTO audit_log (actor, action, entity, at) VALUES ('a','b','c','d')")
+            raise RuntimeError("bad row")
+    assert s.scalar("PRAGMA wal_autocheckpoint") == db.WAL_AUTOCHECKPOINT
+    assert asked == []
+    assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE actor = 'a'") == 0
+    s.close()
+
+
+def test_a_checkpoint_never_makes_a_deleted_database_again(tmp_path):
+    from store.db import _checkpoint
+
+    _checkpoint(str(tmp_path / "gone.db"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_process_killed_right_after_a_bulk_commit_keeps_its_rows(tmp_path):
+    """The rows are committed when the transaction returns, checkpoint or not."""
+    import signal
+    import sys
+
+    path = tmp_path / "killed.db"
+    open_store(path).close()
+    script = (
+        "import os, signal, sys\n"
+        "sys.path.insert(0, '.')\n"
+        "from review.workspace import open_store\n"
+        f"s = open_store({str(path)!r})\n"
+        "with s.transaction(bulk=True) as conn:\n"
+        "    conn.executemany(\"INSERT INTO audit_log (actor, action, entity, at) VALUES (?,?,?,?)\",\n"
+        "                     [('bulk', 'test', 'x' * 200, 'now')] * 5000)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    s = open_store(path)
+    assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE actor = 'bulk'") == 5000
+    assert s.scalar("PRAGMA integrity_check") == "ok"
+    s.close()

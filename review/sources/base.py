@@ -244,7 +244,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     listener = _Listener(progress)
     digest = _Digest(path)
     try:
-        with store.transaction() as conn:
+        with store.transaction(bulk=True) as conn:
             rater_id = None
             if options.rater:
                 row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()

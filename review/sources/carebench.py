@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import Fields, as_bool, as_int, has_field, pick, require
+from review.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
 from review.sources.readers import read_csv, read_rows
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
@@ -91,9 +91,12 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
     stubbed: set[str] = set()
     name = str(path)
-    fields = Fields("prefix_id", "model", "generation_failed", "raw_model_response",
-                    "case_id", "round_id", "split", "error_message")
-    for line, row in read_rows(path):
+    read = ("prefix_id", "model", "generation_failed", "raw_model_response", "case_id", "round_id",
+            "split", "error_message")
+    fields = Fields(*read)
+    # Only these are stored: the rest of a row (its copy of the conversation) is not.
+    kept = names(*read, "patient_information") + GENERATION_KEEP
+    for line, row in read_rows(path, kept):
         prefix_id, model, failed, response, case_id, round_id, split, error = fields(row)
         if type(prefix_id) is not str or type(model) is not str:
             where = f"{name}:{line}"

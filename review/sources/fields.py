@@ -41,6 +41,11 @@ def pick(row: dict[str, Any], field: str) -> Any:
     return None
 
 
+def names(*fields: str) -> tuple[str, ...]:
+    """Every name the given fields may carry in a file."""
+    return tuple(n for f in fields for n in ALIASES.get(f, (f,)))
+
+
 class Fields:
     """`pick` for every row of a file, fast: which of a field's names a row
     carries is worked out once per row shape (its keys in order), not once per

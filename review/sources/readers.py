@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +80,17 @@ def _has_huge_float(value: Any) -> bool:
     return False
 
 
-def _lines(fh) -> Iterator[bytes]:
-    """The file's lines; a file whose lines end in a bare carriage return (old
-    Mac editors) is split on those."""
+def _lines(fh) -> Iterable[bytes]:
+    """The file's lines (the file object itself, read line by line, unless its
+    lines end in a bare carriage return, as old Mac editors wrote: then split
+    on those)."""
     head = fh.peek(1 << 16)[: 1 << 16]
     if not (b"\r" in head and b"\n" not in head):
-        yield from fh
-        return
+        return fh
+    return _cr_lines(fh)
+
+
+def _cr_lines(fh) -> Iterator[bytes]:
     rest = b""
     for chunk in iter(lambda: fh.read(1 << 20), b""):
         *lines, rest = (rest + chunk).split(b"\r")
@@ -96,13 +100,29 @@ def _lines(fh) -> Iterator[bytes]:
         yield rest
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _has_huge_float_in(row: dict[str, Any], only: frozenset[str]) -> bool:
+    for key, v in row.items():
+        tv = type(v)
+        if tv is not str and tv is not int and tv is not bool and v is not None and key in only \
+                and _has_huge_float(v):
+            return True
+    return False
+
+
+def read_jsonl(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`only`: the top-level fields the caller keeps, if it keeps only some.
+    Only those are searched for a number orjson may have misread (see
+    `_has_huge_float`): a field that is never stored cannot carry a changed
+    value into the database, and skipping, say, a generation's copy of the
+    conversation saves a walk through every message of every row."""
     loads, error = orjson.loads, orjson.JSONDecodeError  # the hot loop of every JSONL import
+    kept = None if only is None else frozenset(only)
     with path.open("rb") as fh:
         for line_no, line in enumerate(_lines(fh), start=1):
             try:
                 row = loads(line)
-                if _has_huge_float(row):
+                if _has_huge_float(row) if kept is None else (
+                        type(row) is dict and _has_huge_float_in(row, kept)):
                     row = _slow_row(path, line_no, line)
             except error:
                 row = _slow_row(path, line_no, line)
@@ -141,13 +161,14 @@ def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict
             yield row_no, row
 
 
-def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_rows(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a JSONL, CSV or Parquet file; `only` as in `read_jsonl`."""
     kind = file_kind(path)
     if kind == "parquet":
         return read_parquet(path)
     if kind == "csv":
         return read_csv(path)
-    return read_jsonl(path)
+    return read_jsonl(path, only)
 
 
 def header_fields(path: Path) -> set[str]:
