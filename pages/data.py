@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from labels.llm import (
@@ -29,13 +30,19 @@ actor = reviewer.name if reviewer else "app"
 counts_box = st.container()  # filled after any import below, so it shows the new counts
 
 
+KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agent trajectories",
+              "graded_conversation": "Graded conversations"}
+
+
 def show_counts() -> None:
     counts = db.query("SELECT kind, COUNT(*) AS n, SUM(failed) AS failed FROM items GROUP BY kind")
     cols = counts_box.columns(max(len(counts), 1) + 1)
     for col, row in zip(cols, counts, strict=False):
-        col.metric(f"{row['kind']} items", f"{row['n']:,}",
-                   help=f"{row['failed']} failed" if row["failed"] else None)
-    cols[-1].metric("annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}")
+        col.metric(KIND_WORDS.get(row["kind"], row["kind"]), f"{row['n']:,}",
+                   help=f"{row['failed']:,} failed (kept, and shown as failures)"
+                   if row["failed"] else None)
+    cols[-1].metric("Annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}",
+                    help="Every answer by every rater, revisions included")
 
 
 st.subheader("Import", anchor=False)
@@ -98,8 +105,20 @@ with tempfile.TemporaryDirectory() as tmp:
         st.caption(f"{len(ties)} prefixes have no majority label and are left out of the CARE-Bench CSV.")
 
 st.subheader("Imports so far", anchor=False)
-rows = db.query("SELECT imported_at, path, format, n_rows, n_items, n_annotations, actor FROM imports ORDER BY id DESC LIMIT 50")
-st.dataframe([dict(r) for r in rows], hide_index=True, width="stretch")
+history = pd.DataFrame([dict(r) for r in db.query(
+    "SELECT imported_at, path, format, n_rows, n_items, n_annotations, actor FROM imports"
+    " ORDER BY id DESC LIMIT 50")],
+    columns=["imported_at", "path", "format", "n_rows", "n_items", "n_annotations", "actor"])
+history["imported_at"] = pd.to_datetime(history["imported_at"], utc=True, format="ISO8601")
+st.dataframe(history, hide_index=True, width="stretch", column_config={
+    "imported_at": st.column_config.DatetimeColumn("Imported (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+    "path": st.column_config.TextColumn("File"),
+    "format": st.column_config.TextColumn("Format"),
+    "n_rows": st.column_config.NumberColumn("Rows", format="localized"),
+    "n_items": st.column_config.NumberColumn("New items", format="localized"),
+    "n_annotations": st.column_config.NumberColumn("New answers", format="localized"),
+    "actor": st.column_config.TextColumn("By"),
+})
 
 st.subheader("LLM raters", anchor=False)
 st.caption("Run the blinded mapper or a rubric judge yourself. Keys come from the environment "

@@ -77,14 +77,23 @@ def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy)
         ("0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"), ("0A_NO_ESCALATION_INFO_NEEDED", "after_reveal")]
 
 
-def test_codebook_and_data_screens_render(app):
+def test_codebook_and_data_screens_render(app, demo_copy):
     app.run()
     app.switch_page("pages/codebook.py").run()
     assert not app.exception
     assert any("1B_ESCALATION_URGENT_CARE" in m.value for m in app.markdown)
     app.switch_page("pages/data.py").run()
     assert not app.exception
-    assert any(m.label == "annotations" for m in app.metric)
+    metrics = {m.label: m.value for m in app.metric}
+    assert {"Prefixes", "Responses", "Annotations"} <= set(metrics)
+    s = open_store(demo_copy)
+    prefixes = s.scalar("SELECT COUNT(*) FROM items WHERE kind = 'prefix'")
+    imports = s.scalar("SELECT COUNT(*) FROM imports")
+    s.close()
+    assert metrics["Prefixes"] == f"{prefixes:,}"
+    history = app.dataframe[0].value  # the imports so far, newest first
+    assert len(history) == imports > 0
+    assert str(history["imported_at"].dtype).startswith("datetime64")
 
 
 def test_a_typed_rationale_comes_back_after_a_new_session(app, demo_copy):
