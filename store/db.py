@@ -58,13 +58,17 @@ class _Checkpointer(threading.Thread):
         self.again = False
 
     def run(self) -> None:
-        while True:
-            _checkpoint(self.path)
-            with _checkpoints_guard:
-                if not self.again:
-                    _checkpoints.pop(self.path, None)
-                    return
-                self.again = False
+        try:
+            while True:
+                _checkpoint(self.path)
+                with _checkpoints_guard:
+                    if not self.again:
+                        return
+                    self.again = False
+        finally:
+            with _checkpoints_guard:  # whatever happened, a later request starts a new thread
+                if _checkpoints.get(self.path) is self:
+                    del _checkpoints[self.path]
 
 
 def _checkpoint(path: str, tries: int = 20) -> None:
@@ -163,6 +167,9 @@ class Store:
         self.db = Database(self.conn)
         self._in_tx = False
         key = str(Path(self.path).resolve()) if self.path != ":memory:" else None
+        self._key = key
+        """The file's resolved path (None in memory): what a background
+        checkpoint opens, whatever the working directory is by then."""
         if key is None or key not in _migrated:
             with _migrate_lock:
                 if key is None or key not in _migrated:
@@ -221,15 +228,35 @@ class Store:
                     self.conn.execute("ROLLBACK")
                     raise
                 else:
-                    self.conn.execute("COMMIT")
+                    try:
+                        self.conn.execute("COMMIT")
+                    except BaseException:
+                        # A COMMIT can fail (a deferred constraint, a full disk):
+                        # never leave the transaction open behind a released lock.
+                        if self.conn.in_transaction:
+                            self.conn.execute("ROLLBACK")
+                        raise
                     committed = True
                 finally:
                     self._in_tx = False
             finally:
                 if bulk:
                     self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
-        if bulk and committed and self.path != ":memory:":
-            checkpoint_soon(self.path)
+        if bulk and committed and self._key is not None:
+            checkpoint_soon(self._key)
+
+    def checkpoint(self, timeout: float = 10) -> None:
+        """Copy everything committed into the database file itself and empty
+        the write-ahead log, e.g. before the file alone is copied. Waits for
+        background checkpoints first: while one runs, SQLite reports a
+        TRUNCATE checkpoint as busy instead of doing it."""
+        wait_for_checkpoints(timeout)
+        deadline = time.monotonic() + timeout
+        while self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError(
+                    f"{self.path}: the write-ahead log is still in use by another connection")
+            time.sleep(0.05)
 
     # -- reads -------------------------------------------------------------
     def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:

@@ -20,7 +20,7 @@ def db(tmp_path):
     s = open_store(path)
     import_all(s, tmp_path / "files")
     ensure_reviewer(s, REVIEWER)
-    s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.checkpoint()
     s.close()
     return path
 

@@ -309,7 +309,7 @@ def test_keys_are_never_written_to_the_database_or_the_logs(db, fake, caplog):
     errors = [c["error"] for c in calls(db) if c["status"] == "error"]
     assert len(errors) == 2 and all("[redacted]" in e for e in errors)
     with open_store(db) as store:
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.checkpoint()
     files = [p for p in db.parent.iterdir() if p.name.startswith(db.name)]
     for key in llm.KEYS.values():
         for path in files:

@@ -238,3 +238,46 @@ def test_a_process_killed_right_after_a_bulk_commit_keeps_its_rows(tmp_path):
     assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE actor = 'bulk'") == 5000
     assert s.scalar("PRAGMA integrity_check") == "ok"
     s.close()
+
+
+def test_a_failed_commit_rolls_back_and_frees_the_store(tmp_path):
+    """A COMMIT refused by a deferred constraint leaves no transaction open."""
+    s = open_store(tmp_path / "c.db")
+    s.conn.execute("PRAGMA foreign_keys = ON")
+    with pytest.raises(sqlite3.IntegrityError):
+        with s.transaction() as conn:
+            conn.execute("PRAGMA defer_foreign_keys = ON")
+            conn.execute("INSERT INTO items (uid, dataset_id, kind, payload, created_at)"
+                         " VALUES ('orphan', 999, 'prefix', '{}', 'now')")
+    assert not s.conn.in_transaction
+    with s.transaction() as conn:  # the same store writes again at once
+        conn.execute("INSERT INTO audit_log (actor, action, entity, at) VALUES ('a','b','c','d')")
+    other = open_store(tmp_path / "c.db")
+    assert other.scalar("SELECT COUNT(*) FROM items WHERE uid = 'orphan'") == 0
+    other.close()
+    s.close()
+
+
+def test_checkpoint_puts_everything_in_the_file_even_while_one_runs(tmp_path):
+    path = tmp_path / "bulk.db"
+    s = _open_checkpointed(path)
+    _bulk_insert(s)  # a background checkpoint starts
+    s.checkpoint()  # waits for it, then empties the log
+    assert _rows_in_main_file(path, tmp_path) == 3000
+    assert (path.parent / "bulk.db-wal").stat().st_size == 0
+    s.close()
+
+
+def test_a_checkpointer_that_dies_lets_the_next_request_start_another(tmp_path, monkeypatch):
+    import store.db as db
+
+    def boom(path, tries=20):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(db, "_checkpoint", boom)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    path = tmp_path / "x.db"
+    open_store(path).close()
+    db.checkpoint_soon(path)
+    db.wait_for_checkpoints()
+    assert str(path.resolve()) not in db._checkpoints
