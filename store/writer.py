@@ -301,7 +301,22 @@ class RecordWriter:
         item_id = self.item_id(a.item_uid, a.line)
         key = a.question_key or self.default_question(item_id, a.line)
         question_id, rater_id = self._checked(a, key)
+        if a.target:
+            self._check_target(a, item_id)
         return self._write_annotation(a, item_id, question_id, rater_id)
+
+    def _check_target(self, a: AnnotationRecord, item_id: int) -> None:
+        """An answer about one step (`step:N`) names a step the item has."""
+        number = a.target.removeprefix("step:")
+        if not a.target.startswith("step:") or not number.isdigit():
+            raise InputError(f"{self._loc(a.line)}target must be step:N, got {a.target!r}")
+        steps = self.conn.execute(
+            "SELECT max(coalesce(json_array_length(payload, '$.steps'), 0),"
+            " coalesce(json_array_length(payload, '$.transcript'), 0)) FROM items WHERE id = ?",
+            (item_id,)).fetchone()[0] or 0
+        if not 1 <= int(number) <= steps:
+            raise InputError(f"{self._loc(a.line)}item {a.item_uid!r} has no step {number}"
+                             f" ({steps} steps)")
 
     def _checked(self, a: AnnotationRecord, key: str) -> tuple[int, int]:
         """The question and rater ids of an answer, its value validated."""
@@ -358,6 +373,8 @@ class RecordWriter:
         seen: set[tuple] = set()
         for a, question_id, rater_id in waiting:
             item_id = self._items[a.item_uid]
+            if a.target:
+                self._check_target(a, item_id)
             unit = (item_id, question_id, rater_id, a.target)
             if item_id > before and unit not in seen:
                 seen.add(unit)

@@ -505,3 +505,47 @@ def test_generated_jsonl_and_parquet_import_the_same(store, tmp_path):
     assert (again.items, again.annotations) == (0, 0) and again.skipped == first.annotations
     failed = store.scalar("SELECT COUNT(*) FROM items WHERE failed = 1")
     assert failed == sum(1 for line in jsonl.open() if json.loads(line)["exception"])
+
+
+def _labels(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "marks.csv"
+    path.write_text("item_id,rater,value,question,target,severity,rationale\n"
+                    + "".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_step_error_marks_come_in_from_a_spreadsheet(store, tmp_path):
+    import_file(store, write_jsonl(tmp_path / "episodes.jsonl", [kb_row()]))
+    path = _labels(tmp_path, [
+        f"{UID},Dr. Marks,wrong_parameters,trajectory.step_error,step:4,3,ordered without a reason",
+        f"{UID},Dr. Marks,no_error,trajectory.step_error,step:3,,",
+        f"{UID},Dr. Marks,met,{UID}:ask:1,,,",
+    ])
+    result = import_file(store, path)
+    assert result.format == "labels-long" and result.annotations == 3
+    rows = {r["target"]: r for r in store.query(
+        "SELECT a.target, a.value, a.extra, a.rationale FROM annotations a"
+        " JOIN raters r ON r.id = a.rater_id WHERE r.name = 'Dr. Marks'")}
+    assert rows["step:4"]["value"] == "wrong_parameters"
+    assert json.loads(rows["step:4"]["extra"]) == {"severity": 3}
+    assert rows["step:4"]["rationale"] == "ordered without a reason"
+    assert rows["step:3"]["value"] == "no_error" and json.loads(rows["step:3"]["extra"]) == {}
+    assert rows[""]["value"] == "met"
+
+
+@pytest.mark.parametrize("row, message", [
+    (f"{UID},Dr. Marks,wrong_tool,trajectory.step_error,step:9,2,", "has no step 9 (4 steps)"),
+    (f"{UID},Dr. Marks,wrong_tool,trajectory.step_error,step:2,,", "needs a severity, 1 to 5"),
+    (f"{UID},Dr. Marks,wrong_tool,trajectory.step_error,step:2,7,", "severity must be 1 to 5"),
+    (f"{UID},Dr. Marks,wrong_tool,trajectory.step_error,row 2,3,", "target must be empty"),
+    (f"{UID},Dr. Marks,met,{UID}:ask:1,,3,", "severity is for step marks"),
+    (f"{UID},Dr. Marks,typo_error,trajectory.step_error,step:2,3,", "typo_error"),
+])
+def test_a_bad_step_mark_names_the_line_and_changes_nothing(store, tmp_path, row, message):
+    import_file(store, write_jsonl(tmp_path / "episodes.jsonl", [kb_row()]))
+    before = table_counts(store)
+    path = _labels(tmp_path, [f"{UID},Dr. Marks,no_error,trajectory.step_error,step:1,,", row])
+    with pytest.raises(InputError) as err:
+        import_file(store, path)
+    assert f"{path}:3" in str(err.value) and message in str(err.value)
+    assert table_counts(store) == before

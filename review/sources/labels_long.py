@@ -1,8 +1,11 @@
 """Generic long-format labels CSV: `item_id,rater,value[,question,rationale,confidence]`.
 
 Optional columns: `status` (answered | cannot_assess), `phase` (blind |
-after_reveal | suggested; default imported) and `rater_kind` (human |
-machine | reference; default human, or the kind of an existing rater).
+after_reveal | suggested; default imported), `rater_kind` (human |
+machine | reference; default human, or the kind of an existing rater), and
+for step-level error marks on an agent run `target` (`step:N`) with
+`severity` (1 negligible .. 5 critical; required unless the value is
+`no_error`).
 
 For labels collected in a spreadsheet. A rater not yet known is created as a
 human rater (or as the kind given by an optional `rater_kind` column). The
@@ -51,6 +54,20 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         phase = row.get("phase") or "imported"
         if phase not in PHASES:
             raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {phase!r}")
+        target = (row.get("target") or "").strip()
+        severity = as_int(row.get("severity"), "severity", where)
+        if target:
+            number = target.removeprefix("step:")
+            if not target.startswith("step:") or not number.isdigit() or int(number) < 1:
+                raise InputError(f"{where}: target must be empty (the whole item) or step:N, "
+                                 f"got {target!r}")
+            if severity is None and row["value"] != "no_error" and status == "answered":
+                raise InputError(f"{where}: a step error mark needs a severity, 1 to 5")
+        if severity is not None:
+            if not target:
+                raise InputError(f"{where}: severity is for step marks: give target step:N")
+            if not 1 <= severity <= 5:
+                raise InputError(f"{where}: severity must be 1 to 5, got {severity}")
         kind = row.get("rater_kind") or "human"
         assumed = not row.get("rater_kind")
         if kind not in ("human", "machine", "reference"):
@@ -61,7 +78,8 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         yield AnnotationRecord(
             item_uid=item_uid, question_key=row.get("question") or "", rater=rater,
             value=row["value"] or None, status=status, rationale=row.get("rationale") or None,
-            confidence=confidence, line=line, phase=phase,
+            confidence=confidence, line=line, phase=phase, target=target,
+            extra={"severity": severity} if severity is not None else {},
         )
 
 
