@@ -20,20 +20,64 @@ LONG_TEXT = 4000
 """Characters shown before the rest goes behind an expander."""
 
 
-def safe_markdown(text: str | None) -> str:
-    """Markdown that shows the text as written and can load or run nothing."""
-    if not text:
-        return ""
-    out = text.replace("\r\n", "\n")
-    out = _IMAGE.sub(lambda m: f"\\[image: {m.group(1) or 'no description'}\\]", out)
+def _neutralise(text: str) -> str:
+    """Text outside code: links, images and HTML made inert."""
+    out = _IMAGE.sub(lambda m: f"\\[image: {m.group(1) or 'no description'}\\]", text)
     out = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", out)
     out = _REF_DEF.sub(lambda m: m.group(0).replace("[", "\\[", 1), out)
     out = _AUTOLINK.sub(lambda m: m.group(1), out)
     # HTML shows as text: escape the characters a browser would parse.
     out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     # A lone '$' pair would be read as LaTeX by Streamlit; show dollars as dollars.
-    out = out.replace("$", "\\$")
-    return out
+    return out.replace("$", "\\$")
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_INFO = re.compile(r"[^\w+#.-]")
+
+
+def _inline(text: str) -> str:
+    """Neutralise a run of text outside fenced blocks, leaving `code spans`
+    as written: Markdown shows their content literally (an escaped `<` would
+    show as `&lt;`), and nothing in them is parsed as HTML or a link."""
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [_neutralise(text[last:m.start()]), m.group(0)]
+        last = m.end()
+    out.append(_neutralise(text[last:]))
+    return "".join(out)
+
+
+def safe_markdown(text: str | None) -> str:
+    """Markdown that shows the text as written and can load or run nothing.
+    Code (fenced blocks and `spans`) is left as written, since Markdown shows
+    it literally; a fence's info string keeps only a language name."""
+    if not text:
+        return ""
+    lines = text.replace("\r\n", "\n").split("\n")
+    out: list[str] = []
+    prose: list[str] = []
+    fence: str | None = None
+    for line in lines:
+        if fence is None:
+            m = _FENCE.match(line)
+            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+                out.append(_inline("\n".join(prose))) if prose else None
+                prose = []
+                fence = m.group(1)
+                out.append(line[: m.start(2)] + _INFO.sub("", m.group(2).strip())[:30])
+            else:
+                prose.append(line)
+        else:
+            out.append(line)
+            stripped = line.strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]) \
+                    and len(line) - len(line.lstrip(" ")) <= 3:
+                fence = None
+    if prose:
+        out.append(_inline("\n".join(prose)))
+    return "\n".join(out)
 
 
 def split_long(text: str, limit: int = LONG_TEXT) -> tuple[str, str | None]:

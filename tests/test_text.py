@@ -1,0 +1,39 @@
+"""review.text.safe_markdown: untrusted text shown as written, able to load or run nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.text import safe_markdown
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("x < y & <b>bold</b>", "x &lt; y &amp; &lt;b&gt;bold&lt;/b&gt;"),
+    ("costs $5 or $6", "costs \\$5 or \\$6"),
+    ("[click](http://evil.example)", "click (http://evil.example)"),
+    ("![x](http://tracker.example/p.png)", "\\[image: x\\]"),
+    ("<https://evil.example>", "https://evil.example"),
+    # Code is shown literally by Markdown: left as written (an entity would show as '&lt;').
+    ("run `clinic call <tool> '<json>'` now", "run `clinic call <tool> '<json>'` now"),
+    ("``a ` <b> $1``", "``a ` <b> $1``"),
+    ("```html\n<script>alert(1)</script>\n```\nthen <i>", "```html\n<script>alert(1)</script>\n```\nthen &lt;i&gt;"),
+    ("~~~\n<x>\n~~~~\n<y>", "~~~\n<x>\n~~~~\n&lt;y&gt;"),
+    # An unclosed fence runs to the end, as in Markdown.
+    ("```\n<b>\n", "```\n<b>\n"),
+])
+def test_text_shows_as_written(raw, shown):
+    assert safe_markdown(raw) == shown
+
+
+@pytest.mark.parametrize("raw", [
+    "a `b\n\nc` <d>",          # a code span cannot cross a blank line: <d> is prose
+    "\\`not <code>\\`",        # escaped backticks open no code span
+    "```\"><img src=x onerror=alert(1)>\nbody\n```",  # a fence's info string: a language name only
+])
+def test_what_is_not_code_is_neutralised(raw):
+    out = safe_markdown(raw)
+    assert "<d>" not in out and "<code>" not in out and "<img" not in out
+
+
+def test_fence_info_string_keeps_only_a_language_name():
+    assert safe_markdown("```python {onclick=x}\nprint(1)\n```").splitlines()[0] == "```pythononclickx"
