@@ -5,7 +5,11 @@ fictional models, two versions of a fictional mapper, and three simulated
 clinicians whose disagreement is realistic: adjacent labels are confused
 more often than distant ones, and a few items are "cannot assess". Some
 clinician answers are revised after the mapper's label was revealed, so the
-anchoring view has something to show.
+anchoring view has something to show. Beside them (`review.demo_rubrics`):
+eight agent runs of four invented consultations, with a judge the
+clinicians catch out, and eight rubric-graded conversations with a grader
+and physicians' labels, so the trajectory, graded-conversation, rubric
+adjudication and meta-evaluation screens have something to show too.
 
 The demo is written as ordinary files and loaded through the real importers,
 so it exercises exactly the code path a user's files take.
@@ -19,6 +23,7 @@ import random
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
+from review.demo_rubrics import build_rubric_files
 from review.reviewers import ensure_reviewer
 from review.sources import ImportOptions, import_file
 from store import Store
@@ -194,6 +199,14 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
         w = csv.writer(fh)
         w.writerow(["item_id", "rater", "value", "question", "rationale", "confidence", "status", "phase"])
         w.writerows(clinician_rows)
+    rubric_files, run_rows = build_rubric_files(out_dir, [c[0] for c in CLINICIANS], seed)
+    files.update(rubric_files)
+    files["run_verdicts"] = out_dir / "demo_clinician_run_verdicts.csv"
+    with files["run_verdicts"].open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "rater", "value", "question", "rationale", "confidence", "status",
+                    "phase", "target", "severity"])
+        w.writerows(run_rows)
     return files
 
 
@@ -211,7 +224,9 @@ def load_demo(store: Store, out_dir: Path, actor: str = "demo") -> list[str]:
     for name, specialty, seniority, role in STAFF:
         ensure_reviewer(store, name, specialty, seniority, role)
     summaries = []
-    order = ["prefixes", "generations", "mapped_v1", "mapped_v2", "labels"]
+    order = ["prefixes", "generations", "mapped_v1", "mapped_v2", "labels", "runs",
+             "healthbench_rubrics", "healthbench_completions", "healthbench_grades",
+             "healthbench_meta", "run_verdicts"]
     for key in order:
         result = import_file(store, files[key], options=ImportOptions(dataset=DATASET, actor=actor))
         summaries.append(result.summary())

@@ -42,7 +42,9 @@ def add_trajectories(db: Path) -> dict[str, str]:
     try:
         import_file(s, path, "klinikebench")
         me = ensure_reviewer(s, REVIEWER, "emergency medicine", "consultant")
-        uids = [r[0] for r in s.query("SELECT uid FROM items WHERE kind = 'trajectory' ORDER BY id")]
+        uids = [r[0] for r in s.query(  # this file's runs (the demo has runs of its own)
+            "SELECT uid FROM items WHERE kind = 'trajectory'"
+            " AND import_id = (SELECT MAX(id) FROM imports) ORDER BY id")]
         qid = s.scalar("SELECT id FROM questions WHERE key = 'trajectory.step_error'")
         first = s.scalar("SELECT id FROM items WHERE uid = ?", (uids[0],))
         second = s.scalar("SELECT id FROM items WHERE uid = ?", (uids[1],))

@@ -455,6 +455,44 @@ def test_demo_gives_a_non_trivial_first_report(demo):
     assert anchoring(demo, RESPONSE_Q).rows[-1].revisions > 0
 
 
+def test_demo_runs_and_graded_conversations_give_every_rubric_screen_something(demo):
+    """The demo's agent runs and rubric-graded conversations: the judge is caught out
+    by the clinicians, the clinicians differ among themselves, and the HealthBench
+    grader meets its physicians, each in a question set of its own kind of item."""
+    from review.demo_rubrics import JUDGE_MISTAKES, run_uid
+    from review.reviewers import ensure_reviewer
+
+    kinds = dict(demo.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
+    assert kinds["trajectory"] == 8 and kinds["graded_conversation"] == 12  # 4 prompts + 8 answers
+    assert demo.scalar("SELECT COUNT(*) FROM items WHERE kind = 'trajectory' AND failed = 1") == 1
+    sets = {qs.key: qs for qs in question_sets(demo)}
+    assert {"criteria:rubric@trajectory", "criteria:rubric@graded_conversation",
+            "trajectory.step_error"} <= set(sets)
+    # Where the judge passed a vague question, the clinicians (mostly) did not.
+    task, agent, topic = sorted(JUDGE_MISTAKES)[0]
+    uid = run_uid(task, agent)
+    said = dict(demo.query(
+        "SELECT r.name, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+        " JOIN questions q ON q.id = c.question_id WHERE q.key = ?", (f"{uid}:ask:{topic + 1}",)))
+    assert said["klinikebench-judge:demo/judge-1"] == "met"
+    assert list(said.values()).count("not_met") >= 1
+    judge = agreement_report(demo, "criteria:rubric@trajectory", "group:majority",
+                             "klinikebench-judge:demo/judge-1")
+    assert judge.n_units >= 20 and 0 < judge.coefficients[0].value < 1
+    marks = dict(demo.query(
+        "SELECT c.value, COUNT(*) FROM current_annotations c JOIN questions q ON q.id = c.question_id"
+        " WHERE q.key = 'trajectory.step_error' GROUP BY c.value"))
+    assert {"wrong_parameters", "missed_essential_question", "no_error"} <= set(marks)
+    adjudicator = ensure_reviewer(demo, "Dr. Sam Rivera", "internal medicine", "consultant",
+                                  "adjudicator")
+    from review.adjudication import rubric_queue
+
+    assert rubric_queue(demo, adjudicator)  # the clinicians differ on some criterion
+    meta = meta_eval(demo, None, "criteria:rubric@graded_conversation", Filters())
+    assert meta.grader == "healthbench-grader" and meta.n_rows == 34
+    assert meta.overall.grader.macro_f1 is not None and meta.overall.physicians.macro_f1 is not None
+
+
 def test_data_version_moves_when_an_answer_is_added(store, three_clinicians):
     before = data_version(store)
     write(store, [answer("p4", PREFIX_Q, "Ben", A)])

@@ -243,8 +243,9 @@ def counted(facet) -> dict[str, int]:
 
 def test_facets_count_right_on_the_demo(demo):
     f = facets(demo, BrowseQuery())
-    assert counted(f["kinds"]) == {"prefix": 85, "response": 255}
-    by_model = dict(demo.query("SELECT model, COUNT(*) FROM items WHERE kind = 'response' GROUP BY model"))
+    assert counted(f["kinds"]) == dict(demo.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
+    assert {"prefix", "response", "trajectory", "graded_conversation"} <= set(counted(f["kinds"]))
+    by_model = dict(demo.query("SELECT model, COUNT(*) FROM items WHERE model IS NOT NULL GROUP BY model"))
     assert counted(f["models"]) == by_model
     gold = dict(demo.query(
         "SELECT c.value, COUNT(*) FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
@@ -283,7 +284,8 @@ def test_disagreement_and_ordinal_distance_between_two_raters(demo):
 
 def test_gate_step_error_severity_tag_flag_and_reviewer_facets(with_runs):
     s, uids = with_runs
-    q = BrowseQuery(kinds=("trajectory",))
+    ours = ("klinikebench",)  # the runs add_trajectories imported, not the demo's own
+    q = BrowseQuery(kinds=("trajectory",), datasets=ours)
     f = facets(s, q)
     assert counted(f["step_errors"]) == {"unsupported_claim": 1, "missed_essential_question": 1}
     assert counted(f["severities"]) == {"4": 1, "2": 1}
@@ -292,14 +294,15 @@ def test_gate_step_error_severity_tag_flag_and_reviewer_facets(with_runs):
     assert counted(f["reviewers"]) == {"Dr. Browse Test": 2}
     failed_outcome = s.scalar(
         "SELECT COUNT(*) FROM current_annotations c JOIN questions q ON q.id = c.question_id"
-        " WHERE q.key LIKE '%:outcome' AND c.value = 'not_met'")
+        " JOIN items i ON i.id = c.item_id JOIN datasets d ON d.id = i.dataset_id"
+        " WHERE q.key LIKE '%:outcome' AND c.value = 'not_met' AND d.name = 'klinikebench'")
     assert counted(f["gates"])["outcome"] == failed_outcome
-    assert [i.uid for i in browse(s, BrowseQuery(step_errors=("unsupported_claim",))).items] == [uids["marked"]]
-    assert [i.uid for i in browse(s, BrowseQuery(severities=(2,))).items] == [uids["other"]]
-    assert [i.uid for i in browse(s, BrowseQuery(flagged=True)).items] == [uids["other"]]
+    assert [i.uid for i in browse(s, BrowseQuery(datasets=ours, step_errors=("unsupported_claim",))).items] == [uids["marked"]]
+    assert [i.uid for i in browse(s, BrowseQuery(datasets=ours, severities=(2,))).items] == [uids["other"]]
+    assert [i.uid for i in browse(s, BrowseQuery(datasets=ours, flagged=True)).items] == [uids["other"]]
     # a broader tag finds items carrying a narrower one
-    assert [i.uid for i in browse(s, BrowseQuery(tags=("safety failure",))).items] == [uids["other"]]
-    marked = browse(s, BrowseQuery(step_errors=("unsupported_claim",))).items[0]
+    assert [i.uid for i in browse(s, BrowseQuery(datasets=ours, tags=("safety failure",))).items] == [uids["other"]]
+    marked = browse(s, BrowseQuery(datasets=ours, step_errors=("unsupported_claim",))).items[0]
     assert marked.step_marks == [("step:7", "unsupported_claim", 4)]
     assert "outcome" in marked.failed_gates or "outcome" not in counted(f["gates"])
 

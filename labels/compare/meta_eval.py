@@ -95,7 +95,9 @@ def meta_eval(
                 "No rubric criteria have answers yet. Import HealthBench meta-evaluation rows "
                 "(physicians' met / not met labels) and a grader's verdicts to see how far the "
                 "grader agrees with physicians, next to the physicians' own agreement."))
-        questions = sets[0]
+        # HealthBench's criteria are asked of graded conversations: prefer those.
+        questions = next((qs for qs in sets if qs.item_kinds == ("graded_conversation",)),
+                         sets[0])
     qs = question_set(store, questions) if isinstance(questions, str) else questions
     answers = load_answers(store, qs, replace(filters, include_cannot_assess=False))
     graders = sorted(answers.of_kind("machine"), key=lambda g: (-len(answers.values[g]), g))

@@ -143,15 +143,22 @@ def question_set(store: Store, name: str) -> QuestionSet:
     """Resolve a question-set name:
 
     - a question key (``carebench.response_action``), or
-    - ``criteria`` (every rubric criterion; they must share one codebook) or
-      ``criteria:<codebook>``, or
+    - ``criteria`` (every rubric criterion; they must share one codebook),
+      ``criteria:<codebook>``, or ``criteria:<codebook>@<item kind>`` (the
+      criteria asked of one kind of item: an agent run's gates and must-ask
+      topics are not pooled with a graded conversation's rubric), or
     - a glob over question keys (``hb:*``) whose questions share one codebook.
     """
     name = name.strip()
     if name == "criteria":
         return _make(store, name, "q.kind = 'criterion'", (), None)
     if name.startswith("criteria:"):
-        return _make(store, name, "q.kind = 'criterion' AND q.codebook = ?", (name[9:],), None)
+        book, _, item_kind = name[9:].partition("@")
+        if item_kind:
+            return _make(store, name, "q.kind = 'criterion' AND q.codebook = ? AND"
+                         " COALESCE((SELECT kind FROM items WHERE id = q.item_id), q.applies_to) = ?",
+                         (book, item_kind), None)
+        return _make(store, name, "q.kind = 'criterion' AND q.codebook = ?", (book,), None)
     if any(ch in name for ch in "*?["):
         return _make(store, name, "q.key GLOB ?", (name,), None)
     try:
@@ -163,15 +170,24 @@ def question_set(store: Store, name: str) -> QuestionSet:
 
 def question_sets(store: Store) -> list[QuestionSet]:
     """The question sets that have answers: each answered label-set question, and the
-    rubric criteria of each codebook as one set."""
+    rubric criteria of each codebook asked of each kind of item as one set."""
     labelsets = store.query(
         "SELECT q.key FROM questions q WHERE q.kind = 'labelset'"
         " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY q.id"
     )
     criteria = store.query(
-        "SELECT DISTINCT q.codebook FROM questions q WHERE q.kind = 'criterion'"
-        " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY 1"
+        "SELECT DISTINCT q.codebook,"
+        " COALESCE((SELECT kind FROM items WHERE id = q.item_id), q.applies_to) AS item_kind"
+        " FROM questions q WHERE q.kind = 'criterion'"
+        " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY 1, 2"
     )
     out = [question_set(store, r[0]) for r in labelsets]
-    out += [question_set(store, f"criteria:{r[0]}") for r in criteria]
+    kinds: dict[str, list[str | None]] = {}
+    for r in criteria:
+        kinds.setdefault(r[0], []).append(r[1])
+    for book, item_kinds in kinds.items():
+        if len(item_kinds) == 1 or None in item_kinds:
+            out.append(question_set(store, f"criteria:{book}"))
+        else:
+            out += [question_set(store, f"criteria:{book}@{k}") for k in item_kinds]
     return out
