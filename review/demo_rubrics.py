@@ -22,8 +22,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from review.sources.healthbench import criterion_key
-
 KB_SUBSET, KB_RUN = "demo", "r1"
 JUDGE_MODEL = "demo/judge-1"
 AGENTS = ("demo/atlas-clinician", "demo/brisk-clinician")
@@ -528,8 +526,3 @@ def build_rubric_files(out_dir: Path, clinicians: list[str], seed: int) -> tuple
                                                    hb[name])
     return files, run_verdicts(runs, clinicians, rng)
 
-
-def criterion_uid(prompt_id: str, index: int) -> str:
-    """The question key of a demo conversation's criterion (for tests)."""
-    conv = next(c for c in CONVERSATIONS if c.prompt_id == prompt_id)
-    return criterion_key(prompt_id, conv.rubric[index][0])
