@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -21,6 +23,14 @@ from pages._steps import code_span, label_text
 from review.items import flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
 from review.reviewers import Reviewer
+from review.rounds import (
+    RoundError,
+    RoundInfo,
+    is_rubric_round,
+    list_rounds,
+    reserve_next_item,
+    round_progress,
+)
 from review.rubric_review import (
     CANNOT_ASSESS,
     ItemQuestion,
@@ -33,6 +43,7 @@ from review.rubric_review import (
     next_unreviewed,
     rater_scores,
     review_progress,
+    unfinished_in_round,
 )
 from review.text import safe_markdown
 
@@ -114,13 +125,13 @@ def _flag(reviewer: Reviewer, item_id: int, raise_flag: bool) -> None:
 
 
 def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion], mode: str,
-            started_key: str) -> None:
+            started_key: str, round_id: int | None = None) -> None:
     s = store()
     mine = my_current_answers(s, reviewer.id, item_id)
     batch = pending_verdicts(item_id, questions, mine)
     started = st.session_state.get(started_key, time.monotonic())
     try:
-        commit_verdicts(s, reviewer, item_id, batch, mode=mode,
+        commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
                         seconds_on_task=round(time.monotonic() - started, 2))
     except ValueError as exc:
         st.session_state["rv_flash"] = ("error", str(exc))
@@ -211,11 +222,13 @@ def _show_reveal(q: ItemQuestion, mine: MyAnswer | None, verdicts: list[RaterVer
 def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
               mine: dict[int, MyAnswer], revealed: dict[int, list[RaterVerdict]], *,
               mode: str, started_key: str, show_scores: bool = False,
-              list_height: int | None = None, read_only: bool = False) -> None:
+              list_height: int | None = None, read_only: bool = False,
+              round_id: int | None = None) -> None:
     """The whole rubric of one item: answer, commit, and after commit the reveal.
     `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
     long list of criteria scrolls in a pane `list_height` pixels high. With
-    `read_only` (nothing to grade) the criteria are shown for reference."""
+    `read_only` (nothing to grade) the criteria are shown for reference. In a
+    review round (`round_id`) the commit takes the reviewer's place on the item."""
     _seed_drafts(item_id, questions, mine)
     criteria = [q for q in questions if q.kind == "criterion"]
     outcome = [q for q in questions if q.kind != "criterion"]
@@ -297,7 +310,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
              else "Nothing new to commit")
     st.button(label, key="rv_commit", shortcut="Ctrl+Enter", type="primary", width="stretch",
               disabled=not pending, icon=":material/done_all:",
-              on_click=_commit, args=(reviewer, item_id, questions, mode, started_key),
+              on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
               help="Record your answers; the judges' verdicts on them are shown afterwards")
     row = st.columns([3, 2], vertical_alignment="center")
     committed = sum(1 for q in questions if q.id in mine)
@@ -347,36 +360,96 @@ def _scores(questions: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
             st.caption("The judges' scores appear when you have committed every criterion.")
 
 
+@dataclass
+class Opened:
+    """What `open_from_queue` opened: the item, how to review it, and where it came from."""
+
+    filt: QueueFilter
+    item_id: int
+    screen: Any
+    mode: str
+    """The blinding: the round's, or the screen's default outside rounds."""
+    round: RoundInfo | None = None
+    """The review round the item was assigned in, if the reviewer works in one."""
+
+    @property
+    def round_id(self) -> int | None:
+        return self.round.id if self.round else None
+
+
+FREE = 0
+"""'No round' in the round selector (None would show as an empty choice)."""
+
+
+def _choose_round(db, kind: str, prefix: str) -> RoundInfo | None:
+    rounds = {r.id: r for r in list_rounds(db) if r.kind == kind and is_rubric_round(r.question_key)}
+    if not rounds:
+        st.query_params.pop("round", None)
+        return None
+    wanted = st.query_params.get("round")
+    ids = [FREE, *rounds]
+    chosen = st.selectbox(
+        "Review round", ids, key=f"{prefix}_round",
+        index=ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in rounds else 0,
+        format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}")
+    if chosen == FREE:
+        st.query_params.pop("round", None)
+        return None
+    st.query_params["round"] = str(chosen)
+    return rounds[chosen]
+
+
+def next_in_round(prefix: str) -> None:
+    """Leave the item open in this round; the page then takes the next one."""
+    round_id = st.session_state.get(f"{prefix}_round")
+    st.session_state.pop(f"{prefix}_item:r{round_id}", None)
+    st.query_params.pop("item", None)
+
+
 def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,
                     sidebar_heading: str, done_text: str, missing_text: str,
                     finished_text: str, empty_text: str, opener, mode: str,
-                    title_ratio: tuple[int, int] = (2, 5)):
-    """The filters, title and progress of a rubric screen, and the item it
-    shows: the one in the URL, else the one open in this session, else the
-    reviewer's next unreviewed item. Stops the page when there is none.
-    Returns (filter, item id, the opener's screen). `prefix` keeps each
-    screen's session keys apart; the URL holds the item (`?item=<uid>`)."""
+                    title_ratio: tuple[int, int] = (2, 5)) -> Opened:
+    """The round, filters, title and progress of a rubric screen, and the item
+    it shows: the one in the URL, else the one open in this session, else the
+    reviewer's next: in a review round, the next the round reserves for them;
+    outside rounds, the next they have not reviewed. Stops the page when there
+    is none. `prefix` keeps each screen's session keys apart; the URL holds the
+    item (`?item=<uid>`) and the round (`?round=<id>`)."""
     choices = filter_choices(db, kind)
     with st.sidebar:
         st.markdown(f"**{sidebar_heading}**")
-        dataset = st.selectbox("Dataset", choices.datasets, index=None,
-                               placeholder="All datasets", key=f"{prefix}_dataset")
-        model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
-                             key=f"{prefix}_model")
+        this_round = _choose_round(db, kind, prefix)
+        if this_round is None:
+            dataset = st.selectbox("Dataset", choices.datasets, index=None,
+                                   placeholder="All datasets", key=f"{prefix}_dataset")
+            model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
+                                 key=f"{prefix}_model")
+        else:
+            st.caption("The round decides what you get next, and how much is revealed after "
+                       f"you commit ({this_round.blinding.replace('_', ' ')}).")
+            dataset = model = None
     filt = QueueFilter(kind=kind, dataset=dataset, model=model)
-    item_key, uid_key, filter_key = f"{prefix}_item", f"{prefix}_uid", f"{prefix}_filter"
-    if st.session_state.get(filter_key) != filt:
-        if filter_key in st.session_state:  # the filter changed: start from its queue
+    scope = f"r{this_round.id}" if this_round else "free"
+    item_key = f"{prefix}_item" if this_round is None else f"{prefix}_item:{scope}"
+    uid_key, filter_key = f"{prefix}_uid:{scope}", f"{prefix}_filter"
+    if st.session_state.get(filter_key) != (filt, scope):
+        if filter_key in st.session_state:  # the filter or round changed: start from its queue
             st.session_state.pop(item_key, None)
             st.query_params.pop("item", None)
-        st.session_state[filter_key] = filt
+        st.session_state[filter_key] = (filt, scope)
 
     head_l, head_r = st.columns(list(title_ratio), vertical_alignment="bottom")
     head_l.title(title, anchor=False)
-    progress = review_progress(db, reviewer.id, filt)
-    head_r.progress(progress.done / progress.total if progress.total else 0.0,
-                    text=f"{progress.done} of {progress.total} {done_text}"
-                    + (" · all done" if progress.total and not progress.remaining else ""))
+    if this_round is None:
+        progress = review_progress(db, reviewer.id, filt)
+        done, total, all_done = progress.done, progress.total, not progress.remaining
+        words = done_text
+    else:
+        done, total = round_progress(db, this_round.id, reviewer.id)
+        all_done, words = False, f"of round {this_round.name} reviewed by you"
+    head_r.progress(done / total if total else 0.0,
+                    text=f"{done} of {total} {words}" + (" · all done" if total and all_done else ""))
 
     wanted = st.query_params.get("item")
     item_id = st.session_state.get(item_key)
@@ -385,16 +458,28 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         if item_id is None:
             st.warning(f"No {missing_text} {code_span(wanted)} in this database; "
                        "showing your queue.")
+    if item_id is None and this_round is not None:
+        try:
+            item_id = (unfinished_in_round(db, this_round.id, reviewer.id)
+                       or reserve_next_item(store(), this_round.id, reviewer))
+        except RoundError as exc:
+            st.error(str(exc))
+            st.stop()
+        if item_id is None:
+            st.success(f"Nothing left for you in {this_round.name}: every item you could take "
+                       "has the reviewers it needs.", icon=":material/task_alt:")
+            st.stop()
     if item_id is None:
         item_id = next_unreviewed(db, reviewer.id, filt)
     if item_id is None:
-        if progress.total:
+        if total:
             st.success(finished_text, icon=":material/task_alt:")
         else:
             st.info(empty_text)
         st.stop()
 
-    screen = opener(db, reviewer.id, item_id, mode)
+    review_mode = this_round.blinding if this_round else mode
+    screen = opener(db, reviewer.id, item_id, review_mode)
     if screen is None:
         st.session_state.pop(item_key, None)
         st.query_params.pop("item", None)
@@ -404,4 +489,4 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     if st.query_params.get("item") != screen.header.uid:
         st.query_params["item"] = screen.header.uid
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
-    return filt, item_id, screen
+    return Opened(filt, item_id, screen, review_mode, this_round)

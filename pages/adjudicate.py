@@ -21,7 +21,7 @@ from review.adjudication import (
 )
 from review.items import load_item
 from review.reviewers import can_adjudicate
-from review.rounds import list_rounds
+from review.rounds import is_rubric_round, list_rounds
 from review.text import safe_markdown
 
 st.title("Adjudicate", anchor=False)
@@ -143,7 +143,7 @@ if what == "rubric":
     rubric_mode()
     st.stop()
 
-rounds = list_rounds(db)
+rounds = [r for r in list_rounds(db) if not is_rubric_round(r.question_key)]  # rubric: above
 scopes = [None] + [r.id for r in rounds]
 names = {r.id: f"Round: {r.name}" for r in rounds}
 top = st.columns([3, 3, 2], vertical_alignment="bottom")

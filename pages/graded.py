@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._rubric import checklist, open_from_queue
+from pages._rubric import checklist, next_in_round, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
 from review.blinding import DEFAULT_MODE
@@ -33,7 +33,7 @@ ROLES = {"user": ("user", ":material/person:", "Patient or user"),
 reviewer = require_reviewer()
 db = store()
 
-filt, item_id, screen = open_from_queue(
+opened = open_from_queue(
     db, reviewer, kind=KIND, prefix="hb", title="Graded conversations",
     sidebar_heading="Which conversations", done_text="conversations graded by you",
     missing_text="graded conversation",
@@ -41,6 +41,7 @@ filt, item_id, screen = open_from_queue(
     empty_text="No graded conversations yet. Import HealthBench rows (and model completions) "
                "on the Data screen or with `carelens import`.",
     opener=open_graded, mode=MODE, title_ratio=(3, 4))
+filt, item_id, screen, in_round = opened.filt, opened.item_id, opened.screen, opened.round
 head, view = screen.header, screen.view
 started_key = f"hb_started:{item_id}"
 
@@ -51,22 +52,30 @@ def go_item(target: int | None) -> None:
 
 
 position, total = item_position(db, item_id, filt)
-where = (f"conversation {position} of {total}" if position
+where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
+         f"conversation {position} of {total}" if position
          else f"outside this queue of {total} conversations")
 facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
 theme = head.meta.get("theme")
 if theme:
     facts.append(f":gray-badge[{label_text(str(theme).replace('_', ' '))}]")
-facts.append(":green-badge[:material/task_alt: graded by you]" if is_reviewed(db, reviewer.id, item_id)
+graded = is_reviewed(db, reviewer.id, item_id)
+facts.append(":green-badge[:material/task_alt: graded by you]" if graded
              else ":orange-badge[not yet graded by you]")
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="hb_nav"):
-    st.button("Previous", key="hb_prev", shortcut="Left", icon=":material/arrow_back:",
-              on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-    st.button("Next", key="hb_next", shortcut="Right", icon=":material/arrow_forward:",
-              on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-    st.button("Next to grade", key="hb_next_open", icon=":material/playlist_play:",
-              on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+    if in_round:
+        st.button("Next in the round", key="hb_next_round", icon=":material/playlist_play:",
+                  on_click=next_in_round, args=("hb",), disabled=not graded,
+                  help="Answer every criterion (Can't assess counts) and commit: the "
+                       "conversation is reserved for you until then")
+    else:
+        st.button("Previous", key="hb_prev", shortcut="Left", icon=":material/arrow_back:",
+                  on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
+        st.button("Next", key="hb_next", shortcut="Right", icon=":material/arrow_forward:",
+                  on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
+        st.button("Next to grade", key="hb_next_open", icon=":material/playlist_play:",
+                  on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 left, right = st.columns([2, 3], gap="large")
 with left:
@@ -107,6 +116,6 @@ with right:
             st.info("Nothing to grade yet: this conversation has no completion. The rubric is "
                     "shown for reference; import model completions (format "
                     "`healthbench-completions`) to grade them.", icon=":material/info:")
-        checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed, mode=MODE,
-                  started_key=started_key, show_scores=True, list_height=620,
-                  read_only=view.completion is None)
+        checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
+                  mode=opened.mode, started_key=started_key, show_scores=True, list_height=620,
+                  read_only=view.completion is None, round_id=opened.round_id)

@@ -8,13 +8,24 @@ from pages._shared import require_reviewer, store
 from review.blinding import MODES
 from review.queue import filter_choices
 from review.reviewers import ROLES, grant_role, is_admin, list_reviewers
-from review.rounds import RoundError, RoundSpec, create_round, list_rounds
+from review.rounds import (
+    STEP_QUESTION,
+    RoundError,
+    RoundSpec,
+    create_round,
+    criteria_round_key,
+    is_rubric_round,
+    list_rounds,
+)
 
 BLINDING_WORDS = {
     "blind": "Fully blind: machine and reference labels never shown",
     "reveal_after_commit": "Reveal machine and reference labels after each answer",
     "suggest": "Show machine labels up front (speed run)",
 }
+
+ROUND_WORDS = {criteria_round_key("trajectory"): "agent runs: all criteria",
+               criteria_round_key("graded_conversation"): "graded conversations: all criteria"}
 
 st.title("Rounds and people", anchor=False)
 me = require_reviewer()
@@ -25,9 +36,12 @@ if not is_admin(me):
 
 rounds = list_rounds(db)
 st.subheader("Rounds", anchor=False)
+if "rounds_flash" in st.session_state:  # said before the rerun that shows the new round
+    st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
 if rounds:
     st.dataframe(
-        [{"round": r.name, "question": r.question_key, "items": r.items,
+        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key, r.question_key),
+          "items": r.items,
           "answers": f"{r.answers_given} of {r.answers_needed}",
           "done": r.answers_given / r.answers_needed if r.answers_needed else 0.0,
           "reviewers per item": r.reviewers_per_item,
@@ -42,11 +56,21 @@ else:
                "clinicians get the same items for an agreement audit.")
 
 with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
-    questions = [r[0] for r in db.query(
-        "SELECT key FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL ORDER BY id")]
+    questions = dict(db.query(
+        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
+        " AND key != ? ORDER BY id", (STEP_QUESTION,)))
+    for kind, words in (("trajectory", "Agent runs: every criterion and verdict of each run"),
+                        ("graded_conversation", "Graded conversations: every rubric criterion")):
+        if db.scalar("SELECT 1 FROM items WHERE kind = ? LIMIT 1", (kind,)):
+            questions[criteria_round_key(kind)] = words
+    question = st.selectbox("What each reviewer answers", list(questions),
+                            format_func=lambda k: questions.get(k, k),
+                            help="A label question, or a review of every criterion of each "
+                                 "agent run or graded conversation (step marks are optional "
+                                 "there; a committed verdict takes the reviewer's place)")
+    strata = ["category", "none"] if is_rubric_round(question or "") else ["gold", "category", "none"]
     with st.form("new_round"):
         name = st.text_input("Name", placeholder="e.g. Validation split, double review")
-        question = st.selectbox("Question", questions)
         choices = filter_choices(db)
         c = st.columns(3)
         dataset = c[0].selectbox("Dataset", choices.datasets, index=None, placeholder="All")
@@ -58,8 +82,9 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                                     help="Share of items that get k reviewers; the rest get one")
         limit = c[2].number_input("Items (0 = all that match)", 0, 100000, 0)
         c = st.columns(3)
-        stratify = c[0].selectbox("Stratify by", ["gold", "category", "none"],
-                                  format_func={"gold": "gold label", "category": "category",
+        stratify = c[0].selectbox("Stratify by", strata,
+                                  format_func={"gold": "gold label (label questions)",
+                                               "category": "category or theme",
                                                "none": "nothing"}.get)
         blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get)
         minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)
@@ -76,7 +101,10 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
             except RoundError as exc:
                 st.error(str(exc))
             else:
-                st.success(f"Round created (id {rid}). Reviewers find it in the Review screen.")
+                screen = ("Trajectories" if question == criteria_round_key("trajectory") else
+                          "Graded conversations" if is_rubric_round(question) else "Review")
+                st.session_state["rounds_flash"] = (
+                    f"Round created (id {rid}). Reviewers find it on the {screen} screen.")
                 st.rerun()
 
 st.subheader("People", anchor=False)

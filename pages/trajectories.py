@@ -14,7 +14,7 @@ import time
 import streamlit as st
 
 from codebook import builtin_codebooks
-from pages._rubric import checklist, open_from_queue
+from pages._rubric import checklist, next_in_round, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
     code_span,
@@ -46,13 +46,14 @@ reviewer = require_reviewer()
 db = store()
 
 # -- which run ------------------------------------------------------------------------
-filt, item_id, screen = open_from_queue(
+opened = open_from_queue(
     db, reviewer, kind=KIND, prefix="trj", title="Trajectories", sidebar_heading="Which runs",
     done_text="runs reviewed by you", missing_text="agent run",
     finished_text="You have reviewed every run under these filters.",
     empty_text="No agent runs yet. Import KlinikeBench, Harbor or CliniCARE runs on the Data "
                "screen or with `carelens import`.",
     opener=open_run, mode=MODE)
+filt, item_id, screen, in_round = opened.filt, opened.item_id, opened.screen, opened.round
 head, view = screen.header, screen.view
 started_key = f"trj_started:{item_id}"
 
@@ -93,8 +94,8 @@ if step is not None and st.query_params.get("step") != str(step.step_id):
 
 # -- the run at a glance --------------------------------------------------------------
 position, total = item_position(db, item_id, filt)
-where = (f"run {position} of {total}" if position
-         else f"outside this queue of {total} runs")
+where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
+         f"run {position} of {total}" if position else f"outside this queue of {total} runs")
 facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
 if head.model:
     facts.append(f"model {code_span(head.model)}")
@@ -110,12 +111,18 @@ if head.failed:
     facts.append(":red-badge[:material/error: the run failed]")
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="trj_runs"):
-    st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
-              on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-    st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
-              on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-    st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
-              on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+    if in_round:
+        st.button("Next run in the round", key="trj_next_round", icon=":material/playlist_play:",
+                  on_click=next_in_round, args=("trj",), disabled=not reviewed,
+                  help="Answer every criterion of this run (Can't assess counts) and commit: "
+                       "the run is reserved for you until then")
+    else:
+        st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
+                  on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
+        st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
+                  on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
+        st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
+                  on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 tl = view.timeline
 counts = tl.counts
@@ -152,7 +159,8 @@ def save_mark(sid: int) -> None:
     sev = st.session_state.get(f"trj_sev:{item_id}:{sid}")
     note = st.session_state.get(f"trj_note:{item_id}:{sid}")
     try:
-        mark_step(store(), reviewer, item_id, sid, err, sev, note, mode=MODE,
+        mark_step(store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
+                  round_id=opened.round_id,
                   seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
     except ValueError as exc:
         st.session_state["trj_flash"] = ("error", str(exc))
@@ -254,4 +262,5 @@ with right:
         st.caption("This run has no criteria to answer; mark its steps on the left.")
     else:
         checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
-                  mode=MODE, started_key=started_key, list_height=560)
+                  mode=opened.mode, started_key=started_key, list_height=560,
+                  round_id=opened.round_id)

@@ -25,6 +25,20 @@ from review.reviewers import Reviewer
 from store import Store, to_json, utcnow
 
 STRATA = ("none", "gold", "category")
+CRITERIA_PREFIX = "criteria@"
+"""A round's question key `criteria@<item kind>`: a review of every criterion of
+each item (an agent run's gates and must-ask topics, a graded conversation's
+rubric). Any committed verdict on the item fills the reviewer's slot."""
+RUBRIC_KINDS = ("trajectory", "graded_conversation")
+STEP_QUESTION = "trajectory.step_error"
+
+
+def criteria_round_key(kind: str) -> str:
+    return f"{CRITERIA_PREFIX}{kind}"
+
+
+def is_rubric_round(question_key: str) -> bool:
+    return question_key.startswith(CRITERIA_PREFIX)
 COUNTED = "('answered', 'cannot_assess')"
 """Statuses that fill a slot; a skip gives the slot back."""
 
@@ -89,11 +103,25 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError(f"stratify by one of {', '.join(STRATA)}")
     if spec.blinding not in MODES:
         raise RoundError(f"blinding is one of {', '.join(MODES)}")
-    question = store.query_one(
-        "SELECT id, applies_to, codebook FROM questions WHERE key = ?", (spec.question_key,))
-    if question is None or not question["applies_to"]:
-        raise RoundError(f"no question {spec.question_key!r} asked of a kind of item")
-    clauses, params = ["i.kind = ?"], [question["applies_to"]]
+    if is_rubric_round(spec.question_key):
+        item_kind = spec.question_key[len(CRITERIA_PREFIX):]
+        if item_kind not in RUBRIC_KINDS:
+            raise RoundError(f"a criteria round is over one of {', '.join(RUBRIC_KINDS)}")
+        if spec.stratify_by == "gold":
+            raise RoundError("agent runs and graded conversations have no gold label: "
+                             "stratify by category, or not at all")
+    else:
+        question = store.query_one(
+            "SELECT id, applies_to, codebook FROM questions WHERE key = ?", (spec.question_key,))
+        if question is None or not question["applies_to"]:
+            raise RoundError(f"no question {spec.question_key!r} asked of a kind of item")
+        if spec.question_key == STEP_QUESTION:
+            raise RoundError("step errors are marked step by step, so no mark fills a reviewer's "
+                             f"place: make the round on the runs' criteria ({criteria_round_key('trajectory')})")
+        item_kind = question["applies_to"]
+    clauses, params = ["i.kind = ?"], [item_kind]
+    if item_kind == "graded_conversation":  # only what has a completion can be graded
+        clauses.append("json_extract(i.payload, '$.completion') IS NOT NULL")
     for column, value in (("split", spec.split), ("model", spec.model)):
         if value:
             clauses.append(f"i.{column} = ?")
@@ -102,7 +130,10 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         clauses.append("i.dataset_id = (SELECT id FROM datasets WHERE name = ?)")
         params.append(spec.dataset)
     rows = store.query(
-        f"""SELECT i.id, json_extract(i.meta, '$.specialty_or_domain') AS category,
+        f"""SELECT i.id, COALESCE(json_extract(i.meta, '$.specialty_or_domain'),
+                   json_extract(i.meta, '$.theme'),
+                   (SELECT json_extract(p.meta, '$.theme') FROM items p WHERE p.id = i.parent_id))
+                   AS category,
                    (SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id
                     WHERE c.item_id = COALESCE(i.parent_id, i.id) AND r.kind = 'reference'
                       AND c.target = '' LIMIT 1) AS gold
@@ -145,7 +176,7 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                 " overlap_share, stratify_by, match_specialty, blinding, reservation_minutes,"
                 " adjudicate_distance, created_by, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (spec.name.strip(), spec.question_key,
-                 to_json({"kind": question["applies_to"], "dataset": spec.dataset,
+                 to_json({"kind": item_kind, "dataset": spec.dataset,
                           "split": spec.split, "model": spec.model}),
                  k, spec.overlap_share, spec.stratify_by, int(spec.match_specialty),
                  spec.blinding, spec.reservation_minutes, spec.adjudicate_distance,

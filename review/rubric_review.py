@@ -238,6 +238,17 @@ def is_reviewed(store: Store, reviewer_id: int, item_id: int) -> bool:
     ))
 
 
+def unfinished_in_round(store: Store, round_id: int, reviewer_id: int) -> int | None:
+    """An item of the round this reviewer began (their first verdict took their
+    place on it) but has not finished: it comes back before anything new."""
+    for (item_id,) in store.query(
+            "SELECT item_id FROM annotations WHERE round_id = ? AND rater_id = ? AND target = ''"
+            " GROUP BY item_id ORDER BY MIN(id)", (round_id, reviewer_id)):
+        if not is_reviewed(store, reviewer_id, item_id):
+            return item_id
+    return None
+
+
 def item_position(store: Store, item_id: int, filt: QueueFilter) -> tuple[int, int]:
     """1-based position of the item among the items under the filter, and their
     number; position 0 when the item is not under the filter (opened by link)."""
@@ -296,10 +307,13 @@ class Verdict:
 
 
 def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: Iterable[Verdict],
-                    *, mode: str = DEFAULT_MODE, seconds_on_task: float | None = None) -> list[int]:
+                    *, mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
+                    round_id: int | None = None) -> list[int]:
     """Record a batch of answers about one item as one transaction, and return
     their annotation ids. Only questions the item asks are accepted; a bad
-    value anywhere rejects the whole batch."""
+    value anywhere rejects the whole batch. In a review round (`round_id`),
+    the batch takes the reviewer's place on the item, and is refused whole
+    if the item already has all the reviewers the round asks for."""
     asked = {q.id for q in item_questions(store, item_id)}
     answers = []
     for v in verdicts:
@@ -313,7 +327,7 @@ def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: It
     if not answers:
         raise ValueError("nothing to commit: answer at least one question")
     return commit_answers(store, reviewer, item_id, answers, mode=mode,
-                          seconds_on_task=seconds_on_task)
+                          seconds_on_task=seconds_on_task, round_id=round_id)
 
 
 # -- step marks -----------------------------------------------------------------------
@@ -360,7 +374,8 @@ def _step_count(store: Store, item_id: int) -> int:
 
 def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, error: str,
               severity: int | None = None, note: str | None = None, *,
-              mode: str = DEFAULT_MODE, seconds_on_task: float | None = None) -> int:
+              mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
+              round_id: int | None = None) -> int:
     """Mark one step of a trajectory with an error type and a severity (1-5),
     or record it as checked with `no_error` (no severity). One transaction;
     a new mark on the same step supersedes the old one."""
@@ -379,7 +394,7 @@ def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, erro
     answer = AnswerSpec(qid, error, "answered", (note or "").strip() or None,
                         target=f"step:{int(step_id)}", extra=extra)
     return commit_answers(store, reviewer, item_id, [answer], mode=mode,
-                          seconds_on_task=seconds_on_task)[0]
+                          seconds_on_task=seconds_on_task, round_id=round_id)[0]
 
 
 def severity_levels() -> list[dict[str, Any]]:

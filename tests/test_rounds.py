@@ -204,3 +204,90 @@ def test_progress_counts_pace_and_time(demo):
         commit_answer(demo, me, item, 1, "0A", seconds_on_task=[4.0, 6.0, 20.0][i])
     row = next(p for p in reviewer_progress(demo) if p.name == "Counter")
     assert (row.answers, row.items, row.median_seconds) == (3, 3, 6.0)
+
+
+# -- rounds over agent runs and graded conversations -------------------------------------------
+
+def verdicts_on(s, item_id, choice="met"):
+    from review.rubric_review import Verdict, item_questions
+
+    return [Verdict(q.id, choice) for q in item_questions(s, item_id) if q.kind == "criterion"]
+
+
+def review_run(s, rid, rev):
+    """Take the next run of the round and commit a verdict on each of its criteria."""
+    from review.rubric_review import commit_verdicts
+
+    item_id = reserve_next_item(s, rid, rev)
+    if item_id is not None:
+        commit_verdicts(s, rev, item_id, verdicts_on(s, item_id), round_id=rid)
+    return item_id
+
+
+def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
+    """Six clinicians at once on a round of the demo's agent runs, k = 2: each run
+    ends with exactly two reviewers, however the batches of verdicts interleave."""
+    from review.rounds import criteria_round_key
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=2),
+                       admin(s))
+    runs = s.scalar("SELECT COUNT(*) FROM items WHERE kind = 'trajectory' AND failed = 0")
+    assert s.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,)) == runs
+    reviewers = [ensure_reviewer(s, f"Run racer {i}") for i in range(6)]
+    s.close()
+    errors = []
+
+    def work(rev):
+        local = open_store(demo_copy)
+        try:
+            while review_run(local, rid, rev) is not None:
+                pass
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            local.close()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    s = open_store(demo_copy)
+    counts = [r[0] for r in s.query(
+        "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
+    assert len(counts) == runs and set(counts) == {2}
+    info = next(r for r in list_rounds(s) if r.id == rid)
+    assert info.kind == "trajectory" and (info.answers_given, info.answers_needed) == (2 * runs, 2 * runs)
+    s.close()
+
+
+def test_a_third_reviewer_is_refused_whole_batch_and_all(demo):
+    from review.rounds import criteria_round_key
+    from review.rubric_review import commit_verdicts
+
+    rid = create_round(demo, RoundSpec("hb", criteria_round_key("graded_conversation"),
+                                       reviewers_per_item=1, stratify_by="category"), admin(demo))
+    # Only conversations with a completion to grade: the demo's prompts have none.
+    kinds = {r[0] for r in demo.query(
+        "SELECT json_extract(i.payload, '$.completion') IS NOT NULL FROM round_items ri"
+        " JOIN items i ON i.id = ri.item_id WHERE ri.round_id = ?", (rid,))}
+    assert kinds == {1}
+    first, second = ensure_reviewer(demo, "Dr. One"), ensure_reviewer(demo, "Dr. Two")
+    item_id = review_run(demo, rid, first)
+    before = demo.scalar("SELECT COUNT(*) FROM annotations")
+    with pytest.raises(RoundError, match="already has the 1 answer"):
+        commit_verdicts(demo, second, item_id, verdicts_on(demo, item_id, "not_met"), round_id=rid)
+    assert demo.scalar("SELECT COUNT(*) FROM annotations") == before
+    assert reserve_next_item(demo, rid, second) != item_id
+
+
+@pytest.mark.parametrize("question, stratify, message", [
+    ("trajectory.step_error", "none", "step by step"),
+    ("criteria@trajectory", "gold", "no gold label"),
+    ("criteria@prefix", "none", "a criteria round is over one of"),
+])
+def test_rounds_that_could_never_fill_are_refused(demo, question, stratify, message):
+    with pytest.raises(RoundError, match=message):
+        create_round(demo, RoundSpec("bad", question, stratify_by=stratify), admin(demo))

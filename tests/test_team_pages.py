@@ -92,3 +92,90 @@ def test_data_screen_runs_the_mapper_against_a_fake_provider(demo_copy, monkeypa
                         " WHERE r.name = 'openai:gpt-4.1-mini@mapper-v1'") == 3
     finally:
         next(gen, None)
+
+
+def test_an_admin_creates_a_round_over_agent_runs(demo_copy, monkeypatch):
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/rounds.py").run()
+    what = at.selectbox[0]
+    assert "criteria@trajectory" in what.options or any("Agent runs" in o for o in what.options)
+    what.set_value("criteria@trajectory").run()
+    stratify = next(sb for sb in at.selectbox if sb.label == "Stratify by")
+    assert "gold" not in stratify.options[0] and len(stratify.options) == 2  # no gold label on runs
+    at.text_input[0].input("Runs, double review")
+    next(b for b in at.button if "Create round" in b.label).click()
+    at.run()
+    assert not at.exception
+    assert any("Trajectories screen" in m.value for m in at.success)
+    s = open_store(demo_copy)
+    assert s.scalar("SELECT question_key FROM review_rounds") == "criteria@trajectory"
+    assert s.scalar("SELECT COUNT(*) FROM round_items") == s.scalar(
+        "SELECT COUNT(*) FROM items WHERE kind = 'trajectory' AND failed = 0")
+    s.close()
+
+
+def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", reviewers_per_item=1,
+                                    stratify_by="none", blinding="blind"),
+                       ensure_reviewer(s, "Jordan Lee"))
+    runs = s.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,))
+    s.close()
+    at = app_as("Dr. New Runs", demo_copy, monkeypatch)
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. New Runs")
+    s.close()
+    at.run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert f"0 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    first = at.query_params["item"]
+    assert at.button(key="trj_next_round").disabled  # reserved for me until I have reviewed it
+    s = open_store(demo_copy)
+    from review.rubric_review import item_questions
+
+    criteria = [q for q in item_questions(s, s.scalar("SELECT id FROM items WHERE uid = ?", (first,)))
+                if q.kind == "criterion"]
+    s.close()
+    at.button(key="rv_met").click().run()  # one verdict: my place in the round is taken ...
+    at.button(key="rv_commit").click().run()
+    assert f"1 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    assert at.button(key="trj_next_round").disabled  # ... but the run is not reviewed yet
+    for _ in criteria[1:]:
+        at.button(key="rv_met").click().run()
+    at.button(key="rv_commit").click().run()
+    assert not at.exception
+    assert f"1 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    s = open_store(demo_copy)
+    rows = s.query("SELECT round_id, json_extract(extra, '$.blinding') FROM annotations a"
+                   " JOIN raters r ON r.id = a.rater_id WHERE r.name = 'Dr. New Runs'")
+    assert len(rows) == len(criteria) and {tuple(r) for r in rows} == {(rid, "blind")}
+    s.close()
+    # Fully blind: the judge's verdicts stay hidden after the commit.
+    assert any("stay hidden under this review's blinding" in c.value for c in at.caption)
+    at.button(key="trj_next_round").click().run()
+    assert not at.exception and at.query_params["item"] != first
+
+
+def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypatch):
+    from review.rounds import reserve_next_item
+    from review.rubric_review import Verdict, commit_verdicts, item_questions, unfinished_in_round
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", stratify_by="none"),
+                       ensure_reviewer(s, "Jordan Lee"))
+    me = ensure_reviewer(s, "Dr. Half Way")
+    begun = reserve_next_item(s, rid, me)
+    q = next(q for q in item_questions(s, begun) if q.kind == "criterion")
+    commit_verdicts(s, me, begun, [Verdict(q.id, "met")], round_id=rid)
+    assert unfinished_in_round(s, rid, me.id) == begun
+    s.close()
+    at = app_as("Dr. Half Way", demo_copy, monkeypatch).run()  # a new tab, no item in the address
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    s = open_store(demo_copy)
+    assert at.query_params["item"] == s.scalar("SELECT uid FROM items WHERE id = ?", (begun,))
+    s.close()
