@@ -23,16 +23,22 @@ def _from_row(row) -> Reviewer:
                     row["seniority"])
 
 
+PEOPLE = f"kind = 'human' AND (role IS NULL OR role IN ({', '.join(repr(r) for r in ROLES)}))"
+"""Human raters who review in the app: not those an import brought with another
+role, such as HealthBench's anonymized physicians (`physician`), whose labels
+are data, not anyone's login."""
+
+
 def list_reviewers(store: Store) -> list[Reviewer]:
     rows = store.query(
-        "SELECT id, name, role, specialty, seniority FROM raters WHERE kind = 'human' ORDER BY name"
+        f"SELECT id, name, role, specialty, seniority FROM raters WHERE {PEOPLE} ORDER BY name"
     )
     return [_from_row(r) for r in rows]
 
 
 def find_reviewer(store: Store, name: str) -> Reviewer | None:
     row = store.query_one(
-        "SELECT id, name, role, specialty, seniority FROM raters WHERE kind = 'human' AND name = ?",
+        f"SELECT id, name, role, specialty, seniority FROM raters WHERE {PEOPLE} AND name = ?",
         (name,),
     )
     return _from_row(row) if row else None
@@ -50,9 +56,12 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
     if existing:
         return existing
     with store.transaction() as conn:
-        clash = conn.execute("SELECT kind FROM raters WHERE name = ?", (name,)).fetchone()
+        clash = conn.execute("SELECT kind, role FROM raters WHERE name = ?", (name,)).fetchone()
         if clash is not None and clash[0] != "human":
             raise ValueError(f"{name!r} is the name of a {clash[0]} rater; choose another name")
+        if clash is not None and clash[1] is not None and clash[1] not in ROLES:
+            raise ValueError(f"{name!r} is the name of an imported rater whose answers are data, "
+                             "not a reviewer's; choose another name")
         if clash is None:
             cur = conn.execute(
                 "INSERT INTO raters (name, kind, role, specialty, seniority, created_at)"

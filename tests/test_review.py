@@ -122,6 +122,18 @@ def test_reviewer_names_cannot_take_a_machine_raters_name(demo):
         ensure_reviewer(demo, "   ")
 
 
+def test_imported_physicians_are_data_not_people_who_log_in(demo):
+    """HealthBench's anonymized physicians label criteria, but nobody reviews as them."""
+    from review.reviewers import find_reviewer, list_reviewers
+
+    assert demo.scalar("SELECT COUNT(*) FROM raters WHERE role = 'physician'") == 3
+    names = {r.name for r in list_reviewers(demo)}
+    assert "Dr. Amara Okafor" in names and not any(n.startswith("healthbench-physician") for n in names)
+    assert find_reviewer(demo, "healthbench-physician:ph-a") is None
+    with pytest.raises(ValueError, match="imported rater"):
+        ensure_reviewer(demo, "healthbench-physician:ph-a")
+
+
 def test_a_draft_survives_until_the_answer_and_then_goes(demo):
     from review.drafts import load_draft, save_draft
 

@@ -130,7 +130,7 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert f"0 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    assert f"0 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     first = at.query_params["item"]
     assert at.button(key="trj_next_round").disabled  # reserved for me until I have reviewed it
     s = open_store(demo_copy)
@@ -141,13 +141,13 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     s.close()
     at.button(key="rv_met").click().run()  # one verdict: my place in the round is taken ...
     at.button(key="rv_commit").click().run()
-    assert f"1 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    assert f"1 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     assert at.button(key="trj_next_round").disabled  # ... but the run is not reviewed yet
     for _ in criteria[1:]:
         at.button(key="rv_met").click().run()
     at.button(key="rv_commit").click().run()
     assert not at.exception
-    assert f"1 of {runs} of round Runs reviewed by you" in at.get("progress")[0].proto.text
+    assert f"1 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     s = open_store(demo_copy)
     rows = s.query("SELECT round_id, json_extract(extra, '$.blinding') FROM annotations a"
                    " JOIN raters r ON r.id = a.rater_id WHERE r.name = 'Dr. New Runs'")
