@@ -20,6 +20,7 @@ import streamlit as st
 
 from pages._shared import store
 from pages._steps import code_span, label_text
+from review.drafts import drop_draft, load_drafts, save_draft
 from review.items import flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
 from review.reviewers import Reviewer
@@ -68,14 +69,42 @@ def focus_key(item_id: int) -> str:
     return f"rv_focus:{item_id}"
 
 
-def _seed_drafts(item_id: int, questions: Sequence[ItemQuestion],
-                 mine: dict[int, MyAnswer]) -> None:
-    """Drafts start from what I committed (once per session and item)."""
+def _seed_drafts(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
+                 mine: dict[int, MyAnswer]) -> str | None:
+    """A criterion's pick and reason start from my draft - what I picked or
+    typed and did not commit, kept in the database so that a reload, a closed
+    tab or another browser brings it back - else from what I committed.
+    Returns, the first time in this session, when the newest draft restored
+    was saved (None when there was none)."""
+    saved = load_drafts(store(), reviewer.id, item_id)
     for q in questions:
+        had, draft = mine.get(q.id), saved.get(q.id)
         if draft_key(item_id, q.id) not in st.session_state:
-            st.session_state[draft_key(item_id, q.id)] = mine[q.id].choice if q.id in mine else None
+            st.session_state[draft_key(item_id, q.id)] = (
+                draft.value if draft and draft.value else had.choice if had else None)
         if why_key(item_id, q.id) not in st.session_state:
-            st.session_state[why_key(item_id, q.id)] = (mine[q.id].rationale or "") if q.id in mine else ""
+            st.session_state[why_key(item_id, q.id)] = (
+                draft.rationale or "" if draft else (had.rationale or "") if had else "")
+    seeded = f"rv_seeded:{item_id}"
+    if st.session_state.get(seeded) or not saved:
+        st.session_state[seeded] = True
+        return None
+    st.session_state[seeded] = True
+    return max(d.updated_at for d in saved.values())
+
+
+def _keep_draft(reviewer: Reviewer, item_id: int, question_id: int) -> None:
+    """Save one criterion's pick and reason as a draft, or drop the draft when
+    they are back to what is committed (or empty)."""
+    s = store()
+    choice = st.session_state.get(draft_key(item_id, question_id))
+    why = (st.session_state.get(why_key(item_id, question_id)) or "").strip()
+    had = my_current_answers(s, reviewer.id, item_id).get(question_id)
+    if (had is not None and (had.choice, had.rationale or "") == (choice, why)) \
+            or (had is None and choice is None and not why):
+        drop_draft(s, reviewer, item_id, question_id)
+    else:
+        save_draft(s, reviewer, item_id, question_id, why or None, None, value=choice)
 
 
 def pending_verdicts(item_id: int, questions: Sequence[ItemQuestion],
@@ -100,12 +129,13 @@ def _move_focus(item_id: int, n: int, step: int) -> None:
     st.session_state[key] = max(0, min(n - 1, st.session_state.get(key, 0) + step))
 
 
-def _answer_focused(item_id: int, criteria: list[int], choice: str) -> None:
+def _answer_focused(reviewer: Reviewer, item_id: int, criteria: list[int], choice: str) -> None:
     """Y / N / U: answer the current criterion and move to the next unanswered one."""
     if not criteria:
         return
     at = min(st.session_state.get(focus_key(item_id), 0), len(criteria) - 1)
     st.session_state[draft_key(item_id, criteria[at])] = choice
+    _keep_draft(reviewer, item_id, criteria[at])
     _focus_next_open(item_id, criteria, at)
 
 
@@ -115,8 +145,9 @@ def _focus_next_open(item_id: int, criteria: list[int], at: int) -> None:
     st.session_state[focus_key(item_id)] = later[0] if later else min(at + 1, len(criteria) - 1)
 
 
-def _picked(item_id: int, criteria: list[int], at: int) -> None:
+def _picked(reviewer: Reviewer, item_id: int, criteria: list[int], at: int) -> None:
     """A click on a criterion's control answers it; the focus moves on as with the keys."""
+    _keep_draft(reviewer, item_id, criteria[at])
     _focus_next_open(item_id, criteria, at)
 
 
@@ -229,7 +260,10 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     long list of criteria scrolls in a pane `list_height` pixels high. With
     `read_only` (nothing to grade) the criteria are shown for reference. In a
     review round (`round_id`) the commit takes the reviewer's place on the item."""
-    _seed_drafts(item_id, questions, mine)
+    restored = _seed_drafts(reviewer, item_id, questions, mine)
+    if restored:
+        st.caption(f"Your uncommitted verdicts were restored (saved {restored[:16].replace('T', ' ')}"
+                   " UTC); commit them when you are ready.")
     criteria = [q for q in questions if q.kind == "criterion"]
     outcome = [q for q in questions if q.kind != "criterion"]
     ids = [q.id for q in criteria]
@@ -244,13 +278,13 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     elif criteria:
         with st.container(horizontal=True, gap="small", key="rv_keys"):
             st.button("Met", key="rv_met", shortcut=KEYS["met"], on_click=_answer_focused,
-                      args=(item_id, ids, "met"),
+                      args=(reviewer, item_id, ids, "met"),
                       help="Answer the current criterion: met, and go to the next")
             st.button("Not met", key="rv_not_met", shortcut=KEYS["not_met"],
-                      on_click=_answer_focused, args=(item_id, ids, "not_met"),
+                      on_click=_answer_focused, args=(reviewer, item_id, ids, "not_met"),
                       help="Answer the current criterion: not met, and go to the next")
             st.button("Can't assess", key="rv_cannot", shortcut=KEYS[CANNOT_ASSESS],
-                      on_click=_answer_focused, args=(item_id, ids, CANNOT_ASSESS),
+                      on_click=_answer_focused, args=(reviewer, item_id, ids, CANNOT_ASSESS),
                       help="The run or response does not let you decide this criterion")
             st.button("Previous criterion", key="rv_up", shortcut="Up",
                       icon=":material/arrow_upward:", on_click=_move_focus,
@@ -271,12 +305,13 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                 st.segmented_control(
                     f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
                     format_func=WORDS.get, label_visibility="collapsed", on_change=_picked,
-                    args=(item_id, ids, i), persist_state="session", disabled=read_only,
+                    args=(reviewer, item_id, ids, i), persist_state="session", disabled=read_only,
                 )
                 if current or st.session_state.get(why_key(item_id, q.id)):
                     st.text_input("Why (optional)", key=why_key(item_id, q.id),
                                   placeholder="Why? Saved with your verdict (optional)",
-                                  label_visibility="collapsed", persist_state="session")
+                                  label_visibility="collapsed", persist_state="session",
+                                  on_change=_keep_draft, args=(reviewer, item_id, q.id))
                 if q.id in revealed:
                     _show_reveal(q, mine.get(q.id), revealed[q.id])
                 elif q.id in mine:
@@ -293,6 +328,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                 "Your verdict", codes, key=draft_key(item_id, q.id), label_visibility="collapsed",
                 format_func=lambda c, q=q: WORDS[CANNOT_ASSESS] if c == CANNOT_ASSESS
                 else _value_word(q, c), persist_state="session",
+                on_change=_keep_draft, args=(reviewer, item_id, q.id),
             )
             if book:
                 with st.expander("Definitions"):
@@ -300,7 +336,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                         st.markdown(f"**{lab.short}** — `{lab.code}`  \n{lab.definition}")
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
-                          persist_state="session")
+                          persist_state="session", on_change=_keep_draft,
+                          args=(reviewer, item_id, q.id))
             if q.id in revealed:
                 _show_reveal(q, mine.get(q.id), revealed[q.id])
 

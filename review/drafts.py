@@ -1,6 +1,6 @@
-"""Drafts: what a reviewer has typed but not committed, kept across a reload
-or a closed tab. A draft is never an answer; committing the answer removes it
-(in the answer's own transaction, see `review.items`)."""
+"""Drafts: what a reviewer has typed or picked but not committed, kept across a
+reload or a closed tab. A draft is never an answer; committing the answer
+removes it (in the answer's own transaction, see `review.items`)."""
 
 from __future__ import annotations
 
@@ -15,33 +15,52 @@ class Draft:
     rationale: str | None
     confidence: int | None
     updated_at: str
+    value: str | None = None
+    """A verdict or label picked but not committed."""
 
 
 def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
-               rationale: str | None, confidence: int | None, target: str = "") -> None:
-    """Keep what is typed so far; an empty draft is dropped."""
+               rationale: str | None, confidence: int | None, target: str = "",
+               value: str | None = None) -> None:
+    """Keep what is typed or picked so far; an empty draft is dropped."""
     rationale = rationale if rationale and rationale.strip() else None
     if confidence is not None and not 1 <= int(confidence) <= 5:
         raise ValueError("confidence must be 1 to 5")
     with store.transaction() as conn:
-        if rationale is None and confidence is None:
+        if rationale is None and confidence is None and value is None:
             conn.execute("DELETE FROM drafts WHERE rater_id = ? AND item_id = ? AND question_id = ?"
                          " AND target = ?", (reviewer.id, item_id, question_id, target))
             return
         conn.execute(
             "INSERT INTO drafts (rater_id, item_id, question_id, target, rationale, confidence,"
-            " updated_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (rater_id, item_id, question_id, target)"
+            " value, updated_at) VALUES (?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (rater_id, item_id, question_id, target)"
             " DO UPDATE SET rationale = excluded.rationale, confidence = excluded.confidence,"
-            " updated_at = excluded.updated_at",
-            (reviewer.id, item_id, question_id, target, rationale, confidence, utcnow()))
+            " value = excluded.value, updated_at = excluded.updated_at",
+            (reviewer.id, item_id, question_id, target, rationale, confidence, value, utcnow()))
+
+
+def drop_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
+               target: str = "") -> None:
+    """Forget a draft (e.g. it came back to what was committed)."""
+    with store.transaction() as conn:
+        clear_draft(conn, reviewer.id, item_id, question_id, target)
 
 
 def load_draft(store: Store, reviewer_id: int, item_id: int, question_id: int,
                target: str = "") -> Draft | None:
     row = store.query_one(
-        "SELECT rationale, confidence, updated_at FROM drafts WHERE rater_id = ? AND item_id = ?"
-        " AND question_id = ? AND target = ?", (reviewer_id, item_id, question_id, target))
+        "SELECT rationale, confidence, updated_at, value FROM drafts WHERE rater_id = ?"
+        " AND item_id = ? AND question_id = ? AND target = ?",
+        (reviewer_id, item_id, question_id, target))
     return Draft(*row) if row else None
+
+
+def load_drafts(store: Store, reviewer_id: int, item_id: int) -> dict[int, Draft]:
+    """This reviewer's drafts on the item's whole-item questions, by question id."""
+    return {r[0]: Draft(*r[1:]) for r in store.query(
+        "SELECT question_id, rationale, confidence, updated_at, value FROM drafts"
+        " WHERE rater_id = ? AND item_id = ? AND target = ''", (reviewer_id, item_id))}
 
 
 def clear_draft(conn, rater_id: int, item_id: int, question_id: int, target: str = "") -> None:

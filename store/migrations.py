@@ -431,3 +431,15 @@ CREATE TABLE drafts (
 );
 """
     )
+
+
+@migrations()
+def m006_draft_values(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A verdict picked but not yet committed (a rubric criterion's met / not_met /
+-- cannot_assess, an outcome label), kept with the draft like the typed rationale.
+ALTER TABLE drafts ADD COLUMN value TEXT;
+"""
+    )

@@ -148,3 +148,18 @@ def test_a_draft_survives_until_the_answer_and_then_goes(demo):
     assert load_draft(demo, me.id, item.id, item.question_id) is None
     save_draft(demo, me, item.id, item.question_id, "  ", None)
     assert load_draft(demo, me.id, item.id, item.question_id) is None
+
+
+def test_a_picked_verdict_is_a_draft_and_an_empty_one_is_dropped(demo):
+    from review.drafts import drop_draft, load_draft, load_drafts, save_draft
+
+    me = ensure_reviewer(demo, "Dr. Picker")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    save_draft(demo, me, item.id, item.question_id, None, None, value="1A_ESCALATION_NONURGENT_CARE")
+    assert load_draft(demo, me.id, item.id, item.question_id).value == "1A_ESCALATION_NONURGENT_CARE"
+    assert set(load_drafts(demo, me.id, item.id)) == {item.question_id}
+    save_draft(demo, me, item.id, item.question_id, "  ", None, value=None)  # emptied: gone
+    assert load_draft(demo, me.id, item.id, item.question_id) is None
+    save_draft(demo, me, item.id, item.question_id, "why", None)
+    drop_draft(demo, me, item.id, item.question_id)
+    assert load_drafts(demo, me.id, item.id) == {}

@@ -161,6 +161,42 @@ def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path
     assert "reviewed by you" in page and "1 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
 
 
+def drafts_of(db_path) -> list[tuple]:
+    s = open_store(db_path)
+    rows = [tuple(r) for r in s.query(
+        "SELECT q.key, d.value, d.rationale FROM drafts d JOIN questions q ON q.id = d.question_id"
+        " JOIN raters r ON r.id = d.rater_id WHERE r.name = ? ORDER BY q.id", (REVIEWER,))]
+    s.close()
+    return rows
+
+
+def test_verdicts_picked_but_not_committed_survive_a_closed_tab(db_path):
+    """Uncommitted verdicts are drafts in the database: a new browser session on the
+    same run gets them back; committing turns them into answers and the drafts go."""
+    at = open_page("pages/trajectories.py", item=KB_UID)
+    at.button(key="rv_met").click().run()  # criterion 1
+    at.button(key="rv_not_met").click().run()  # criterion 2
+    why = next(t for t in at.text_input if t.key and t.key.startswith("rv_why:"))
+    why.input("the vitals were never taken").run()  # criterion 3's reason, no verdict yet
+    assert my_annotations(db_path) == []
+    kept = [(k.removeprefix(KB_UID + ":"), v, r) for k, v, r in drafts_of(db_path)]
+    assert kept == [("gate:diagnosis", "met", None), ("gate:required_tools", "not_met", None),
+                    ("gate:parameterised_actions", None, "the vitals were never taken")]
+    fresh = open_page("pages/trajectories.py", item=KB_UID)  # the tab was closed: a new session
+    assert "Your uncommitted verdicts were restored" in texts(fresh)
+    assert "Commit 2 answers" in fresh.button(key="rv_commit").label
+    picks = {sc.key: sc.value for sc in fresh.segmented_control if sc.key.startswith("rv:")}
+    assert sorted(v for v in picks.values() if v) == ["met", "not_met"]
+    fresh.button(key="rv_not_met").click().run()  # the focus is on criterion 1: changed
+    fresh.button(key="rv_commit").click().run()
+    assert not fresh.exception
+    got = [(k.removeprefix(KB_UID + ":"), v) for k, _, _, v, *_ in my_annotations(db_path)]
+    assert got == [("gate:diagnosis", "not_met"), ("gate:required_tools", "not_met")]
+    # The picks became answers; the reason typed without a verdict is still a draft.
+    assert [(k.removeprefix(KB_UID + ":"), v, r) for k, v, r in drafts_of(db_path)] == [
+        ("gate:parameterised_actions", None, "the vitals were never taken")]
+
+
 def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_path):
     cohort = tmp_path / "cohort.csv"
     cohort.write_text("task_id,scenario_id,expected_label\nsc07-a1b2c3,sc07,NO\n")
