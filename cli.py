@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question-set", "--question", dest="question", required=True,
-                   help="question key, 'criteria', 'criteria:<codebook>' or a pattern such as 'hb:*'")
+                   help="question key, 'criteria', 'criteria:<codebook>', 'criteria:<codebook>@<item kind>'"
+                        " (e.g. criteria:rubric@trajectory) or a pattern such as 'hb:*'")
     a.add_argument("--a", required=True, help="rater name or group:clinicians|majority|adjudicated")
     a.add_argument("--b", help="the other rater or group (leave out for a group's own agreement)")
     a.add_argument("--dataset")

@@ -20,6 +20,7 @@ import streamlit as st
 
 from pages._shared import store
 from pages._steps import code_span, label_text
+from review.blinding import BLIND
 from review.drafts import drop_draft, load_drafts, save_draft
 from review.items import flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
@@ -164,6 +165,14 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
     try:
         commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
                         seconds_on_task=round(time.monotonic() - started, 2))
+    except RoundError as exc:
+        # The item's places in the round are taken: nothing of this batch was
+        # written; the page moves on to the round's next item.
+        st.session_state["rv_flash"] = ("error", f"{exc}. Nothing was committed.")
+        for key in [k for k in st.session_state if str(k).endswith(f"_item:r{round_id}")]:
+            del st.session_state[key]
+        st.query_params.pop("item", None)
+        return
     except ValueError as exc:
         st.session_state["rv_flash"] = ("error", str(exc))
         return
@@ -348,15 +357,17 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     st.button(label, key="rv_commit", shortcut="Ctrl+Enter", type="primary", width="stretch",
               disabled=not pending, icon=":material/done_all:",
               on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
-              help="Record your answers; the judges' verdicts on them are shown afterwards")
+              help="Record your answers" + (
+                  "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
     row = st.columns([3, 2], vertical_alignment="center")
     committed = sum(1 for q in questions if q.id in mine)
     if committed < len(questions):
         row[0].caption(f"{answered} of {len(questions)} answered, {committed} committed · "
-                       "a judge's verdict appears once you commit your own")
+                       + ("this review is blind: the judges' verdicts stay hidden" if mode == BLIND
+                          else "a judge's verdict appears once you commit your own"))
     else:
-        row[0].caption(f"All {len(questions)} committed · a changed answer is kept as a revision "
-                       "after the reveal")
+        row[0].caption(f"All {len(questions)} committed · a changed answer is kept as a revision"
+                       + ("" if mode == BLIND else " after the reveal"))
     flagged = is_flagged(store(), reviewer.id, item_id)
     row[1].button("Unflag" if flagged else "Flag", key="rv_flag", shortcut="F", width="stretch",
                   icon=":material/flag:", type="primary" if flagged else "secondary",
@@ -393,7 +404,7 @@ def _scores(questions: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
                            "met or not met; a score needs all of them")
             else:
                 col.metric(who, f"{line.score:.2f}")
-        if len(lines) == 1:
+        if len(lines) == 1 and revealed:
             st.caption("The judges' scores appear when you have committed every criterion.")
 
 
@@ -414,6 +425,9 @@ class Opened:
         return self.round.id if self.round else None
 
 
+BLINDING_WORDS = {"blind": "fully blind, the judges' verdicts are never shown",
+                  "reveal_after_commit": "the judges' verdicts are shown once you commit yours",
+                  "suggest": "the judges' verdicts are shown from the start"}
 FREE = 0
 """'No round' in the round selector (None would show as an empty choice)."""
 
@@ -463,8 +477,8 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
                                  key=f"{prefix}_model")
         else:
-            st.caption("The round decides what you get next, and how much is revealed after "
-                       f"you commit ({this_round.blinding.replace('_', ' ')}).")
+            st.caption("The round decides what you get next and what you see: "
+                       + BLINDING_WORDS.get(this_round.blinding, this_round.blinding) + ".")
             dataset = model = None
     filt = QueueFilter(kind=kind, dataset=dataset, model=model)
     scope = f"r{this_round.id}" if this_round else "free"
@@ -515,7 +529,23 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             st.info(empty_text)
         st.stop()
 
+    if this_round is not None and not db.scalar(
+            "SELECT 1 FROM round_items WHERE round_id = ? AND item_id = ?", (this_round.id, item_id)):
+        st.warning(f"This {missing_text} is not part of {safe_markdown(this_round.name)}: it is "
+                   "open outside the round, and answers here do not count in it.")
+        this_round = None
     review_mode = this_round.blinding if this_round else mode
+    if this_round is None:
+        blind = db.scalar(
+            "SELECT r.name FROM review_rounds r JOIN round_items ri ON ri.round_id = r.id"
+            " WHERE ri.item_id = ?1 AND r.blinding = 'blind' AND (EXISTS (SELECT 1 FROM"
+            " reservations v WHERE v.round_id = r.id AND v.item_id = ?1 AND v.rater_id = ?2)"
+            " OR EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = r.id AND a.item_id = ?1"
+            " AND a.rater_id = ?2)) LIMIT 1", (item_id, reviewer.id))
+        if blind:  # no peeking outside a blind round at what the round keeps hidden
+            review_mode = "blind"
+            st.caption(f"You review this {missing_text} blind in {safe_markdown(blind)}, so the "
+                       "judges' verdicts stay hidden here too.")
     screen = opener(db, reviewer.id, item_id, review_mode)
     if screen is None:
         st.session_state.pop(item_key, None)

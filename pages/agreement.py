@@ -559,7 +559,9 @@ def anchoring_tab() -> None:
 # -- HealthBench meta-evaluation ---------------------------------------------------------
 
 def meta_tab() -> None:
-    question = qkey if qs.kind == "criterion" else None
+    # HealthBench's meta-evaluation is about graded conversations' criteria: an agent
+    # run's gates and must-ask topics are not (the default picks the conversations).
+    question = qkey if qs.kind == "criterion" and qs.item_kinds == ("graded_conversation",) else None
     m = call("meta_eval", None, question, filters)
     if m.explanation:
         st.info(md(m.explanation), icon=":material/info:")

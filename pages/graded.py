@@ -14,7 +14,7 @@ import streamlit as st
 from pages._rubric import checklist, next_in_round, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
-from review.blinding import DEFAULT_MODE
+from review.blinding import BLIND, DEFAULT_MODE
 from review.rubric_review import (
     is_reviewed,
     item_position,
@@ -96,7 +96,8 @@ with left:
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
                 show_text(view.completion, key=f"completion:{item_id}",
                           empty="(this item has no completion to grade)")
-    if view.ideal_completion and view.completion_source != "ideal_completion" and screen.mine:
+    if view.ideal_completion and view.completion_source != "ideal_completion" and screen.mine \
+            and opened.mode != BLIND:  # a reference answer is a reveal too
         with st.expander("Reference: the physician-written ideal completion"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")
 

@@ -9,7 +9,7 @@ from review.blinding import MODES
 from review.queue import filter_choices
 from review.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.rounds import (
-    STEP_QUESTION,
+    RUBRIC_KINDS,
     RoundError,
     RoundSpec,
     create_round,
@@ -56,9 +56,9 @@ else:
                "clinicians get the same items for an agreement audit.")
 
 with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
-    questions = dict(db.query(
+    questions = dict(db.query(  # label questions; a run's or conversation's are in its criteria
         "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
-        " AND key != ? ORDER BY id", (STEP_QUESTION,)))
+        f" AND applies_to NOT IN ({', '.join('?' * len(RUBRIC_KINDS))}) ORDER BY id", RUBRIC_KINDS))
     for kind, words in (("trajectory", "Agent runs: every criterion and verdict of each run"),
                         ("graded_conversation", "Graded conversations: every rubric criterion")):
         if db.scalar("SELECT 1 FROM items WHERE kind = ? LIMIT 1", (kind,)):

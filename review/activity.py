@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
+from review.reviewers import PEOPLE
 from store import Store
 
 
@@ -74,7 +75,7 @@ class ReviewerProgress:
 
 def reviewer_progress(store: Store) -> list[ReviewerProgress]:
     out = []
-    for r in store.query("SELECT id, name, role, specialty FROM raters WHERE kind = 'human' ORDER BY name"):
+    for r in store.query(f"SELECT id, name, role, specialty FROM raters WHERE {PEOPLE} ORDER BY name"):
         rows = store.query(
             "SELECT status, supersedes_id, seconds_on_task, created_at, item_id FROM annotations"
             " WHERE rater_id = ? AND source != 'import' ORDER BY id", (r["id"],))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from codebook import builtin_codebooks
 from review.answers import normalise_value
-from review.reviewers import Reviewer
+from review.reviewers import Reviewer, people_sql
 from store import Store, to_json, utcnow
 
 ADJUDICATED = "adjudicated"
@@ -277,7 +277,7 @@ def _rubric_answers(store: Store) -> dict[tuple[int, int], list]:
                    c.confidence
             FROM current_annotations c JOIN raters r ON r.id = c.rater_id
             JOIN items i ON i.id = c.item_id
-            WHERE r.kind = 'human' AND c.target = '' AND c.status IN ('answered', 'cannot_assess')
+            WHERE {people_sql('r')} AND c.target = '' AND c.status IN ('answered', 'cannot_assess')
               AND i.kind IN ({','.join('?' * len(RUBRIC_KINDS))})
             ORDER BY c.item_id, c.question_id, c.id""", RUBRIC_KINDS)
     out: dict[tuple[int, int], list] = {}

@@ -53,7 +53,8 @@ class Consultation:
     """Required tools: (tool, arguments, what the tool returns)."""
     prescription: tuple[dict[str, Any], dict[str, Any]]
     """(the right parameters, a wrong variant): the parameterised action."""
-    reasoning: dict[str, str] = field(default_factory=dict)
+    wrong_severity: int = 3
+    """How serious the wrong variant is (the trajectory-errors codebook's 1-5)."""
 
 
 CONSULTATIONS = [
@@ -78,6 +79,7 @@ CONSULTATIONS = [
           '{"referral": "sent", "expected_wait_days": 10}')],
         ({"drug": "glyceryl trinitrate spray", "dose": "400 micrograms", "route": "sublingual"},
          {"drug": "glyceryl trinitrate spray", "dose": "4 mg", "route": "sublingual"}),
+        wrong_severity=4,  # ten times the dose
     ),
     Consultation(
         "kb-demo-002",
@@ -97,6 +99,7 @@ CONSULTATIONS = [
           "frequency": "twice daily", "days": 3},
          {"drug": "nitrofurantoin modified-release", "dose": "100 mg",
           "frequency": "twice daily", "days": 14}),
+        wrong_severity=2,  # a longer course than needed: overtreatment, not an immediate danger
     ),
     Consultation(
         "kb-demo-003",
@@ -116,6 +119,7 @@ CONSULTATIONS = [
           '{"sodium": 136, "potassium": 4.1, "creatinine": 88}')],
         ({"drug": "amlodipine", "dose": "5 mg", "frequency": "once daily"},
          {"drug": "amlodipine", "dose": "10 mg", "frequency": "twice daily"}),
+        wrong_severity=4,  # more of the drug that made him faint
     ),
     Consultation(
         "kb-demo-004",
@@ -133,10 +137,13 @@ CONSULTATIONS = [
         [("physical_exam", {"system": "chest"},
           '{"chest": "scattered expiratory wheeze, no recession"}'),
          ("order_test", {"test": "peak flow"}, '{"peak flow": "220 L/min, 78% of predicted"}')],
-        ({"drug": "salbutamol inhaler with spacer", "dose": "100 micrograms",
-          "puffs": "2 when needed"},
-         {"drug": "salbutamol inhaler with spacer", "dose": "100 micrograms",
-          "puffs": "10 every hour"}),
+        # Night waking two or three times a week: a daily inhaled steroid preventer
+        # (with a reliever for symptoms), not a reliever alone.
+        ({"drug": "beclometasone dipropionate inhaler with spacer", "dose": "100 micrograms",
+          "puffs": "1 twice daily", "with": "salbutamol 100 micrograms, 2 puffs when needed"},
+         {"drug": "beclometasone dipropionate inhaler with spacer", "dose": "400 micrograms",
+          "puffs": "2 twice daily", "with": "salbutamol 100 micrograms, 2 puffs when needed"}),
+        wrong_severity=3,  # a high steroid dose for a child, started without a step up
     ),
 ]
 
@@ -356,8 +363,8 @@ def run_verdicts(runs: list[tuple[Consultation, str, Run]], clinicians: list[str
                         "asked, in other words" if missed else "")
                 rows.append((uid, rater, "met" if said else "not_met", f"{uid}:ask:{i + 1}", note,
                              rng.choice(["3", "4", "5"]), "answered", "blind", "", ""))
-            if b.wrong_dose:
-                severity = {"Dr. Amara": "4", "Dr. Lukas": "3"}.get(rater[:9], "4")
+            if b.wrong_dose:  # one clinician rates it a step milder than the others
+                severity = str(max(1, c.wrong_severity - rater.startswith("Dr. Lukas")))
                 rows.append((uid, rater, "wrong_parameters", STEP_QUESTION,
                              "dose or duration outside the protocol", "", "answered", "blind",
                              f"step:{run.steps['dose']}", severity))
@@ -365,7 +372,9 @@ def run_verdicts(runs: list[tuple[Consultation, str, Run]], clinicians: list[str
                 missed = ", ".join(c.topics[i][0] for i in b.skips)
                 rows.append((uid, rater, "missed_essential_question", STEP_QUESTION,
                              f"concluded without asking about {missed}", "", "answered", "blind",
-                             f"step:{run.steps['diagnosis']}", "3" if len(b.skips) > 1 else "2"))
+                             # Two topics missed: a red flag (pain at rest) or the allergies
+                             # before a prescription; one: a minor gap in the history.
+                             f"step:{run.steps['diagnosis']}", "4" if len(b.skips) > 1 else "2"))
             if not b.skips and not b.wrong_dose:
                 rows.append((uid, rater, "no_error", STEP_QUESTION, "", "", "answered", "blind",
                              f"step:{run.steps['dose']}", ""))

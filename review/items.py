@@ -194,8 +194,28 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
         if answer.confidence is not None and not 1 <= int(answer.confidence) <= 5:
             raise ValueError("confidence must be 1 to 5")
     with store.transaction() as conn:
-        return [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
-                               source, round_id) for answer in answers]
+        ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
+                              source, round_id) for answer in answers]
+        if round_id is not None and _review_complete(store, conn, reviewer, item_id, answers):
+            from review.rounds import complete_review
+
+            if complete_review(conn, round_id, item_id, reviewer.id):
+                store.audit(reviewer.name, "complete_review", "round_reviews", None, None,
+                            {"round_id": round_id, "item_id": item_id})
+        return ids
+
+
+def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
+                     answers: list[AnswerSpec]) -> bool:
+    """Whether, with these answers, the reviewer's review of the item is complete:
+    an agent run or graded conversation once every criterion has an answer;
+    any other item with one counted answer about the whole item."""
+    kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+    if kind in ("trajectory", "graded_conversation"):
+        from review.rubric_review import is_reviewed
+
+        return is_reviewed(store, reviewer.id, item_id)
+    return any(a.target == "" and a.status in ("answered", "cannot_assess") for a in answers)
 
 
 def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, answer: AnswerSpec,
@@ -214,10 +234,10 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
         (item_id, question_id, reviewer.id, target),
     ).fetchone()
     seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
-    if round_id is not None and target == "":
+    if round_id is not None:
         from review.rounds import claim_answer_slot
 
-        claim_answer_slot(conn, round_id, item_id, reviewer.id, status)
+        claim_answer_slot(conn, round_id, item_id, reviewer.id, status if target == "" else None)
     version = conn.execute(
         "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
         (q[0],),

@@ -23,10 +23,17 @@ def _from_row(row) -> Reviewer:
                     row["seniority"])
 
 
-PEOPLE = f"kind = 'human' AND (role IS NULL OR role IN ({', '.join(repr(r) for r in ROLES)}))"
-"""Human raters who review in the app: not those an import brought with another
-role, such as HealthBench's anonymized physicians (`physician`), whose labels
-are data, not anyone's login."""
+def people_sql(alias: str = "") -> str:
+    """SQL true for human raters who review in the app (`alias`: the raters
+    table's alias in the query): not those an import brought with another role,
+    such as HealthBench's anonymized physicians (`physician`), whose labels are
+    data, not anyone's login or anyone's work to adjudicate."""
+    a = f"{alias}." if alias else ""
+    return (f"{a}kind = 'human' AND ({a}role IS NULL OR {a}role IN"
+            f" ({', '.join(repr(r) for r in ROLES)}))")
+
+
+PEOPLE = people_sql()
 
 
 def list_reviewers(store: Store) -> list[Reviewer]:

@@ -39,8 +39,6 @@ def criteria_round_key(kind: str) -> str:
 
 def is_rubric_round(question_key: str) -> bool:
     return question_key.startswith(CRITERIA_PREFIX)
-COUNTED = "('answered', 'cannot_assess')"
-"""Statuses that fill a slot; a skip gives the slot back."""
 
 
 class RoundError(ValueError):
@@ -119,6 +117,10 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
             raise RoundError("step errors are marked step by step, so no mark fills a reviewer's "
                              f"place: make the round on the runs' criteria ({criteria_round_key('trajectory')})")
         item_kind = question["applies_to"]
+        if item_kind in RUBRIC_KINDS:
+            raise RoundError(
+                "this question is asked with the criteria of each agent run or conversation "
+                f"(and only of some of them): make the round on {criteria_round_key(item_kind)}")
     clauses, params = ["i.kind = ?"], [item_kind]
     if item_kind == "graded_conversation":  # only what has a completion can be graded
         clauses.append("json_extract(i.payload, '$.completion') IS NOT NULL")
@@ -198,12 +200,11 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
 
 
 def list_rounds(store: Store) -> list[RoundInfo]:
-    rows = store.query(f"""
+    rows = store.query("""
         SELECT r.*, json_extract(r.item_filter, '$.kind') AS kind,
                (SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = r.id) AS items,
                (SELECT COALESCE(SUM(answers_needed), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
-               (SELECT COUNT(DISTINCT a.item_id || ':' || a.rater_id) FROM annotations a
-                 WHERE a.round_id = r.id AND a.status IN {COUNTED} AND a.target = '') AS given
+               (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given
         FROM review_rounds r ORDER BY r.id DESC""")
     return [RoundInfo(r["id"], r["name"], r["question_key"], r["kind"], r["reviewers_per_item"],
                       r["overlap_share"], r["blinding"], r["reservation_minutes"],
@@ -215,57 +216,87 @@ def get_round(store: Store, round_id: int) -> RoundInfo | None:
     return next((r for r in list_rounds(store) if r.id == round_id), None)
 
 
-def _answered_in_round(conn: sqlite3.Connection, round_id: int, item_id: int) -> int:
-    return conn.execute(
-        f"SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? AND item_id = ?"
-        f" AND status IN {COUNTED} AND target = ''",
-        (round_id, item_id),
-    ).fetchone()[0]
-
-
-def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
-                      status: str) -> None:
-    """Inside the answer's transaction: refuse an answer that would give the
-    item more answers than the round asks for, and close the reservation."""
+def _places(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
+            now: str) -> tuple[int, bool, bool, int]:
+    """(reviews the item needs in the round, whether this reviewer's review is
+    complete, whether they hold a live reservation, places taken by others:
+    complete reviews and live reservations). RoundError if the item is not in
+    the round."""
     row = conn.execute(
         "SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
         (round_id, item_id),
     ).fetchone()
     if row is None:
         raise RoundError("this item is not part of the round")
-    needed = row[0]
+    done_by = {r[0] for r in conn.execute(
+        "SELECT rater_id FROM round_reviews WHERE round_id = ? AND item_id = ?",
+        (round_id, item_id))}
+    held_by = [r[0] for r in conn.execute(
+        "SELECT rater_id FROM reservations WHERE round_id = ? AND item_id = ?"
+        " AND released_at IS NULL AND expires_at > ?", (round_id, item_id, now))]
+    others = len(done_by - {rater_id}) + sum(1 for r in held_by if r != rater_id and r not in done_by)
+    return row[0], rater_id in done_by, rater_id in held_by, others
+
+
+def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
+    """Whether this reviewer may still (or already does) review the item in the round."""
+    needed, done, held, others = _places(conn, round_id, item_id, rater_id, utcnow())
+    return done or held or others < needed
+
+
+def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
+                      status: str | None) -> None:
+    """Inside the answer's transaction, before it is written: refuse an answer
+    in the round on an item that is not in it, or that already has the
+    reviewers the round asks for while this one is neither among them nor
+    holding a live reservation. Answering keeps the reviewer's place: their
+    reservation is renewed (or taken again, if it lapsed and the place is
+    free) until the review is complete (`complete_review`). A skip gives the
+    place back. `status` None: an answer about one step, checked only for the
+    item being in the round."""
     now = utcnow()
-    already = conn.execute(
-        f"SELECT 1 FROM annotations WHERE round_id = ? AND item_id = ? AND rater_id = ?"
-        f" AND status IN {COUNTED} AND target = '' LIMIT 1",
-        (round_id, item_id, rater_id),
-    ).fetchone()
-    if status in ("answered", "cannot_assess") and already is None:
-        held = conn.execute(
-            "SELECT 1 FROM reservations WHERE round_id = ? AND item_id = ? AND rater_id = ?"
-            " AND released_at IS NULL AND expires_at > ? LIMIT 1",
-            (round_id, item_id, rater_id, now),
-        ).fetchone()
-        others = conn.execute(
-            "SELECT COUNT(*) FROM reservations WHERE round_id = ? AND item_id = ? AND rater_id != ?"
-            " AND released_at IS NULL AND expires_at > ?",
-            (round_id, item_id, rater_id, now),
-        ).fetchone()[0]
-        answered = _answered_in_round(conn, round_id, item_id)
-        if answered >= needed or (not held and answered + others >= needed):
-            raise RoundError(
-                f"this item already has the {needed} answer{'s' if needed > 1 else ''} the round "
-                "asks for (your reservation had expired); take the next item")
+    needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    if status is None or done:
+        return
+    if status not in ("answered", "cannot_assess"):
+        conn.execute(
+            "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
+            " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id))
+        return
+    if not held and others >= needed:
+        raise RoundError(
+            f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
+            "asks for (your reservation had expired); take the next item")
+    minutes = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
+                           (round_id,)).fetchone()[0]
+    if held:
+        conn.execute(
+            "UPDATE reservations SET expires_at = ? WHERE round_id = ? AND item_id = ?"
+            " AND rater_id = ? AND released_at IS NULL AND expires_at > ?",
+            (_later(minutes), round_id, item_id, rater_id, now))
+    else:
+        conn.execute(
+            "INSERT INTO reservations (round_id, item_id, rater_id, reserved_at, expires_at)"
+            " VALUES (?,?,?,?,?)", (round_id, item_id, rater_id, now, _later(minutes)))
+
+
+def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
+    """Inside the transaction that completed a reviewer's review of the item:
+    their place becomes a review of the round, and their reservation closes.
+    Returns False if it was complete already."""
+    now = utcnow()
+    cur = conn.execute(
+        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) VALUES (?,?,?,?)"
+        " ON CONFLICT DO NOTHING", (round_id, item_id, rater_id, now))
     conn.execute(
         "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ? AND rater_id = ?"
-        " AND released_at IS NULL",
-        (now, round_id, item_id, rater_id),
-    )
+        " AND released_at IS NULL", (now, round_id, item_id, rater_id))
+    return cur.rowcount > 0
 
 
 _frontier: dict[tuple[str, int], int] = {}
 """Per database and round: a position below which every item already has all
-its answers. Answers are never withdrawn, so such items stay full, and the
+its reviews. Reviews are never withdrawn, so such items stay full, and the
 search for the next item may start here instead of scanning the whole round
 each time (which made a round of n items cost n^2)."""
 
@@ -273,10 +304,9 @@ each time (which made a round of n items cost n^2)."""
 def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -> int:
     start = _frontier.get(key, 0)
     row = conn.execute(
-        f"""SELECT ri.position FROM round_items ri WHERE ri.round_id = ? AND ri.position >= ?
-              AND (SELECT COUNT(DISTINCT a.rater_id) FROM annotations a
-                   WHERE a.round_id = ri.round_id AND a.item_id = ri.item_id
-                     AND a.status IN {COUNTED} AND a.target = '') < ri.answers_needed
+        """SELECT ri.position FROM round_items ri WHERE ri.round_id = ? AND ri.position >= ?
+              AND (SELECT COUNT(*) FROM round_reviews rr
+                   WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id) < ri.answers_needed
             ORDER BY ri.position LIMIT 1""", (round_id, start)).fetchone()
     position = row[0] if row else start
     _frontier[key] = position
@@ -285,47 +315,52 @@ def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -
 
 def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                       now: datetime | None = None) -> int | None:
-    """The item this reviewer should answer next in the round, with a slot
-    reserved for them; None when the round has nothing left for them."""
+    """The item this reviewer should answer next in the round, with a place
+    reserved for them; None when the round has nothing left for them. In a
+    round over agent runs or graded conversations, an item the reviewer has
+    answered anything on (in the round or outside it) is not given again."""
     info = store.query_one(
-        "SELECT reservation_minutes, match_specialty FROM review_rounds WHERE id = ?", (round_id,))
+        "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
+        (round_id,))
     if info is None:
         raise RoundError(f"no review round {round_id}")
     stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
+    answered_before = (
+        "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = {item}"
+        " AND a.rater_id = ?3 AND a.target = '')" if is_rubric_round(info["question_key"]) else "")
     with store.transaction() as conn:
         held = conn.execute(
             """SELECT r.item_id FROM reservations r
-                WHERE r.round_id = ? AND r.rater_id = ? AND r.released_at IS NULL AND r.expires_at > ?
-                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = r.round_id
-                      AND a.item_id = r.item_id AND a.rater_id = r.rater_id AND a.target = '')
+                WHERE r.round_id = ?1 AND r.rater_id = ?3 AND r.released_at IS NULL AND r.expires_at > ?2
+                  AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = r.round_id
+                      AND rr.item_id = r.item_id AND rr.rater_id = r.rater_id)
                 ORDER BY r.id LIMIT 1""",
-            (round_id, reviewer.id, stamp),
+            (round_id, stamp, reviewer.id),
         ).fetchone()
         if held:
             return held[0]
         frontier = _full_below(conn, (store.path, round_id), round_id)
         specialty_first = (
-            "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ? THEN 0 ELSE 1 END,"
+            "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ?4 THEN 0 ELSE 1 END,"
             if info["match_specialty"] and reviewer.specialty else "")
-        params: list = [round_id]
-        if specialty_first:
-            params.append(reviewer.specialty)
         row = conn.execute(
             f"""SELECT ri.item_id FROM round_items ri JOIN items i ON i.id = ri.item_id
                 WHERE ri.round_id = ?1 AND ri.position >= ?5
+                  AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ri.round_id
+                      AND rr.item_id = ri.item_id AND rr.rater_id = ?3)
                   AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
                       AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
+                  {answered_before.format(item="ri.item_id")}
                   AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
                       AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL
                       AND r.expires_at > ?2)
-                  AND (SELECT COUNT(DISTINCT a.rater_id) FROM annotations a
-                        WHERE a.round_id = ri.round_id AND a.item_id = ri.item_id
-                          AND a.status IN {COUNTED} AND a.target = '')
+                  AND (SELECT COUNT(*) FROM round_reviews rr
+                        WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id)
                     + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
                         AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
                     < ri.answers_needed
-                ORDER BY {specialty_first.replace('?', '?4')} ri.position LIMIT 1""",
-            (round_id, stamp, reviewer.id, params[1] if len(params) > 1 else None, frontier),
+                ORDER BY {specialty_first} ri.position LIMIT 1""",
+            (round_id, stamp, reviewer.id, reviewer.specialty if specialty_first else None, frontier),
         ).fetchone()
         if row is None:
             return None
@@ -353,10 +388,10 @@ def release_reservation(store: Store, round_id: int, item_id: int, reviewer: Rev
 
 
 def round_progress(store: Store, round_id: int, reviewer_id: int) -> tuple[int, int]:
-    """(items this reviewer answered in the round, items still open to them)."""
+    """(items this reviewer has reviewed in the round, items in the round)."""
     done = store.scalar(
-        "SELECT COUNT(DISTINCT item_id) FROM annotations WHERE round_id = ? AND rater_id = ?"
-        " AND target = ''", (round_id, reviewer_id))
+        "SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND rater_id = ?",
+        (round_id, reviewer_id))
     total = store.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (round_id,))
     return done, total
 

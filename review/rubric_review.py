@@ -239,12 +239,18 @@ def is_reviewed(store: Store, reviewer_id: int, item_id: int) -> bool:
 
 
 def unfinished_in_round(store: Store, round_id: int, reviewer_id: int) -> int | None:
-    """An item of the round this reviewer began (their first verdict took their
-    place on it) but has not finished: it comes back before anything new."""
+    """An item of the round this reviewer began and has not finished, while its
+    place is still theirs to take: it comes back before anything new."""
+    from review.rounds import has_place
+
     for (item_id,) in store.query(
-            "SELECT item_id FROM annotations WHERE round_id = ? AND rater_id = ? AND target = ''"
-            " GROUP BY item_id ORDER BY MIN(id)", (round_id, reviewer_id)):
-        if not is_reviewed(store, reviewer_id, item_id):
+            "SELECT a.item_id FROM annotations a WHERE a.round_id = ? AND a.rater_id = ?"
+            " AND a.target = '' AND a.status != 'skipped' AND NOT EXISTS (SELECT 1 FROM"
+            " round_reviews rr WHERE rr.round_id = a.round_id AND rr.item_id = a.item_id"
+            " AND rr.rater_id = a.rater_id) GROUP BY a.item_id ORDER BY MIN(a.id)",
+            (round_id, reviewer_id)):
+        if not is_reviewed(store, reviewer_id, item_id) and has_place(
+                store.conn, round_id, item_id, reviewer_id):
             return item_id
     return None
 

@@ -443,3 +443,36 @@ def m006_draft_values(db: Database) -> None:
 ALTER TABLE drafts ADD COLUMN value TEXT;
 """
     )
+
+
+@migrations()
+def m007_round_reviews(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A reviewer's place on an item of a review round, taken when their review of
+-- it is complete: one counted answer to a label question, or an answer to every
+-- criterion of an agent run or graded conversation. The round's limit of k
+-- reviewers per item counts these rows and live reservations, so a review begun
+-- and abandoned holds no place once its reservation expires, and an adjudicated
+-- answer is never counted as a reviewer.
+CREATE TABLE round_reviews (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),
+    completed_at TEXT NOT NULL,           -- when the review became complete
+    PRIMARY KEY (round_id, item_id, rater_id)
+);
+CREATE TRIGGER round_reviews_no_update BEFORE UPDATE ON round_reviews
+BEGIN SELECT RAISE(ABORT, 'round reviews are append-only'); END;
+CREATE TRIGGER round_reviews_no_delete BEFORE DELETE ON round_reviews
+BEGIN SELECT RAISE(ABORT, 'round reviews are append-only'); END;
+-- Reviews already given in rounds: every reviewer's first counted answer.
+INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at)
+SELECT a.round_id, a.item_id, a.rater_id, MIN(a.created_at)
+FROM annotations a JOIN raters r ON r.id = a.rater_id
+WHERE a.round_id IS NOT NULL AND a.target = '' AND a.status IN ('answered', 'cannot_assess')
+  AND r.kind = 'human' AND a.source != 'adjudication'
+GROUP BY a.round_id, a.item_id, a.rater_id;
+"""
+    )

@@ -144,6 +144,11 @@ def test_anchoring_and_meta_eval_sections(tmp_path, monkeypatch, demo_db):
     assert "healthbench-grader vs physicians" in metrics
     assert "Physicians vs each other (ceiling)" in metrics
     assert metrics["Criterion rows"] == "34"
+    # With the agent runs' criteria chosen above, the meta-evaluation still takes the
+    # conversations': the runs' judge against the demo clinicians is not HealthBench's metric.
+    at.selectbox(key="agr_question").set_value("criteria:rubric@trajectory").run()
+    assert not at.exception
+    assert "healthbench-grader vs physicians" in {m.label for m in at.metric}
 
 
 def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):

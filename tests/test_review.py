@@ -132,6 +132,9 @@ def test_imported_physicians_are_data_not_people_who_log_in(demo):
     assert find_reviewer(demo, "healthbench-physician:ph-a") is None
     with pytest.raises(ValueError, match="imported rater"):
         ensure_reviewer(demo, "healthbench-physician:ph-a")
+    from review.activity import reviewer_progress
+
+    assert not any(p.name.startswith("healthbench-physician") for p in reviewer_progress(demo))
 
 
 def test_a_draft_survives_until_the_answer_and_then_goes(demo):

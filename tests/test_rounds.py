@@ -83,7 +83,7 @@ def test_an_item_never_gets_more_than_k_answers(demo):
     qid = load_item(demo, first).question_id
     commit_answer(demo, a, first, qid, "0A", round_id=rid)
     commit_answer(demo, b, first, qid, "0B", round_id=rid)
-    with pytest.raises(RoundError, match="already has the 2 answers"):
+    with pytest.raises(RoundError, match="already has the 2 reviewers"):
         commit_answer(demo, c, first, qid, "1A", round_id=rid)
     # A revision by someone who answered is still allowed.
     commit_answer(demo, a, first, qid, "0B", round_id=rid)
@@ -277,7 +277,7 @@ def test_a_third_reviewer_is_refused_whole_batch_and_all(demo):
     first, second = ensure_reviewer(demo, "Dr. One"), ensure_reviewer(demo, "Dr. Two")
     item_id = review_run(demo, rid, first)
     before = demo.scalar("SELECT COUNT(*) FROM annotations")
-    with pytest.raises(RoundError, match="already has the 1 answer"):
+    with pytest.raises(RoundError, match="already has the 1 reviewer"):
         commit_verdicts(demo, second, item_id, verdicts_on(demo, item_id, "not_met"), round_id=rid)
     assert demo.scalar("SELECT COUNT(*) FROM annotations") == before
     assert reserve_next_item(demo, rid, second) != item_id
@@ -285,9 +285,70 @@ def test_a_third_reviewer_is_refused_whole_batch_and_all(demo):
 
 @pytest.mark.parametrize("question, stratify, message", [
     ("trajectory.step_error", "none", "step by step"),
+    ("clinicare.verdict", "none", "make the round on criteria@trajectory"),
     ("criteria@trajectory", "gold", "no gold label"),
     ("criteria@prefix", "none", "a criteria round is over one of"),
 ])
 def test_rounds_that_could_never_fill_are_refused(demo, question, stratify, message):
     with pytest.raises(RoundError, match=message):
         create_round(demo, RoundSpec("bad", question, stratify_by=stratify), admin(demo))
+
+
+def test_a_run_reviewed_outside_the_round_is_not_handed_out_in_it(demo):
+    from review.rounds import criteria_round_key
+    from review.rubric_review import commit_verdicts
+
+    rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none"),
+                       admin(demo))
+    me = ensure_reviewer(demo, "Dr. Free First")
+    first = demo.scalar("SELECT item_id FROM round_items WHERE round_id = ? ORDER BY position", (rid,))
+    commit_verdicts(demo, me, first, verdicts_on(demo, first))  # free review, no round
+    got = reserve_next_item(demo, rid, me)
+    assert got is not None and got != first
+
+
+def test_a_review_begun_and_abandoned_frees_its_place_when_the_reservation_lapses(demo):
+    from review.rounds import criteria_round_key, has_place
+    from review.rubric_review import commit_verdicts, unfinished_in_round
+
+    rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                       stratify_by="none", reservation_minutes=1), admin(demo))
+    quitter, other = ensure_reviewer(demo, "Dr. Quitter"), ensure_reviewer(demo, "Dr. Other")
+    began = reserve_next_item(demo, rid, quitter)
+    commit_verdicts(demo, quitter, began, verdicts_on(demo, began)[:1], round_id=rid)  # one of many
+    assert list_rounds(demo)[0].answers_given == 0  # begun is not reviewed
+    assert unfinished_in_round(demo, rid, quitter.id) == began
+    later = datetime.now(UTC) + timedelta(minutes=5)  # the quitter's place lapses
+    demo.conn.execute("UPDATE reservations SET expires_at = ? WHERE rater_id = ?",
+                      ((datetime.now(UTC) - timedelta(minutes=1)).isoformat(), quitter.id))
+    assert reserve_next_item(demo, rid, other, now=later - timedelta(minutes=4)) == began
+    assert not has_place(demo.conn, rid, began, quitter.id)
+    assert unfinished_in_round(demo, rid, quitter.id) is None  # not handed back: it is taken
+    with pytest.raises(RoundError, match="already has the 1 reviewer"):
+        commit_verdicts(demo, quitter, began, verdicts_on(demo, began), round_id=rid)
+    commit_verdicts(demo, other, began, verdicts_on(demo, began), round_id=rid)
+    assert list_rounds(demo)[0].answers_given == 1
+
+
+def test_settling_a_label_round_never_counts_the_adjudicator_as_a_reviewer(demo):
+    rid = create_round(demo, RoundSpec("two", Q, reviewers_per_item=2, limit=3), admin(demo))
+    a, b = ensure_reviewer(demo, "Dr. Same A"), ensure_reviewer(demo, "Dr. Same B")
+    while answer(demo, rid, a) is not None:
+        pass
+    while answer(demo, rid, b) is not None:
+        pass
+    assert settle_unanimous(demo, rid) == 3
+    info = next(r for r in list_rounds(demo) if r.id == rid)
+    assert (info.answers_given, info.answers_needed) == (6, 6)
+
+
+def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
+    from review.rounds import criteria_round_key
+    from review.rubric_review import mark_step
+
+    rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none",
+                                       limit=2), admin(demo))
+    outside = demo.scalar("SELECT id FROM items WHERE kind = 'trajectory' AND failed = 0 AND id NOT IN"
+                          " (SELECT item_id FROM round_items WHERE round_id = ?)", (rid,))
+    with pytest.raises(RoundError, match="not part of the round"):
+        mark_step(demo, ensure_reviewer(demo, "Dr. Marker"), outside, 3, "no_error", round_id=rid)

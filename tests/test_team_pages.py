@@ -139,9 +139,9 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     criteria = [q for q in item_questions(s, s.scalar("SELECT id FROM items WHERE uid = ?", (first,)))
                 if q.kind == "criterion"]
     s.close()
-    at.button(key="rv_met").click().run()  # one verdict: my place in the round is taken ...
+    at.button(key="rv_met").click().run()  # one verdict committed: my place is kept ...
     at.button(key="rv_commit").click().run()
-    assert f"1 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
+    assert f"0 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     assert at.button(key="trj_next_round").disabled  # ... but the run is not reviewed yet
     for _ in criteria[1:]:
         at.button(key="rv_met").click().run()
@@ -179,3 +179,45 @@ def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypat
     s = open_store(demo_copy)
     assert at.query_params["item"] == s.scalar("SELECT uid FROM items WHERE id = ?", (begun,))
     s.close()
+
+
+def test_a_run_opened_by_address_outside_the_round_is_reviewed_outside_it(demo_copy, monkeypatch):
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Two runs", "criteria@trajectory", stratify_by="none", limit=2),
+                       ensure_reviewer(s, "Jordan Lee"))
+    outside = s.scalar("SELECT uid FROM items WHERE kind = 'trajectory' AND failed = 0 AND id NOT IN"
+                       " (SELECT item_id FROM round_items WHERE round_id = ?)", (rid,))
+    ensure_reviewer(s, "Dr. Linked")
+    s.close()
+    at = app_as("Dr. Linked", demo_copy, monkeypatch).run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.query_params["item"] = outside
+    at.run()
+    assert not at.exception
+    assert any("is not part of Two runs" in w.value for w in at.warning)
+    assert at.query_params["item"] == outside
+    assert [b for b in at.button if b.key == "trj_next_open"]  # the free queue's buttons
+
+
+def test_a_run_reviewed_blind_in_a_round_stays_blind_in_free_review(demo_copy, monkeypatch):
+    from review.rounds import reserve_next_item
+    from review.rubric_review import Verdict, commit_verdicts, item_questions
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Blind", "criteria@trajectory", stratify_by="none",
+                                    blinding="blind"), ensure_reviewer(s, "Jordan Lee"))
+    me = ensure_reviewer(s, "Dr. Peek")
+    run = reserve_next_item(s, rid, me)
+    commit_verdicts(s, me, run, [Verdict(q.id, "met") for q in item_questions(s, run)
+                                 if q.kind == "criterion"], round_id=rid)
+    uid = s.scalar("SELECT uid FROM items WHERE id = ?", (run,))
+    s.close()
+    at = app_as("Dr. Peek", demo_copy, monkeypatch).run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["item"] = uid  # free review, no round chosen
+    at.run()
+    assert not at.exception
+    page = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    assert "you review this agent run blind in Blind".lower() in page.lower()
+    assert "klinikebench-judge" not in page
