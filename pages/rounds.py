@@ -42,7 +42,7 @@ if rounds:
     st.dataframe(
         [{"round": r.name, "question": ROUND_WORDS.get(r.question_key, r.question_key),
           "items": r.items,
-          "answers": f"{r.answers_given} of {r.answers_needed}",
+          "reviews": f"{r.answers_given} of {r.answers_needed}",
           "done": r.answers_given / r.answers_needed if r.answers_needed else 0.0,
           "reviewers per item": r.reviewers_per_item,
           "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
