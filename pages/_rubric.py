@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
 
 from pages._shared import store
 from pages._steps import code_span, label_text
-from review.blinding import BLIND
+from review.blinding import BLIND, SUGGEST
 from review.drafts import drop_draft, load_drafts, save_draft
 from review.items import flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
@@ -87,16 +87,19 @@ def _seed_drafts(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuest
             st.session_state[why_key(item_id, q.id)] = (
                 draft.rationale or "" if draft else (had.rationale or "") if had else "")
     seeded = f"rv_seeded:{item_id}"
-    if st.session_state.get(seeded) or not saved:
-        st.session_state[seeded] = True
-        return None
+    first = not st.session_state.get(seeded)
     st.session_state[seeded] = True
-    return max(d.updated_at for d in saved.values())
+    # Worth saying only for picks that differ from what is committed (a reason
+    # typed without a verdict shows in its box anyway).
+    picks = [d.updated_at for qid, d in saved.items()
+             if d.value and (qid not in mine or mine[qid].choice != d.value)]
+    return max(picks) if first and picks else None
 
 
-def _keep_draft(reviewer: Reviewer, item_id: int, question_id: int) -> None:
+def _keep_draft(reviewer: Reviewer, item_id: int, question_id: int, seen: bool = False) -> None:
     """Save one criterion's pick and reason as a draft, or drop the draft when
-    they are back to what is committed (or empty)."""
+    they are back to what is committed (or empty). `seen`: the judges' and
+    verifiers' verdicts on it were on screen."""
     s = store()
     choice = st.session_state.get(draft_key(item_id, question_id))
     why = (st.session_state.get(why_key(item_id, question_id)) or "").strip()
@@ -105,7 +108,8 @@ def _keep_draft(reviewer: Reviewer, item_id: int, question_id: int) -> None:
             or (had is None and choice is None and not why):
         drop_draft(s, reviewer, item_id, question_id)
     else:
-        save_draft(s, reviewer, item_id, question_id, why or None, None, value=choice)
+        save_draft(s, reviewer, item_id, question_id, why or None, None, value=choice,
+                   labels_seen=seen)
 
 
 def pending_verdicts(item_id: int, questions: Sequence[ItemQuestion],
@@ -130,13 +134,14 @@ def _move_focus(item_id: int, n: int, step: int) -> None:
     st.session_state[key] = max(0, min(n - 1, st.session_state.get(key, 0) + step))
 
 
-def _answer_focused(reviewer: Reviewer, item_id: int, criteria: list[int], choice: str) -> None:
+def _answer_focused(reviewer: Reviewer, item_id: int, criteria: list[int], choice: str,
+                    seen: frozenset[int] = frozenset()) -> None:
     """Y / N / U: answer the current criterion and move to the next unanswered one."""
     if not criteria:
         return
     at = min(st.session_state.get(focus_key(item_id), 0), len(criteria) - 1)
     st.session_state[draft_key(item_id, criteria[at])] = choice
-    _keep_draft(reviewer, item_id, criteria[at])
+    _keep_draft(reviewer, item_id, criteria[at], criteria[at] in seen)
     _focus_next_open(item_id, criteria, at)
 
 
@@ -146,9 +151,10 @@ def _focus_next_open(item_id: int, criteria: list[int], at: int) -> None:
     st.session_state[focus_key(item_id)] = later[0] if later else min(at + 1, len(criteria) - 1)
 
 
-def _picked(reviewer: Reviewer, item_id: int, criteria: list[int], at: int) -> None:
+def _picked(reviewer: Reviewer, item_id: int, criteria: list[int], at: int,
+            seen: bool = False) -> None:
     """A click on a criterion's control answers it; the focus moves on as with the keys."""
-    _keep_draft(reviewer, item_id, criteria[at])
+    _keep_draft(reviewer, item_id, criteria[at], seen)
     _focus_next_open(item_id, criteria, at)
 
 
@@ -160,7 +166,10 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
             started_key: str, round_id: int | None = None) -> None:
     s = store()
     mine = my_current_answers(s, reviewer.id, item_id)
-    batch = pending_verdicts(item_id, questions, mine)
+    drafts = load_drafts(s, reviewer.id, item_id)
+    batch = [replace(v, labels_seen=True) if v.question_id in drafts
+             and drafts[v.question_id].labels_seen else v
+             for v in pending_verdicts(item_id, questions, mine)]
     started = st.session_state.get(started_key, time.monotonic())
     try:
         commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
@@ -276,6 +285,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     criteria = [q for q in questions if q.kind == "criterion"]
     outcome = [q for q in questions if q.kind != "criterion"]
     ids = [q.id for q in criteria]
+    # Questions whose judges' and verifiers' verdicts are on screen as I answer.
+    seen = frozenset(q.id for q in questions if mode == SUGGEST or q.id in revealed)
     focus = min(st.session_state.get(focus_key(item_id), 0), max(len(ids) - 1, 0))
     st.session_state[focus_key(item_id)] = focus
 
@@ -287,13 +298,13 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     elif criteria:
         with st.container(horizontal=True, gap="small", key="rv_keys"):
             st.button("Met", key="rv_met", shortcut=KEYS["met"], on_click=_answer_focused,
-                      args=(reviewer, item_id, ids, "met"),
+                      args=(reviewer, item_id, ids, "met", seen),
                       help="Answer the current criterion: met, and go to the next")
             st.button("Not met", key="rv_not_met", shortcut=KEYS["not_met"],
-                      on_click=_answer_focused, args=(reviewer, item_id, ids, "not_met"),
+                      on_click=_answer_focused, args=(reviewer, item_id, ids, "not_met", seen),
                       help="Answer the current criterion: not met, and go to the next")
             st.button("Can't assess", key="rv_cannot", shortcut=KEYS[CANNOT_ASSESS],
-                      on_click=_answer_focused, args=(reviewer, item_id, ids, CANNOT_ASSESS),
+                      on_click=_answer_focused, args=(reviewer, item_id, ids, CANNOT_ASSESS, seen),
                       help="The run or response does not let you decide this criterion")
             st.button("Previous criterion", key="rv_up", shortcut="Up",
                       icon=":material/arrow_upward:", on_click=_move_focus,
@@ -314,13 +325,14 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                 st.segmented_control(
                     f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
                     format_func=WORDS.get, label_visibility="collapsed", on_change=_picked,
-                    args=(reviewer, item_id, ids, i), persist_state="session", disabled=read_only,
+                    args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
+                    disabled=read_only,
                 )
                 if current or st.session_state.get(why_key(item_id, q.id)):
                     st.text_input("Why (optional)", key=why_key(item_id, q.id),
                                   placeholder="Why? Saved with your verdict (optional)",
                                   label_visibility="collapsed", persist_state="session",
-                                  on_change=_keep_draft, args=(reviewer, item_id, q.id))
+                                  on_change=_keep_draft, args=(reviewer, item_id, q.id, q.id in seen))
                 if q.id in revealed:
                     _show_reveal(q, mine.get(q.id), revealed[q.id])
                 elif q.id in mine:
@@ -337,7 +349,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                 "Your verdict", codes, key=draft_key(item_id, q.id), label_visibility="collapsed",
                 format_func=lambda c, q=q: WORDS[CANNOT_ASSESS] if c == CANNOT_ASSESS
                 else _value_word(q, c), persist_state="session",
-                on_change=_keep_draft, args=(reviewer, item_id, q.id),
+                on_change=_keep_draft, args=(reviewer, item_id, q.id, q.id in seen),
             )
             if book:
                 with st.expander("Definitions"):
@@ -346,7 +358,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
                           persist_state="session", on_change=_keep_draft,
-                          args=(reviewer, item_id, q.id))
+                          args=(reviewer, item_id, q.id, q.id in seen))
             if q.id in revealed:
                 _show_reveal(q, mine.get(q.id), revealed[q.id])
 

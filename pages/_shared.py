@@ -50,8 +50,20 @@ def current_reviewer() -> Reviewer | None:
         return None
     reviewer = find_reviewer(store(), name)
     if reviewer:
+        if st.session_state.get(WORK_OF, reviewer.name) != reviewer.name:
+            # Another reviewer in this browser session: nothing the last one
+            # typed, picked or had open carries over (their drafts are in the
+            # database, under their name).
+            for key in [k for k in st.session_state if k not in KEEP_ON_SWITCH]:
+                del st.session_state[key]
+        st.session_state[WORK_OF] = reviewer.name
         st.session_state["reviewer"] = reviewer.name
     return reviewer
+
+
+WORK_OF = "_session_reviewer"
+"""Whose work the session's widget state is."""
+KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select"}
 
 
 def require_reviewer() -> Reviewer:

@@ -17,12 +17,15 @@ class Draft:
     updated_at: str
     value: str | None = None
     """A verdict or label picked but not committed."""
+    labels_seen: bool = False
+    """The machine and reference labels were on screen while it was made."""
 
 
 def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
                rationale: str | None, confidence: int | None, target: str = "",
-               value: str | None = None) -> None:
-    """Keep what is typed or picked so far; an empty draft is dropped."""
+               value: str | None = None, labels_seen: bool = False) -> None:
+    """Keep what is typed or picked so far; an empty draft is dropped. Once a
+    draft was made with the labels on screen, it stays marked so."""
     rationale = rationale if rationale and rationale.strip() else None
     if confidence is not None and not 1 <= int(confidence) <= 5:
         raise ValueError("confidence must be 1 to 5")
@@ -33,11 +36,13 @@ def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
             return
         conn.execute(
             "INSERT INTO drafts (rater_id, item_id, question_id, target, rationale, confidence,"
-            " value, updated_at) VALUES (?,?,?,?,?,?,?,?)"
+            " value, labels_seen, updated_at) VALUES (?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT (rater_id, item_id, question_id, target)"
             " DO UPDATE SET rationale = excluded.rationale, confidence = excluded.confidence,"
-            " value = excluded.value, updated_at = excluded.updated_at",
-            (reviewer.id, item_id, question_id, target, rationale, confidence, value, utcnow()))
+            " value = excluded.value, labels_seen = MAX(labels_seen, excluded.labels_seen),"
+            " updated_at = excluded.updated_at",
+            (reviewer.id, item_id, question_id, target, rationale, confidence, value,
+             int(labels_seen), utcnow()))
 
 
 def drop_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
@@ -50,16 +55,16 @@ def drop_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
 def load_draft(store: Store, reviewer_id: int, item_id: int, question_id: int,
                target: str = "") -> Draft | None:
     row = store.query_one(
-        "SELECT rationale, confidence, updated_at, value FROM drafts WHERE rater_id = ?"
+        "SELECT rationale, confidence, updated_at, value, labels_seen FROM drafts WHERE rater_id = ?"
         " AND item_id = ? AND question_id = ? AND target = ?",
         (reviewer_id, item_id, question_id, target))
-    return Draft(*row) if row else None
+    return Draft(*row[:4], bool(row[4])) if row else None
 
 
 def load_drafts(store: Store, reviewer_id: int, item_id: int) -> dict[int, Draft]:
     """This reviewer's drafts on the item's whole-item questions, by question id."""
-    return {r[0]: Draft(*r[1:]) for r in store.query(
-        "SELECT question_id, rationale, confidence, updated_at, value FROM drafts"
+    return {r[0]: Draft(*r[1:5], bool(r[5])) for r in store.query(
+        "SELECT question_id, rationale, confidence, updated_at, value, labels_seen FROM drafts"
         " WHERE rater_id = ? AND item_id = ? AND target = ''", (reviewer_id, item_id))}
 
 

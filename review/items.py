@@ -161,6 +161,9 @@ class AnswerSpec:
     target: str = ""
     """'' for the whole item, 'step:<step_id>' for one step of a trajectory."""
     extra: dict[str, Any] | None = None
+    labels_seen: bool = False
+    """Given with the machine and reference labels already seen (a draft made
+    under a 'suggest' round or after a reveal): recorded after the reveal."""
 
 
 def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
@@ -196,7 +199,8 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
     with store.transaction() as conn:
         ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
                               source, round_id) for answer in answers]
-        if round_id is not None and _review_complete(store, conn, reviewer, item_id, answers):
+        if round_id is not None and any(a.target == "" for a in answers) \
+                and _review_complete(store, conn, reviewer, item_id, answers):
             from review.rounds import complete_review
 
             if complete_review(conn, round_id, item_id, reviewer.id):
@@ -233,7 +237,8 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
         " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
         (item_id, question_id, reviewer.id, target),
     ).fetchone()
-    seen = prev is not None and prev[1] != "skipped" and labels_visible(mode, True)
+    seen = answer.labels_seen or (prev is not None and prev[1] != "skipped"
+                                  and labels_visible(mode, True))
     if round_id is not None:
         from review.rounds import claim_answer_slot
 

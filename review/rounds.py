@@ -283,8 +283,16 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
 def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
     """Inside the transaction that completed a reviewer's review of the item:
     their place becomes a review of the round, and their reservation closes.
-    Returns False if it was complete already."""
+    Returns False if it was complete already. Refuses (RoundError) when the
+    place is not theirs: others completed or hold all the item's places."""
     now = utcnow()
+    needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    if done:
+        return False
+    if not held and others >= needed:
+        raise RoundError(
+            f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
+            "asks for; take the next item")
     cur = conn.execute(
         "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) VALUES (?,?,?,?)"
         " ON CONFLICT DO NOTHING", (round_id, item_id, rater_id, now))

@@ -310,6 +310,8 @@ class Verdict:
     choice: str
     """A label code, 'met' / 'not_met', or 'cannot_assess'."""
     rationale: str | None = None
+    labels_seen: bool = False
+    """Picked with the machine and reference labels on screen (its draft says so)."""
 
 
 def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: Iterable[Verdict],
@@ -327,9 +329,11 @@ def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: It
             raise ValueError(f"question {v.question_id} is not asked of this item")
         rationale = (v.rationale or "").strip() or None
         if v.choice == CANNOT_ASSESS:
-            answers.append(AnswerSpec(v.question_id, None, "cannot_assess", rationale))
+            answers.append(AnswerSpec(v.question_id, None, "cannot_assess", rationale,
+                                      labels_seen=v.labels_seen))
         else:
-            answers.append(AnswerSpec(v.question_id, v.choice, "answered", rationale))
+            answers.append(AnswerSpec(v.question_id, v.choice, "answered", rationale,
+                                      labels_seen=v.labels_seen))
     if not answers:
         raise ValueError("nothing to commit: answer at least one question")
     return commit_answers(store, reviewer, item_id, answers, mode=mode,

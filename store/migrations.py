@@ -467,12 +467,34 @@ CREATE TRIGGER round_reviews_no_update BEFORE UPDATE ON round_reviews
 BEGIN SELECT RAISE(ABORT, 'round reviews are append-only'); END;
 CREATE TRIGGER round_reviews_no_delete BEFORE DELETE ON round_reviews
 BEGIN SELECT RAISE(ABORT, 'round reviews are append-only'); END;
--- Reviews already given in rounds: every reviewer's first counted answer.
+-- Reviews already given in rounds. A label round: each reviewer's first counted
+-- answer. A round over agent runs or graded conversations (question key
+-- 'criteria@...'): a reviewer who has answered every criterion of the item.
 INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at)
 SELECT a.round_id, a.item_id, a.rater_id, MIN(a.created_at)
 FROM annotations a JOIN raters r ON r.id = a.rater_id
-WHERE a.round_id IS NOT NULL AND a.target = '' AND a.status IN ('answered', 'cannot_assess')
+JOIN review_rounds rr ON rr.id = a.round_id JOIN items i ON i.id = a.item_id
+WHERE a.target = '' AND a.status IN ('answered', 'cannot_assess')
   AND r.kind = 'human' AND a.source != 'adjudication'
+  AND (rr.question_key NOT LIKE 'criteria@%' OR NOT EXISTS (
+      SELECT 1 FROM questions q WHERE q.kind = 'criterion'
+        AND q.item_id IN (i.id, COALESCE(i.parent_id, i.id))
+        AND NOT EXISTS (SELECT 1 FROM annotations b WHERE b.item_id = i.id
+            AND b.question_id = q.id AND b.rater_id = a.rater_id AND b.target = ''
+            AND b.status IN ('answered', 'cannot_assess'))))
 GROUP BY a.round_id, a.item_id, a.rater_id;
+"""
+    )
+
+
+@migrations()
+def m008_draft_labels_seen(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- 1 when the machine and reference labels were on screen while the draft was
+-- made (a 'suggest' round, or after a reveal): the answer it becomes is then
+-- recorded as given after seeing them, whatever screen commits it.
+ALTER TABLE drafts ADD COLUMN labels_seen INTEGER NOT NULL DEFAULT 0;
 """
     )

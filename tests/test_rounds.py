@@ -352,3 +352,58 @@ def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
                           " (SELECT item_id FROM round_items WHERE round_id = ?)", (rid,))
     with pytest.raises(RoundError, match="not part of the round"):
         mark_step(demo, ensure_reviewer(demo, "Dr. Marker"), outside, 3, "no_error", round_id=rid)
+
+
+def test_a_step_mark_never_makes_a_review_past_k(demo):
+    """A reviewer refused a place (the run has its k reviews) can still mark a step,
+    but the mark does not turn their free-review verdicts into a review of the round."""
+    from review.rounds import criteria_round_key
+    from review.rubric_review import commit_verdicts, mark_step
+
+    rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                       stratify_by="none"), admin(demo))
+    a, c = ensure_reviewer(demo, "Dr. Place A"), ensure_reviewer(demo, "Dr. Place C")
+    run = review_run(demo, rid, a)
+    commit_verdicts(demo, c, run, verdicts_on(demo, run))  # free review: every criterion
+    with pytest.raises(RoundError, match="already has the 1 reviewer"):
+        commit_verdicts(demo, c, run, verdicts_on(demo, run, "not_met"), round_id=rid)
+    mark_step(demo, c, run, 3, "no_error", round_id=rid)
+    assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND item_id = ?",
+                       (rid, run)) == 1
+
+
+def test_the_migration_counts_only_complete_reviews_given_before_it(demo_copy):
+    """Databases from before round_reviews: their reviews are read from the answers,
+    a label round's from each reviewer's first counted answer, a criteria round's
+    only where the reviewer answered every criterion."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from review.rounds import criteria_round_key
+    from review.rubric_review import commit_verdicts
+
+    s = open_store(demo_copy)
+    labels = create_round(s, RoundSpec("labels", Q, reviewers_per_item=2, limit=2), admin(s))
+    runs = create_round(s, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none"),
+                        admin(s))
+    done, half = ensure_reviewer(s, "Dr. Done"), ensure_reviewer(s, "Dr. Half")
+    answer(s, labels, done)
+    review_run(s, runs, done)
+    began = reserve_next_item(s, runs, half)
+    commit_verdicts(s, half, began, verdicts_on(s, began)[:1], round_id=runs)
+    before = sorted(tuple(r) for r in s.query(
+        "SELECT round_id, item_id, rater_id FROM round_reviews"))
+    assert len(before) == 2
+    # Back to the schema before the table existed, as an older database is.
+    s.conn.executescript(
+        "DROP TRIGGER round_reviews_no_update; DROP TRIGGER round_reviews_no_delete;"
+        " DROP TABLE round_reviews; DELETE FROM _sqlite_migrations WHERE name = 'm007_round_reviews';")
+    s.close()
+    code = ("import sys; sys.path.insert(0, '.'); from review.workspace import open_store;"
+            f" s = open_store({str(demo_copy)!r});"
+            " print(sorted(tuple(r) for r in s.query("
+            "'SELECT round_id, item_id, rater_id FROM round_reviews')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], check=True).stdout
+    assert out.strip() == str(before)  # Dr. Half's one verdict of many is not a review

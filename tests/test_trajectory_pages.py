@@ -335,3 +335,55 @@ def test_script_and_image_payloads_in_a_model_message_stay_text(db_path, page, p
 def test_no_screen_of_this_issue_allows_html():
     for name in MY_FILES + ["app.py", "pages/_shared.py"]:
         assert "unsafe_allow_html" not in (ROOT / name).read_text(), name
+
+
+def test_a_reason_typed_without_a_verdict_does_not_claim_restored_verdicts(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID)
+    at.button(key="rv_met").click().run()
+    why = next(t for t in at.text_input if t.key and t.key.startswith("rv_why:"))
+    why.input("check the vitals").run()  # criterion 2's reason, no verdict
+    at.button(key="rv_commit").click().run()
+    fresh = open_page("pages/trajectories.py", item=KB_UID)
+    assert "were restored" not in texts(fresh)
+    assert "check the vitals" in [t.value for t in fresh.text_input]
+
+
+def test_another_reviewer_in_the_same_browser_starts_from_their_own_work(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID)
+    at.button(key="rv_met").click().run()
+    at.button(key="rv_not_met").click().run()  # two picks by the first reviewer, not committed
+    s = open_store(db_path)
+    ensure_reviewer(s, "Dr. Second")
+    s.close()
+    at.session_state["reviewer"] = "Dr. Second"  # as the sidebar's choice does
+    at.run()
+    assert not at.exception
+    assert "Nothing new to commit" in at.button(key="rv_commit").label
+    assert all(sc.value is None for sc in at.segmented_control if sc.key.startswith("rv:"))
+
+
+def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal(db_path):
+    from review.rounds import RoundSpec, create_round
+
+    s = open_store(db_path)
+    rid = create_round(s, RoundSpec("Speed", "criteria@trajectory", stratify_by="none",
+                                    blinding="suggest"), ensure_reviewer(s, "Ada Admin", role="admin"))
+    s.close()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = REVIEWER
+    at.run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    uid = at.query_params["item"]
+    at.button(key="rv_met").click().run()  # the judges are on screen in a 'suggest' round
+    fresh = open_page("pages/trajectories.py", item=uid)  # later, in free review (reveal after commit)
+    fresh.button(key="rv_commit").click().run()
+    assert not fresh.exception
+    got = [(a[2], json.loads(a[5])["blinding"]) for a in my_annotations(db_path)]
+    s = open_store(db_path)
+    phases = [r[0] for r in s.query(
+        "SELECT a.phase FROM annotations a JOIN raters r ON r.id = a.rater_id WHERE r.name = ?",
+        (REVIEWER,))]
+    s.close()
+    assert got and phases == ["after_reveal"]
