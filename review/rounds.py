@@ -256,6 +256,11 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     item being in the round."""
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    if status not in (None, "answered", "cannot_assess") and done:
+        # Reviews are never withdrawn: the place would stay taken by an answer
+        # that no longer counts, and the item short of the reviews it needs.
+        raise RoundError("you have reviewed this item in the round: change your answer, or "
+                         "answer 'cannot assess', instead of skipping it")
     if status is None or done:
         return
     if status not in ("answered", "cannot_assess"):

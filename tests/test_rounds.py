@@ -407,3 +407,14 @@ def test_the_migration_counts_only_complete_reviews_given_before_it(demo_copy):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1], check=True).stdout
     assert out.strip() == str(before)  # Dr. Half's one verdict of many is not a review
+
+
+def test_an_answer_given_in_a_round_is_revised_not_skipped(demo):
+    rid = create_round(demo, RoundSpec("r", Q, reviewers_per_item=1, limit=2), admin(demo))
+    me = ensure_reviewer(demo, "Dr. Second Thoughts")
+    item = answer(demo, rid, me)
+    with pytest.raises(RoundError, match="instead of skipping"):
+        skip_item(demo, me, item, load_item(demo, item).question_id, "unsure", round_id=rid)
+    commit_answer(demo, me, item, load_item(demo, item).question_id, None, status="cannot_assess",
+                  round_id=rid)  # a change of mind is a revision
+    assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 1
