@@ -140,3 +140,28 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
         assert flags(db) == [("hb:p-inv-1::c1", 1)]
         assert "openai:grader-x@v1" in main and main.count("0.62") >= 2  # my score and the judge's
         assert_payloads_inert(page)
+
+
+def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db):
+    """Never lose work: criteria answered with the keyboard but not committed are
+    there again in a new browser context (another tab, or after a crash)."""
+    with running_app(db) as url, chromium() as browser:
+        first = browser.new_context(viewport={"width": 1500, "height": 1400}).new_page()
+        first.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
+        wait_text(first, "step 1 of 4")
+        ready_for_keys(first)
+        for n, key in enumerate(("y", "n", "u"), start=1):
+            press(first, key)
+            wait_text(first, f"Commit {n} answer")
+        first.context.close()  # the tab is gone, nothing committed
+        assert mine(db, "a.target = ''") == []
+
+        second = browser.new_context(viewport={"width": 1500, "height": 1400}).new_page()
+        second.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
+        wait_text(second, "Your uncommitted verdicts were restored")
+        wait_text(second, "Commit 3 answers")
+        ready_for_keys(second)
+        press(second, "Control+Enter")
+        wait_text(second, "Committed 3 answers.")
+        got = [a[1:3] for a in mine(db, "a.target = ''")]
+        assert got == [("answered", "met"), ("answered", "not_met"), ("cannot_assess", None)]
