@@ -272,12 +272,14 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               mine: dict[int, MyAnswer], revealed: dict[int, list[RaterVerdict]], *,
               mode: str, started_key: str, show_scores: bool = False,
               list_height: int | None = None, read_only: bool = False,
-              round_id: int | None = None) -> None:
+              round_id: int | None = None, reference_shown: bool = False) -> None:
     """The whole rubric of one item: answer, commit, and after commit the reveal.
     `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
     long list of criteria scrolls in a pane `list_height` pixels high. With
     `read_only` (nothing to grade) the criteria are shown for reference. In a
-    review round (`round_id`) the commit takes the reviewer's place on the item."""
+    review round (`round_id`) the commit takes the reviewer's place on the item.
+    `reference_shown`: a reference answer is on the page (answers given now are
+    given after a reveal)."""
     restored = _seed_drafts(reviewer, item_id, questions, mine)
     if restored:
         st.caption(f"Your uncommitted verdicts were restored (saved {restored[:16].replace('T', ' ')}"
@@ -286,7 +288,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     outcome = [q for q in questions if q.kind != "criterion"]
     ids = [q.id for q in criteria]
     # Questions whose judges' and verifiers' verdicts are on screen as I answer.
-    seen = frozenset(q.id for q in questions if mode == SUGGEST or q.id in revealed)
+    seen = frozenset(q.id for q in questions
+                     if mode == SUGGEST or reference_shown or q.id in revealed)
     focus = min(st.session_state.get(focus_key(item_id), 0), max(len(ids) - 1, 0))
     st.session_state[focus_key(item_id)] = focus
 

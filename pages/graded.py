@@ -96,8 +96,9 @@ with left:
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
                 show_text(view.completion, key=f"completion:{item_id}",
                           empty="(this item has no completion to grade)")
-    if view.ideal_completion and view.completion_source != "ideal_completion" and screen.mine \
-            and opened.mode != BLIND:  # a reference answer is a reveal too
+    reference_shown = bool(view.ideal_completion and view.completion_source != "ideal_completion"
+                           and screen.mine and opened.mode != BLIND)  # a reference is a reveal too
+    if reference_shown:
         with st.expander("Reference: the physician-written ideal completion"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")
 
@@ -119,4 +120,5 @@ with right:
                     "`healthbench-completions`) to grade them.", icon=":material/info:")
         checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
                   mode=opened.mode, started_key=started_key, show_scores=True, list_height=620,
-                  read_only=view.completion is None, round_id=opened.round_id)
+                  read_only=view.completion is None, round_id=opened.round_id,
+                  reference_shown=reference_shown)

@@ -36,6 +36,18 @@ KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 
 reviewer = require_reviewer()
+
+
+def rationale_key(item_id: int) -> str:
+    """The rationale box of an item, per reviewer: another reviewer in the same
+    browser gets a new box, never the text the last one typed (deleting a
+    widget's state does not clear what the browser still shows and sends)."""
+    return f"rationale:{reviewer.id}:{item_id}"
+
+
+def confidence_key(item_id: int) -> str:
+    return f"confidence:{reviewer.id}:{item_id}"
+
 db = store()
 
 # -- what to review ---------------------------------------------------------
@@ -144,8 +156,8 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
     try:
         commit_answer(
             s, reviewer, item_id, question_id, value, status=status,
-            rationale=st.session_state.get(f"rationale:{item_id}"),
-            confidence=st.session_state.get(f"confidence:{item_id}"),
+            rationale=st.session_state.get(rationale_key(item_id)),
+            confidence=st.session_state.get(confidence_key(item_id)),
             seconds_on_task=round(time.monotonic() - started, 2), mode=mode,
             round_id=this_round.id if this_round else None,
         )
@@ -176,8 +188,8 @@ def on_skip(item_id: int, question_id: int) -> None:
 
 def on_draft(item_id: int, question_id: int) -> None:
     save_draft(db_for_callback(), reviewer, item_id, question_id,
-               st.session_state.get(f"rationale:{item_id}"),
-               st.session_state.get(f"confidence:{item_id}"))
+               st.session_state.get(rationale_key(item_id)),
+               st.session_state.get(confidence_key(item_id)))
 
 
 def on_flag(item_id: int, raise_flag: bool) -> None:
@@ -306,7 +318,7 @@ with right:
             on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered"),
             disabled=item.failed,
         )
-    rkey, ckey = f"rationale:{item.id}", f"confidence:{item.id}"
+    rkey, ckey = rationale_key(item.id), confidence_key(item.id)
     if rkey not in st.session_state and ckey not in st.session_state:
         # Typed but not committed before a reload or a closed tab: bring it back.
         draft = load_draft(db, reviewer.id, item.id, item.question_id)

@@ -155,9 +155,9 @@ levels = {lv["level"]: lv for lv in severity_levels()}
 
 
 def save_mark(sid: int) -> None:
-    err = st.session_state.get(f"trj_err:{item_id}:{sid}")
-    sev = st.session_state.get(f"trj_sev:{item_id}:{sid}")
-    note = st.session_state.get(f"trj_note:{item_id}:{sid}")
+    err = st.session_state.get(f"trj_err:{reviewer.id}:{item_id}:{sid}")
+    sev = st.session_state.get(f"trj_sev:{reviewer.id}:{item_id}:{sid}")
+    note = st.session_state.get(f"trj_note:{reviewer.id}:{item_id}:{sid}")
     try:
         mark_step(store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
                   round_id=opened.round_id,
@@ -172,14 +172,16 @@ def save_mark(sid: int) -> None:
 
 
 def pick(name: str, sid: int, value: object) -> None:
-    st.session_state[f"trj_{name}:{item_id}:{sid}"] = value
+    st.session_state[f"trj_{name}:{reviewer.id}:{item_id}:{sid}"] = value
 
 
 def mark_panel(sid: int) -> None:
     """Error type (keys 0-6), severity (Shift+1..5), note, save (M)."""
     saved = screen.marks.get(sid)
-    err_key, sev_key, note_key = (f"trj_err:{item_id}:{sid}", f"trj_sev:{item_id}:{sid}",
-                                  f"trj_note:{item_id}:{sid}")
+    # Per reviewer: another reviewer in this browser never inherits a half-made mark.
+    err_key, sev_key, note_key = (f"trj_err:{reviewer.id}:{item_id}:{sid}",
+                                  f"trj_sev:{reviewer.id}:{item_id}:{sid}",
+                                  f"trj_note:{reviewer.id}:{item_id}:{sid}")
     if saved is not None and err_key not in st.session_state:
         st.session_state[err_key] = saved.error
         st.session_state[sev_key] = saved.severity

@@ -106,3 +106,38 @@ def test_a_stopped_server_leaves_no_process_behind(demo_copy):
         during = serving(port)
         assert len(during) == 1
     assert serving(port) == []
+
+
+def test_another_reviewer_in_the_same_browser_never_gets_the_last_ones_rationale(demo_copy):
+    """Dr A types a rationale and hands the browser to Dr B: B's answer carries
+    nothing A typed (the box in the browser, not only the server's copy, is new)."""
+    from review.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    for name in ("Dr. Hand A", "Dr. Hand B"):
+        ensure_reviewer(s, name)
+    s.close()
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/?reviewer=Dr.+Hand+A")
+        wait_for_app(page)
+        box = page.get_by_label("Rationale (optional)")
+        box.fill("A's private reasoning")
+        box.blur()  # kept as A's draft
+        wait_for_app(page)
+        page.get_by_test_id("stSidebar").get_by_role("combobox").first.click()
+        page.get_by_role("option", name="Dr. Hand B").click()
+        page.wait_for_url(re.compile(r"reviewer=Dr\.(\+|%20)Hand(\+|%20)B"))
+        wait_for_app(page)
+        assert page.get_by_label("Rationale (optional)").input_value() == ""
+        ready_for_keys(page)
+        page.keyboard.press("1")
+        wait_for_progress(page, "1 of 85")
+    s = open_store(demo_copy)
+    rows = s.query("SELECT r.name, a.rationale FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                   " WHERE r.name LIKE 'Dr. Hand %'")
+    drafts = s.query("SELECT r.name, d.rationale FROM drafts d JOIN raters r ON r.id = d.rater_id"
+                     " WHERE r.name LIKE 'Dr. Hand %'")
+    s.close()
+    assert [tuple(r) for r in rows] == [("Dr. Hand B", None)]
+    assert [tuple(r) for r in drafts] == [("Dr. Hand A", "A's private reasoning")]

@@ -21,6 +21,12 @@ def app(demo_copy, monkeypatch):
     return at
 
 
+def rationale_box(at, item_id):
+    """The Review screen's rationale box for an item (its key names the reviewer too)."""
+    return next(t for t in at.text_area if t.key.startswith("rationale:")
+                and t.key.endswith(f":{item_id}"))
+
+
 def human_answers(path, name="Dr. Page Test"):
     s = open_store(path)
     rows = s.query("SELECT i.uid, a.value, a.phase, a.status FROM annotations a JOIN items i ON i.id = a.item_id"
@@ -43,7 +49,7 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     assert app.query_params.get("item") in ("demo_case_0001_r01", ["demo_case_0001_r01"])
     app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
     assert not app.exception
-    app.text_area(key="rationale:2").input("sudden onset: red flag")
+    rationale_box(app, 2).input("sudden onset: red flag")
     app.button(key="label:1B_ESCALATION_URGENT_CARE").click().run()
     assert human_answers(demo_copy) == [
         ("demo_case_0001_r01", "0A_NO_ESCALATION_INFO_NEEDED", "blind", "answered"),
@@ -98,10 +104,10 @@ def test_codebook_and_data_screens_render(app, demo_copy):
 
 def test_a_typed_rationale_comes_back_after_a_new_session(app, demo_copy):
     app.run()
-    app.text_area(key="rationale:1").input("thunderclap onset?").run()
+    rationale_box(app, 1).input("thunderclap onset?").run()
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     fresh.query_params["reviewer"] = "Dr. Page Test"
     fresh.run()
-    assert fresh.text_area(key="rationale:1").value == "thunderclap onset?"
+    assert rationale_box(fresh, 1).value == "thunderclap onset?"
     assert any("Draft restored" in c.value for c in fresh.caption)
     assert human_answers(demo_copy) == []
