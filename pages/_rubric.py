@@ -465,11 +465,19 @@ def _choose_round(db, kind: str, prefix: str) -> RoundInfo | None:
     return rounds[chosen]
 
 
-def next_in_round(prefix: str) -> None:
+def _next_in_round(prefix: str) -> None:
     """Leave the item open in this round; the page then takes the next one."""
     round_id = st.session_state.get(f"{prefix}_round")
     st.session_state.pop(f"{prefix}_item:r{round_id}", None)
     st.query_params.pop("item", None)
+
+
+def next_in_round_button(prefix: str, label: str, reviewed: bool, noun: str) -> None:
+    """In a review round: move on to the round's next item, once this one is reviewed."""
+    st.button(label, key=f"{prefix}_next_round", icon=":material/playlist_play:",
+              on_click=_next_in_round, args=(prefix,), disabled=not reviewed,
+              help=f"Answer every criterion of this {noun} (Can't assess counts) and commit: "
+                   f"the {noun} is reserved for you until then")
 
 
 def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._rubric import checklist, next_in_round, open_from_queue
+from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
 from review.blinding import BLIND, DEFAULT_MODE
@@ -65,10 +65,7 @@ facts.append(":green-badge[:material/task_alt: graded by you]" if graded
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="hb_nav"):
     if in_round:
-        st.button("Next in the round", key="hb_next_round", icon=":material/playlist_play:",
-                  on_click=next_in_round, args=("hb",), disabled=not graded,
-                  help="Answer every criterion (Can't assess counts) and commit: the "
-                       "conversation is reserved for you until then")
+        next_in_round_button("hb", "Next in the round", graded, "conversation")
     else:
         st.button("Previous", key="hb_prev", shortcut="Left", icon=":material/arrow_back:",
                   on_click=go_item, args=(neighbour(db, item_id, filt, -1),))

@@ -14,7 +14,7 @@ import time
 import streamlit as st
 
 from codebook import builtin_codebooks
-from pages._rubric import checklist, next_in_round, open_from_queue
+from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
     code_span,
@@ -112,10 +112,7 @@ if head.failed:
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="trj_runs"):
     if in_round:
-        st.button("Next run in the round", key="trj_next_round", icon=":material/playlist_play:",
-                  on_click=next_in_round, args=("trj",), disabled=not reviewed,
-                  help="Answer every criterion of this run (Can't assess counts) and commit: "
-                       "the run is reserved for you until then")
+        next_in_round_button("trj", "Next run in the round", reviewed, "run")
     else:
         st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
                   on_click=go_item, args=(neighbour(db, item_id, filt, -1),))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from codebook import builtin_codebooks
 from review.answers import normalise_value
 from review.reviewers import Reviewer, people_sql
+from review.trajectory import RUBRIC_KINDS
 from store import Store, to_json, utcnow
 
 ADJUDICATED = "adjudicated"
@@ -242,10 +243,6 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
 
 
 # -- rubric verdicts: agent runs and graded conversations -----------------------
-
-RUBRIC_KINDS = ("trajectory", "graded_conversation")
-"""Item kinds answered criterion by criterion (gates, must-ask topics, verifier
-checks, process and HealthBench rubrics, the CliniCARE verdict)."""
 
 
 @dataclass

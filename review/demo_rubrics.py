@@ -22,10 +22,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from review.trajectory import STEP_ERROR_QUESTION
+
 KB_SUBSET, KB_RUN = "demo", "r1"
 JUDGE_MODEL = "demo/judge-1"
 AGENTS = ("demo/atlas-clinician", "demo/brisk-clinician")
-STEP_QUESTION = "trajectory.step_error"
 SYSTEM_PROMPT = (
     "You are a clinician in a simulated outpatient clinic. Talk to the patient and use the "
     "clinic's tools only through shell commands: `clinic say \"...\"` speaks to the patient, "
@@ -365,18 +366,18 @@ def run_verdicts(runs: list[tuple[Consultation, str, Run]], clinicians: list[str
                              rng.choice(["3", "4", "5"]), "answered", "blind", "", ""))
             if b.wrong_dose:  # one clinician rates it a step milder than the others
                 severity = str(max(1, c.wrong_severity - rater.startswith("Dr. Lukas")))
-                rows.append((uid, rater, "wrong_parameters", STEP_QUESTION,
+                rows.append((uid, rater, "wrong_parameters", STEP_ERROR_QUESTION,
                              "dose or duration outside the protocol", "", "answered", "blind",
                              f"step:{run.steps['dose']}", severity))
             if b.skips and not rater.startswith("Dr. Lukas"):
                 missed = ", ".join(c.topics[i][0] for i in b.skips)
-                rows.append((uid, rater, "missed_essential_question", STEP_QUESTION,
+                rows.append((uid, rater, "missed_essential_question", STEP_ERROR_QUESTION,
                              f"concluded without asking about {missed}", "", "answered", "blind",
                              # Two topics missed: a red flag (pain at rest) or the allergies
                              # before a prescription; one: a minor gap in the history.
                              f"step:{run.steps['diagnosis']}", "4" if len(b.skips) > 1 else "2"))
             if not b.skips and not b.wrong_dose:
-                rows.append((uid, rater, "no_error", STEP_QUESTION, "", "", "answered", "blind",
+                rows.append((uid, rater, "no_error", STEP_ERROR_QUESTION, "", "", "answered", "blind",
                              f"step:{run.steps['dose']}", ""))
     return rows
 

@@ -214,8 +214,10 @@ def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
     """Whether, with these answers, the reviewer's review of the item is complete:
     an agent run or graded conversation once every criterion has an answer;
     any other item with one counted answer about the whole item."""
+    from review.rounds import RUBRIC_KINDS
+
     kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
-    if kind in ("trajectory", "graded_conversation"):
+    if kind in RUBRIC_KINDS:
         from review.rubric_review import is_reviewed
 
         return is_reviewed(store, reviewer.id, item_id)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from review.blinding import MODES
 from review.reviewers import Reviewer
+from review.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
 from store import Store, to_json, utcnow
 
 STRATA = ("none", "gold", "category")
@@ -29,8 +30,6 @@ CRITERIA_PREFIX = "criteria@"
 """A round's question key `criteria@<item kind>`: a review of every criterion of
 each item (an agent run's gates and must-ask topics, a graded conversation's
 rubric). Any committed verdict on the item fills the reviewer's slot."""
-RUBRIC_KINDS = ("trajectory", "graded_conversation")
-STEP_QUESTION = "trajectory.step_error"
 
 
 def criteria_round_key(kind: str) -> str:
@@ -113,7 +112,7 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
             "SELECT id, applies_to, codebook FROM questions WHERE key = ?", (spec.question_key,))
         if question is None or not question["applies_to"]:
             raise RoundError(f"no question {spec.question_key!r} asked of a kind of item")
-        if spec.question_key == STEP_QUESTION:
+        if spec.question_key == STEP_ERROR_QUESTION:
             raise RoundError("step errors are marked step by step, so no mark fills a reviewer's "
                              f"place: make the round on the runs' criteria ({criteria_round_key('trajectory')})")
         item_kind = question["applies_to"]

@@ -47,6 +47,9 @@ SAY_TOOLS = ("say", "clinic_say", "ask_patient", "talk_to_patient", "speak")
 SAY_KEYS = ("text", "message", "utterance", "question", "content")
 STEP_ERROR_QUESTION = "trajectory.step_error"
 """The question a reviewer answers about one step (codebook trajectory-errors), target `step:<id>`."""
+RUBRIC_KINDS = ("trajectory", "graded_conversation")
+"""Item kinds answered criterion by criterion (gates, must-ask topics, verifier
+checks, process and HealthBench rubrics, the CliniCARE verdict)."""
 
 
 # -- payload (written by importers) ------------------------------------------

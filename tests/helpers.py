@@ -43,3 +43,31 @@ def table_counts(store: Store) -> dict[str, int]:
     names = [r[0] for r in store.query(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
     return {n: store.scalar(f'SELECT COUNT(*) FROM "{n}"') for n in names}
+
+
+def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
+    """Each reviewer on a thread with their own store on `db`, calling
+    `step(store, reviewer)` until it returns None; returns whatever any of
+    them raised (a test asserts it is empty)."""
+    import threading
+
+    from review.workspace import open_store
+
+    errors: list[BaseException] = []
+
+    def work(reviewer) -> None:
+        local = open_store(db)
+        try:
+            while step(local, reviewer) is not None:
+                pass
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            local.close()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,6 +24,7 @@ from review.rounds import (
     reserve_next_item,
 )
 from review.workspace import open_store
+from tests.helpers import work_at_once
 
 Q = "carebench.escalation_needed"
 
@@ -116,24 +116,7 @@ def test_concurrent_reviewers_fill_every_item_exactly_k_times(demo_copy):
     rid = create_round(s, RoundSpec("race", Q, reviewers_per_item=2), admin(s))
     reviewers = [ensure_reviewer(s, f"Racer {i}") for i in range(6)]
     s.close()
-    errors = []
-
-    def work(rev):
-        local = open_store(demo_copy)
-        try:
-            while answer(local, rid, rev) is not None:
-                pass
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-        finally:
-            local.close()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert work_at_once(demo_copy, reviewers, lambda local, rev: answer(local, rid, rev)) == []
     s = open_store(demo_copy)
     counts = [r[0] for r in s.query(
         "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
@@ -236,24 +219,7 @@ def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
     assert s.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,)) == runs
     reviewers = [ensure_reviewer(s, f"Run racer {i}") for i in range(6)]
     s.close()
-    errors = []
-
-    def work(rev):
-        local = open_store(demo_copy)
-        try:
-            while review_run(local, rid, rev) is not None:
-                pass
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-        finally:
-            local.close()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in reviewers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert work_at_once(demo_copy, reviewers, lambda local, rev: review_run(local, rid, rev)) == []
     s = open_store(demo_copy)
     counts = [r[0] for r in s.query(
         "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
