@@ -28,6 +28,7 @@ from review.reviewers import Reviewer
 from review.rounds import (
     RoundError,
     RoundInfo,
+    answered_outside,
     is_rubric_round,
     list_rounds,
     reserve_next_item,
@@ -540,8 +541,12 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             st.error(str(exc))
             st.stop()
         if item_id is None:
-            st.success(f"Nothing left for you in {this_round.name}: every item you could take "
-                       "has the reviewers it needs.", icon=":material/task_alt:")
+            before = answered_outside(db, this_round.id, reviewer.id)
+            st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you "
+                       "could take has the reviewers it needs."
+                       + (f" {before} of its items you had already answered outside the round "
+                          "are not given to you again." if before else ""),
+                       icon=":material/task_alt:")
             st.stop()
     if item_id is None:
         item_id = next_unreviewed(db, reviewer.id, filt)

@@ -386,6 +386,17 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         return row[0]
 
 
+def answered_outside(store: Store, round_id: int, rater_id: int) -> int:
+    """Items of a round over runs or conversations that this reviewer had answered
+    outside it, which the round does not give them (see `reserve_next_item`)."""
+    return store.scalar(
+        "SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = ?1 AND NOT EXISTS (SELECT 1"
+        " FROM round_reviews rr WHERE rr.round_id = ?1 AND rr.item_id = ri.item_id"
+        " AND rr.rater_id = ?2) AND EXISTS (SELECT 1 FROM annotations a WHERE a.item_id ="
+        " ri.item_id AND a.rater_id = ?2 AND a.target = '' AND a.round_id IS NOT ?1)",
+        (round_id, rater_id))
+
+
 def release_reservation(store: Store, round_id: int, item_id: int, reviewer: Reviewer) -> None:
     """Give a reserved item back to the pool (e.g. after a skip)."""
     with store.transaction() as conn:

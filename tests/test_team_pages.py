@@ -221,3 +221,23 @@ def test_a_run_reviewed_blind_in_a_round_stays_blind_in_free_review(demo_copy, m
     page = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
     assert "you review this agent run blind in Blind".lower() in page.lower()
     assert "klinikebench-judge" not in page
+
+
+def test_a_clinician_who_answered_the_runs_before_is_told_why_the_round_gives_nothing(
+        demo_copy, monkeypatch):
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", stratify_by="none"),
+                       ensure_reviewer(s, "Jordan Lee"))
+    before = s.scalar("SELECT COUNT(DISTINCT a.item_id) FROM annotations a JOIN raters r"
+                      " ON r.id = a.rater_id JOIN round_items ri ON ri.item_id = a.item_id"
+                      " AND ri.round_id = ? WHERE r.name = 'Dr. Amara Okafor' AND a.target = ''",
+                      (rid,))
+    s.close()
+    assert before > 0  # the demo's clinicians answered the runs' criteria already
+    at = app_as("Dr. Amara Okafor", demo_copy, monkeypatch).run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    assert not at.exception
+    assert any(f"{before} of its items you had already answered outside the round" in m.value
+               for m in at.success)
