@@ -44,6 +44,12 @@ WAL_AUTOCHECKPOINT = 1000
 """Pages in the write-ahead log after which a commit copies them into the
 database file (SQLite's default), except after a bulk write."""
 
+BULK_CACHE_KIB = 65_536
+"""Page cache of a connection during a bulk write (SQLite's default is 2 MiB).
+A full study's items and their indexes no longer fit in the default: SQLite
+then spills dirty pages into the write-ahead log mid-transaction and writes
+many of them again at the commit. Given back when the write ends."""
+
 
 class _Checkpointer(threading.Thread):
     """Copies committed pages from the write-ahead log into the database file
@@ -218,7 +224,9 @@ class Store:
         committed = False
         with _write_lock(self.path):
             if bulk:
+                cache = self.conn.execute("PRAGMA cache_size").fetchone()[0]
                 self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+                self.conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
@@ -242,6 +250,7 @@ class Store:
             finally:
                 if bulk:
                     self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+                    self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if bulk and committed and self._key is not None:
             checkpoint_soon(self._key)
 

@@ -82,7 +82,24 @@ def test_fields_picks_exactly_as_pick_does_on_every_row_shape():
         row = {n: rng.choice(values) for n in rng.sample(names, rng.randint(0, len(names)))}
         if rng.random() < 0.5:  # a few shapes seen over and over, as in a real file
             row = dict(sorted(row.items())[:4])
-        assert picker(row) == [pick(row, f) for f in fields], row
+        assert list(picker(row)) == [pick(row, f) for f in fields], row
+
+
+def test_fields_on_one_shape_row_after_row_falls_back_as_pick_does():
+    """The fast path (every field present, one getter) must step aside for a
+    row whose first name is empty or null and a later name is filled in."""
+    rng = random.Random(7)
+    fields = ("prefix_id", "model", "round_id", "error_message")
+    picker = Fields(*fields)
+    for _ in range(2000):
+        row = {"prefix_id": rng.choice(["p1", "", None]), "model_requested": rng.choice(["m", "", None]),
+               "model_actual": rng.choice(["m-2026", "", None]), "round_id": rng.choice([1, 0, None, ""]),
+               "error_message": rng.choice([None, "timeout", ""])}
+        assert list(picker(row)) == [pick(row, f) for f in fields], row
+    # Same keys in another order, then a row missing a name: a plan of its own.
+    assert list(picker({"model_actual": "a", "prefix_id": "p", "model_requested": "",
+                        "error_message": None, "round_id": 2})) == ["p", "a", 2, None]
+    assert list(picker({"prefix_id": "p", "model_actual": "a"})) == ["p", "a", None, None]
 
 
 # -- generations: bad rows anywhere in a large file -----------------------------

@@ -195,11 +195,14 @@ def test_a_failed_bulk_write_restores_the_automatic_checkpoint(tmp_path, monkeyp
     asked: list[str] = []
     monkeypatch.setattr(db, "checkpoint_soon", asked.append)
     s = open_store(tmp_path / "bulk.db")
+    cache = s.scalar("PRAGMA cache_size")
     with pytest.raises(RuntimeError):
         with s.transaction(bulk=True) as conn:
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == -db.BULK_CACHE_KIB
             conn.execute("INSERT INTO audit_log (actor, action, entity, at) VALUES ('a','b','c','d')")
             raise RuntimeError("bad row")
     assert s.scalar("PRAGMA wal_autocheckpoint") == db.WAL_AUTOCHECKPOINT
+    assert s.scalar("PRAGMA cache_size") == cache  # the large cache is given back
     assert asked == []
     assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE actor = 'a'") == 0
     s.close()

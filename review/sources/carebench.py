@@ -120,7 +120,7 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
             error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
         # input_messages repeat the prefix's turns (and the file keeps them);
         # storing them again per response would double the database.
-        meta = {k: row[k] for k in GENERATION_KEEP if row.get(k) is not None}
+        meta = {k: v for k in GENERATION_KEEP if (v := row.get(k)) is not None}
         yield ItemRecord(
             response_uid(prefix_id, model), "response", dataset,
             {"response": response or "", "error": error}, prefix_id,

@@ -8,6 +8,7 @@ model alias and the mapped label are guesses kept deliberately broad.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from store.writer import InputError
@@ -48,25 +49,43 @@ def names(*fields: str) -> tuple[str, ...]:
 
 class Fields:
     """`pick` for every row of a file, fast: which of a field's names a row
-    carries is worked out once per row shape (its keys in order), not once per
-    field per row. `Fields("prefix_id", "model")(row)` is
-    `[pick(row, "prefix_id"), pick(row, "model")]`."""
+    carries is worked out once per row shape (its keys), not once per field
+    per row. `Fields("prefix_id", "model")(row)` is
+    `(pick(row, "prefix_id"), pick(row, "model"))` (a tuple or a list).
+
+    The rows of a file nearly always share one shape: the last row's keys are
+    compared first, and when every field is present under one name or has its
+    first name filled in, one C-level `itemgetter` reads them all."""
 
     MAX_SHAPES = 64
 
     def __init__(self, *fields: str):
         self.fields = fields
-        self._plans: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {}
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+        self._keys: Any = None
+        self._plan: _Plan | None = None
 
-    def __call__(self, row: dict[str, Any]) -> list[Any]:
-        shape = tuple(row)
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = tuple(tuple(n for n in ALIASES.get(f, (f,)) if n in row) for f in self.fields)
-            if len(self._plans) < self.MAX_SHAPES:
-                self._plans[shape] = plan
+    def __call__(self, row: dict[str, Any]) -> tuple[Any, ...] | list[Any]:
+        keys = row.keys()
+        plan = self._plan
+        if keys != self._keys or plan is None:  # compared as sets: C speed
+            shape = tuple(keys)
+            plan = self._plans.get(shape)
+            if plan is None:
+                plan = _Plan(self.fields, row)
+                if len(self._plans) < self.MAX_SHAPES:
+                    self._plans[shape] = plan
+            self._keys, self._plan = keys, plan
+        if plan.getter is not None:
+            values = plan.getter(row)
+            if "" not in values:
+                for i in plan.fallbacks:
+                    if values[i] is None:
+                        break
+                else:
+                    return values
         out = []
-        for names in plan:
+        for names in plan.names:
             value = None
             for name in names:
                 value = row[name]
@@ -75,6 +94,21 @@ class Fields:
                 value = None
             out.append(value)
         return out
+
+
+class _Plan:
+    """For one row shape: each field's names present in it, in order of
+    preference; and, when every field is present, a getter of each field's
+    first name and the fields that have another name to fall back on."""
+
+    __slots__ = ("names", "getter", "fallbacks")
+
+    def __init__(self, fields: tuple[str, ...], row: dict[str, Any]):
+        self.names = tuple(tuple(n for n in ALIASES.get(f, (f,)) if n in row) for f in fields)
+        self.getter = None
+        self.fallbacks = tuple(i for i, names in enumerate(self.names) if len(names) > 1)
+        if len(fields) > 1 and all(self.names):
+            self.getter = itemgetter(*(names[0] for names in self.names))
 
 
 def has_field(names: set[str], field: str) -> bool:
