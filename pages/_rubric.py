@@ -29,7 +29,9 @@ from review.rounds import (
     RoundError,
     RoundInfo,
     answered_outside,
+    full_text,
     is_rubric_round,
+    late_for_round,
     list_rounds,
     reserve_next_item,
     round_progress,
@@ -173,24 +175,33 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
              for v in pending_verdicts(item_id, questions, mine)]
     started = st.session_state.get(started_key, time.monotonic())
     try:
-        commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
-                        seconds_on_task=round(time.monotonic() - started, 2))
+        ids = commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
+                              seconds_on_task=round(time.monotonic() - started, 2))
     except RoundError as exc:
-        # The item's places in the round are taken: nothing of this batch was
-        # written; the page moves on to the round's next item.
+        # Nothing of this batch was written; the page moves on to the round's next item.
         st.session_state["rv_flash"] = ("error", f"{exc}. Nothing was committed.")
-        for key in [k for k in st.session_state if str(k).endswith(f"_item:r{round_id}")]:
-            del st.session_state[key]
-        st.query_params.pop("item", None)
+        _leave_round_item(round_id)
         return
     except ValueError as exc:
         st.session_state["rv_flash"] = ("error", str(exc))
+        return
+    if round_id is not None and late_for_round(s, ids) is not None:
+        # Kept, outside the round (its places were taken while the reviewer
+        # worked): the page moves on to the round's next item.
+        st.session_state["rv_flash"] = ("warning", full_text(s, round_id, item_id))
+        _leave_round_item(round_id)
         return
     revised = sum(v.question_id in mine for v in batch)
     words = f"Committed {len(batch)} answer{'s' * (len(batch) != 1)}"
     if revised:
         words += f" ({revised} revised after the reveal; earlier answers are kept in the history)"
     st.session_state["rv_flash"] = ("success", words + ".")
+
+
+def _leave_round_item(round_id: int | None) -> None:
+    for key in [k for k in st.session_state if str(k).endswith(f"_item:r{round_id}")]:
+        del st.session_state[key]
+    st.query_params.pop("item", None)
 
 
 # -- layout -------------------------------------------------------------------------

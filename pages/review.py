@@ -30,7 +30,14 @@ from review.queue import (
     next_unreviewed_item,
     queue_progress,
 )
-from review.rounds import RoundError, list_rounds, reserve_next_item, round_progress
+from review.rounds import (
+    RoundError,
+    full_text,
+    late_for_round,
+    list_rounds,
+    reserve_next_item,
+    round_progress,
+)
 
 KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -154,7 +161,7 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
     already = bool(my_answers(s, reviewer.id, item_id, question_id))
     started = st.session_state.get("shown_at", time.monotonic())
     try:
-        commit_answer(
+        annotation_id = commit_answer(
             s, reviewer, item_id, question_id, value, status=status,
             rationale=st.session_state.get(rationale_key(item_id)),
             confidence=st.session_state.get(confidence_key(item_id)),
@@ -169,6 +176,10 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
         st.session_state["flash"] = ("error", str(exc))
         return
     st.session_state["last_committed"] = item_id
+    if this_round and late_for_round(s, [annotation_id]) is not None:
+        st.session_state["flash"] = ("warning", full_text(s, this_round.id, item_id))
+        _advance_from(item_id)
+        return
     if already:
         st.session_state["flash"] = ("success", "Answer revised; the earlier one is kept in the history.")
     else:

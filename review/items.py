@@ -178,8 +178,10 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
     first; it is recorded as 'after_reveal' when the labels were visible to
     the reviewer before they answered again. Within a review round the
     round's answer limit is checked in the same transaction (see
-    `review.rounds.claim_answer_slot`), so an item never gets more answers
-    than the round asks for, however many reviewers commit at once."""
+    `review.rounds.claim_answer_slot`), so an item never counts more answers
+    in the round than it asks for, however many reviewers commit at once; an
+    answer that comes after its places were taken is kept outside the round
+    (`review.rounds.late_for_round` tells the caller)."""
     answer = AnswerSpec(question_id, value, status, rationale, confidence, target, extra)
     return commit_answers(store, reviewer, item_id, [answer], seconds_on_task=seconds_on_task,
                           mode=mode, source=source, round_id=round_id)[0]
@@ -197,9 +199,11 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
         if answer.confidence is not None and not 1 <= int(answer.confidence) <= 5:
             raise ValueError("confidence must be 1 to 5")
     with store.transaction() as conn:
-        ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
-                              source, round_id) for answer in answers]
-        if round_id is not None and any(a.target == "" for a in answers) \
+        written = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
+                                  source, round_id) for answer in answers]
+        ids = [annotation_id for annotation_id, _ in written]
+        counted = all(in_round for _, in_round in written)
+        if round_id is not None and counted and any(a.target == "" for a in answers) \
                 and _review_complete(store, conn, reviewer, item_id, answers):
             from review.rounds import complete_review
 
@@ -226,8 +230,11 @@ def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
 
 def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, answer: AnswerSpec,
                    seconds_on_task: float | None, mode: str, source: str,
-                   round_id: int | None) -> int:
-    """Write one answer inside the caller's transaction (see `commit_answers`)."""
+                   round_id: int | None) -> tuple[int, bool]:
+    """Write one answer inside the caller's transaction (see `commit_answers`):
+    its annotation id, and whether it counts in the round. One given in a
+    round whose places were taken meanwhile (`claim_answer_slot`) is kept
+    outside it, and its provenance names the round (`late_for_round`)."""
     question_id, status, target = answer.question_id, answer.status, answer.target
     rationale, confidence = answer.rationale, answer.confidence
     q = conn.execute("SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)).fetchone()
@@ -241,10 +248,13 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
     ).fetchone()
     seen = answer.labels_seen or (prev is not None and prev[1] != "skipped"
                                   and labels_visible(mode, True))
+    late = None
     if round_id is not None:
         from review.rounds import claim_answer_slot
 
-        claim_answer_slot(conn, round_id, item_id, reviewer.id, status if target == "" else None)
+        if not claim_answer_slot(conn, round_id, item_id, reviewer.id,
+                                 status if target == "" else None):
+            late, round_id = round_id, None
     version = conn.execute(
         "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
         (q[0],),
@@ -256,7 +266,8 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
         (item_id, question_id, reviewer.id, target, status, value, rationale or None,
          confidence, phase_for_commit(mode, seen), version[0] if version else None,
          seconds_on_task, prev[0] if prev else None, source,
-         to_json({"blinding": mode, **(answer.extra or {})}), utcnow(), round_id),
+         to_json({"blinding": mode, **(answer.extra or {}),
+                  **({"late_for_round": late} if late else {})}), utcnow(), round_id),
     )
     clear_draft(conn, reviewer.id, item_id, question_id, target)
     action = {"skipped": "skip"}.get(status, "revise" if prev else "answer")
@@ -266,9 +277,9 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
                                    "confidence": prev[4]},
         {"item_id": item_id, "question_id": question_id, "target": target, "status": status,
          "value": value, "rationale": rationale or None, "confidence": confidence,
-         "round_id": round_id},
+         "round_id": round_id, **({"late_for_round": late} if late else {})},
     )
-    return cur.lastrowid
+    return cur.lastrowid, late is None
 
 
 def skip_item(store: Store, reviewer: Reviewer, item_id: int, question_id: int,

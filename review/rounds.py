@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from review.blinding import MODES
 from review.reviewers import Reviewer
 from review.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
-from store import Store, to_json, utcnow
+from store import Store, from_json, to_json, utcnow
 
 STRATA = ("none", "gold", "category")
 CRITERIA_PREFIX = "criteria@"
@@ -244,15 +244,21 @@ def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: i
 
 
 def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
-                      status: str | None) -> None:
-    """Inside the answer's transaction, before it is written: refuse an answer
-    in the round on an item that is not in it, or that already has the
-    reviewers the round asks for while this one is neither among them nor
-    holding a live reservation. Answering keeps the reviewer's place: their
+                      status: str | None) -> bool:
+    """Inside the answer's transaction, before it is written: whether the
+    answer counts in the round. Answering keeps the reviewer's place: their
     reservation is renewed (or taken again, if it lapsed and the place is
     free) until the review is complete (`complete_review`). A skip gives the
     place back. `status` None: an answer about one step, checked only for the
-    item being in the round."""
+    item being in the round.
+
+    False: the item already has the reviewers the round asks for and this one
+    is neither among them nor holding a live reservation (it lapsed while they
+    worked, and someone else took the place). The answer is a clinician's
+    judgement all the same: the caller keeps it, outside the round, so the
+    round still counts exactly k reviews and nothing typed is thrown away.
+    Refuses (RoundError) an item that is not in the round, and a skip after
+    the reviewer's review is complete."""
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
     if status not in (None, "answered", "cannot_assess") and done:
@@ -261,16 +267,14 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         raise RoundError("you have reviewed this item in the round: change your answer, or "
                          "answer 'cannot assess', instead of skipping it")
     if status is None or done:
-        return
+        return True
     if status not in ("answered", "cannot_assess"):
         conn.execute(
             "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
             " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id))
-        return
+        return True
     if not held and others >= needed:
-        raise RoundError(
-            f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
-            "asks for (your reservation had expired); take the next item")
+        return False
     minutes = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
                            (round_id,)).fetchone()[0]
     if held:
@@ -282,6 +286,28 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         conn.execute(
             "INSERT INTO reservations (round_id, item_id, rater_id, reserved_at, expires_at)"
             " VALUES (?,?,?,?,?)", (round_id, item_id, rater_id, now, _later(minutes)))
+    return True
+
+
+def late_for_round(store: Store, annotation_ids: list[int]) -> int | None:
+    """The round these answers were given in but kept outside of (its places
+    were taken while the reviewer worked; see `claim_answer_slot`), or None."""
+    for (extra,) in store.query(
+            "SELECT extra FROM annotations WHERE id IN (SELECT value FROM json_each(?))"
+            " AND round_id IS NULL", (to_json(list(annotation_ids)),)):
+        late = from_json(extra).get("late_for_round")
+        if late is not None:
+            return int(late)
+    return None
+
+
+def full_text(store: Store, round_id: int, item_id: int) -> str:
+    """What a reviewer is told when their answer was kept outside the round."""
+    needed = store.scalar("SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
+                          (round_id, item_id)) or 0
+    return (f"Your answer is kept, outside the round: while you worked, your reservation lapsed and "
+            f"this item got the {needed} reviewer{'s' * (needed != 1)} the round asks for. "
+            "It counts as an extra review, not one of the round's.")
 
 
 def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:

@@ -320,8 +320,9 @@ def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: It
     """Record a batch of answers about one item as one transaction, and return
     their annotation ids. Only questions the item asks are accepted; a bad
     value anywhere rejects the whole batch. In a review round (`round_id`),
-    the batch takes the reviewer's place on the item, and is refused whole
-    if the item already has all the reviewers the round asks for."""
+    the batch takes the reviewer's place on the item; if the item already
+    has all the reviewers the round asks for, the whole batch is kept outside
+    the round (`review.rounds.late_for_round`)."""
     asked = {q.id for q in item_questions(store, item_id)}
     answers = []
     for v in verdicts:

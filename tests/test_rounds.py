@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,6 +21,7 @@ from review.rounds import (
     RoundError,
     RoundSpec,
     create_round,
+    late_for_round,
     list_rounds,
     reserve_next_item,
 )
@@ -83,8 +85,12 @@ def test_an_item_never_gets_more_than_k_answers(demo):
     qid = load_item(demo, first).question_id
     commit_answer(demo, a, first, qid, "0A", round_id=rid)
     commit_answer(demo, b, first, qid, "0B", round_id=rid)
-    with pytest.raises(RoundError, match="already has the 2 reviewers"):
-        commit_answer(demo, c, first, qid, "1A", round_id=rid)
+    # A third answer in the round is kept, outside it: the round counts two.
+    late = commit_answer(demo, c, first, qid, "1A", round_id=rid)
+    assert demo.scalar("SELECT round_id FROM annotations WHERE id = ?", (late,)) is None
+    assert late_for_round(demo, [late]) == rid
+    assert demo.scalar("SELECT value FROM current_annotations WHERE item_id = ? AND rater_id = ?",
+                       (first, c.id)).startswith("1A_")
     # A revision by someone who answered is still allowed.
     commit_answer(demo, a, first, qid, "0B", round_id=rid)
     assert demo.scalar("SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? AND item_id = ?",
@@ -229,7 +235,7 @@ def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
     s.close()
 
 
-def test_a_third_reviewer_is_refused_whole_batch_and_all(demo):
+def test_a_third_reviewers_batch_is_kept_whole_outside_the_round(demo):
     from review.rounds import criteria_round_key
     from review.rubric_review import commit_verdicts
 
@@ -243,9 +249,16 @@ def test_a_third_reviewer_is_refused_whole_batch_and_all(demo):
     first, second = ensure_reviewer(demo, "Dr. One"), ensure_reviewer(demo, "Dr. Two")
     item_id = review_run(demo, rid, first)
     before = demo.scalar("SELECT COUNT(*) FROM annotations")
-    with pytest.raises(RoundError, match="already has the 1 reviewer"):
-        commit_verdicts(demo, second, item_id, verdicts_on(demo, item_id, "not_met"), round_id=rid)
-    assert demo.scalar("SELECT COUNT(*) FROM annotations") == before
+    verdicts = verdicts_on(demo, item_id, "not_met")
+    ids = commit_verdicts(demo, second, item_id, verdicts, round_id=rid)
+    # Kept whole, every verdict outside the round; the round still has one review.
+    assert demo.scalar("SELECT COUNT(*) FROM annotations") == before + len(verdicts)
+    assert {tuple(r) for r in demo.query(
+        "SELECT round_id, json_extract(extra, '$.late_for_round') FROM annotations"
+        " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))} == {(None, rid)}
+    assert late_for_round(demo, ids) == rid
+    assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND item_id = ?",
+                       (rid, item_id)) == 1
     assert reserve_next_item(demo, rid, second) != item_id
 
 
@@ -290,10 +303,12 @@ def test_a_review_begun_and_abandoned_frees_its_place_when_the_reservation_lapse
     assert reserve_next_item(demo, rid, other, now=later - timedelta(minutes=4)) == began
     assert not has_place(demo.conn, rid, began, quitter.id)
     assert unfinished_in_round(demo, rid, quitter.id) is None  # not handed back: it is taken
-    with pytest.raises(RoundError, match="already has the 1 reviewer"):
-        commit_verdicts(demo, quitter, began, verdicts_on(demo, began), round_id=rid)
     commit_verdicts(demo, other, began, verdicts_on(demo, began), round_id=rid)
+    # The quitter comes back and finishes: kept, outside the round, which counts one review.
+    ids = commit_verdicts(demo, quitter, began, verdicts_on(demo, began), round_id=rid)
+    assert late_for_round(demo, ids) == rid
     assert list_rounds(demo)[0].answers_given == 1
+    assert demo.scalar("SELECT rater_id FROM round_reviews WHERE round_id = ?", (rid,)) == other.id
 
 
 def test_settling_a_label_round_never_counts_the_adjudicator_as_a_reviewer(demo):
@@ -331,8 +346,8 @@ def test_a_step_mark_never_makes_a_review_past_k(demo):
     a, c = ensure_reviewer(demo, "Dr. Place A"), ensure_reviewer(demo, "Dr. Place C")
     run = review_run(demo, rid, a)
     commit_verdicts(demo, c, run, verdicts_on(demo, run))  # free review: every criterion
-    with pytest.raises(RoundError, match="already has the 1 reviewer"):
-        commit_verdicts(demo, c, run, verdicts_on(demo, run, "not_met"), round_id=rid)
+    kept = commit_verdicts(demo, c, run, verdicts_on(demo, run, "not_met"), round_id=rid)
+    assert late_for_round(demo, kept) == rid
     mark_step(demo, c, run, 3, "no_error", round_id=rid)
     assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND item_id = ?",
                        (rid, run)) == 1

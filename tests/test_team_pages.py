@@ -54,6 +54,43 @@ def test_review_in_a_round_reserves_and_counts(demo_copy, monkeypatch):
     assert s.scalar("SELECT COUNT(*) FROM annotations WHERE round_id = ?", (rid,)) == 1
 
 
+def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_copy, monkeypatch):
+    """A clinician who took longer than the reservation, while a colleague took
+    the place, loses nothing: the answer is kept, outside the round, and said so."""
+    from review.items import commit_answer
+    from review.rounds import reserve_next_item
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("R", "carebench.escalation_needed", reviewers_per_item=1,
+                                    limit=5), ensure_reviewer(s, "Jordan Lee"))
+    slow = ensure_reviewer(s, "Dr. Slow")
+    s.close()
+    at = app_as("Dr. Slow", demo_copy, monkeypatch)
+    at.query_params["round"] = str(rid)
+    at.run()
+    assert not at.exception
+    s = open_store(demo_copy)
+    held = s.scalar("SELECT item_id FROM reservations WHERE rater_id = ?", (slow.id,))
+    with s.transaction() as conn:  # twenty minutes later
+        conn.execute("UPDATE reservations SET expires_at = '2000-01-01' WHERE rater_id = ?", (slow.id,))
+    quick = ensure_reviewer(s, "Dr. Quick")
+    assert reserve_next_item(s, rid, quick) == held
+    qid = s.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
+    commit_answer(s, quick, held, qid, "0A", round_id=rid)
+    s.close()
+    at.button(key="label:1A_ESCALATION_NONURGENT_CARE").click().run()
+    assert not at.exception
+    assert any("Your answer is kept, outside the round" in w.value for w in at.warning)
+    s = open_store(demo_copy)
+    row = s.query_one("SELECT round_id, value, json_extract(extra, '$.late_for_round') FROM annotations"
+                      " WHERE rater_id = ? AND item_id = ?", (slow.id, held))
+    assert (row[0], row[1][:2], row[2]) == (None, "1A", rid)
+    assert s.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND item_id = ?",
+                    (rid, held)) == 1
+    s.close()
+    assert "0 of 5 answered by you in R" in at.get("progress")[0].proto.text
+
+
 def test_adjudicate_progress_and_codebook_screens_render(demo_copy, monkeypatch):
     at = app_as("Dr. Sam Rivera", demo_copy, monkeypatch).run()
     at.switch_page("pages/adjudicate.py").run()
@@ -157,6 +194,46 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     assert any("stay hidden under this review's blinding" in c.value for c in at.caption)
     at.button(key="trj_next_round").click().run()
     assert not at.exception and at.query_params["item"] != first
+
+
+def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_copy, monkeypatch):
+    from review.rounds import reserve_next_item
+    from review.rubric_review import Verdict, commit_verdicts, item_questions
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", reviewers_per_item=1,
+                                    stratify_by="none"), ensure_reviewer(s, "Jordan Lee"))
+    slow = ensure_reviewer(s, "Dr. Slow Runs")
+    s.close()
+    at = app_as("Dr. Slow Runs", demo_copy, monkeypatch).run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    assert not at.exception
+    s = open_store(demo_copy)
+    first = at.query_params["item"]
+    run = s.scalar("SELECT id FROM items WHERE uid = ?", (first,))
+    criteria = [q for q in item_questions(s, run) if q.kind == "criterion"]
+    with s.transaction() as conn:  # the reservation lapses; a colleague reviews the run
+        conn.execute("UPDATE reservations SET expires_at = '2000-01-01' WHERE rater_id = ?", (slow.id,))
+    quick = ensure_reviewer(s, "Dr. Quick Runs")
+    assert reserve_next_item(s, rid, quick) == run
+    commit_verdicts(s, quick, run, [Verdict(q.id, "met") for q in criteria], round_id=rid)
+    s.close()
+    for _ in criteria:
+        at.button(key="rv_not_met").click().run()
+    at.button(key="rv_commit").click().run()
+    assert not at.exception
+    assert any("Your answer is kept, outside the round" in w.value for w in at.warning)
+    s = open_store(demo_copy)
+    rows = {tuple(r) for r in s.query(
+        "SELECT round_id, value, json_extract(extra, '$.late_for_round') FROM annotations"
+        " WHERE rater_id = ? AND item_id = ?", (slow.id, run))}
+    assert rows == {(None, "not_met", rid)}
+    assert s.scalar("SELECT COUNT(*) FROM annotations WHERE rater_id = ? AND item_id = ?",
+                    (slow.id, run)) == len(criteria)
+    s.close()
+    assert at.query_params.get("item") != first  # on to the round's next run
 
 
 def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypatch):
