@@ -49,17 +49,41 @@ def _inline(text: str) -> str:
     return "".join(out)
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
+
+
+def _code_indented(line: str) -> bool:
+    """Indented by four columns or more: a code line, where Markdown takes it so."""
+    return line.startswith(("    ", "\t", " \t", "  \t", "   \t"))
+
+
 def safe_markdown(text: str | None) -> str:
     """Markdown that shows the text as written and can load or run nothing.
-    Code (fenced blocks and `spans`) is left as written, since Markdown shows
-    it literally; a fence's info string keeps only a language name."""
+    Code (fenced and indented blocks, and `spans`) is left as written, since
+    Markdown shows it literally; a fence's info string keeps only a language
+    name.
+
+    An indented line is code only where Markdown is sure to take it so: after
+    a blank line (or first), outside any list (whose items nest by indenting).
+    Anywhere else it is neutralised like prose: a misreading can only show an
+    entity, never leave a link or an image live."""
     if not text:
         return ""
     lines = text.replace("\r\n", "\n").split("\n")
     out: list[str] = []
     prose: list[str] = []
     fence: str | None = None
+    indented = False  # inside an indented code block
+    in_list = False
+    blank_before = True
     for line in lines:
+        blank = not line.strip()
+        if fence is None and indented:
+            if blank or _code_indented(line):
+                out.append(line)
+                blank_before = blank
+                continue
+            indented = False
         if fence is None:
             m = _FENCE.match(line)
             if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
@@ -67,7 +91,16 @@ def safe_markdown(text: str | None) -> str:
                 prose = []
                 fence = m.group(1)
                 out.append(line[: m.start(2)] + _INFO.sub("", m.group(2).strip())[:30])
+            elif not blank and blank_before and not in_list and _code_indented(line):
+                out.append(_inline("\n".join(prose))) if prose else None
+                prose = []
+                indented = True
+                out.append(line)
             else:
+                if _LIST_ITEM.match(line):
+                    in_list = True
+                elif in_list and not blank and blank_before and not line[:1].isspace():
+                    in_list = False  # a paragraph at the margin after a blank line ends the list
                 prose.append(line)
         else:
             out.append(line)
@@ -75,6 +108,7 @@ def safe_markdown(text: str | None) -> str:
             if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]) \
                     and len(line) - len(line.lstrip(" ")) <= 3:
                 fence = None
+        blank_before = blank
     if prose:
         out.append(_inline("\n".join(prose)))
     return "\n".join(out)

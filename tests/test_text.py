@@ -20,6 +20,10 @@ from review.text import safe_markdown
     ("~~~\n<x>\n~~~~\n<y>", "~~~\n<x>\n~~~~\n&lt;y&gt;"),
     # An unclosed fence runs to the end, as in Markdown.
     ("```\n<b>\n", "```\n<b>\n"),
+    # An indented code block (after a blank line, outside a list) too.
+    ("Run:\n\n    curl '<host>' && echo $HOME\n\n    x < 1\nthen <i>",
+     "Run:\n\n    curl '<host>' && echo $HOME\n\n    x < 1\nthen &lt;i&gt;"),
+    ("\tif a < b:", "\tif a < b:"),
 ])
 def test_text_shows_as_written(raw, shown):
     assert safe_markdown(raw) == shown
@@ -29,11 +33,21 @@ def test_text_shows_as_written(raw, shown):
     "a `b\n\nc` <d>",          # a code span cannot cross a blank line: <d> is prose
     "\\`not <code>\\`",        # escaped backticks open no code span
     "```\"><img src=x onerror=alert(1)>\nbody\n```",  # a fence's info string: a language name only
+    # Indented, but not code: a paragraph's next line, a nested list, a list item's paragraph.
+    "para\n    <code> ![x](http://t.example/p.png)",
+    "- item\n    - <code> ![x](http://t.example/p.png)",
+    "1. item\n\n    <code> ![x](http://t.example/p.png)",
+    "- a\n\n  more\n\n    <code> ![x](http://t.example/p.png)",
 ])
 def test_what_is_not_code_is_neutralised(raw):
     out = safe_markdown(raw)
-    assert "<d>" not in out and "<code>" not in out and "<img" not in out
+    assert "<d>" not in out and "<code>" not in out and "<img" not in out and "![" not in out
 
 
 def test_fence_info_string_keeps_only_a_language_name():
     assert safe_markdown("```python {onclick=x}\nprint(1)\n```").splitlines()[0] == "```pythononclickx"
+
+
+def test_a_list_ends_at_a_paragraph_at_the_margin_and_code_may_follow():
+    out = safe_markdown("- a\n\nText.\n\n    x < 1")
+    assert out.endswith("\n    x < 1")
