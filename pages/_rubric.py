@@ -555,8 +555,9 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             before = answered_outside(db, this_round.id, reviewer.id)
             st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you "
                        "could take has the reviewers it needs."
-                       + (f" {before} of its items you had already answered outside the round "
-                          "are not given to you again." if before else ""),
+                       + (f" {before} of its items you answered outside the round (before it, or "
+                          "after your place there lapsed) are not given to you again."
+                          if before else ""),
                        icon=":material/task_alt:")
             st.stop()
     if item_id is None:

@@ -199,11 +199,18 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
         if answer.confidence is not None and not 1 <= int(answer.confidence) <= 5:
             raise ValueError("confidence must be 1 to 5")
     with store.transaction() as conn:
-        written = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
-                                  source, round_id) for answer in answers]
-        ids = [annotation_id for annotation_id, _ in written]
-        counted = all(in_round for _, in_round in written)
-        if round_id is not None and counted and any(a.target == "" for a in answers) \
+        late = None
+        if round_id is not None:
+            from review.rounds import claim_answer_slot
+
+            # Decided once for the whole batch, before anything is written: all
+            # of it counts in the round, or all of it is kept outside.
+            if not claim_answer_slot(conn, round_id, item_id, reviewer.id,
+                                     [a.status for a in answers if a.target == ""]):
+                late, round_id = round_id, None
+        ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
+                              source, round_id, late) for answer in answers]
+        if round_id is not None and any(a.target == "" for a in answers) \
                 and _review_complete(store, conn, reviewer, item_id, answers):
             from review.rounds import complete_review
 
@@ -230,11 +237,11 @@ def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
 
 def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, answer: AnswerSpec,
                    seconds_on_task: float | None, mode: str, source: str,
-                   round_id: int | None) -> tuple[int, bool]:
-    """Write one answer inside the caller's transaction (see `commit_answers`):
-    its annotation id, and whether it counts in the round. One given in a
-    round whose places were taken meanwhile (`claim_answer_slot`) is kept
-    outside it, and its provenance names the round (`late_for_round`)."""
+                   round_id: int | None, late: int | None) -> int:
+    """Write one answer inside the caller's transaction (see `commit_answers`).
+    `late`: the round it was given in and is kept outside of (its places were
+    taken meanwhile, see `claim_answer_slot`); its provenance names it
+    (`late_for_round`)."""
     question_id, status, target = answer.question_id, answer.status, answer.target
     rationale, confidence = answer.rationale, answer.confidence
     q = conn.execute("SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)).fetchone()
@@ -248,13 +255,6 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
     ).fetchone()
     seen = answer.labels_seen or (prev is not None and prev[1] != "skipped"
                                   and labels_visible(mode, True))
-    late = None
-    if round_id is not None:
-        from review.rounds import claim_answer_slot
-
-        if not claim_answer_slot(conn, round_id, item_id, reviewer.id,
-                                 status if target == "" else None):
-            late, round_id = round_id, None
     version = conn.execute(
         "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
         (q[0],),
@@ -279,7 +279,7 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
          "value": value, "rationale": rationale or None, "confidence": confidence,
          "round_id": round_id, **({"late_for_round": late} if late else {})},
     )
-    return cur.lastrowid, late is None
+    return cur.lastrowid
 
 
 def skip_item(store: Store, reviewer: Reviewer, item_id: int, question_id: int,

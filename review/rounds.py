@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -237,38 +238,59 @@ def _places(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int
     return row[0], rater_id in done_by, rater_id in held_by, others
 
 
+def _late_on(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
+    """Whether this reviewer's answers on the item were kept outside the round
+    because its places were taken while they worked (`late_for_round`): from
+    then on, all their answers on it stay outside the round, so that no review
+    of the round is ever made partly of answers the reviewer was told are not
+    the round's."""
+    return conn.execute(
+        "SELECT 1 FROM annotations WHERE item_id = ? AND rater_id = ? AND round_id IS NULL"
+        " AND json_extract(extra, '$.late_for_round') = ? LIMIT 1",
+        (item_id, rater_id, round_id)).fetchone() is not None
+
+
 def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
     """Whether this reviewer may still (or already does) review the item in the round."""
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, utcnow())
-    return done or held or others < needed
+    if done:
+        return True
+    return (held or others < needed) and not _late_on(conn, round_id, item_id, rater_id)
 
 
 def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
-                      status: str | None) -> bool:
-    """Inside the answer's transaction, before it is written: whether the
-    answer counts in the round. Answering keeps the reviewer's place: their
-    reservation is renewed (or taken again, if it lapsed and the place is
-    free) until the review is complete (`complete_review`). A skip gives the
-    place back. `status` None: an answer about one step, checked only for the
-    item being in the round.
+                      statuses: Iterable[str]) -> bool:
+    """Inside the transaction of a batch of answers about one item, before
+    they are written: whether the batch counts in the round. `statuses`: those
+    of its answers about the whole item (none: a batch of step marks, checked
+    only for the item being in the round). Answering keeps the reviewer's
+    place: their reservation is renewed (or taken again, if it lapsed and the
+    place is free) until the review is complete (`complete_review`). A batch
+    of skips gives the place back.
 
     False: the item already has the reviewers the round asks for and this one
     is neither among them nor holding a live reservation (it lapsed while they
-    worked, and someone else took the place). The answer is a clinician's
-    judgement all the same: the caller keeps it, outside the round, so the
-    round still counts exactly k reviews and nothing typed is thrown away.
-    Refuses (RoundError) an item that is not in the round, and a skip after
-    the reviewer's review is complete."""
+    worked, and someone else took the place), or their answers on it were kept
+    outside the round before (`_late_on`). The answers are a clinician's
+    judgement all the same: the caller keeps them, the whole batch, outside
+    the round, so the round still counts exactly k reviews and nothing typed
+    is thrown away. Refuses (RoundError) an item that is not in the round,
+    and a skip after the reviewer's review is complete."""
+    statuses = set(statuses)
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
-    if status not in (None, "answered", "cannot_assess") and done:
-        # Reviews are never withdrawn: the place would stay taken by an answer
-        # that no longer counts, and the item short of the reviews it needs.
-        raise RoundError("you have reviewed this item in the round: change your answer, or "
-                         "answer 'cannot assess', instead of skipping it")
-    if status is None or done:
+    if done:
+        if statuses - {"answered", "cannot_assess"}:
+            # Reviews are never withdrawn: the place would stay taken by an answer
+            # that no longer counts, and the item short of the reviews it needs.
+            raise RoundError("you have reviewed this item in the round: change your answer, or "
+                             "answer 'cannot assess', instead of skipping it")
         return True
-    if status not in ("answered", "cannot_assess"):
+    if _late_on(conn, round_id, item_id, rater_id):
+        return False
+    if not statuses:
+        return True
+    if not statuses & {"answered", "cannot_assess"}:
         conn.execute(
             "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
             " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id))
@@ -388,6 +410,9 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                       AND rr.item_id = ri.item_id AND rr.rater_id = ?3)
                   AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
                       AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
+                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = ri.item_id
+                      AND a.rater_id = ?3 AND a.round_id IS NULL
+                      AND json_extract(a.extra, '$.late_for_round') = ?1)
                   {answered_before.format(item="ri.item_id")}
                   AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
                       AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL

@@ -399,3 +399,69 @@ def test_an_answer_given_in_a_round_is_revised_not_skipped(demo):
     commit_answer(demo, me, item, load_item(demo, item).question_id, None, status="cannot_assess",
                   round_id=rid)  # a change of mind is a revision
     assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 1
+
+
+def _lapse(s, rater_id):
+    with s.transaction() as conn:
+        conn.execute("UPDATE reservations SET expires_at = '2000-01-01' WHERE rater_id = ?", (rater_id,))
+
+
+def test_once_kept_outside_a_round_a_reviewers_answers_on_that_run_stay_outside(demo):
+    """A reviewer told their answers are 'an extra review, not one of the round's'
+    is never later given a round review made mostly of those answers."""
+    from review.rounds import criteria_round_key, has_place
+    from review.rubric_review import commit_verdicts, unfinished_in_round
+
+    rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                       stratify_by="none"), admin(demo))
+    a, b = ensure_reviewer(demo, "Dr. Late A"), ensure_reviewer(demo, "Dr. Late B")
+    run = reserve_next_item(demo, rid, a)
+    verdicts = verdicts_on(demo, run)
+    commit_verdicts(demo, a, run, verdicts[:1], round_id=rid)  # begun in the round
+    _lapse(demo, a.id)
+    assert reserve_next_item(demo, rid, b) == run  # B takes the place ...
+    late = commit_verdicts(demo, a, run, verdicts[1:-1], round_id=rid)  # ... A goes on: kept outside
+    assert late_for_round(demo, late) == rid
+    _lapse(demo, b.id)  # B walks away too: the place is free again
+    assert not has_place(demo.conn, rid, run, a.id)
+    assert unfinished_in_round(demo, rid, a.id) is None
+    assert reserve_next_item(demo, rid, a) != run
+    # A finishes the run by link: still outside; the round has no review of it from A.
+    rest = commit_verdicts(demo, a, run, verdicts[-1:], round_id=rid)
+    assert late_for_round(demo, rest) == rid
+    assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 0
+    # B (or anyone) can still give the run its review in the round.
+    assert reserve_next_item(demo, rid, b) == run
+    commit_verdicts(demo, b, run, verdicts, round_id=rid)
+    assert [tuple(r) for r in demo.query("SELECT item_id, rater_id FROM round_reviews WHERE round_id = ?",
+                                         (rid,))] == [(run, b.id)]
+
+
+def test_a_label_item_answered_late_is_not_handed_back_by_the_round(demo):
+    rid = create_round(demo, RoundSpec("k1", Q, reviewers_per_item=1, limit=3), admin(demo))
+    a, b = ensure_reviewer(demo, "Dr. Label A"), ensure_reviewer(demo, "Dr. Label B")
+    first = reserve_next_item(demo, rid, a)
+    _lapse(demo, a.id)
+    assert reserve_next_item(demo, rid, b) == first
+    qid = load_item(demo, first).question_id
+    assert late_for_round(demo, [commit_answer(demo, a, first, qid, "1A", round_id=rid)]) == rid
+    _lapse(demo, b.id)
+    assert reserve_next_item(demo, rid, a) not in (first, None)
+
+
+def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
+    from review.items import AnswerSpec, commit_answers
+    from review.rounds import criteria_round_key
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                       stratify_by="none"), admin(demo))
+    a, c = ensure_reviewer(demo, "Dr. Mixed A"), ensure_reviewer(demo, "Dr. Mixed C")
+    run = review_run(demo, rid, a)
+    step_q = demo.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
+    crit = verdicts_on(demo, run)[0].question_id
+    ids = commit_answers(demo, c, run, [AnswerSpec(step_q, "no_error", target="step:1"),
+                                        AnswerSpec(crit, "met")], round_id=rid)
+    assert {tuple(r) for r in demo.query(
+        "SELECT round_id, json_extract(extra, '$.late_for_round') FROM annotations"
+        " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))} == {(None, rid)}

@@ -316,5 +316,5 @@ def test_a_clinician_who_answered_the_runs_before_is_told_why_the_round_gives_no
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception
-    assert any(f"{before} of its items you had already answered outside the round" in m.value
+    assert any(f"{before} of its items you answered outside the round" in m.value
                for m in at.success)
