@@ -223,11 +223,11 @@ class Store:
             raise RuntimeError("nested write transaction: each public write is one transaction")
         committed = False
         with _write_lock(self.path):
-            if bulk:
-                cache = self.conn.execute("PRAGMA cache_size").fetchone()[0]
-                self.conn.execute("PRAGMA wal_autocheckpoint = 0")
-                self.conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+            cache = self.conn.execute("PRAGMA cache_size").fetchone()[0] if bulk else None
             try:
+                if bulk:
+                    self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+                    self.conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
                 try:
@@ -249,8 +249,10 @@ class Store:
                     self._in_tx = False
             finally:
                 if bulk:
-                    self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
-                    self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
+                    try:
+                        self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+                    finally:
+                        self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if bulk and committed and self._key is not None:
             checkpoint_soon(self._key)
 

@@ -75,7 +75,8 @@ class Fields:
                 plan = _Plan(self.fields, row)
                 if len(self._plans) < self.MAX_SHAPES:
                     self._plans[shape] = plan
-            self._keys, self._plan = keys, plan
+            # A copy, not the view: the caller may change that row, and it need not be kept alive.
+            self._keys, self._plan = frozenset(keys), plan
         if plan.getter is not None:
             values = plan.getter(row)
             if "" not in values:
