@@ -16,13 +16,18 @@ from review.adjudication import (
     adjudication_queue,
     rubric_queue,
     settle,
+    settle_step,
     settle_unanimous,
     settle_unanimous_rubric,
+    settle_unanimous_steps,
+    step_queue,
 )
 from review.items import load_item
 from review.reviewers import can_adjudicate
 from review.rounds import is_rubric_round, list_rounds
+from review.rubric_review import NO_ERROR, STEP_CODEBOOK, severity_levels
 from review.text import safe_markdown
+from review.trajectory import load_trajectory
 
 st.title("Adjudicate", anchor=False)
 me = require_reviewer()
@@ -31,7 +36,8 @@ if not can_adjudicate(me):
     st.warning("Adjudication is for adjudicators and admins.")
     st.stop()
 
-WHAT = {"labels": "Labels (CARE-Bench)", "rubric": "Rubric verdicts (agent runs, graded conversations)"}
+WHAT = {"labels": "Labels (CARE-Bench)", "rubric": "Rubric verdicts (agent runs, graded conversations)",
+        "steps": "Step marks (agent runs)"}
 wanted_what = st.query_params.get("what", "labels")
 what = st.segmented_control("What to settle", list(WHAT), format_func=WHAT.get, key="adj_what",
                             default=wanted_what if wanted_what in WHAT else "labels") or "labels"
@@ -139,8 +145,85 @@ def rubric_mode() -> None:
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
+def steps_mode() -> None:
+    """One agent run at a time, each step clinicians marked with different
+    errors shown with the step itself and their marks, settled one by one."""
+    show_names = st.toggle("Show names", value=False, key="adj_steps_names",
+                           help="Hidden by default, so that the answer is judged, not the person")
+    settled_now = settle_unanimous_steps(db, actor=me.name)
+    if settled_now:
+        st.toast(f"{settled_now} step{'s' * (settled_now != 1)} the clinicians marked alike "
+                 "settled on their own")
+    queue = step_queue(db, me, show_names=show_names)
+    if not queue:
+        st.success("Nothing to adjudicate here: every step two or more clinicians marked is "
+                   "settled, marked alike, or on a run you answered yourself (someone else "
+                   "adjudicates those).", icon=":material/task_alt:")
+        return
+    pos = min(st.session_state.get("adj_steps_pos", 0), len(queue) - 1)
+    case = queue[pos]
+    st.progress((pos + 1) / len(queue), text=f"Run {pos + 1} of {len(queue)} with disputed steps")
+    st.markdown(f"{code_span(case.item_uid)} · {len(case.disputes)} disputed "
+                f"step{'s' * (len(case.disputes) != 1)}")
+    book = builtin_codebooks()[STEP_CODEBOOK]
+    codes = book.codes
+    levels = {lv["level"]: lv["name"] for lv in severity_levels()}
+    view = load_trajectory(db, case.item_uid)
+    steps = {s.step_id: s for s in view.steps} if view else {}
+
+    def error_words(code: str, severity: int | None = None) -> str:
+        try:
+            words = safe_markdown(book.label(code).short)
+        except KeyError:
+            words = safe_markdown(code)
+        return words + (f" · severity {severity} ({levels.get(severity, '?')})" if severity else "")
+
+    for d in case.disputes:
+        step = steps.get(d.step_id)
+        with st.container(border=True, key=f"adj_s_{case.item_id}_{d.step_id}"):
+            head = st.columns([3, 2], vertical_alignment="center")
+            head[0].markdown(f"**Step {d.step_id}**"
+                             + (f" · {safe_markdown(step.source)}" if step else ""))
+            head[1].page_link("pages/trajectories.py", label="Open the run at this step",
+                              icon=":material/open_in_new:",
+                              query_params={"item": case.item_uid, "step": str(d.step_id)})
+            if step is not None:
+                show_text(step.message, key=f"adj_s:{case.item_id}:{d.step_id}",
+                          empty="(no message: see the tool calls in the run)")
+                for call in step.tool_calls:
+                    st.caption(f"Tool call: {code_span(call.name)}")
+            for a in d.answers:
+                st.markdown(f"{safe_markdown(a.reviewer)} · {error_words(a.error, a.severity)}")
+                if a.note:
+                    st.caption(safe_markdown(a.note))
+            start = most_given([a.error for a in d.answers], codes)
+            given = sorted(a.severity for a in d.answers if a.severity)
+            with st.form(f"settle_s:{case.item_id}:{d.step_id}", border=False):
+                cols = st.columns([3, 2, 2], vertical_alignment="bottom")
+                error = cols[0].selectbox("Settled mark", codes, index=codes.index(start),
+                                          format_func=error_words)
+                severity = cols[1].selectbox(
+                    "Severity", list(levels), index=list(levels).index(given[(len(given) - 1) // 2])
+                    if given else 2, format_func=lambda lv: f"{lv} · {levels[lv]}",
+                    help="Not kept when the settled mark is 'no error'")
+                reason = cols[2].selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
+                note = st.text_input("Note", placeholder="What decided it")
+                if st.form_submit_button("Settle this step", type="primary"):
+                    try:
+                        settle_step(db, case.item_id, d.step_id, me, error,
+                                    None if error == NO_ERROR else severity, reason, note)
+                    except ValueError as exc:
+                        st.error(str(exc))
+                    else:
+                        st.rerun()
+    queue_nav(pos, len(queue), "adj_steps_pos", " run")
+
+
 if what == "rubric":
     rubric_mode()
+    st.stop()
+if what == "steps":
+    steps_mode()
     st.stop()
 
 rounds = [r for r in list_rounds(db) if not is_rubric_round(r.question_key)]  # rubric: above

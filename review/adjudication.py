@@ -349,3 +349,168 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
                 [(m[0], m[1]) for m in machine]))
         out.append(ItemDisputes(item_id, item["uid"], item["kind"], disputes))
     return out
+
+
+# -- step marks: where in an agent run things went wrong -------------------------
+
+
+@dataclass
+class StepAnswer:
+    reviewer: str
+    """The reviewer's name, or 'Reviewer A', 'Reviewer B', ... when hidden."""
+    error: str
+    """A code of the trajectory-errors codebook (`no_error`: checked, nothing wrong)."""
+    severity: int | None
+    note: str | None
+
+
+@dataclass
+class StepDispute:
+    step_id: int
+    answers: list[StepAnswer]
+
+
+@dataclass
+class RunStepDisputes:
+    item_id: int
+    item_uid: str
+    disputes: list[StepDispute]
+
+
+def _step_marks(store: Store) -> dict[tuple[int, int], list]:
+    """(run, step id) -> the clinicians' marks in force, where two or more
+    clinicians marked that step. Only explicit marks count: a reviewer who
+    left a step unmarked said nothing about it."""
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    rows = store.query(
+        f"""SELECT c.item_id, c.target, c.rater_id, r.name, c.value, c.rationale,
+                   json_extract(c.extra, '$.severity') AS severity
+            FROM current_annotations c JOIN raters r ON r.id = c.rater_id
+            JOIN questions q ON q.id = c.question_id
+            WHERE q.key = ? AND {people_sql('r')} AND c.target LIKE 'step:%'
+              AND c.status = 'answered'
+            ORDER BY c.item_id, c.target, c.id""", (STEP_ERROR_QUESTION,))
+    out: dict[tuple[int, int], list] = {}
+    for r in rows:
+        step = r["target"].removeprefix("step:")
+        if step.isdigit():
+            out.setdefault((r["item_id"], int(step)), []).append(r)
+    return {k: v for k, v in out.items() if len(v) >= 2}
+
+
+def _agreed_step(marks: list) -> tuple[str, int | None] | None:
+    """The settled mark when the clinicians name the same error: that error,
+    and the median of their severities (the lower middle one of an even
+    number: severity is ordinal). None when the errors differ."""
+    errors = {m["value"] for m in marks}
+    if len(errors) != 1:
+        return None
+    severities = sorted(int(m["severity"]) for m in marks if m["severity"] is not None)
+    return marks[0]["value"], severities[(len(severities) - 1) // 2] if severities else None
+
+
+def _settled_steps(store: Store) -> set[tuple[int, int]]:
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    return {(r[0], int(r[1].removeprefix("step:"))) for r in store.query(
+        "SELECT a.item_id, a.target FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " JOIN questions q ON q.id = a.question_id"
+        " WHERE r.name = ? AND q.key = ? AND a.target GLOB 'step:[0-9]*'",
+        (ADJUDICATED, STEP_ERROR_QUESTION))}
+
+
+def _insert_step(conn, item_id: int, step_id: int, error: str, severity: int | None,
+                 note: str | None, extra: dict) -> int:
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    question_id = conn.execute("SELECT id FROM questions WHERE key = ?",
+                               (STEP_ERROR_QUESTION,)).fetchone()[0]
+    rater = _adjudicated_rater(conn)
+    target = f"step:{step_id}"
+    prev = conn.execute(
+        "SELECT id FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+        " AND target = ? ORDER BY id DESC LIMIT 1", (item_id, question_id, rater, target)).fetchone()
+    return conn.execute(
+        "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, rationale,"
+        " phase, source, supersedes_id, extra, created_at)"
+        " VALUES (?,?,?,?, 'answered', ?, ?, 'after_reveal', 'adjudication', ?, ?, ?)",
+        (item_id, question_id, rater, target, error, note or None, prev[0] if prev else None,
+         to_json({**extra, **({"severity": severity} if severity is not None else {})}), utcnow()),
+    ).lastrowid
+
+
+def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
+    """Record the settled mark of every step its clinicians name the same error at
+    (see `_agreed_step` for the severity)."""
+    done = _settled_steps(store)
+    agreed = [(key, mark) for key, marks in _step_marks(store).items()
+              if key not in done and (mark := _agreed_step(marks)) is not None]
+    if not agreed:
+        return 0
+    with store.transaction() as conn:
+        done = _settled_steps(store)  # again, under the write lock
+        agreed = [(key, mark) for key, mark in agreed if key not in done]
+        for (item_id, step_id), (error, severity) in agreed:
+            _insert_step(conn, item_id, step_id, error, severity, None,
+                         {"reason": "unanimous", "adjudicator": None})
+        if agreed:
+            store.audit(actor, "settle_unanimous", "annotations", None, None,
+                        {"step_marks": len(agreed)})
+    return len(agreed)
+
+
+def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[RunStepDisputes]:
+    """Agent runs with steps clinicians marked with different errors, not yet
+    settled, run by run, steps in order. A run the adjudicator answered
+    anything about is left to someone else."""
+    done = _settled_steps(store)
+    own = _answered_by(store, adjudicator.id)
+    by_run: dict[int, list[tuple[int, list]]] = {}
+    for (item_id, step_id), marks in sorted(_step_marks(store).items()):
+        if (item_id, step_id) in done or item_id in own or _agreed_step(marks) is not None:
+            continue
+        by_run.setdefault(item_id, []).append((step_id, marks))
+    out = []
+    for item_id, steps in by_run.items():
+        raters = dict.fromkeys(m["rater_id"] for _, marks in steps for m in marks)
+        names = {rid: f"Reviewer {chr(65 + i)}" for i, rid in enumerate(raters)}  # one letter per run
+        out.append(RunStepDisputes(
+            item_id, store.scalar("SELECT uid FROM items WHERE id = ?", (item_id,)),
+            [StepDispute(step_id, [StepAnswer(m["name"] if show_names else names[m["rater_id"]],
+                                              m["value"], None if m["severity"] is None
+                                              else int(m["severity"]), m["rationale"])
+                                   for m in marks])
+             for step_id, marks in steps]))
+    return out
+
+
+def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer, error: str,
+                severity: int | None, reason: str, note: str | None = None) -> int:
+    """Record the settled mark of one step of a run: an error of the
+    trajectory-errors codebook with a severity 1-5, or `no_error`; by an
+    adjudicator who answered nothing about the run."""
+    from review.rubric_review import NO_ERROR, STEP_CODEBOOK, _step_count
+
+    if adjudicator.role not in ("adjudicator", "admin"):
+        raise AdjudicationError("only an adjudicator or an admin can settle disagreements")
+    if reason not in REASONS or reason == "unanimous":
+        raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
+    if not 1 <= int(step_id) <= _step_count(store, item_id):
+        raise AdjudicationError(f"this run has no step {step_id}")
+    error = builtin_codebooks()[STEP_CODEBOOK].normalise(error)
+    if error == NO_ERROR:
+        severity = None
+    elif severity is None or not 1 <= int(severity) <= 5:
+        raise AdjudicationError("choose a severity from 1 (negligible) to 5 (critical)")
+    with store.transaction() as conn:
+        if conn.execute("SELECT 1 FROM annotations WHERE item_id = ? AND rater_id = ? LIMIT 1",
+                        (item_id, adjudicator.id)).fetchone():
+            raise AdjudicationError("you answered this run, so someone else must adjudicate it")
+        annotation_id = _insert_step(conn, item_id, int(step_id), error,
+                                     None if severity is None else int(severity), note,
+                                     {"reason": reason, "adjudicator": adjudicator.name})
+        store.audit(adjudicator.name, "adjudicate", "annotations", annotation_id, None,
+                    {"item_id": item_id, "step": int(step_id), "value": error,
+                     "severity": severity, "reason": reason, "note": note})
+    return annotation_id

@@ -376,6 +376,12 @@ def run_verdicts(runs: list[tuple[Consultation, str, Run]], clinicians: list[str
                              # Two topics missed: a red flag (pain at rest) or the allergies
                              # before a prescription; one: a minor gap in the history.
                              f"step:{run.steps['diagnosis']}", "4" if len(b.skips) > 1 else "2"))
+            elif len(b.skips) == 1 and rater.startswith("Dr. Lukas"):
+                # He reads the one question left out as a gap that changes nothing: a
+                # disagreement on this step for the adjudicator.
+                rows.append((uid, rater, "no_error", STEP_ERROR_QUESTION,
+                             "the history was enough for this decision", "", "answered", "blind",
+                             f"step:{run.steps['diagnosis']}", ""))
             if not b.skips and not b.wrong_dose:
                 rows.append((uid, rater, "no_error", STEP_ERROR_QUESTION, "", "", "answered", "blind",
                              f"step:{run.steps['dose']}", ""))

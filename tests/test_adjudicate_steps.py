@@ -1,0 +1,148 @@
+"""Settling clinicians' disagreements on step marks: which step of an agent run went wrong, and how."""
+
+from __future__ import annotations
+
+import pytest
+
+from review.adjudication import (
+    ADJUDICATED,
+    AdjudicationError,
+    settle_step,
+    settle_unanimous_steps,
+    step_queue,
+)
+from review.reviewers import ensure_reviewer
+from review.rubric_review import find_item, mark_step
+from review.workspace import open_store
+from tests.review_fixtures import KB_UID, import_all
+
+
+@pytest.fixture
+def db(tmp_path):
+    s = open_store(tmp_path / "adj.db")
+    import_all(s, tmp_path / "files")
+    yield s
+    s.close()
+
+
+def settled_steps(db, item_id):
+    return {r[0]: (r[1], r[2], r[3]) for r in db.query(
+        "SELECT a.target, a.value, json_extract(a.extra, '$.severity'), json_extract(a.extra, '$.reason')"
+        " FROM current_annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = ? AND a.item_id = ? AND a.target != ''", (ADJUDICATED, item_id))}
+
+
+def test_marks_that_differ_queue_by_run_and_the_same_error_settles_itself(db):
+    a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    # Step 2: all three name the same error, severities 2, 4, 3 -> settles at the median, 3.
+    for who, severity in ((a, 2), (b, 4), (c, 3)):
+        mark_step(db, who, run, 2, "wrong_tool", severity)
+    # Step 3: an error against "nothing wrong" -> the adjudicator's.
+    mark_step(db, a, run, 3, "unsafe_action", 5, note="sent home with chest pain")
+    mark_step(db, b, run, 3, "no_error")
+    # Step 4: one clinician only -> nothing to settle (a step left unmarked says nothing).
+    mark_step(db, a, run, 4, "wrong_parameters", 2)
+    # Step 1: two agree there is nothing wrong.
+    mark_step(db, b, run, 1, "no_error")
+    mark_step(db, c, run, 1, "no_error")
+
+    assert settle_unanimous_steps(db, actor="test") == 2
+    assert settled_steps(db, run) == {"step:2": ("wrong_tool", 3, "unanimous"),
+                                      "step:1": ("no_error", None, "unanimous")}
+    assert settle_unanimous_steps(db, actor="test") == 0  # once only
+    queue = step_queue(db, judge)
+    assert [(r.item_uid, [d.step_id for d in r.disputes]) for r in queue] == [(KB_UID, [3])]
+    answers = queue[0].disputes[0].answers
+    assert [(x.reviewer, x.error, x.severity, x.note) for x in answers] == [
+        ("Reviewer A", "unsafe_action", 5, "sent home with chest pain"),
+        ("Reviewer B", "no_error", None, None)]
+    assert {x.reviewer for x in step_queue(db, judge, show_names=True)[0].disputes[0].answers} == {
+        "Dr. A", "Dr. B"}
+
+    settle_step(db, run, 3, judge, "unsafe_action", 4, "reviewer_error", "B missed the red flag")
+    assert settled_steps(db, run)["step:3"] == ("unsafe_action", 4, "reviewer_error")
+    assert step_queue(db, judge) == []
+    # A later change of mind by a clinician does not reopen a settled step.
+    mark_step(db, b, run, 3, "missed_essential_question", 3)
+    assert step_queue(db, judge) == []
+
+
+def test_settling_a_step_is_checked_like_any_adjudication(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    plain = ensure_reviewer(db, "Dr. Plain")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "no_error")
+    before = db.scalar("SELECT COUNT(*) FROM annotations")
+    for who, args, message in [
+        (plain, (3, "no_error", None, "reviewer_error"), "only an adjudicator"),
+        (judge, (3, "no_error", None, "unanimous"), "give a reason"),
+        (judge, (999, "no_error", None, "reviewer_error"), "no step 999"),
+        (judge, (3, "unsafe_action", None, "reviewer_error"), "choose a severity"),
+        (judge, (3, "unsafe_action", 9, "reviewer_error"), "choose a severity"),
+        (judge, (3, "made_up_error", 2, "reviewer_error"), "made_up_error"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            settle_step(db, run, *args[:1], who, *args[1:])
+    mark_step(db, judge, run, 1, "no_error")  # the judge reviewed a step of this run
+    with pytest.raises(AdjudicationError, match="someone else"):
+        settle_step(db, run, 3, judge, "no_error", None, "reviewer_error")
+    assert step_queue(db, judge) == []
+    assert db.scalar("SELECT COUNT(*) FROM annotations") == before + 1  # only the judge's own mark
+
+
+def test_a_settled_step_is_a_rater_on_the_agreement_screen(db):
+    from labels.compare.answers import load_answers
+
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "no_error")
+    settle_step(db, run, 3, judge, "unsafe_action", 4, "reviewer_error")
+    answers = load_answers(db, "trajectory.step_error")
+    unit = next(i for i, u in enumerate(answers.units) if u.target == "step:3")
+    assert {name: values[unit] for name, values in answers.values.items() if unit in values} == {
+        "Dr. A": "unsafe_action", "Dr. B": "no_error", ADJUDICATED: "unsafe_action"}
+
+
+def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "screen.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
+    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
+    run = find_item(s, KB_UID)
+    mark_step(s, a, run, 3, "unsafe_action", 5, note="<b>sent home</b> with chest pain")
+    mark_step(s, b, run, 3, "no_error")
+    mark_step(s, a, run, 2, "wrong_tool", 2)
+    mark_step(s, b, run, 2, "wrong_tool", 4)
+    s.close()
+    monkeypatch.setenv("CARELENS_DB", str(path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Judge"
+    at.query_params["what"] = "steps"
+    at.run()
+    at.switch_page("pages/adjudicate.py").run()
+    assert not at.exception, at.exception
+    page = "\n".join(m.value for m in at.markdown)
+    assert "**Step 3**" in page and "**Step 2**" not in page  # step 2: the same error, settled alone
+    assert "Reviewer A · Unsafe action · severity 5 (Critical)" in page and "Dr. A" not in page
+    assert any("&lt;b&gt;sent home&lt;/b&gt;" in c.value for c in at.caption)  # a note is data
+    next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
+    next(x for x in at.selectbox if x.label == "Severity").set_value(4)
+    next(b for b in at.button if b.label == "Settle this step").click()
+    at.run()
+    assert not at.exception
+    s = open_store(path)
+    assert settled_steps(s, run) == {"step:2": ("wrong_tool", 2, "unanimous"),
+                                     "step:3": ("unsafe_action", 4, "ambiguous_item")}
+    s.close()
+    assert any("Nothing to adjudicate here" in x.value for x in at.success)
