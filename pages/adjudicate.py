@@ -145,6 +145,16 @@ def rubric_mode() -> None:
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
+def _preview(step, limit: int = 240) -> str:
+    """A step in a line: its message, what it said to the patient and what
+    came back from the patient, cut short."""
+    parts = [step.message] + [f"said: {t}" for t in step.said_to_patient] + [
+        f"patient: {r.content}" for r in step.results if r.from_patient]
+    parts += [f"tool: {c.name}" for c in step.tool_calls if c.kind != "say"]
+    text = " · ".join(p.replace("\n", " ").strip() for p in parts if p and p.strip()) or "(no text)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def steps_mode() -> None:
     """One agent run at a time, each step clinicians marked with different
     errors shown with the step itself and their marks, settled one by one."""
@@ -192,6 +202,17 @@ def steps_mode() -> None:
                           empty="(no message: see the tool calls in the run)")
                 for call in step.tool_calls:
                     st.caption(f"Tool call: {code_span(call.name)}")
+                before = [s for s in view.steps if s.index < step.index]
+                if step.reasoning or before:
+                    with st.expander(f"The run up to this step ({len(before)} "
+                                     f"step{'s' * (len(before) != 1)} before it"
+                                     + (", and the agent's reasoning here)" if step.reasoning else ")")):
+                        for s in before:
+                            st.markdown(f"**{s.step_id}** · {safe_markdown(s.source)} · "
+                                        + safe_markdown(_preview(s)))
+                        if step.reasoning:
+                            st.caption(f"Reasoning at step {d.step_id}")
+                            show_text(step.reasoning, key=f"adj_sr:{case.item_id}:{d.step_id}")
             for a in d.answers:
                 st.markdown(f"{safe_markdown(a.reviewer)} · {error_words(a.error, a.severity)}")
                 if a.note:

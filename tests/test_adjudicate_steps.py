@@ -136,6 +136,7 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     assert "**Step 3**" in page and "**Step 2**" not in page  # step 2: the same error, settled alone
     assert "Reviewer A · Unsafe action · severity 5 (Critical)" in page and "Dr. A" not in page
     assert any("&lt;b&gt;sent home&lt;/b&gt;" in c.value for c in at.caption)  # a note is data
+    assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
     next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
     next(x for x in at.selectbox if x.label == "Severity").set_value(4)
     next(b for b in at.button if b.label == "Settle this step").click()
