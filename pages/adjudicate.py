@@ -181,7 +181,9 @@ def steps_mode() -> None:
     view = load_trajectory(db, case.item_uid)
     steps = {s.step_id: s for s in view.steps} if view else {}
 
-    def error_words(code: str, severity: int | None = None) -> str:
+    def error_words(code: str | None, severity: int | None = None) -> str:
+        if code is None:
+            return "cannot assess"
         try:
             words = safe_markdown(book.label(code).short)
         except KeyError:

@@ -136,10 +136,24 @@ def _answered_by(store: Store, rater_id: int) -> set[int]:
         "SELECT DISTINCT item_id FROM annotations WHERE rater_id = ?", (rater_id,))}
 
 
-def _settled(store: Store, question_id: int) -> set[int]:
-    return {r[0] for r in store.query(
-        "SELECT a.item_id FROM annotations a JOIN raters r ON r.id = a.rater_id"
-        " WHERE r.name = ? AND a.question_id = ?", (ADJUDICATED, question_id))}
+def _settled(store: Store, question_id: int) -> dict[int, tuple[str | None, str | None]]:
+    """item -> (reason, value) of its settled answer in force. A settlement
+    whose reason is 'unanimous' was made by the tool, not an adjudicator: it
+    holds only while the answers in force still agree (see `_open`)."""
+    return {r[0]: (r[1], r[2]) for r in store.query(
+        "SELECT c.item_id, json_extract(c.extra, '$.reason'), c.value FROM current_annotations c"
+        " JOIN raters r ON r.id = c.rater_id WHERE r.name = ? AND c.question_id = ?"
+        " AND c.target = ''", (ADJUDICATED, question_id))}
+
+
+def _open(settled: tuple | None, agreed: tuple | None) -> bool:
+    """Whether a unit still needs settling: nothing settled yet, or settled
+    on its own ('unanimous') while what its raters agree on has changed since,
+    or while they no longer agree (`agreed` None): a later answer can undo an
+    agreement, never an adjudicator's ruling."""
+    if settled is None:
+        return True
+    return settled[0] == "unanimous" and settled[1:] != agreed
 
 
 def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
@@ -151,13 +165,14 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
     for item_id, answers in _complete_items(store, round_id, question_id).items():
         statuses = {a["status"] for a in answers}
         values = {a["value"] for a in answers}
-        if item_id not in done and statuses == {"answered"} and len(values) == 1 and len(answers) > 1:
+        if statuses == {"answered"} and len(values) == 1 and len(answers) > 1 \
+                and _open(done.get(item_id), (answers[0]["value"],)):
             agreed.append((item_id, answers[0]["value"]))
     if not agreed:
         return 0
     with store.transaction() as conn:
         done = _settled(store, question_id)  # again, under the write lock: another page may have
-        agreed = [(i, v) for i, v in agreed if i not in done]  # settled them in the meantime
+        agreed = [(i, v) for i, v in agreed if _open(done.get(i), (v,))]  # settled them meanwhile
         if not agreed:
             return 0
         rater = _adjudicated_rater(conn)
@@ -185,7 +200,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     own = _answered_by(store, adjudicator.id)
     out = []
     for item_id, answers in _complete_items(store, round_id, question_id).items():
-        if item_id in done or item_id in own:
+        if not _open(done.get(item_id), None) or item_id in own:
             continue
         values = [a["value"] for a in answers]
         statuses = {a["status"] for a in answers}
@@ -283,25 +298,32 @@ def _rubric_answers(store: Store) -> dict[tuple[int, int], list]:
     return {k: v for k, v in out.items() if len(v) >= 2}
 
 
-def _settled_pairs(store: Store) -> set[tuple[int, int]]:
-    return {(r[0], r[1]) for r in store.query(
-        "SELECT a.item_id, a.question_id FROM annotations a JOIN raters r ON r.id = a.rater_id"
-        " WHERE r.name = ?", (ADJUDICATED,))}
+def _settled_pairs(store: Store) -> dict[tuple[int, int], tuple[str | None, str | None]]:
+    """(item, question) -> (reason, value) of the settled verdict in force (see `_settled`)."""
+    return {(r[0], r[1]): (r[2], r[3]) for r in store.query(
+        "SELECT c.item_id, c.question_id, json_extract(c.extra, '$.reason'), c.value"
+        " FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+        " WHERE r.name = ? AND c.target = ''", (ADJUDICATED,))}
+
+
+def _agreed_verdict(answers: list) -> tuple[str | None] | None:
+    if {a["status"] for a in answers} == {"answered"} and len({a["value"] for a in answers}) == 1:
+        return (answers[0]["value"],)
+    return None
 
 
 def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     """Record the settled verdict of every rubric criterion its clinicians agree on."""
     done = _settled_pairs(store)
-    agreed = [(item_id, question_id, answers[0]["value"])
+    agreed = [(item_id, question_id, verdict[0])
               for (item_id, question_id), answers in _rubric_answers(store).items()
-              if (item_id, question_id) not in done
-              and {a["status"] for a in answers} == {"answered"}
-              and len({a["value"] for a in answers}) == 1]
+              if (verdict := _agreed_verdict(answers)) is not None
+              and _open(done.get((item_id, question_id)), verdict)]
     if not agreed:
         return 0
     with store.transaction() as conn:
         done = _settled_pairs(store)  # again, under the write lock: another page may have settled them
-        agreed = [a for a in agreed if (a[0], a[1]) not in done]
+        agreed = [a for a in agreed if _open(done.get((a[0], a[1])), (a[2],))]
         if not agreed:
             return 0
         rater = _adjudicated_rater(conn)
@@ -323,9 +345,9 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
     own = _answered_by(store, adjudicator.id)
     by_item: dict[int, list[tuple[int, list]]] = {}
     for (item_id, question_id), answers in _rubric_answers(store).items():
-        if (item_id, question_id) in done or item_id in own:
+        if not _open(done.get((item_id, question_id)), None) or item_id in own:
             continue
-        if {a["status"] for a in answers} == {"answered"} and len({a["value"] for a in answers}) == 1:
+        if _agreed_verdict(answers) is not None:
             continue  # unanimous: settles on its own
         by_item.setdefault(item_id, []).append((question_id, answers))
     out = []
@@ -358,8 +380,9 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
 class StepAnswer:
     reviewer: str
     """The reviewer's name, or 'Reviewer A', 'Reviewer B', ... when hidden."""
-    error: str
-    """A code of the trajectory-errors codebook (`no_error`: checked, nothing wrong)."""
+    error: str | None
+    """A code of the trajectory-errors codebook (`no_error`: checked, nothing
+    wrong); None: the reviewer could not assess the step."""
     severity: int | None
     note: str | None
 
@@ -377,51 +400,76 @@ class RunStepDisputes:
     disputes: list[StepDispute]
 
 
+SEVERITY_SPREAD = 1
+"""Marks naming the same error whose severities lie further apart than this
+are a disagreement for an adjudicator (critical against negligible is not an
+agreement); within it they settle on their own."""
+
+
 def _step_marks(store: Store) -> dict[tuple[int, int], list]:
-    """(run, step id) -> the clinicians' marks in force, where two or more
-    clinicians marked that step. Only explicit marks count: a reviewer who
-    left a step unmarked said nothing about it."""
+    """(run, step id) -> the clinicians' marks in force (one per clinician),
+    where two or more clinicians marked that step. Only explicit marks count:
+    a reviewer who left a step unmarked said nothing about it."""
     from review.trajectory import STEP_ERROR_QUESTION
 
     rows = store.query(
-        f"""SELECT c.item_id, c.target, c.rater_id, r.name, c.value, c.rationale,
+        f"""SELECT c.item_id, c.target, c.rater_id, r.name, c.status, c.value, c.rationale,
                    json_extract(c.extra, '$.severity') AS severity
             FROM current_annotations c JOIN raters r ON r.id = c.rater_id
             JOIN questions q ON q.id = c.question_id
-            WHERE q.key = ? AND {people_sql('r')} AND c.target LIKE 'step:%'
-              AND c.status = 'answered'
-            ORDER BY c.item_id, c.target, c.id""", (STEP_ERROR_QUESTION,))
-    out: dict[tuple[int, int], list] = {}
+            WHERE q.key = ? AND {people_sql('r')} AND c.target GLOB 'step:[0-9]*'
+              AND c.status IN ('answered', 'cannot_assess')
+            ORDER BY c.item_id, c.id""", (STEP_ERROR_QUESTION,))
+    out: dict[tuple[int, int], dict[int, object]] = {}
     for r in rows:
         step = r["target"].removeprefix("step:")
-        if step.isdigit():
-            out.setdefault((r["item_id"], int(step)), []).append(r)
-    return {k: v for k, v in out.items() if len(v) >= 2}
+        if step.isdigit():  # `step:03` and `step:3` (databases from before targets were one
+            # spelling) are one step: the clinician's newer mark is the one in force
+            out.setdefault((r["item_id"], int(step)), {})[r["rater_id"]] = r
+    return {k: list(v.values()) for k, v in out.items() if len(v) >= 2}
+
+
+def _severity(mark) -> int | None:
+    try:
+        return None if mark["severity"] is None else int(mark["severity"])
+    except (TypeError, ValueError):
+        return None
 
 
 def _agreed_step(marks: list) -> tuple[str, int | None] | None:
-    """The settled mark when the clinicians name the same error: that error,
-    and the median of their severities (the lower middle one of an even
-    number: severity is ordinal). None when the errors differ."""
-    errors = {m["value"] for m in marks}
-    if len(errors) != 1:
+    """The settled mark when every clinician names the same error: that error
+    and, for an error, the higher middle of their severities (severity is
+    ordinal; between two neighbours the graver is kept), provided they lie
+    within SEVERITY_SPREAD of each other. None: a disagreement."""
+    if any(m["status"] != "answered" for m in marks) or len({m["value"] for m in marks}) != 1:
         return None
-    severities = sorted(int(m["severity"]) for m in marks if m["severity"] is not None)
-    return marks[0]["value"], severities[(len(severities) - 1) // 2] if severities else None
+    error = marks[0]["value"]
+    if error == "no_error":
+        return error, None
+    severities = sorted(s for m in marks if (s := _severity(m)) is not None)
+    if severities and severities[-1] - severities[0] > SEVERITY_SPREAD:
+        return None
+    return error, severities[len(severities) // 2] if severities else None
 
 
-def _settled_steps(store: Store) -> set[tuple[int, int]]:
+def _settled_steps(store: Store) -> dict[tuple[int, int], tuple[str | None, str | None, int | None]]:
+    """(run, step id) -> (reason, error, severity) of the settled mark in force (see `_settled`)."""
     from review.trajectory import STEP_ERROR_QUESTION
 
-    return {(r[0], int(r[1].removeprefix("step:"))) for r in store.query(
-        "SELECT a.item_id, a.target FROM annotations a JOIN raters r ON r.id = a.rater_id"
-        " JOIN questions q ON q.id = a.question_id"
-        " WHERE r.name = ? AND q.key = ? AND a.target GLOB 'step:[0-9]*'",
-        (ADJUDICATED, STEP_ERROR_QUESTION))}
+    out = {}
+    for r in store.query(
+            "SELECT c.item_id, c.target, json_extract(c.extra, '$.reason'), c.value,"
+            " json_extract(c.extra, '$.severity') FROM current_annotations c"
+            " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
+            " WHERE r.name = ? AND q.key = ? AND c.target GLOB 'step:[0-9]*' ORDER BY c.id",
+            (ADJUDICATED, STEP_ERROR_QUESTION)):
+        out[(r[0], int(r[1].removeprefix("step:")))] = (r[2], r[3], None if r[4] is None else int(r[4]))
+    return out
 
 
 def _insert_step(conn, item_id: int, step_id: int, error: str, severity: int | None,
-                 note: str | None, extra: dict) -> int:
+                 note: str | None, extra: dict) -> tuple[int, tuple | None]:
+    """Write a settled mark; returns its id and the settled mark it replaces, if any."""
     from review.trajectory import STEP_ERROR_QUESTION
 
     question_id = conn.execute("SELECT id FROM questions WHERE key = ?",
@@ -429,28 +477,31 @@ def _insert_step(conn, item_id: int, step_id: int, error: str, severity: int | N
     rater = _adjudicated_rater(conn)
     target = f"step:{step_id}"
     prev = conn.execute(
-        "SELECT id FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+        "SELECT id, value, json_extract(extra, '$.severity'), json_extract(extra, '$.reason')"
+        " FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
         " AND target = ? ORDER BY id DESC LIMIT 1", (item_id, question_id, rater, target)).fetchone()
-    return conn.execute(
+    annotation_id = conn.execute(
         "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, rationale,"
         " phase, source, supersedes_id, extra, created_at)"
         " VALUES (?,?,?,?, 'answered', ?, ?, 'after_reveal', 'adjudication', ?, ?, ?)",
         (item_id, question_id, rater, target, error, note or None, prev[0] if prev else None,
          to_json({**extra, **({"severity": severity} if severity is not None else {})}), utcnow()),
     ).lastrowid
+    return annotation_id, (tuple(prev[1:]) if prev else None)
 
 
 def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
-    """Record the settled mark of every step its clinicians name the same error at
-    (see `_agreed_step` for the severity)."""
+    """Record the settled mark of every step its clinicians mark alike (see
+    `_agreed_step`); one settled this way is settled again, or reopened for an
+    adjudicator, when a clinician's later mark changes the agreement."""
     done = _settled_steps(store)
     agreed = [(key, mark) for key, marks in _step_marks(store).items()
-              if key not in done and (mark := _agreed_step(marks)) is not None]
+              if (mark := _agreed_step(marks)) is not None and _open(done.get(key), mark)]
     if not agreed:
         return 0
     with store.transaction() as conn:
         done = _settled_steps(store)  # again, under the write lock
-        agreed = [(key, mark) for key, mark in agreed if key not in done]
+        agreed = [(key, mark) for key, mark in agreed if _open(done.get(key), mark)]
         for (item_id, step_id), (error, severity) in agreed:
             _insert_step(conn, item_id, step_id, error, severity, None,
                          {"reason": "unanimous", "adjudicator": None})
@@ -461,14 +512,16 @@ def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
 
 
 def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[RunStepDisputes]:
-    """Agent runs with steps clinicians marked with different errors, not yet
-    settled, run by run, steps in order. A run the adjudicator answered
-    anything about is left to someone else."""
+    """Agent runs with steps clinicians marked differently (another error, a
+    severity far apart, or 'cannot assess'), not settled by an adjudicator,
+    run by run, steps in order. A run the adjudicator answered anything about
+    is left to someone else."""
     done = _settled_steps(store)
     own = _answered_by(store, adjudicator.id)
     by_run: dict[int, list[tuple[int, list]]] = {}
     for (item_id, step_id), marks in sorted(_step_marks(store).items()):
-        if (item_id, step_id) in done or item_id in own or _agreed_step(marks) is not None:
+        if item_id in own or _agreed_step(marks) is not None \
+                or not _open(done.get((item_id, step_id)), None):
             continue
         by_run.setdefault(item_id, []).append((step_id, marks))
     out = []
@@ -477,11 +530,11 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
         names = {rid: f"Reviewer {chr(65 + i)}" for i, rid in enumerate(raters)}  # one letter per run
         out.append(RunStepDisputes(
             item_id, store.scalar("SELECT uid FROM items WHERE id = ?", (item_id,)),
-            [StepDispute(step_id, [StepAnswer(m["name"] if show_names else names[m["rater_id"]],
-                                              m["value"], None if m["severity"] is None
-                                              else int(m["severity"]), m["rationale"])
-                                   for m in marks])
-             for step_id, marks in steps]))
+            [StepDispute(step_id, [
+                StepAnswer(m["name"] if show_names else names[m["rater_id"]],
+                           m["value"] if m["status"] == "answered" else None,
+                           _severity(m) if m["value"] != "no_error" else None, m["rationale"])
+                for m in marks]) for step_id, marks in steps]))
     return out
 
 
@@ -489,7 +542,8 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
                 severity: int | None, reason: str, note: str | None = None) -> int:
     """Record the settled mark of one step of a run: an error of the
     trajectory-errors codebook with a severity 1-5, or `no_error`; by an
-    adjudicator who answered nothing about the run."""
+    adjudicator who answered nothing about the run. A settled mark it
+    replaces is named in the audit trail."""
     from review.rubric_review import NO_ERROR, STEP_CODEBOOK, _step_count
 
     if adjudicator.role not in ("adjudicator", "admin"):
@@ -507,10 +561,11 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
         if conn.execute("SELECT 1 FROM annotations WHERE item_id = ? AND rater_id = ? LIMIT 1",
                         (item_id, adjudicator.id)).fetchone():
             raise AdjudicationError("you answered this run, so someone else must adjudicate it")
-        annotation_id = _insert_step(conn, item_id, int(step_id), error,
-                                     None if severity is None else int(severity), note,
-                                     {"reason": reason, "adjudicator": adjudicator.name})
-        store.audit(adjudicator.name, "adjudicate", "annotations", annotation_id, None,
+        annotation_id, prev = _insert_step(conn, item_id, int(step_id), error,
+                                           None if severity is None else int(severity), note,
+                                           {"reason": reason, "adjudicator": adjudicator.name})
+        store.audit(adjudicator.name, "adjudicate", "annotations", annotation_id,
+                    None if prev is None else {"value": prev[0], "severity": prev[1], "reason": prev[2]},
                     {"item_id": item_id, "step": int(step_id), "value": error,
                      "severity": severity, "reason": reason, "note": note})
     return annotation_id

@@ -36,8 +36,8 @@ def test_marks_that_differ_queue_by_run_and_the_same_error_settles_itself(db):
     a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
     run = find_item(db, KB_UID)
-    # Step 2: all three name the same error, severities 2, 4, 3 -> settles at the median, 3.
-    for who, severity in ((a, 2), (b, 4), (c, 3)):
+    # Step 2: all three name the same error, severities 2, 3, 3 -> settles at the middle one, 3.
+    for who, severity in ((a, 2), (b, 3), (c, 3)):
         mark_step(db, who, run, 2, "wrong_tool", severity)
     # Step 3: an error against "nothing wrong" -> the adjudicator's.
     mark_step(db, a, run, 3, "unsafe_action", 5, note="sent home with chest pain")
@@ -123,7 +123,7 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     mark_step(s, a, run, 3, "unsafe_action", 5, note="<b>sent home</b> with chest pain")
     mark_step(s, b, run, 3, "no_error")
     mark_step(s, a, run, 2, "wrong_tool", 2)
-    mark_step(s, b, run, 2, "wrong_tool", 4)
+    mark_step(s, b, run, 2, "wrong_tool", 3)
     s.close()
     monkeypatch.setenv("CARELENS_DB", str(path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -143,7 +143,97 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     at.run()
     assert not at.exception
     s = open_store(path)
-    assert settled_steps(s, run) == {"step:2": ("wrong_tool", 2, "unanimous"),
+    assert settled_steps(s, run) == {"step:2": ("wrong_tool", 3, "unanimous"),  # the graver of two
                                      "step:3": ("unsafe_action", 4, "ambiguous_item")}
     s.close()
     assert any("Nothing to adjudicate here" in x.value for x in at.success)
+
+
+def test_the_same_error_at_severities_far_apart_is_a_disagreement(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "unsafe_action", 1)
+    assert settle_unanimous_steps(db) == 0  # critical against negligible is not an agreement
+    assert [(d.step_id, [x.severity for x in d.answers]) for d in step_queue(db, judge)[0].disputes] == [
+        (3, [5, 1])]
+
+
+def test_a_later_dissent_reopens_what_settled_itself_but_not_an_adjudicators_ruling(db):
+    a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 2, "wrong_tool", 2)
+    mark_step(db, b, run, 2, "wrong_tool", 2)
+    assert settle_unanimous_steps(db) == 1
+    mark_step(db, c, run, 2, "no_error")  # a third clinician, later, disagrees
+    assert settle_unanimous_steps(db) == 0
+    assert [d.step_id for d in step_queue(db, judge)[0].disputes] == [2]
+    settle_step(db, run, 2, judge, "wrong_tool", 2, "reviewer_error")
+    assert step_queue(db, judge) == []
+    mark_step(db, a, run, 2, "unsafe_action", 4)  # the ruling stands
+    assert step_queue(db, judge) == [] and settle_unanimous_steps(db) == 0
+    assert settled_steps(db, run)["step:2"] == ("wrong_tool", 2, "reviewer_error")
+    # Agreement that moves (all now say 'no error') is settled again, on its own.
+    mark_step(db, a, run, 4, "wrong_tool", 2)
+    mark_step(db, b, run, 4, "wrong_tool", 2)
+    assert settle_unanimous_steps(db) == 1
+    mark_step(db, a, run, 4, "no_error")
+    mark_step(db, b, run, 4, "no_error")
+    assert settle_unanimous_steps(db) == 1
+    assert settled_steps(db, run)["step:4"] == ("no_error", None, "unanimous")
+
+
+def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
+    from review.adjudication import rubric_queue, settle_unanimous_rubric
+    from review.rubric_review import Verdict, commit_verdicts, item_questions
+
+    a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    q = item_questions(db, run)[0]
+    for who in (a, b):
+        commit_verdicts(db, who, run, [Verdict(q.id, "met")])
+    assert settle_unanimous_rubric(db) == 1 and rubric_queue(db, judge) == []
+    commit_verdicts(db, c, run, [Verdict(q.id, "not_met")])
+    assert [d.question_id for d in rubric_queue(db, judge)[0].disputes] == [q.id]
+
+
+def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):
+    from review.sources import import_file
+
+    csv = tmp_path / "marks.csv"
+    csv.write_text("item_id,rater,value,question,target,severity\n"
+                   f"{KB_UID},Dr. Solo,wrong_tool,trajectory.step_error,step:03,2\n"
+                   f"{KB_UID},Dr. Solo,unsafe_action,trajectory.step_error,step:3,5\n"
+                   f"{KB_UID},Dr. Other,no_error,trajectory.step_error,step:4,4\n"
+                   f"{KB_UID},Dr. Third,no_error,trajectory.step_error,step:04,\n")
+    import_file(db, csv, "labels-long")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    assert {tuple(r) for r in db.query(
+        "SELECT target, value, extra FROM annotations WHERE target != '' ORDER BY id")} == {
+        ("step:3", "wrong_tool", '{"severity":2}'), ("step:3", "unsafe_action", '{"severity":5}'),
+        ("step:4", "no_error", "{}")}
+    assert step_queue(db, judge) == []  # one clinician does not disagree with themselves
+    assert settle_unanimous_steps(db) == 1  # step 4: two clinicians, 'no error', no severity
+    # A changed severity is a new answer when the marks come in again.
+    again = tmp_path / "again.csv"
+    again.write_text("item_id,rater,value,question,target,severity\n"
+                     f"{KB_UID},Dr. Solo,unsafe_action,trajectory.step_error,step:3,4\n")
+    assert import_file(db, again, "labels-long").annotations == 1
+
+
+def test_a_step_no_clinician_could_assess_is_a_disagreement(db):
+    from review.items import AnswerSpec, commit_answers
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    qid = db.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
+    mark_step(db, a, run, 3, "wrong_tool", 2)
+    commit_answers(db, b, run, [AnswerSpec(qid, None, "cannot_assess", target="step:3")])
+    assert settle_unanimous_steps(db) == 0
+    assert [(x.error, x.severity) for x in step_queue(db, judge)[0].disputes[0].answers] == [
+        ("wrong_tool", 2), (None, None)]
