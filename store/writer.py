@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import groupby
 
-from store.db import to_json, utcnow
+from store.db import from_json, to_json, utcnow
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 
 DATASET_KINDS = {
@@ -306,10 +306,13 @@ class RecordWriter:
         return self._write_annotation(a, item_id, question_id, rater_id)
 
     def _check_target(self, a: AnnotationRecord, item_id: int) -> None:
-        """An answer about one step (`step:N`) names a step the item has."""
+        """An answer about one step (`step:N`) names a step the item has. The
+        target is stored in one spelling (`step:03` is `step:3`), so that one
+        step is one unit everywhere."""
         number = a.target.removeprefix("step:")
         if not a.target.startswith("step:") or not number.isdigit():
             raise InputError(f"{self._loc(a.line)}target must be step:N, got {a.target!r}")
+        a.target = f"step:{int(number)}"
         steps = self.conn.execute(
             "SELECT max(coalesce(json_array_length(payload, '$.steps'), 0),"
             " coalesce(json_array_length(payload, '$.transcript'), 0)) FROM items WHERE id = ?",
@@ -344,13 +347,16 @@ class RecordWriter:
     def _write_annotation(self, a: AnnotationRecord, item_id: int, question_id: int,
                           rater_id: int) -> int | None:
         current = self.conn.execute(
-            "SELECT id, status, value, rationale FROM annotations WHERE item_id = ? AND question_id = ?"
-            " AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id, status, value, rationale, extra FROM annotations WHERE item_id = ?"
+            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
             (item_id, question_id, rater_id, a.target),
         ).fetchone()
+        # The same answer again changes nothing. A step mark's severity, kept in
+        # extra, is part of the answer: a changed one is a new answer (the rest
+        # of extra is provenance, e.g. which run of an LLM rater gave it).
         if current is not None and (current[1], current[2], current[3]) == (
             a.status, a.value, a.rationale
-        ):
+        ) and from_json(current[4] or "{}").get("severity") == (a.extra or {}).get("severity"):
             self.n_skipped += 1
             return None
         cur = self.conn.execute(self._INSERT_ANNOTATION, self._annotation_row(

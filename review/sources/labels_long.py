@@ -29,6 +29,18 @@ STATUSES = ("answered", "cannot_assess")
 PHASES = ("imported", "blind", "after_reveal", "suggested")
 
 
+def _is_no_error(value: str) -> bool:
+    """Whether a step mark says the step has no error, in any spelling the
+    trajectory-errors codebook takes."""
+    from codebook import builtin_codebooks
+
+    book = builtin_codebooks().get("trajectory-errors")
+    try:
+        return book is not None and book.normalise(value) == "no_error"
+    except (KeyError, ValueError):
+        return False
+
+
 def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
     announced: set[str] = set()
     first = True
@@ -61,7 +73,9 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
             if not target.startswith("step:") or not number.isdigit() or int(number) < 1:
                 raise InputError(f"{where}: target must be empty (the whole item) or step:N, "
                                  f"got {target!r}")
-            if severity is None and row["value"] != "no_error" and status == "answered":
+            if _is_no_error(row["value"]):
+                severity = None  # a step checked and found right has no severity (as on the screen)
+            elif severity is None and status == "answered":
                 raise InputError(f"{where}: a step error mark needs a severity, 1 to 5")
         if severity is not None:
             if not target:
