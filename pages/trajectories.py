@@ -26,6 +26,7 @@ from pages._steps import (
     timeline,
 )
 from review.blinding import DEFAULT_MODE
+from review.rounds import full_text, late_for_round
 from review.rubric_review import (
     NO_ERROR,
     STEP_CODEBOOK,
@@ -156,15 +157,20 @@ def save_mark(sid: int) -> None:
     sev = st.session_state.get(f"trj_sev:{reviewer.id}:{item_id}:{sid}")
     note = st.session_state.get(f"trj_note:{reviewer.id}:{item_id}:{sid}")
     try:
-        mark_step(store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
-                  round_id=opened.round_id,
-                  seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
+        annotation_id = mark_step(
+            store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
+            round_id=opened.round_id,
+            seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
     except ValueError as exc:
         st.session_state["trj_flash"] = ("error", str(exc))
         return
     what = book.label(err).short
     if sev and err != NO_ERROR:
         what += f", severity {sev} ({levels[sev]['name']})"
+    if opened.round_id is not None and late_for_round(store(), [annotation_id]) is not None:
+        st.session_state["trj_flash"] = ("warning", f"Step {sid} marked: {what}. "
+                                         + full_text(store(), opened.round_id, item_id))
+        return
     st.session_state["trj_flash"] = ("success", f"Step {sid} marked: {what}.")
 
 

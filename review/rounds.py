@@ -262,11 +262,11 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
                       statuses: Iterable[str]) -> bool:
     """Inside the transaction of a batch of answers about one item, before
     they are written: whether the batch counts in the round. `statuses`: those
-    of its answers about the whole item (none: a batch of step marks, checked
-    only for the item being in the round). Answering keeps the reviewer's
-    place: their reservation is renewed (or taken again, if it lapsed and the
-    place is free) until the review is complete (`complete_review`). A batch
-    of skips gives the place back.
+    of its answers about the whole item (none: a batch of step marks). Every
+    answer, a step mark too, keeps the reviewer's place: their reservation is
+    renewed (or taken again, if it lapsed and the place is free) until the
+    review is complete (`complete_review`). A batch of skips gives the place
+    back.
 
     False: the item already has the reviewers the round asks for and this one
     is neither among them nor holding a live reservation (it lapsed while they
@@ -288,9 +288,7 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         return True
     if _late_on(conn, round_id, item_id, rater_id):
         return False
-    if not statuses:
-        return True
-    if not statuses & {"answered", "cannot_assess"}:
+    if statuses and not statuses & {"answered", "cannot_assess"}:
         conn.execute(
             "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
             " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id))

@@ -465,3 +465,27 @@ def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
     assert {tuple(r) for r in demo.query(
         "SELECT round_id, json_extract(extra, '$.late_for_round') FROM annotations"
         " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))} == {(None, rid)}
+
+
+def test_marking_steps_keeps_a_reviewers_place_and_needs_one(demo):
+    """A clinician marking step after step is working on the run: each mark renews the
+    reservation. A mark from someone without a place is kept outside the round."""
+    from review.rounds import criteria_round_key, has_place
+    from review.rubric_review import mark_step
+
+    rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                       stratify_by="none", reservation_minutes=1), admin(demo))
+    a, c = ensure_reviewer(demo, "Dr. Steps A"), ensure_reviewer(demo, "Dr. Steps C")
+    run = reserve_next_item(demo, rid, a)
+    before = demo.scalar("SELECT expires_at FROM reservations WHERE rater_id = ?", (a.id,))
+    with demo.transaction() as conn:  # close to lapsing ...
+        conn.execute("UPDATE reservations SET expires_at = ? WHERE rater_id = ?",
+                     ((datetime.now(UTC) + timedelta(seconds=2)).isoformat(), a.id))
+    inside = mark_step(demo, a, run, 3, "no_error", round_id=rid)  # ... a mark renews it
+    assert demo.scalar("SELECT round_id FROM annotations WHERE id = ?", (inside,)) == rid
+    assert demo.scalar("SELECT expires_at FROM reservations WHERE rater_id = ?", (a.id,)) >= before
+    outside = mark_step(demo, c, run, 3, "wrong_tool", 2, round_id=rid)  # C has no place
+    assert late_for_round(demo, [outside]) == rid
+    assert has_place(demo.conn, rid, run, a.id) and not has_place(demo.conn, rid, run, c.id)
+    assert demo.scalar("SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ?"
+                       " AND item_id = ?", (rid, run)) == 1
