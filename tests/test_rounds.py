@@ -164,6 +164,25 @@ def test_adjudication_settles_conflicts_and_unanimous_items(demo):
     assert any('"adjudicator":"Dr. Sam Rivera"' in r[2] for r in settled)
 
 
+def test_a_label_that_settled_itself_reopens_when_a_reviewer_changes_their_answer(demo):
+    rid = create_round(demo, RoundSpec("adj", Q, reviewers_per_item=2, limit=1), admin(demo))
+    a, b = ensure_reviewer(demo, "Rev A"), ensure_reviewer(demo, "Rev B")
+    item = answer(demo, rid, a, "0B")
+    reserve_next_item(demo, rid, b)
+    qid = load_item(demo, item).question_id
+    commit_answer(demo, b, item, qid, "0B", round_id=rid)
+    judge = ensure_reviewer(demo, "Dr. Sam Rivera")
+    assert settle_unanimous(demo, rid) == 1 and adjudication_queue(demo, rid, judge) == []
+    commit_answer(demo, b, item, qid, "1B", round_id=rid)  # B revises after the reveal
+    assert settle_unanimous(demo, rid) == 0
+    assert [d.item_id for d in adjudication_queue(demo, rid, judge)] == [item]
+    settle(demo, rid, item, judge, "1A", "ambiguous_item")
+    commit_answer(demo, b, item, qid, "0B", round_id=rid)  # agreement again: the ruling stands
+    assert settle_unanimous(demo, rid) == 0
+    assert demo.scalar("SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                       " WHERE r.name = ? AND c.item_id = ?", (ADJUDICATED, item)).startswith("1A")
+
+
 def test_adjudication_outside_rounds_uses_all_clinicians(demo):
     judge = ensure_reviewer(demo, "Dr. Sam Rivera")
     queue = adjudication_queue(demo, None, judge, question_key=Q)
