@@ -95,24 +95,37 @@ def queue_nav(pos: int, total: int, state_key: str, noun: str = "") -> None:
             st.rerun()
 
 
+def disputed(mode: str, settle_own, load, settled_words, empty: str, progress: str):
+    """What the rubric and step modes open with: the names toggle, what
+    settled on its own since the last visit, and the queue with this
+    adjudicator's place in it; None (said on the page) when nothing is left."""
+    show_names = st.toggle("Show names", value=False, key=f"adj_{mode}_names",
+                           help="Hidden by default, so that the answer is judged, not the person")
+    settled_now = settle_own(db, actor=me.name)
+    if settled_now:
+        st.toast(settled_words(settled_now))
+    queue = load(db, me, show_names=show_names)
+    if not queue:
+        st.success(f"Nothing to adjudicate here: {empty} (someone else adjudicates those).",
+                   icon=":material/task_alt:")
+        return None
+    pos = min(st.session_state.get(f"adj_{mode}_pos", 0), len(queue) - 1)
+    st.progress((pos + 1) / len(queue), text=progress.format(pos=pos + 1, n=len(queue)))
+    return queue, pos
+
+
 def rubric_mode() -> None:
     """One agent run or graded conversation at a time, each disputed criterion
     with the clinicians' verdicts and the judges', settled one by one."""
-    show_names = st.toggle("Show names", value=False, key="adj_rubric_names",
-                           help="Hidden by default, so that the answer is judged, not the person")
-    settled_now = settle_unanimous_rubric(db, actor=me.name)
-    if settled_now:
-        st.toast(f"{settled_now} criteri{'on' if settled_now == 1 else 'a'} the clinicians agreed on "
-                 "settled on their own")
-    queue = rubric_queue(db, me, show_names=show_names)
-    if not queue:
-        st.success("Nothing to adjudicate here: every criterion two or more clinicians answered "
-                   "is settled, agreed on, or on an item you answered yourself (someone else "
-                   "adjudicates those).", icon=":material/task_alt:")
+    found = disputed(
+        "rubric", settle_unanimous_rubric, rubric_queue,
+        lambda n: f"{n} criteri{'on' if n == 1 else 'a'} the clinicians agreed on settled on their own",
+        "every criterion two or more clinicians answered is settled, agreed on, or on an item you "
+        "answered yourself", "Item {pos} of {n} with disagreements")
+    if found is None:
         return
-    pos = min(st.session_state.get("adj_rubric_pos", 0), len(queue) - 1)
+    queue, pos = found
     case = queue[pos]
-    st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
     page = "pages/trajectories.py" if case.item_kind == "trajectory" else "pages/graded.py"
     head = st.columns([3, 2], vertical_alignment="center")
     head[0].markdown(f"{code_span(case.item_uid)} · {case.item_kind.replace('_', ' ')} · "
@@ -158,21 +171,15 @@ def _preview(step, limit: int = 240) -> str:
 def steps_mode() -> None:
     """One agent run at a time, each step clinicians marked with different
     errors shown with the step itself and their marks, settled one by one."""
-    show_names = st.toggle("Show names", value=False, key="adj_steps_names",
-                           help="Hidden by default, so that the answer is judged, not the person")
-    settled_now = settle_unanimous_steps(db, actor=me.name)
-    if settled_now:
-        st.toast(f"{settled_now} step{'s' * (settled_now != 1)} the clinicians marked alike "
-                 "settled on their own")
-    queue = step_queue(db, me, show_names=show_names)
-    if not queue:
-        st.success("Nothing to adjudicate here: every step two or more clinicians marked is "
-                   "settled, marked alike, or on a run you answered yourself (someone else "
-                   "adjudicates those).", icon=":material/task_alt:")
+    found = disputed(
+        "steps", settle_unanimous_steps, step_queue,
+        lambda n: f"{n} step{'s' * (n != 1)} the clinicians marked alike settled on their own",
+        "every step two or more clinicians marked is settled, marked alike, or on a run you "
+        "answered yourself", "Run {pos} of {n} with disputed steps")
+    if found is None:
         return
-    pos = min(st.session_state.get("adj_steps_pos", 0), len(queue) - 1)
+    queue, pos = found
     case = queue[pos]
-    st.progress((pos + 1) / len(queue), text=f"Run {pos + 1} of {len(queue)} with disputed steps")
     st.markdown(f"{code_span(case.item_uid)} · {len(case.disputes)} disputed "
                 f"step{'s' * (len(case.disputes) != 1)}")
     book = builtin_codebooks()[STEP_CODEBOOK]

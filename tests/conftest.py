@@ -36,6 +36,16 @@ def store(tmp_path):
     s.close()
 
 
+@pytest.fixture
+def db(store, tmp_path):
+    """The store with tests.review_fixtures imported (a KlinikeBench run, a
+    HealthBench conversation, ...): what the rubric and adjudication tests read."""
+    from tests.review_fixtures import import_all
+
+    import_all(store, tmp_path / "files")
+    return store
+
+
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory) -> Path:
     """A demo database built once per session; copy it before writing."""

@@ -71,3 +71,36 @@ def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
     for t in threads:
         t.join()
     return errors
+
+
+def adjudication_db(tmp_path: Path):
+    """A database file with the review fixtures imported, Dr. A and Dr. B as
+    reviewers and Dr. Judge as adjudicator: (path, open store, a, b, the
+    KlinikeBench run's item id). The caller closes the store."""
+    from review.reviewers import ensure_reviewer
+    from review.rubric_review import find_item
+    from review.workspace import open_store
+    from tests.review_fixtures import KB_UID, import_all
+
+    path = tmp_path / "screen.db"
+    s = open_store(path)
+    import_all(s, tmp_path / "files")
+    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
+    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
+    return path, s, a, b, find_item(s, KB_UID)
+
+
+def adjudicate_screen(path: Path, monkeypatch, what: str):
+    """The Adjudicate screen on `path`, for Dr. Judge, in mode `what`, after its first run."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("CARELENS_DB", str(path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Judge"
+    at.query_params["what"] = what
+    at.run()
+    at.switch_page("pages/adjudicate.py").run()
+    assert not at.exception, at.exception
+    return at

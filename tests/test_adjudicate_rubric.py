@@ -14,15 +14,8 @@ from review.adjudication import (
 from review.reviewers import ensure_reviewer
 from review.rubric_review import CANNOT_ASSESS, Verdict, commit_verdicts, find_item, item_questions
 from review.workspace import open_store
-from tests.review_fixtures import KB_UID, import_all
-
-
-@pytest.fixture
-def db(tmp_path):
-    s = open_store(tmp_path / "adj.db")
-    import_all(s, tmp_path / "files")
-    yield s
-    s.close()
+from tests.helpers import adjudicate_screen, adjudication_db
+from tests.review_fixtures import KB_UID
 
 
 def answer(db, who, item_id, choices):
@@ -84,29 +77,14 @@ def test_nobody_adjudicates_an_item_they_answered(db):
 def open_screen(tmp_path, monkeypatch, a_says, b_says, uid=None):
     """The Adjudicate screen, rubric mode, for an adjudicator, after Dr. A and
     Dr. B answered the KlinikeBench run's first criteria; returns (app, db path, item id, questions)."""
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-
-    path = tmp_path / "screen.db"
-    s = open_store(path)
-    import_all(s, tmp_path / "files")
-    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
-    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
-    item = find_item(s, KB_UID)
+    path, s, a, b, item = adjudication_db(tmp_path)
     if uid is not None:
         with s.transaction() as conn:
             conn.execute("UPDATE items SET uid = ? WHERE id = ?", (uid, item))
     qs = answer(s, a, item, a_says)
     answer(s, b, item, b_says)
     s.close()
-    monkeypatch.setenv("CARELENS_DB", str(path))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. Judge"
-    at.query_params["what"] = "rubric"
-    at.run()
-    at.switch_page("pages/adjudicate.py").run()
-    assert not at.exception, at.exception
+    at = adjudicate_screen(path, monkeypatch, "rubric")
     return at, path, item, qs
 
 

@@ -14,15 +14,8 @@ from review.adjudication import (
 from review.reviewers import ensure_reviewer
 from review.rubric_review import find_item, mark_step
 from review.workspace import open_store
-from tests.review_fixtures import KB_UID, import_all
-
-
-@pytest.fixture
-def db(tmp_path):
-    s = open_store(tmp_path / "adj.db")
-    import_all(s, tmp_path / "files")
-    yield s
-    s.close()
+from tests.helpers import adjudicate_screen, adjudication_db
+from tests.review_fixtures import KB_UID
 
 
 def settled_steps(db, item_id):
@@ -110,28 +103,13 @@ def test_a_settled_step_is_a_rater_on_the_agreement_screen(db):
 
 
 def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-
-    path = tmp_path / "screen.db"
-    s = open_store(path)
-    import_all(s, tmp_path / "files")
-    a, b = ensure_reviewer(s, "Dr. A"), ensure_reviewer(s, "Dr. B")
-    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
-    run = find_item(s, KB_UID)
+    path, s, a, b, run = adjudication_db(tmp_path)
     mark_step(s, a, run, 3, "unsafe_action", 5, note="<b>sent home</b> with chest pain")
     mark_step(s, b, run, 3, "no_error")
     mark_step(s, a, run, 2, "wrong_tool", 2)
     mark_step(s, b, run, 2, "wrong_tool", 3)
     s.close()
-    monkeypatch.setenv("CARELENS_DB", str(path))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. Judge"
-    at.query_params["what"] = "steps"
-    at.run()
-    at.switch_page("pages/adjudicate.py").run()
-    assert not at.exception, at.exception
+    at = adjudicate_screen(path, monkeypatch, "steps")
     page = "\n".join(m.value for m in at.markdown)
     assert "**Step 3**" in page and "**Step 2**" not in page  # step 2: the same error, settled alone
     assert "Reviewer A · Unsafe action · severity 5 (Critical)" in page and "Dr. A" not in page

@@ -32,16 +32,10 @@ from review.rubric_review import (
 from review.sources import import_file
 from review.sources.clinicare import trial_uid
 from tests.helpers import table_counts, write_jsonl
-from tests.review_fixtures import HARBOR_UID, HOSTILE, KB_UID, PROMPT, import_all
+from tests.review_fixtures import HARBOR_UID, HOSTILE, KB_UID, PROMPT
 
 CLINICARE_UID = trial_uid("sc07-a1b2c3__x1")
 COMPLETION_UID = "hb:p-inv-1::c1"
-
-
-@pytest.fixture
-def db(store, tmp_path):
-    import_all(store, tmp_path / "files")
-    return store
 
 
 @pytest.fixture
