@@ -20,14 +20,46 @@ LONG_TEXT = 4000
 """Characters shown before the rest goes behind an expander."""
 
 
+_BARE_ADDRESS = re.compile(
+    r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+"""What Markdown (GitHub's autolink literals, which Streamlit follows) would
+make a clickable link by itself: a bare web address or e-mail address."""
+_TRAILING = ".,;:!?)'\""
+_DIRECTIVE_COLON = re.compile(r":(?=[\w+\-]+[\[:]|material/)")
+"""A colon that could open one of Streamlit's own Markdown codes: colours and
+badges (`:red[...]`, `:blue-badge[...]`), icons (`:material/home:`), emoji
+(`:smile:`). Written as a character reference it shows as a colon and opens none."""
+
+
+def _code_span(text: str) -> str:
+    """`text` as an inline code span, shown exactly as written."""
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _neutralise(text: str) -> str:
-    """Text outside code: links, images and HTML made inert."""
+    """Text outside code: links, images, HTML and Streamlit's own codes made
+    inert. An address (a link's, or a bare one) is shown as code: readable
+    and copyable, and not a link."""
     out = _IMAGE.sub(lambda m: f"\\[image: {m.group(1) or 'no description'}\\]", text)
     out = _LINK.sub(lambda m: f"{m.group(1)} ({m.group(2)})", out)
     out = _REF_DEF.sub(lambda m: m.group(0).replace("[", "\\[", 1), out)
     out = _AUTOLINK.sub(lambda m: m.group(1), out)
+    parts, last = [], 0
+    for m in _BARE_ADDRESS.finditer(out):
+        address = m.group(0).rstrip(_TRAILING)
+        parts += [_prose(out[last:m.start()]), _code_span(address)]
+        last = m.start() + len(address)
+    parts.append(_prose(out[last:]))
+    return "".join(parts)
+
+
+def _prose(text: str) -> str:
     # HTML shows as text: escape the characters a browser would parse.
-    out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out = _DIRECTIVE_COLON.sub("&#58;", out)
     # A lone '$' pair would be read as LaTeX by Streamlit; show dollars as dollars.
     return out.replace("$", "\\$")
 

@@ -10,9 +10,16 @@ from review.text import safe_markdown
 @pytest.mark.parametrize("raw, shown", [
     ("x < y & <b>bold</b>", "x &lt; y &amp; &lt;b&gt;bold&lt;/b&gt;"),
     ("costs $5 or $6", "costs \\$5 or \\$6"),
-    ("[click](http://evil.example)", "click (http://evil.example)"),
+    ("[click](http://evil.example)", "click (`http://evil.example`)"),
     ("![x](http://tracker.example/p.png)", "\\[image: x\\]"),
-    ("<https://evil.example>", "https://evil.example"),
+    ("<https://evil.example>", "`https://evil.example`"),
+    # A bare address would be made a link by Markdown itself: it is shown as code.
+    ("see https://evil.example/a?b=1. Or www.evil.example, or bob@evil.example!",
+     "see `https://evil.example/a?b=1`. Or `www.evil.example`, or `bob@evil.example`!"),
+    ("odd http://x.example/`y", "odd ``http://x.example/`y``"),
+    # Streamlit's own codes (colours, badges, icons, emoji) open nothing: their colon is a reference.
+    (":red[alarm] :blue-badge[b] :material/home: :smile: x:ok: at 10:30 by demo:mapper@v1",
+     "&#58;red[alarm] &#58;blue-badge[b] &#58;material/home: &#58;smile: x&#58;ok: at 10:30 by demo:mapper@v1"),
     # Code is shown literally by Markdown: left as written (an entity would show as '&lt;').
     ("run `clinic call <tool> '<json>'` now", "run `clinic call <tool> '<json>'` now"),
     ("``a ` <b> $1``", "``a ` <b> $1``"),
