@@ -67,15 +67,20 @@ def answer_words(value: str | None, status: str, book) -> str:
 SETTLE_REASONS = [r for r in REASONS if r != "unanimous"]
 
 
-def most_given(values: list[str | None], codes: list[str]) -> str:
-    """Where the settle form starts: the most common answer (ties: the first
-    given), as Prodigy's review does; the first code if none is one."""
-    given = [v for v in values if v in codes]
-    return max(given, key=given.count) if given else codes[0]
+# The settle forms start empty: a settled answer and its reason are always
+# chosen by the adjudicator, never recorded by one click on a default.
+CHOOSE = "Choose the settled answer and a reason first."
+show_machine = st.toggle(
+    "Show machine labels", value=False, key="adj_machine",
+    help="Hidden by default: the settled answer is the reference the mapper and the judges "
+         "are measured against, so their labels should not sway it.")
 
 
-def try_settle(round_id: int | None, item_id: int, value: str, reason: str, note: str,
-               question_key: str | None) -> None:
+def try_settle(round_id: int | None, item_id: int, value: str | None, reason: str | None,
+               note: str, question_key: str | None) -> None:
+    if value is None or reason is None:
+        st.error(CHOOSE)
+        return
     try:
         settle(db, round_id, item_id, me, value, reason, note, question_key=question_key)
     except ValueError as exc:
@@ -142,16 +147,16 @@ def rubric_mode() -> None:
                 st.markdown(line + (f" · confidence {a.confidence}" if a.confidence else ""))
                 if a.rationale:
                     st.caption(safe_markdown(a.rationale))
-            if d.machine:
+            if d.machine and show_machine:
                 st.caption("Judges and verifiers: " + "; ".join(
                     f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
             codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
-            start = most_given([a.value for a in d.answers], codes)
             with st.form(f"settle_c:{case.item_id}:{d.question_id}", border=False):
                 cols = st.columns([2, 2, 3], vertical_alignment="bottom")
-                value = cols[0].radio("Settled verdict", codes, index=codes.index(start), horizontal=True,
+                value = cols[0].radio("Settled verdict", codes, index=None, horizontal=True,
                                       format_func=lambda c, book=book: answer_words(c, "answered", book))
-                reason = cols[1].selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
+                reason = cols[1].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                                           placeholder="Why this verdict?")
                 note = cols[2].text_input("Note", placeholder="What decided it")
                 if st.form_submit_button("Settle this criterion", type="primary"):
                     try_settle(None, case.item_id, value, reason, note, d.question_key)
@@ -166,6 +171,20 @@ def _preview(step, limit: int = 240) -> str:
     parts += [f"tool: {c.name}" for c in step.tool_calls if c.kind != "say"]
     text = " · ".join(p.replace("\n", " ").strip() for p in parts if p and p.strip()) or "(no text)"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def settle_step_form(item_id: int, step_id: int, error: str | None, severity: int | None,
+                     reason: str | None, note: str) -> None:
+    if error is None or reason is None:
+        st.error(CHOOSE)
+        return
+    try:
+        settle_step(db, item_id, step_id, me, error, None if error == NO_ERROR else severity,
+                    reason, note)
+    except ValueError as exc:
+        st.error(str(exc))
+    else:
+        st.rerun()
 
 
 def steps_mode() -> None:
@@ -226,26 +245,18 @@ def steps_mode() -> None:
                 st.markdown(f"{safe_markdown(a.reviewer)} · {error_words(a.error, a.severity)}")
                 if a.note:
                     st.caption(safe_markdown(a.note))
-            start = most_given([a.error for a in d.answers], codes)
-            given = sorted(a.severity for a in d.answers if a.severity)
             with st.form(f"settle_s:{case.item_id}:{d.step_id}", border=False):
                 cols = st.columns([3, 2, 2], vertical_alignment="bottom")
-                error = cols[0].selectbox("Settled mark", codes, index=codes.index(start),
-                                          format_func=error_words)
+                error = cols[0].selectbox("Settled mark", codes, index=None, format_func=error_words,
+                                          placeholder="Choose the mark")
                 severity = cols[1].selectbox(
-                    "Severity", list(levels), index=list(levels).index(given[(len(given) - 1) // 2])
-                    if given else 2, format_func=lambda lv: f"{lv} · {levels[lv]}",
-                    help="Not kept when the settled mark is 'no error'")
-                reason = cols[2].selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
+                    "Severity", list(levels), index=None, format_func=lambda lv: f"{lv} · {levels[lv]}",
+                    placeholder="For an error", help="Not kept when the settled mark is 'no error'")
+                reason = cols[2].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                                           placeholder="Why this mark?")
                 note = st.text_input("Note", placeholder="What decided it")
                 if st.form_submit_button("Settle this step", type="primary"):
-                    try:
-                        settle_step(db, case.item_id, d.step_id, me, error,
-                                    None if error == NO_ERROR else severity, reason, note)
-                    except ValueError as exc:
-                        st.error(str(exc))
-                    else:
-                        st.rerun()
+                    settle_step_form(case.item_id, d.step_id, error, severity, reason, note)
     queue_nav(pos, len(queue), "adj_steps_pos", " run")
 
 
@@ -309,16 +320,16 @@ with right:
                         + (f" · confidence {a.confidence}" if a.confidence else ""))
             if a.rationale:
                 st.caption(safe_markdown(a.rationale))
-    if case.machine_labels:
+    if case.machine_labels and show_machine:
         st.markdown("**Machine labels**")
         for rater, value in case.machine_labels:
             st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
     with st.form(f"settle:{case.item_id}", border=True):
         codes = book.codes if book else ["met", "not_met"]
-        start = most_given([a.value for a in case.answers], codes)
-        value = st.radio("Settled answer", codes, horizontal=False, index=codes.index(start),
+        value = st.radio("Settled answer", codes, horizontal=False, index=None,
                          format_func=lambda c: answer_words(c, "answered", book))
-        reason = st.selectbox("Reason", SETTLE_REASONS, format_func=REASONS.get)
+        reason = st.selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                              placeholder="Why this answer?")
         note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")
         if st.form_submit_button("Settle", type="primary"):
             try_settle(case.round_id, case.item_id, value, reason, note, question_key)

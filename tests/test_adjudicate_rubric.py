@@ -93,8 +93,14 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     page = "\n".join(m.value for m in at.markdown)
     assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
     assert qs[0].text not in page  # agreed on: settled on its own
-    at.radio[0].set_value("not_met")
+    assert at.radio[0].value is None  # nothing is chosen for the adjudicator ...
     at.button[0].click()  # the form's "Settle this criterion"
+    at.run()
+    assert any("Choose the settled answer and a reason" in e.value for e in at.error)
+    assert "Judges and verifiers" not in "\n".join(c.value for c in at.caption)  # ... nor shown
+    at.radio[0].set_value("not_met")
+    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
+    at.button[0].click()
     at.run()
     assert not at.exception
     s = open_store(path)

@@ -117,6 +117,7 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
     next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
     next(x for x in at.selectbox if x.label == "Severity").set_value(4)
+    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
     next(b for b in at.button if b.label == "Settle this step").click()
     at.run()
     assert not at.exception

@@ -55,6 +55,8 @@ def test_two_reviewers_then_an_adjudicator(demo_copy):
         for remaining in (2, 1):
             assert f"Disagreement 1 of {remaining}" in main.inner_text()
             main.get_by_test_id("stRadioGroup").get_by_text("Urgent care (1B)").click()
+            main.get_by_label("Reason", exact=True).click()  # nothing is chosen for the adjudicator
+            page.get_by_role("option", name="the item is ambiguous", exact=True).click()
             main.get_by_role("button", name="Settle").click()
             wait_for_app(page)
         page.wait_for_function("() => document.body.innerText.includes('Nothing to adjudicate')")
