@@ -176,7 +176,7 @@ first_a, first_b = cmp.default_raters(choices) or (specs[0], None)
 a = pick(top[1], "Rater A", specs, first_a, f"agr_a:{qkey}")
 b_options = [None] + [s for s in specs if s != a]
 b = pick(top[2], "Rater B", b_options, first_b if first_b != a else None, f"agr_b:{qkey}")
-st.caption(f"{qs.level.capitalize()} labels, so the table leads with "
+st.caption(f"{qs.level.capitalize()} labels: the statistics that fit are "
            + {"ordinal": "weighted kappa, ordinal alpha and Gwet's AC2",
               "binary": "Gwet's AC1 and PABAK (met / not met is skewed; kappa collapses there)",
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[qs.level]
@@ -242,12 +242,16 @@ def compare_tab() -> None:
         } for r in bd.rows], hide_index=True, width="stretch")
 
 
-def ci_words(c) -> str:
+def ci_words(c, percent: bool = False) -> str:
     """The 95% interval to quote: the bootstrap's, or the analytic one where every
-    resample gave the same value (all raters agreed) and a closed form exists."""
+    resample gave the same value (all raters agreed) and a closed form exists.
+    `percent`: as percentages, beside a value shown as one."""
+    low, high, how = c.ci_low, c.ci_high, ""
     if c.analytic_ci and c.ci_low is not None and c.ci_low == c.ci_high:
-        return f"95% CI {interval(*c.analytic_ci)} (analytic)"
-    return f"95% CI {interval(c.ci_low, c.ci_high)}"
+        (low, high), how = c.analytic_ci, " (analytic)"
+    if percent and low is not None and high is not None:
+        return f"95% CI {low:.0%} to {high:.0%}{how}"
+    return f"95% CI {interval(low, high)}{how}"
 
 
 def headline_cards(report) -> None:
@@ -256,19 +260,25 @@ def headline_cards(report) -> None:
     pct = report.coefficient("percent_agreement")
     ceiling = report.ceiling_for(head.key) if head else None
     if ceiling is None and report.ceiling:
-        ceiling = report.ceiling_for(forest_keys(qs.level)[0])
+        # The same statistic on both sides: the first multi-rater coefficient both have.
+        shared = next((k for k in forest_keys(qs.level)
+                       if report.coefficient(k) is not None and report.ceiling_for(k) is not None), None)
+        if shared is not None:
+            head, ceiling = report.coefficient(shared), report.ceiling_for(shared)
     cards = []  # (label, value, caption, help)
     if head is not None:
         cards.append((head.name, number(head.value), f"{ci_words(head)} · n = {head.n}",
                       head.undefined_reason))
     if pct is not None:
         cards.append(("Percent agreement", "—" if pct.value is None else f"{pct.value:.0%}",
-                      ci_words(pct), pct.undefined_reason))
+                      ci_words(pct, percent=True), pct.undefined_reason))
     if ceiling is not None:
         cards.append(("Clinicians among themselves", number(ceiling.value),
-                      f"{ceiling.name} · 95% CI {interval(ceiling.ci_low, ceiling.ci_high)}",
-                      "The human ceiling: the clinicians' agreement with each other on the "
-                      "same units."))
+                      f"{ceiling.name} · {ci_words(ceiling)}",
+                      "The human ceiling: the clinicians' agreement with each other on the same "
+                      "units, by the same statistic as the comparison beside it. A rater compared "
+                      "with the clinicians' majority can score above it: a majority is steadier "
+                      "than any one clinician."))
     cards.append(("Units compared", str(report.n_units),
                   f"{len(report.disagreements)} disagree" if report.is_pair
                   else f"{len(report.raters)} raters", None))
@@ -577,13 +587,15 @@ def meta_tab() -> None:
     cols[0].metric(f"{md(grader)} vs physicians", number(g.macro_f1), border=True,
                    help=g.undefined_reason and md(g.undefined_reason))
     cols[0].caption(f"95% CI {interval(g.ci_low, g.ci_high)} · {g.n_pairs} label pairs")
-    cols[1].metric("Physicians vs each other (ceiling)", number(p.macro_f1), border=True,
+    cols[1].metric("Physicians vs each other", number(p.macro_f1), border=True,
                    help=p.undefined_reason and md(p.undefined_reason))
     cols[1].caption(f"95% CI {interval(p.ci_low, p.ci_high)} · {p.n_pairs} label pairs")
     cols[2].metric("Criterion rows", m.n_rows, border=True)
     st.caption("HealthBench's metric: the grader compared pairwise with each physician's "
-               "label, macro-F1 over met / not met; the ceiling is each physician against the "
-               "others (leave-one-out).")
+               "label, macro-F1 over met / not met; beside it the human ceiling, each physician "
+               "against the others (leave-one-out; every pair counted both ways, hence twice the "
+               "label pairs). A grader can score above it: it is then closer to each physician "
+               "than the physicians are to one another, often by following their majority.")
     by = st.segmented_control("Per", list(m.by), format_func=lambda x: BY_WORDS.get(x, x),
                               default=next(iter(m.by)), key="agr_meta_by")
     if by:

@@ -87,7 +87,11 @@ def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo
     assert all(v != "—" for v in rows.values())
     assert all(" to " in ci for ci in table["95% CI (bootstrap)"])
     assert "Clinicians among themselves" in table.columns
-    assert [m.label for m in at.metric][:2] == ["Cohen's kappa (quadratic)", "Percent agreement"]
+    # The headline and the clinicians' ceiling beside it are the same statistic.
+    assert [m.label for m in at.metric][:3] == ["Krippendorff's alpha (ordinal)", "Percent agreement",
+                                                "Clinicians among themselves"]
+    assert any(c.value.startswith("Krippendorff's alpha (ordinal) · 95% CI") for c in at.caption)
+    assert any(c.value.startswith("95% CI ") and "%" in c.value for c in at.caption)  # percent as %
     # the largest disagreeing cell is chosen, and its items link to the Review screen
     cell = at.selectbox(key=next(k for k in at.session_state if str(k).startswith("agr_cell:")))
     assert cell.value is not None and cell.value[0] != cell.value[1]
@@ -142,7 +146,7 @@ def test_anchoring_and_meta_eval_sections(tmp_path, monkeypatch, demo_db):
     # The demo's grader on its graded conversations, not the agent runs' judge (whose
     # must-ask criteria the demo clinicians answer): sets are split by kind of item.
     assert "healthbench-grader vs physicians" in metrics
-    assert "Physicians vs each other (ceiling)" in metrics
+    assert "Physicians vs each other" in metrics
     assert metrics["Criterion rows"] == "34"
     # With the agent runs' criteria chosen above, the meta-evaluation still takes the
     # conversations': the runs' judge against the demo clinicians is not HealthBench's metric.
