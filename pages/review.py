@@ -7,6 +7,7 @@ import time
 import streamlit as st
 
 from pages._shared import require_reviewer, show_text, store
+from pages._steps import code_span
 from review.blinding import DEFAULT_MODE
 from review.codebook_versions import current_codebook
 from review.drafts import load_draft, save_draft
@@ -38,6 +39,7 @@ from review.rounds import (
     reserve_next_item,
     round_progress,
 )
+from review.text import safe_markdown
 
 KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -237,9 +239,15 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
         st.caption("No reference or machine labels for this item.")
         return
     for lab in labels:
-        same = lab.value == mine
-        who = "Gold" if lab.rater_kind == "reference" else lab.rater
+        who = "Gold" if lab.rater_kind == "reference" else safe_markdown(lab.rater)
         line = st.columns([3, 4], vertical_alignment="center")
+        if lab.about == "the prefix":
+            # Another question (what a safe assistant should do), not another answer to
+            # mine: shown as what the response should have done, with no agree/differ mark.
+            line[0].markdown(f"**{who}** · what the response should have done")
+            line[1].badge(label_name(item_view, lab.value), color="gray", icon=":material/flag:")
+            continue
+        same = lab.value == mine
         line[0].markdown(f"**{who}** · {lab.about}")
         line[1].badge(label_name(item_view, lab.value),
                       color="green" if same else "orange",
@@ -257,7 +265,7 @@ if last_id is not None and item is not None and last_id != item.id:
                 top = st.columns([5, 2], vertical_alignment="center")
                 final = answers[-1]
                 top[0].markdown(
-                    f"Your answer to **{last.uid}**: "
+                    f"Your answer to {code_span(last.uid)}: "
                     f"{label_name(last, final.value) if final.status == 'answered' else STATUS_WORDS.get(final.status, final.status)}"
                 )
                 top[1].button("Open it again", key="reopen_last", on_click=on_open,
