@@ -27,7 +27,7 @@ from review.reviewers import can_adjudicate
 from review.rounds import is_rubric_round, list_rounds
 from review.rubric_review import NO_ERROR, STEP_CODEBOOK, severity_levels
 from review.text import safe_markdown
-from review.trajectory import load_trajectory
+from review.trajectory import load_graded_conversation, load_trajectory
 
 st.title("Adjudicate", anchor=False)
 me = require_reviewer()
@@ -119,6 +119,36 @@ def disputed(mode: str, settle_own, load, settled_words, empty: str, progress: s
     return queue, pos
 
 
+def evidence(case) -> None:
+    """What the verdicts are about, on this page: the consultation's dialogue
+    (an agent run; its steps when it kept no dialogue) or the conversation and
+    the graded reply."""
+    with st.expander("The conversation", expanded=True):
+        if case.item_kind == "trajectory":
+            view = load_trajectory(db, case.item_uid)
+            if view is None:
+                st.caption("This run is no longer in the database.")
+            elif view.dialogue:
+                for turn in view.dialogue:
+                    st.markdown(f"**{safe_markdown(turn.speaker.capitalize())}** · "
+                                + safe_markdown(turn.text))
+            else:
+                for step in view.steps:
+                    st.markdown(f"**{step.step_id}** · {safe_markdown(step.source)} · "
+                                + safe_markdown(_preview(step)))
+            return
+        conversation = load_graded_conversation(db, case.item_uid)
+        if conversation is None:
+            st.caption("This conversation is no longer in the database.")
+            return
+        for turn in conversation.turns:
+            st.markdown(f"**{safe_markdown(turn.speaker.capitalize())}** · " + safe_markdown(turn.text))
+        if conversation.completion:
+            st.markdown("**The graded reply**"
+                        + (f" · {safe_markdown(conversation.model)}" if conversation.model else ""))
+            show_text(conversation.completion, key=f"adj_reply:{case.item_id}")
+
+
 def rubric_mode() -> None:
     """One agent run or graded conversation at a time, each disputed criterion
     with the clinicians' verdicts and the judges', settled one by one."""
@@ -137,6 +167,7 @@ def rubric_mode() -> None:
                      f"{len(case.disputes)} disputed criteri{'on' if len(case.disputes) == 1 else 'a'}")
     head[1].page_link(page, label="Read the item (answering there makes you its reviewer)",
                       icon=":material/open_in_new:", query_params={"item": case.item_uid})
+    evidence(case)
     books = builtin_codebooks()
     for d in case.disputes:
         book = books.get(d.codebook)

@@ -93,6 +93,8 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     page = "\n".join(m.value for m in at.markdown)
     assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
     assert qs[0].text not in page  # agreed on: settled on its own
+    assert [e.label for e in at.expander][:1] == ["The conversation"]  # the evidence, on this page
+    assert "**Patient** · " in page or "**Agent** · " in page or " · agent · " in page
     assert at.radio[0].value is None  # nothing is chosen for the adjudicator ...
     at.button[0].click()  # the form's "Settle this criterion"
     at.run()
