@@ -32,7 +32,9 @@ from review.rubric_review import (
     STEP_CODEBOOK,
     is_reviewed,
     item_position,
+    item_questions,
     mark_step,
+    my_current_answers,
     neighbour,
     next_unreviewed,
     open_run,
@@ -106,8 +108,14 @@ if agent:
 if head.case_label:
     facts.append(f"case {code_span(head.case_label)}")
 reviewed = is_reviewed(db, reviewer.id, item_id)
-facts.append(":green-badge[:material/task_alt: reviewed by you]" if reviewed
-             else ":orange-badge[not yet reviewed by you]")
+if reviewed:
+    facts.append(":green-badge[:material/task_alt: reviewed by you]")
+else:
+    asked = [q.id for q in item_questions(db, item_id)]
+    mine = my_current_answers(db, reviewer.id, item_id)
+    done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
+    facts.append(f":orange-badge[in progress: {done} of {len(asked)} answered by you]" if done
+                 else ":orange-badge[not yet reviewed by you]")
 if head.failed:
     facts.append(":red-badge[:material/error: the run failed]")
 st.markdown(" · ".join(facts))

@@ -180,6 +180,7 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     at.button(key="rv_commit").click().run()
     assert f"0 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     assert at.button(key="trj_next_round").disabled  # ... but the run is not reviewed yet
+    assert any(f"in progress: 1 of {len(criteria)} answered by you" in m.value for m in at.markdown)
     for _ in criteria[1:]:
         at.button(key="rv_met").click().run()
     at.button(key="rv_commit").click().run()
