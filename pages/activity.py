@@ -17,20 +17,25 @@ progress_tab, audit_tab = st.tabs(["Reviewers", "Audit log"])
 
 with progress_tab:
     rows = [asdict(p) for p in reviewer_progress(db)]
-    st.caption("Answers given in the app (imported labels are not counted). Pace counts active "
-               "time only: gaps over ten minutes are left out.")
+    for row in rows:  # a pace with nothing to measure is a dash, not "None"
+        row["median_seconds"] = "—" if row["median_seconds"] is None else f"{row['median_seconds']:.1f}"
+        row["per_hour"] = "—" if row["per_hour"] is None else f"{row['per_hour']:.0f}"
+    st.caption("Answers: given in the app, revisions included; imported: brought in with an "
+               "import (a spreadsheet, a study's files), counted apart. Pace counts active time "
+               "in the app only: gaps over ten minutes are left out.")
     st.dataframe(
         rows, hide_index=True, width="stretch",
         column_config={
             "name": "Reviewer", "role": "Role", "specialty": "Specialty",
             "answers": st.column_config.NumberColumn("Answers"),
+            "imported": st.column_config.NumberColumn("Imported"),
             "items": st.column_config.NumberColumn("Items"),
             "revisions": st.column_config.NumberColumn("Revisions"),
             "skips": st.column_config.NumberColumn("Skips"),
             "cannot_assess": st.column_config.NumberColumn("Cannot assess"),
             "flags": st.column_config.NumberColumn("Flags"),
-            "median_seconds": st.column_config.NumberColumn("Median s / item", format="%.1f"),
-            "per_hour": st.column_config.NumberColumn("Answers / hour", format="%.0f"),
+            "median_seconds": st.column_config.TextColumn("Median s / item"),
+            "per_hour": st.column_config.TextColumn("Answers / hour"),
             "last_active": "Last active",
         },
     )

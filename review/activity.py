@@ -60,6 +60,8 @@ class ReviewerProgress:
     specialty: str | None
     answers: int
     """Answers given in the app (not imported), revisions included."""
+    imported: int
+    """Answers that came in with an import (a spreadsheet, a study's files)."""
     items: int
     """Distinct items answered."""
     revisions: int
@@ -83,9 +85,11 @@ def reviewer_progress(store: Store) -> list[ReviewerProgress]:
         stamps = [datetime.fromisoformat(x["created_at"]) for x in rows]
         active = sum(min((b - a).total_seconds(), 600) for a, b in zip(stamps, stamps[1:], strict=False))
         flags = store.scalar("SELECT COUNT(*) FROM flags WHERE rater_id = ? AND raised = 1", (r["id"],))
+        imported = store.scalar("SELECT COUNT(*) FROM annotations WHERE rater_id = ? AND source = 'import'",
+                                (r["id"],))
         out.append(ReviewerProgress(
             name=r["name"], role=r["role"] or "reviewer", specialty=r["specialty"],
-            answers=len(rows), items=len({x["item_id"] for x in rows}),
+            answers=len(rows), imported=imported, items=len({x["item_id"] for x in rows}),
             revisions=sum(1 for x in rows if x["supersedes_id"]),
             skips=sum(1 for x in rows if x["status"] == "skipped"),
             cannot_assess=sum(1 for x in rows if x["status"] == "cannot_assess"),

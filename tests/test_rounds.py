@@ -211,7 +211,12 @@ def test_progress_counts_pace_and_time(demo):
     for i, item in enumerate(r[0] for r in demo.query("SELECT id FROM items WHERE kind='prefix' LIMIT 3")):
         commit_answer(demo, me, item, 1, "0A", seconds_on_task=[4.0, 6.0, 20.0][i])
     row = next(p for p in reviewer_progress(demo) if p.name == "Counter")
-    assert (row.answers, row.items, row.median_seconds) == (3, 3, 6.0)
+    assert (row.answers, row.imported, row.items, row.median_seconds) == (3, 0, 3, 6.0)
+    # The demo's clinicians answered by import: counted apart, not as zero work.
+    okafor = next(p for p in reviewer_progress(demo) if p.name == "Dr. Amara Okafor")
+    assert okafor.imported == demo.scalar(
+        "SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = 'Dr. Amara Okafor' AND a.source = 'import'") > 0
 
 
 # -- rounds over agent runs and graded conversations -------------------------------------------
