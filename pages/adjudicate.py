@@ -306,7 +306,7 @@ wanted = st.query_params.get("round")
 scope = top[0].selectbox(
     "Answers from", scopes,
     index=scopes.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in scopes else 0,
-    format_func=lambda s: names.get(s, "All clinicians' answers (no round)"))
+    format_func=lambda s: names.get(s, "All clinicians' answers (no review round)"))
 question_key = None
 if scope is None:
     texts = dict(db.query(
@@ -327,7 +327,7 @@ if not queue:
 pos = min(st.session_state.get("adj_pos", 0), len(queue) - 1)
 case = queue[pos]
 item = load_item(db, case.item_id)
-st.progress((pos + 1) / len(queue), text=f"Disagreement {pos + 1} of {len(queue)}")
+st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.markdown(code_span(item.uid) + (f" · model {code_span(item.model)}" if item.model else ""))

@@ -19,8 +19,8 @@ from review.rounds import (
 )
 
 BLINDING_WORDS = {
-    "blind": "Fully blind: machine and reference labels never shown",
-    "reveal_after_commit": "Reveal machine and reference labels after each answer",
+    "blind": "Fully blind: labels never shown",
+    "reveal_after_commit": "Reveal labels after each answer",
     "suggest": "Show machine labels up front (speed run)",
 }
 
@@ -86,7 +86,9 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
                                                "none": "nothing"}.get)
-        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get)
+        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get,
+                                  help="Labels: the machines' (mapper, judges) and the reference "
+                                       "(gold) ones. Other reviewers' answers are never shown.")
         minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)
         match = st.checkbox("Prefer reviewers whose specialty matches the item's")
         distance = st.number_input("Send to adjudication from an ordinal distance of", 1, 3, 1)

@@ -231,7 +231,8 @@ def mark_panel(sid: int) -> None:
         row = st.columns([3, 2], vertical_alignment="center")
         row[0].text_input("Note", key=note_key, label_visibility="collapsed",
                           placeholder="Note on this step (optional)", persist_state="session")
-        row[1].button(f"Save the mark on step {sid}", key="trj_save_mark", shortcut="M",
+        row[1].button(f"Save step {sid}", key="trj_save_mark", shortcut="M",
+                      help=f"Save the mark on step {sid} (M)",
                       type="primary", width="stretch", disabled=not ready or unchanged,
                       icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
         with st.expander("What the error types and severities mean"):

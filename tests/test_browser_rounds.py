@@ -50,10 +50,10 @@ def test_two_reviewers_then_an_adjudicator(demo_copy):
         page.goto(f"{url}/adjudicate?reviewer={quote('Dr. Sam Rivera')}&round={rid}")
         wait_for_app(page)
         main = page.get_by_test_id("stMain")
-        page.wait_for_function("() => document.body.innerText.includes('Disagreement 1 of 2')")
+        page.wait_for_function("() => document.body.innerText.includes('Item 1 of 2 with disagreements')")
         assert "Rev One" not in main.inner_text()  # names hidden by default
         for remaining in (2, 1):
-            assert f"Disagreement 1 of {remaining}" in main.inner_text()
+            assert f"Item 1 of {remaining} with disagreements" in main.inner_text()
             main.get_by_test_id("stRadioGroup").get_by_text("Urgent care (1B)").click()
             main.get_by_label("Reason", exact=True).click()  # nothing is chosen for the adjudicator
             page.get_by_role("option", name="the item is ambiguous", exact=True).click()

@@ -204,7 +204,7 @@ def test_majority_of_clinicians_and_its_ties(store, three_clinicians):
 
 def test_adjudicated_falls_back_to_the_majority_and_says_so(store, three_clinicians):
     table = ratings_for(store, PREFIX_Q, ["group:adjudicated"])
-    assert any("no adjudicated answer exists yet" in n for n in table.notes)
+    assert any("no adjudicated answer to this question yet" in n for n in table.notes)
     assert [row[0] for row in table.values] == [A, B, C]
     # adjudication settles p3 as an answer of the reference rater 'adjudicated'
     write(store, [RaterRecord(ADJUDICATED, "reference", role="adjudicated"),

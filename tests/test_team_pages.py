@@ -95,11 +95,11 @@ def test_adjudicate_progress_and_codebook_screens_render(demo_copy, monkeypatch)
     at = app_as("Dr. Sam Rivera", demo_copy, monkeypatch).run()
     at.switch_page("pages/adjudicate.py").run()
     assert not at.exception
-    assert "Disagreement 1 of" in at.get("progress")[0].proto.text
+    assert "Item 1 of" in at.get("progress")[0].proto.text
     at.button(key="adj_pos:Next").click().run()  # the queue's Next (→)
-    assert "Disagreement 2 of" in at.get("progress")[0].proto.text
+    assert "Item 2 of" in at.get("progress")[0].proto.text
     at.button(key="adj_pos:Previous").click().run()
-    assert "Disagreement 1 of" in at.get("progress")[0].proto.text
+    assert "Item 1 of" in at.get("progress")[0].proto.text
     at.switch_page("pages/activity.py").run()
     assert not at.exception
     at.switch_page("pages/codebook.py").run()

@@ -155,7 +155,8 @@ def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, 
         settled, fallback, ties = adjudicated_labels(answers)
         notes = []
         if not settled:
-            notes.append("no adjudicated answer exists yet: the clinicians' majority stands in")
+            notes.append("no adjudicated answer to this question yet: the clinicians' majority "
+                         "stands in")
         elif fallback:
             notes.append(f"{_plural(len(fallback), 'unit')} not adjudicated: the clinicians' "
                          "majority stands in")
