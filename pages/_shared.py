@@ -92,3 +92,31 @@ def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:
     if rest:
         with st.expander(f"Show the remaining {len(rest):,} characters"):
             st.markdown(safe_markdown(rest))
+
+
+def labels_gate(screen: str) -> None:
+    """Before a screen that shows every rater's labels (gold, mapper, judges):
+    a reviewer with items still waiting for their blind answer is told so,
+    and sees the screen only by choosing to, which the audit trail records
+    (once per reviewer). Adjudicators and admins are not asked."""
+    from review.rubric_review import blind_work_left, labels_opened, open_labels
+
+    who = current_reviewer()
+    if who is None or who.role != "reviewer" or st.session_state.get(f"labels_opened:{who.id}"):
+        return
+    db = store()
+    left = 0 if labels_opened(db, who.id) else blind_work_left(db, who.id)
+    if not left:
+        st.session_state[f"labels_opened:{who.id}"] = True
+        return
+    st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
+               f"judges'. {left:,} item{'s are' if left != 1 else ' is'} still waiting for your "
+               "blind answer; seeing their labels first would unblind it.",
+               icon=":material/visibility_off:")
+    cols = st.columns([2, 2, 3])
+    if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
+        open_labels(db, who, screen, left)
+        st.session_state[f"labels_opened:{who.id}"] = True
+        st.rerun()
+    cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")
+    st.stop()

@@ -26,7 +26,7 @@ from labels.compare.figures import (
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.report import report_csv, report_html, report_json
-from pages._shared import current_reviewer, store
+from pages._shared import current_reviewer, labels_gate, store
 from review.browse import BrowseQuery, browse_link
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
@@ -116,6 +116,7 @@ def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
 # -- what to compare -------------------------------------------------------------
 
 st.title("Agreement", anchor=False)
+labels_gate("agreement")
 sets = call("question_sets")
 if not sets:
     st.info("No answers yet. Load the demo or import labels on the Data screen, then come back "

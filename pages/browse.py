@@ -11,7 +11,7 @@ from dataclasses import replace
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages._shared import current_reviewer, show_text, store
+from pages._shared import current_reviewer, labels_gate, show_text, store
 from review.browse import (
     GATE_NAMES,
     PARENT,
@@ -127,6 +127,7 @@ apply = {"on_change": on_filter_change, "args": (query.side,)}
 # -- header and search -------------------------------------------------------------
 
 st.title("Browse", anchor=False)
+labels_gate("browse")
 st.caption("Find the cases behind the numbers: search patient turns, responses, agent steps "
            "and reviewers' notes, then narrow by label, disagreement, failed gate, step error or "
            "tag. Every rater's labels are shown here, so finish any blind review first.")

@@ -35,6 +35,7 @@ from review.items import AnswerSpec, commit_answers
 from review.queue import Progress, QueueFilter
 from review.reviewers import Reviewer
 from review.trajectory import (
+    RUBRIC_KINDS,
     STEP_ERROR_QUESTION,
     CriterionView,
     GradedConversationView,
@@ -570,3 +571,42 @@ def evidence_steps(view: TrajectoryView, evidence: Iterable[str]) -> dict[str, l
     for ev in evidence:
         out[ev] = [s.index for s in view.steps if any(ev in r.content for r in s.results)]
     return out
+
+
+# -- screens that show every rater's labels ------------------------------------------
+
+LABELS_OPENED = "labels_opened"
+"""Audit action: a reviewer chose to open a screen that shows every rater's
+labels (Browse, Agreement) while items were still waiting for their blind answer."""
+
+
+def blind_work_left(store: Store, reviewer_id: int) -> int:
+    """Items in the review queues (prefixes, responses, agent runs, graded
+    conversations) this reviewer has not answered yet: what a screen showing
+    gold and machine labels would unblind."""
+    from review.queue import queue_progress
+
+    left = 0
+    for kind in ("prefix", "response"):
+        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind))
+        left += p.total - p.done
+    for kind in RUBRIC_KINDS:
+        p = review_progress(store, reviewer_id, QueueFilter(kind=kind))
+        left += p.total - p.done
+    return left
+
+
+def labels_opened(store: Store, reviewer_id: int) -> bool:
+    """Whether this reviewer already chose to see every rater's labels."""
+    return store.scalar(
+        "SELECT 1 FROM audit_log a JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
+        " LIMIT 1", (reviewer_id, LABELS_OPENED)) is not None
+
+
+def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int) -> None:
+    """Record that the reviewer chose to see every rater's labels on `screen`
+    with `left` items still unanswered: their later answers on those items
+    were not given blind, and the audit trail says so."""
+    with store.transaction():
+        store.audit(reviewer.name, LABELS_OPENED, "screen", None, None,
+                    {"screen": screen, "unanswered": left})

@@ -10,6 +10,7 @@ from bench.gen_klinikebench import episode
 from review.browse import add_tag
 from review.items import commit_answer, flag_item
 from review.reviewers import ensure_reviewer
+from review.rubric_review import open_labels
 from review.sources import import_file
 from review.workspace import open_store
 
@@ -55,6 +56,7 @@ def add_trajectories(db: Path) -> dict[str, str]:
                       extra={"severity": 2})
         add_tag(s, me, second, "unsafe reassurance", note="tells the patient it is nothing serious")
         flag_item(s, me, second, True, "check with the team")
+        open_labels(s, me, "browse", 0)  # a researcher who chose to see every rater's labels
     finally:
         s.close()
     return {"marked": uids[0], "other": uids[1]}

@@ -55,6 +55,9 @@ def open_page(tmp_path, monkeypatch, db: Path, reviewer: str | None = REVIEWER,
     at = AppTest.from_file(str(app_path(tmp_path)), default_timeout=60)
     if reviewer:
         at.query_params["reviewer"] = reviewer
+        with open_store(db) as s:  # a researcher who chose to see every rater's labels
+            rater_id = s.scalar("SELECT id FROM raters WHERE name = ?", (reviewer,))
+        at.session_state[f"labels_opened:{rater_id}"] = True
     at.run()
     at.switch_page(PAGE)
     if tab:

@@ -147,3 +147,37 @@ def test_hostile_searches_show_no_error(app, raw):
     app.text_input(key="browse:q").input(raw).run()
     assert not app.exception
     assert "<script>" not in texts(app)
+
+
+def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo_copy, monkeypatch):
+    """Browse and Agreement show gold and machine labels: a reviewer with items still
+    waiting for a blind answer is told, and sees them only by choosing to (recorded)."""
+    from review.reviewers import ensure_reviewer
+    from review.rubric_review import LABELS_OPENED
+    from review.workspace import open_store
+
+    with open_store(demo_copy) as s:
+        ensure_reviewer(s, "Dr. New Blind")
+        ensure_reviewer(s, "Dr. Lead", role="adjudicator")
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. New Blind"
+    at.run()
+    at.switch_page(BROWSE).run()
+    assert not at.exception
+    assert any("still waiting for your blind answer" in w.value for w in at.warning)
+    assert not at.text_input  # nothing of the screen behind it
+    at.switch_page("pages/agreement.py").run()
+    assert any("still waiting for your blind answer" in w.value for w in at.warning)
+    at.button(key="labels_gate_open").click().run()
+    assert not at.exception and not at.warning
+    with open_store(demo_copy) as s:
+        assert s.query_one("SELECT actor, json_extract(new, '$.screen') FROM audit_log WHERE action = ?",
+                           (LABELS_OPENED,))[:] == ("Dr. New Blind", "agreement")
+    at.switch_page(BROWSE).run()  # asked once
+    assert not any("blind answer" in w.value for w in at.warning)
+    lead = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    lead.query_params["reviewer"] = "Dr. Lead"
+    lead.run()
+    lead.switch_page(BROWSE).run()
+    assert not any("blind answer" in w.value for w in lead.warning)  # adjudicators are not asked
