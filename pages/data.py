@@ -35,12 +35,19 @@ KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agen
 
 
 def show_counts() -> None:
-    counts = db.query("SELECT kind, COUNT(*) AS n, SUM(failed) AS failed FROM items GROUP BY kind")
+    # A graded conversation without a reply is the prompt its replies share: counted
+    # apart, as the Graded conversations screen counts only what can be graded.
+    counts = db.query(
+        "SELECT kind, COUNT(*) AS n, SUM(failed) AS failed, SUM(kind = 'graded_conversation'"
+        " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind")
     cols = counts_box.columns(max(len(counts), 1) + 1)
     for col, row in zip(cols, counts, strict=False):
-        col.metric(KIND_WORDS.get(row["kind"], row["kind"]), f"{row['n']:,}",
-                   help=f"{row['failed']:,} failed (kept, and shown as failures)"
-                   if row["failed"] else None)
+        notes = [f"{row['failed']:,} failed (kept, and shown as failures)"] if row["failed"] else []
+        if row["prompts"]:
+            notes.append(f"and {row['prompts']:,} prompts without a reply to grade (the "
+                         "conversation the graded replies share)")
+        col.metric(KIND_WORDS.get(row["kind"], row["kind"]), f"{row['n'] - row['prompts']:,}",
+                   help="; ".join(notes) or None)
     cols[-1].metric("Annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}",
                     help="Every answer by every rater, revisions included")
 

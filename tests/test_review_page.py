@@ -100,6 +100,12 @@ def test_codebook_and_data_screens_render(app, demo_copy):
     imports = s.scalar("SELECT COUNT(*) FROM imports")
     s.close()
     assert metrics["Prefixes"] == f"{prefixes:,}"
+    # Graded conversations: what the Graded conversations screen can grade, not the shared prompts.
+    with open_store(demo_copy) as s:
+        gradable = s.scalar("SELECT COUNT(*) FROM items WHERE kind = 'graded_conversation'"
+                            " AND json_extract(payload, '$.completion') IS NOT NULL")
+        assert gradable < s.scalar("SELECT COUNT(*) FROM items WHERE kind = 'graded_conversation'")
+    assert metrics["Graded conversations"] == f"{gradable:,}"
     history = app.dataframe[0].value  # the imports so far, newest first
     assert len(history) == imports > 0
     assert str(history["imported_at"].dtype).startswith("datetime64")
