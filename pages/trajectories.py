@@ -186,6 +186,9 @@ def pick(name: str, sid: int, value: object) -> None:
     st.session_state[f"trj_{name}:{reviewer.id}:{item_id}:{sid}"] = value
 
 
+SOURCE_WORDS = {"system": "system prompt", "user": "task as given", "patient": "patient's reply"}
+
+
 def mark_panel(sid: int) -> None:
     """Error type (keys 0-6), severity (Shift+1..5), note, save (M)."""
     saved = screen.marks.get(sid)
@@ -265,7 +268,13 @@ with left:
         with st.container(height=560 if size > 1500 else "content", border=True, autoscroll=False,
                           key="trj_step"):
             show_step(step, view, key=f"run:{item_id}", item_id=item_id)
-        mark_panel(step.step_id)
+        if step.source in ("system", "user", "patient"):
+            # What went wrong is the agent's conduct: the instructions, the task and the
+            # patient's words are context, not steps to mark.
+            st.caption(f"Step {step.step_id} is the {SOURCE_WORDS.get(step.source, step.source)}: "
+                       "marks are for the agent's steps.")
+        else:
+            mark_panel(step.step_id)
     dialogue(view)
 
 # -- the answer, the criteria and the verdict ------------------------------------------

@@ -108,6 +108,13 @@ def test_a_long_tool_output_is_cut_and_arguments_are_shown_as_data(db_path):
     assert any(b.proto.label.startswith("Download the whole output") for b in at.get("download_button"))
 
 
+def test_the_system_prompt_and_the_task_are_not_steps_to_mark(db_path):
+    at = open_page("pages/trajectories.py", item=KB_UID, step="1")
+    assert not at.exception
+    assert "trj_save_mark" not in [b.key for b in at.button]
+    assert any("marks are for the agent's steps" in c.value for c in at.caption)
+
+
 def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID, step="3")
     run = item_id(db_path, KB_UID)
