@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from pages._shared import begin_run, current_reviewer, server_mode, store
+from pages._steps import code_span
 from review.reviewers import (
     ROLES,
     can_adjudicate,
@@ -46,6 +47,10 @@ def reviewer_sidebar() -> None:
         if current:
             profile = ", ".join(p for p in (current.specialty, current.seniority) if p)
             st.caption(f"{current.role}" + (f" · {profile}" if profile else ""))
+        elif st.query_params.get("reviewer"):
+            # A link naming someone who is not in this database: say so, never guess.
+            st.warning(f"No reviewer named {code_span(st.query_params['reviewer'])} here: "
+                       "choose your name, or add yourself below.", icon=":material/person_off:")
         with st.popover("Add a reviewer", icon=":material/person_add:", width="stretch"):
             with st.form("add_reviewer", clear_on_submit=True, border=False):
                 name = st.text_input("Name")

@@ -120,3 +120,12 @@ def test_a_typed_rationale_comes_back_after_a_new_session(app, demo_copy):
     assert rationale_box(fresh, 1).value == "thunderclap onset?"
     assert any("Draft restored" in c.value for c in fresh.caption)
     assert human_answers(demo_copy) == []
+
+
+def test_a_link_naming_an_unknown_reviewer_says_so(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Nobody `x`"
+    at.run()
+    assert not at.exception
+    assert any("No reviewer named" in w.value and "Dr. Nobody" in w.value for w in at.sidebar.warning)
