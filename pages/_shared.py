@@ -8,7 +8,7 @@ import threading
 import streamlit as st
 
 from review.reviewers import Reviewer, find_reviewer
-from review.text import safe_markdown, split_long
+from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
 from store import Store
 
@@ -82,33 +82,43 @@ def require_reviewer() -> Reviewer:
 
 
 def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:
-    """Untrusted text as safe Markdown; very long text is cut, with the rest
+    """Untrusted text exactly as written (`review.text.safe_markdown`), its
+    fenced code blocks in code boxes; very long text is cut, with the rest
     behind an expander so the page never freezes."""
     if not text:
         st.caption(empty)
         return
     head, rest = split_long(text)
-    st.markdown(safe_markdown(head))
+    _show_blocks(head)
     if rest:
         with st.expander(f"Show the remaining {len(rest):,} characters"):
-            st.markdown(safe_markdown(rest))
+            _show_blocks(rest)
 
 
-def labels_gate(screen: str) -> None:
-    """Before a screen that shows every rater's labels (gold, mapper, judges):
-    a reviewer with items still waiting for their blind answer is told so,
-    and sees the screen only by choosing to, which the audit trail records
-    (once per reviewer). Adjudicators and admins are not asked."""
+def _show_blocks(text: str) -> None:
+    for kind, language, body in text_blocks(text):
+        if kind == "code":
+            st.code(body, language=language, wrap_lines=True)
+        else:
+            st.markdown(safe_markdown(body))
+
+
+def labels_gate(screen: str, stop: bool = True) -> bool:
+    """Before a screen (or a part of one: `stop` False) that shows every
+    rater's labels (gold, mapper, judges): a reviewer with items still waiting
+    for their blind answer is told so, and sees them only by choosing to,
+    which the audit trail records (once per reviewer). Adjudicators and admins
+    are not asked. True when the labels may be shown."""
     from review.rubric_review import blind_work_left, labels_opened, open_labels
 
     who = current_reviewer()
     if who is None or who.role != "reviewer" or st.session_state.get(f"labels_opened:{who.id}"):
-        return
+        return True
     db = store()
     left = 0 if labels_opened(db, who.id) else blind_work_left(db, who.id)
     if not left:
         st.session_state[f"labels_opened:{who.id}"] = True
-        return
+        return True
     st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
                f"judges'. {left:,} item{'s are' if left != 1 else ' is'} still waiting for your "
                "blind answer; seeing their labels first would unblind it.",
@@ -119,4 +129,6 @@ def labels_gate(screen: str) -> None:
         st.session_state[f"labels_opened:{who.id}"] = True
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")
-    st.stop()
+    if stop:
+        st.stop()
+    return False

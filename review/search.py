@@ -512,7 +512,6 @@ def item_excerpt(store: Store, item_ids: Sequence[int], chars: int = 280) -> dic
 
 # -- showing snippets ------------------------------------------------------------
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 
 
 def snippet_markdown(snippet: str) -> str:
@@ -521,7 +520,7 @@ def snippet_markdown(snippet: str) -> str:
     snippet = re.sub(f"{MARK_END}(\\s+){MARK_START}", r"\1", snippet)  # adjacent matches: one bold run
     out = []
     for i, piece in enumerate(re.split(f"[{MARK_START}{MARK_END}]", snippet)):
-        piece = safe_markdown(_MD_SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", piece)))
+        piece = safe_markdown(re.sub(r"\s+", " ", piece))
         out.append(f"**{piece.strip()}**" if i % 2 and piece.strip() else piece)
     return "".join(out).strip()
 
@@ -529,7 +528,7 @@ def snippet_markdown(snippet: str) -> str:
 def plain_markdown(text: str | None) -> str:
     """Untrusted text shown exactly as written inside Markdown (an id, a name):
     nothing in it formats, links or loads."""
-    return safe_markdown(_MD_SPECIAL.sub(r"\\\1", " ".join((text or "").split())))
+    return safe_markdown(" ".join((text or "").split()))
 
 
 def snippet_plain(snippet: str, marks: tuple[str, str] = ("«", "»")) -> str:

@@ -104,3 +104,16 @@ def adjudicate_screen(path: Path, monkeypatch, what: str):
     at.switch_page("pages/adjudicate.py").run()
     assert not at.exception, at.exception
     return at
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown made by `review.text.safe_markdown` (and
+    of the screens' own Markdown around it): escapes dropped, the references
+    and word joiners it writes decoded, hard breaks as line breaks."""
+    import re
+    import string
+
+    from review.text import WORD_JOINER
+
+    text = markdown.replace("  \n", "\n").replace("&#58;", ":").replace("&#160;", " ")
+    return re.sub(r"\\([" + re.escape(string.punctuation) + "])", r"\1", text).replace(WORD_JOINER, "")

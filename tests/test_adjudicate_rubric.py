@@ -14,7 +14,7 @@ from review.adjudication import (
 from review.reviewers import ensure_reviewer
 from review.rubric_review import CANNOT_ASSESS, Verdict, commit_verdicts, find_item, item_questions
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db
+from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -90,7 +90,7 @@ def open_screen(tmp_path, monkeypatch, a_says, b_says, uid=None):
 
 def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatch):
     at, path, item, qs = open_screen(tmp_path, monkeypatch, ["met", "met"], ["met", "not_met"])
-    page = "\n".join(m.value for m in at.markdown)
+    page = "\n".join(shown(m.value) for m in at.markdown)
     assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
     assert qs[0].text not in page  # agreed on: settled on its own
     assert [e.label for e in at.expander][:1] == ["The conversation"]  # the evidence, on this page

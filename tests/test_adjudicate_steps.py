@@ -14,7 +14,7 @@ from review.adjudication import (
 from review.reviewers import ensure_reviewer
 from review.rubric_review import find_item, mark_step
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db
+from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -110,10 +110,11 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     mark_step(s, b, run, 2, "wrong_tool", 3)
     s.close()
     at = adjudicate_screen(path, monkeypatch, "steps")
-    page = "\n".join(m.value for m in at.markdown)
+    page = "\n".join(shown(m.value) for m in at.markdown)
     assert "**Step 3**" in page and "**Step 2**" not in page  # step 2: the same error, settled alone
     assert "Reviewer A · Unsafe action · severity 5 (Critical)" in page and "Dr. A" not in page
-    assert any("&lt;b&gt;sent home&lt;/b&gt;" in c.value for c in at.caption)  # a note is data
+    assert any(shown(c.value) == "<b>sent home</b> with chest pain" and "<b>" not in c.value
+               for c in at.caption)  # a note is data: shown as written, with nothing to render
     assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
     next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
     next(x for x in at.selectbox if x.label == "Severity").set_value(4)

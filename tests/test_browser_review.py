@@ -62,7 +62,7 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         ]
         # The reveal of the last answer shows the gold label.
         # (the current item is unanswered, so its own labels are still hidden)
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "Your answer to demo_case_0001_r03" in main and "Gold" in main
         assert "stay hidden until you answer" not in main
 
@@ -78,7 +78,7 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         release_focus(page)
         page.keyboard.press("3")
         wait_for_progress(page, "1 of 255")
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "demo:mapper@v1" in main and "demo:mapper@v2" in main and "Gold" in main
         page.screenshot(path=str(demo_copy.parent / "review.png"), full_page=True)
 

@@ -63,7 +63,7 @@ def press(page, key: str) -> None:
 
 
 def assert_payloads_inert(page) -> None:
-    main = page.get_by_test_id("stMain").inner_text()
+    main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
     assert SCRIPT in main and IMG in main  # shown as the text it is
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
@@ -101,7 +101,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
         wait_text(page, "step 2 of 4")
 
         # Criteria: Y, N, U answer the current one and move on; Ctrl+Enter commits.
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "klinikebench-verifier" not in main and "asked at step 3" not in main
         for n, key in enumerate(("y", "n", "u", "y", "n", "y", "y", "n", "y"), start=1):
             press(page, key)
@@ -112,7 +112,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
         assert [a[1:3] for a in answers[:3]] == [("answered", "met"), ("answered", "not_met"),
                                                  ("cannot_assess", None)]
         assert len(answers) == 9
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "klinikebench-verifier" in main and "asked at step 3" in main  # the reveal
         assert "reviewed by you" in main
         assert_payloads_inert(page)
@@ -125,7 +125,7 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
         page.goto(f"{url}/graded?reviewer=Dr.+Keys&item=hb:p-inv-1::c1")
         wait_text(page, "Completion under review")
         assert_payloads_inert(page)
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "It says to stop the soap." not in main
         ready_for_keys(page)
         for n, key in enumerate(("y", "n", "n"), start=1):
@@ -133,7 +133,7 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
             wait_text(page, f"Commit {n} answer")
         press(page, "Control+Enter")
         wait_text(page, "Committed 3 answers.")
-        main = page.get_by_test_id("stMain").inner_text()
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "It says to stop the soap." in main and "Lips only, not breathing." in main
         press(page, "f")  # flag it to come back to
         page.get_by_role("button", name="Unflag").wait_for()

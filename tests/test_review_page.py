@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from review.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
+from tests.helpers import shown
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     ]
     assert "2 of 85 answered by you" in app.get("progress")[0].proto.text
     # The last answer is revealed beside the next item: the gold label appears.
-    texts = " ".join(m.value for m in app.markdown)
+    texts = " ".join(shown(m.value) for m in app.markdown)
     assert "Your answer to `demo_case_0001_r02`" in texts
     assert "**Gold**" in texts
 
@@ -69,7 +70,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     captions = " ".join(c.value for c in app.caption)
     assert "Response · aster-7b" in captions
     app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
-    texts = " ".join(m.value for m in app.markdown)
+    texts = " ".join(shown(m.value) for m in app.markdown)
     assert "demo:mapper@v1" in texts and "demo:mapper@v2" in texts
     # The prefix's gold answers another question: shown as what the response should have
     # done, not as agreeing or differing with my reading of the response.

@@ -48,7 +48,7 @@ from store import writer as writer_module
 from store.records import ItemRecord
 from store.writer import RecordWriter
 from tests.browse_data import FABRICATED, add_trajectories
-from tests.helpers import table_counts
+from tests.helpers import shown, table_counts
 
 SAFETY_TAGS = {"missed urgent escalation", "unsafe reassurance", "unsafe remote dosing",
                "fabricated evidence", "unsupported claim"}
@@ -431,5 +431,5 @@ def test_case_study_sheet_quotes_the_case_and_names_reviewers_on_request(with_ru
     letter = "ABCDEFGH"[humans.index("Dr. Browse Test")]
     assert "Dr. Browse Test" not in md and f"Clinician {letter}" in md
     demo_ids = selected_item_ids(s, BrowseQuery(text="reflection", kinds=("response",)), limit=2)
-    sheet = case_study_markdown(gather_cases(s, demo_ids, with_blocks=True))
+    sheet = shown(case_study_markdown(gather_cases(s, demo_ids, with_blocks=True)))
     assert "Patient, round 1" in sheet and "| Rater | Label |" in sheet

@@ -4,6 +4,7 @@ the real app script, a database built by importing invented files."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from review.sources import import_file
 from review.sources.clinicare import trial_uid
 from review.workspace import open_store
 from tests.conftest import ROOT
+from tests.helpers import shown
 from tests.review_fixtures import HOSTILE, IMG, KB_UID, LONG_OUTPUT, SCRIPT, import_all
 
 REVIEWER = "Dr. Screen Test"
@@ -44,11 +46,16 @@ def open_page(page: str, **params: str) -> AppTest:
     return at
 
 
-def texts(at: AppTest) -> str:
-    """Every Markdown string the page sent (markdown, captions, alerts)."""
+def sent(at: AppTest) -> str:
+    """Every Markdown string the page sent (markdown, captions, alerts), as sent."""
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
     parts += [e.value for kind in ("success", "error", "warning", "info") for e in getattr(at, kind)]
     return "\n".join(parts)
+
+
+def texts(at: AppTest) -> str:
+    """What a reader sees of it (see `tests.helpers.shown`)."""
+    return shown(sent(at))
 
 
 def rows(path: Path, sql: str, params=()) -> list[tuple]:
@@ -250,7 +257,7 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     assert not at.exception
     page = texts(at)
     assert "It says to stop the soap." in page and "Lips only, not breathing." in page
-    scores = {m.label: m.value for m in at.metric}
+    scores = {shown(m.label): m.value for m in at.metric}
     assert scores == {"You": "0.62", "openai:grader-x@v1": "0.62"}  # 5 of 8 positive points
     assert any(e.label.startswith("Reference: the physician-written") for e in at.expander)
     at.button(key="rv_up").click().run()  # the focus stays on the last criterion: up, then down
@@ -333,10 +340,9 @@ def test_items_without_a_completion_are_out_of_the_queue_but_open_by_link(db_pat
 ])
 def test_script_and_image_payloads_in_a_model_message_stay_text(db_path, page, params):
     at = open_page(page, **params)
-    sent = texts(at)
-    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in sent
-    assert "&lt;img src=x onerror=&quot;" in sent or "&lt;img src=x onerror=\"window.__pwned=1\"&gt;" in sent
-    assert "<script" not in sent and "<img" not in sent
+    raw = sent(at)
+    assert SCRIPT in shown(raw) and IMG in shown(raw)  # shown as the text it is ...
+    assert not re.search(r"(?<!\\)<(script|img)", raw)  # ... every '<' escaped: nothing to run
     assert len(at.get("html")) == 0
     assert HOSTILE and SCRIPT and IMG  # the payloads the fixture planted
 
