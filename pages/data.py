@@ -16,7 +16,7 @@ from labels.llm import (
     run_plan,
     shipped_versions,
 )
-from pages._shared import current_reviewer, store
+from pages._shared import current_reviewer, labels_gate, store
 from review.demo import load_demo
 from review.export import export_annotations, export_carebench_labels
 from review.sources import FORMATS, ImportOptions, InputError, import_file
@@ -93,23 +93,29 @@ if not db.scalar("SELECT 1 FROM items LIMIT 1"):
             st.write(line)
 show_counts()
 
+def export_section() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        a_csv = Path(tmp) / "annotations.csv"
+        export_annotations(db, a_csv)
+        a_jsonl = Path(tmp) / "annotations.jsonl"
+        export_annotations(db, a_jsonl)
+        labels = Path(tmp) / "carebench_labels.csv"
+        n_labels, ties = export_carebench_labels(db, labels)
+        c = st.columns(3)
+        c[0].download_button("All annotations (CSV)", a_csv.read_bytes(), "carelens_annotations.csv",
+                             "text/csv", width="stretch")
+        c[1].download_button("All annotations (JSONL)", a_jsonl.read_bytes(),
+                             "carelens_annotations.jsonl", "application/jsonl", width="stretch")
+        c[2].download_button(f"Clinician labels, CARE-Bench CSV ({n_labels})", labels.read_bytes(),
+                             "carebench_labels.csv", "text/csv", width="stretch")
+        if ties:
+            st.caption(f"{len(ties)} prefixes have no majority label and are left out of the "
+                       "CARE-Bench CSV.")
+
+
 st.subheader("Export", anchor=False)
-with tempfile.TemporaryDirectory() as tmp:
-    a_csv = Path(tmp) / "annotations.csv"
-    export_annotations(db, a_csv)
-    a_jsonl = Path(tmp) / "annotations.jsonl"
-    export_annotations(db, a_jsonl)
-    labels = Path(tmp) / "carebench_labels.csv"
-    n_labels, ties = export_carebench_labels(db, labels)
-    c = st.columns(3)
-    c[0].download_button("All annotations (CSV)", a_csv.read_bytes(), "carelens_annotations.csv",
-                         "text/csv", width="stretch")
-    c[1].download_button("All annotations (JSONL)", a_jsonl.read_bytes(),
-                         "carelens_annotations.jsonl", "application/jsonl", width="stretch")
-    c[2].download_button(f"Clinician labels, CARE-Bench CSV ({n_labels})", labels.read_bytes(),
-                         "carebench_labels.csv", "text/csv", width="stretch")
-    if ties:
-        st.caption(f"{len(ties)} prefixes have no majority label and are left out of the CARE-Bench CSV.")
+if labels_gate("export", stop=False):  # every rater's labels are in the files
+    export_section()
 
 st.subheader("Imports so far", anchor=False)
 history = pd.DataFrame([dict(r) for r in db.query(

@@ -181,3 +181,22 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     lead.run()
     lead.switch_page(BROWSE).run()
     assert not any("blind answer" in w.value for w in lead.warning)  # adjudicators are not asked
+
+
+def test_the_exports_of_every_raters_labels_ask_first_too(demo_copy, monkeypatch):
+    from review.reviewers import ensure_reviewer
+    from review.workspace import open_store
+
+    with open_store(demo_copy) as s:
+        ensure_reviewer(s, "Dr. Export Blind")
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Export Blind"
+    at.run()
+    at.switch_page("pages/data.py").run()
+    assert not at.exception
+    assert not at.get("download_button")  # the files hold every rater's labels ...
+    assert any("still waiting for your blind answer" in w.value for w in at.warning)
+    assert at.get("file_uploader")  # ... the rest of the screen is there
+    at.button(key="labels_gate_open").click().run()
+    assert len(at.get("download_button")) == 3
