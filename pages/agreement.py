@@ -262,8 +262,9 @@ def headline_cards(report) -> None:
     ceiling = report.ceiling_for(head.key) if head else None
     if ceiling is None and report.ceiling:
         # The same statistic on both sides: the first multi-rater coefficient both have.
-        shared = next((k for k in forest_keys(qs.level)
-                       if report.coefficient(k) is not None and report.ceiling_for(k) is not None), None)
+        shared = next((k for k in forest_keys(qs.level) if k != "percent_agreement"  # a card of its own
+                       and report.coefficient(k) is not None and report.ceiling_for(k) is not None),
+                      None)
         if shared is not None:
             head, ceiling = report.coefficient(shared), report.ceiling_for(shared)
     cards = []  # (label, value, caption, help)
