@@ -183,7 +183,7 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
         _leave_round_item(round_id)
         return
     except ValueError as exc:
-        st.session_state["rv_flash"] = ("error", str(exc))
+        st.session_state["rv_flash"] = ("error", safe_markdown(str(exc)))
         return
     if round_id is not None and late_for_round(s, ids) is not None:
         # Kept, outside the round (its places were taken while the reviewer
@@ -549,7 +549,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             item_id = (unfinished_in_round(db, this_round.id, reviewer.id)
                        or reserve_next_item(store(), this_round.id, reviewer))
         except RoundError as exc:
-            st.error(str(exc))
+            st.error(safe_markdown(str(exc)))
             st.stop()
         if item_id is None:
             before = answered_outside(db, this_round.id, reviewer.id)

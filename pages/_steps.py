@@ -46,7 +46,7 @@ def code_span(text: object) -> str:
 
 def label_text(text: object) -> str:
     """Data inside a badge or another bracketed Markdown directive."""
-    return safe_markdown(str(text)).replace("[", "\\[").replace("]", "\\]")
+    return safe_markdown(str(text))  # brackets included: nothing in it can close the directive
 
 
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)

@@ -84,7 +84,7 @@ def try_settle(round_id: int | None, item_id: int, value: str | None, reason: st
     try:
         settle(db, round_id, item_id, me, value, reason, note, question_key=question_key)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(safe_markdown(str(exc)))
     else:
         st.rerun()
 
@@ -213,7 +213,7 @@ def settle_step_form(item_id: int, step_id: int, error: str | None, severity: in
         settle_step(db, item_id, step_id, me, error, None if error == NO_ERROR else severity,
                     reason, note)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(safe_markdown(str(exc)))
     else:
         st.rerun()
 

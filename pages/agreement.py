@@ -84,7 +84,7 @@ def review_links(units) -> None:
     who = current_reviewer()
     lines = []
     for unit in units:
-        text = md(unit.item_uid).replace("[", "\\[").replace("]", "\\]")
+        text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
         if unit.item_kind in SCREENS:
             href = review_href(unit.item_uid, unit.item_kind, who.name if who else None)
             lines.append(f"- [{text}]({href})")

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages._shared import current_reviewer, labels_gate, show_text, store
+from pages._steps import code_span
 from review.browse import (
     GATE_NAMES,
     PARENT,
@@ -44,6 +45,7 @@ from review.browse import (
     view_item_ids,
 )
 from review.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
 W = "browse:"  # prefix of this page's widget keys
@@ -157,7 +159,8 @@ def facet_widget(facet: Facet) -> None:
 
     options = list(by_value)
     if facet.field in PILL_FACETS and len(options) <= 6:
-        st.pills(facet.title, options, selection_mode="multi", format_func=fmt,
+        # A pill's label is read as Markdown (a drop-down's is not): data in it is escaped.
+        st.pills(facet.title, options, selection_mode="multi", format_func=lambda v: safe_markdown(fmt(v)),
                  key=W + facet.field, wrap=True, **apply)
     else:
         st.multiselect(facet.title, options, format_func=fmt, key=W + facet.field,
@@ -215,7 +218,7 @@ def show_side_by_side(uid: str) -> None:
     with st.container(border=True):
         head, close = st.columns([6, 1], vertical_alignment="center")
         if view is None:
-            head.warning(f"No item {uid!r} to show side by side.")
+            head.warning(f"No item {code_span(uid)} to show side by side.")
         else:
             head.markdown(f"**Side by side** · all responses to "
                           f"[{plain_markdown(view.prefix_uid)}]({item_link('prefix', view.prefix_uid)})")
@@ -280,7 +283,7 @@ def tag_controls(item: ResultItem, tag_names: list[str]) -> None:
         st.button("Add tag", key=f"{W}tag_add:{item.item_id}", type="primary",
                   on_click=on_tag, args=(item.item_id, True))
         for tag, target in item.tags:
-            st.button(f"Remove {tag}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
+            st.button(f"Remove {safe_markdown(tag)}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
                       key=f"{W}untag:{item.item_id}:{tag}:{target}", icon=":material/close:",
                       on_click=on_tag, args=(item.item_id, False, tag, target))
 
@@ -420,9 +423,9 @@ def tags_tab() -> None:
             try:
                 create_tag(db, name, reviewer.name, description, parent)
             except ValueError as exc:
-                st.error(str(exc))
+                st.error(safe_markdown(str(exc)))
             else:
-                st.success(f"Added {name!r}.")
+                st.success(f"Added {safe_markdown(repr(name))}.")
 
 
 def share_tab() -> None:
@@ -439,9 +442,9 @@ def share_tab() -> None:
                 try:
                     save_view(db, name, query, reviewer.name)
                 except ValueError as exc:
-                    st.error(str(exc))
+                    st.error(safe_markdown(str(exc)))
                 else:
-                    st.success(f"Saved as {name!r}.")
+                    st.success(f"Saved as {safe_markdown(repr(name))}.")
     else:
         st.caption("Choose who is reviewing in the sidebar to save views.")
     views = saved_views(db)

@@ -9,6 +9,7 @@ from codebook import CodebookError, builtin_codebooks
 from pages._shared import current_reviewer, store
 from review.codebook_versions import codebook_history, current_codebook, edit_label
 from review.reviewers import is_admin
+from review.text import safe_markdown
 
 st.title("Codebook", anchor=False)
 db = store()
@@ -69,7 +70,7 @@ if is_admin(me):
                 try:
                     version = edit_label(db, me, key, code, changes, note)
                 except CodebookError as exc:
-                    st.error(str(exc))
+                    st.error(safe_markdown(str(exc)))
                 else:
-                    st.success(f"Saved as version {version}.")
+                    st.success(f"Saved as version {safe_markdown(version)}.")
                     st.rerun()

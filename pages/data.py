@@ -20,6 +20,7 @@ from pages._shared import current_reviewer, labels_gate, store
 from review.demo import load_demo
 from review.export import export_annotations, export_carebench_labels
 from review.sources import FORMATS, ImportOptions, InputError, import_file
+from review.text import safe_markdown
 from review.workspace import default_db_path
 
 st.title("Data", anchor=False)
@@ -78,8 +79,9 @@ if go and uploads:
                                                    name=f"upload:{up.name}"),
                                      progress=progress)
             except InputError as exc:
-                status.update(label=f"{up.name}: nothing was imported", state="error")
-                st.error(f"{up.name}: nothing was imported. {str(exc).replace(str(path), up.name)}",
+                status.update(label=f"{safe_markdown(up.name)}: nothing was imported", state="error")
+                st.error(safe_markdown(f"{up.name}: nothing was imported. "
+                                       f"{str(exc).replace(str(path), up.name)}"),
                          icon=":material/error:")
             else:
                 status.update(label=f"{up.name}: imported", state="complete")
@@ -168,13 +170,13 @@ def _secrets_keys() -> dict[str, str]:
 
 if estimate or run:
     if not version.startswith({"map": "mapper", "judge": "judge", "extract": "extract"}[task]):
-        st.error(f"Prompt version {version} is not a {task} prompt.")
+        st.error(safe_markdown(f"Prompt version {version} is not a {task} prompt."))
         st.stop()
     try:
         plan = plan_run(db, task, model_spec, version, int(limit) or None,
                         {"dataset": dataset} if dataset else None)
     except (ValueError, PromptError, MissingKeyError) as exc:
-        st.error(str(exc))
+        st.error(safe_markdown(str(exc)))
         st.stop()
     st.info(plan.summary(), icon=":material/receipt_long:")
     if run and plan.units:
@@ -184,7 +186,7 @@ if estimate or run:
                                progress=lambda p: bar.progress(p.fraction, text=p.text()),
                                use_batch=use_batch, keys=_secrets_keys(), actor=actor)
         except (RunAborted, MissingKeyError) as exc:
-            st.error(str(exc))
+            st.error(safe_markdown(str(exc)))
         else:
             bar.progress(1.0, text="Done")
             st.success(summary.text())

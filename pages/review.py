@@ -171,11 +171,11 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
             round_id=this_round.id if this_round else None,
         )
     except RoundError as exc:
-        st.session_state["flash"] = ("warning", str(exc))
+        st.session_state["flash"] = ("warning", safe_markdown(str(exc)))
         _advance_from(item_id)
         return
     except ValueError as exc:
-        st.session_state["flash"] = ("error", str(exc))
+        st.session_state["flash"] = ("error", safe_markdown(str(exc)))
         return
     st.session_state["last_committed"] = item_id
     if this_round and late_for_round(s, [annotation_id]) is not None:
@@ -194,7 +194,7 @@ def on_skip(item_id: int, question_id: int) -> None:
         skip_item(db_for_callback(), reviewer, item_id, question_id, reason, mode=mode,
                   round_id=this_round.id if this_round else None)
     except ValueError as exc:
-        st.session_state["flash"] = ("error", str(exc))
+        st.session_state["flash"] = ("error", safe_markdown(str(exc)))
         return
     _advance_from(item_id)
 
@@ -312,9 +312,9 @@ with left:
                 show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Response · {item.model}")
+                st.caption(f"Response · {safe_markdown(item.model)}")
                 if item.failed:
-                    st.error(f"Generation failed: {item.error or 'no reason given'}",
+                    st.error("Generation failed: " + safe_markdown(item.error or "no reason given"),
                              icon=":material/error:")
                 else:
                     show_text(item.response, key=f"response:{item.id}")

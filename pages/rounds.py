@@ -17,6 +17,7 @@ from review.rounds import (
     is_rubric_round,
     list_rounds,
 )
+from review.text import safe_markdown
 
 BLINDING_WORDS = {
     "blind": "Fully blind: labels never shown",
@@ -101,7 +102,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                     blinding=blinding, reservation_minutes=int(minutes),
                     adjudicate_distance=int(distance), limit=int(limit) or None), me)
             except RoundError as exc:
-                st.error(str(exc))
+                st.error(safe_markdown(str(exc)))
             else:
                 screen = ("Trajectories" if question == criteria_round_key("trajectory") else
                           "Graded conversations" if is_rubric_round(question) else "Review")
@@ -121,6 +122,6 @@ with st.form("grant"):
         try:
             grant_role(db, me, who, role)
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(safe_markdown(str(exc)))
         else:
             st.rerun()

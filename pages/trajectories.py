@@ -170,7 +170,7 @@ def save_mark(sid: int) -> None:
             round_id=opened.round_id,
             seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
     except ValueError as exc:
-        st.session_state["trj_flash"] = ("error", str(exc))
+        st.session_state["trj_flash"] = ("error", safe_markdown(str(exc)))
         return
     what = book.label(err).short
     if sev and err != NO_ERROR:

@@ -67,7 +67,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     app.query_params["kind"] = "response"
     app.run()
     assert not app.exception
-    captions = " ".join(c.value for c in app.caption)
+    captions = " ".join(shown(c.value) for c in app.caption)
     assert "Response · aster-7b" in captions
     app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
     texts = " ".join(shown(m.value) for m in app.markdown)
@@ -130,3 +130,26 @@ def test_a_link_naming_an_unknown_reviewer_says_so(demo_copy, monkeypatch):
     at.run()
     assert not at.exception
     assert any("No reviewer named" in w.value and "Dr. Nobody" in w.value for w in at.sidebar.warning)
+
+
+def test_a_providers_error_text_is_shown_as_written(demo_copy, monkeypatch, tmp_path):
+    from review.sources import import_file
+    from review.workspace import open_store
+    from tests.helpers import write_jsonl
+
+    hostile = "rate limited ![x](http://evil.example/e.png) :red[retry] <b>now</b>"
+    path = write_jsonl(tmp_path / "raw_generations.jsonl", [{
+        "prefix_id": "demo_case_0001_r01", "model": "m-err", "raw_model_response": None,
+        "generation_failed": True, "error_message": hostile}])
+    with open_store(demo_copy) as s:
+        import_file(s, path)
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Mei Tanaka"
+    at.query_params["kind"] = "response"
+    at.query_params["item"] = "demo_case_0001_r01::m-err"
+    at.run()
+    assert not at.exception
+    error = next(e.value for e in at.error if "Generation failed" in e.value)
+    assert shown(error) == f"Generation failed: {hostile}"
+    assert "![" not in error and ":red[" not in error and "<b>" not in error
