@@ -133,7 +133,7 @@ def _result(result: ResultView, key: str, item_id: int | None) -> None:
             where = ref.path or name or "unknown"
             st.caption(f"Delegated to a subagent run: {code_span(where)}"
                        + ("" if ref.embedded_index is not None else " (kept outside this file)"))
-        elif st.button(f"Open subagent run {name}" if name else "Open subagent run",
+        elif st.button(f"Open subagent run {safe_markdown(name)}" if name else "Open subagent run",
                        key=f"sub:{key}:{ref.embedded_index}", icon=":material/account_tree:"):
             subagent_dialog(item_id, ref.embedded_index)
 
