@@ -236,7 +236,7 @@ def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_pat
 
 def test_an_embedded_subagent_run_opens(db_path):
     at = open_page("pages/trajectories.py", item="harbor:trial-9__abc", step="3")
-    button = next(b for b in at.button if b.label.startswith("Open subagent run child-1"))
+    button = next(b for b in at.button if shown(b.label).startswith("Open subagent run child-1"))
     button.click().run()
     assert not at.exception
     assert "Child agent: the chart shows no fever." in texts(at)
