@@ -278,7 +278,8 @@ def steps_mode() -> None:
                     st.caption(safe_markdown(a.note))
             with st.form(f"settle_s:{case.item_id}:{d.step_id}", border=False):
                 cols = st.columns([3, 2, 2], vertical_alignment="bottom")
-                error = cols[0].selectbox("Settled mark", codes, index=None, format_func=error_words,
+                error = cols[0].selectbox("Settled mark", codes, index=None,  # a drop-down: plain text
+                                          format_func=lambda c: book.label(c).short,
                                           placeholder="Choose the mark")
                 severity = cols[1].selectbox(
                     "Severity", list(levels), index=None, format_func=lambda lv: f"{lv} · {levels[lv]}",
