@@ -19,6 +19,7 @@ from review.reviewers import (
     list_reviewers,
     reviewer_for_login,
 )
+from review.text import safe_markdown
 from review.workspace import default_db_path
 
 # A local icon: a Material icon name as page_icon makes the browser fetch
@@ -46,7 +47,7 @@ def reviewer_sidebar() -> None:
             st.rerun()
         if current:
             profile = ", ".join(p for p in (current.specialty, current.seniority) if p)
-            st.caption(f"{current.role}" + (f" · {profile}" if profile else ""))
+            st.caption(f"{current.role}" + (f" · {safe_markdown(profile)}" if profile else ""))
         elif st.query_params.get("reviewer"):
             # A link naming someone who is not in this database: say so, never guess.
             st.warning(f"No reviewer named {code_span(st.query_params['reviewer'])} here: "
@@ -62,7 +63,7 @@ def reviewer_sidebar() -> None:
                     try:
                         added = ensure_reviewer(store(), name, specialty, seniority, role)
                     except ValueError as exc:
-                        st.error(str(exc))
+                        st.error(safe_markdown(str(exc)))
                     else:
                         st.session_state["reviewer"] = added.name
                         st.query_params["reviewer"] = added.name
@@ -81,8 +82,8 @@ def signed_in_sidebar() -> None:
     reviewer = reviewer_for_login(store(), str(login), st.user.get("name"))
     st.session_state["reviewer"] = reviewer.name
     with st.sidebar:
-        st.markdown(f"**{reviewer.name}**")
-        st.caption(f"{reviewer.role} · signed in as {login}")
+        st.markdown(f"**{safe_markdown(reviewer.name)}**")
+        st.caption(f"{reviewer.role} · signed in as {safe_markdown(str(login))}")
         st.button("Sign out", on_click=st.logout, icon=":material/logout:")
 
 

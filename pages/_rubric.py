@@ -533,7 +533,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         words = done_text
     else:
         done, total = round_progress(db, this_round.id, reviewer.id)
-        all_done, words = False, f"reviewed by you in {this_round.name}"
+        all_done, words = False, f"reviewed by you in {safe_markdown(this_round.name)}"
     head_r.progress(done / total if total else 0.0,
                     text=f"{done} of {total} {words}" + (" · all done" if total and all_done else ""))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Callable
 
 import streamlit as st
@@ -48,13 +47,6 @@ def label_text(text: object) -> str:
     """Data inside a badge or another bracketed Markdown directive."""
     return safe_markdown(str(text))  # brackets included: nothing in it can close the directive
 
-
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def quiet_headings(text: str) -> str:
-    """Markdown headings in agent text shown as bold lines, not page-sized titles."""
-    return _HEADING.sub(lambda m: f"**{m.group(1).strip('* ')}**\n", text)
 
 
 def long_code(text: str, key: str) -> None:
@@ -166,7 +158,7 @@ def show_step(step: StepView, view: TrajectoryView, key: str, item_id: int | Non
         facts.append(":green-badge[:material/flag: declared the task complete]")
     st.markdown(" · ".join(facts))
     if step.message.strip():
-        show_text(quiet_headings(step.message), key=f"{key}:{step.step_id}:message")
+        show_text(step.message, key=f"{key}:{step.step_id}:message")
     elif not step.tool_calls:
         st.caption("(no message)")
     if step.reasoning:
@@ -276,7 +268,7 @@ def final_answer(view: TrajectoryView, go_to: Callable[[int], None]) -> None:
             st.button(f"Go to step {view.steps[answer.step_index].step_id}", key="go_answer",
                       on_click=go_to, args=(answer.step_index,), icon=":material/my_location:")
         with st.expander("The whole answer", expanded=len(answer.text) < 700):
-            show_text(quiet_headings(answer.text), key="final_answer_text")
+            show_text(answer.text, key="final_answer_text")
         if answer.evidence:
             st.markdown("**Cited evidence**")
             for ev, steps in evidence_steps(view, answer.evidence).items():

@@ -11,8 +11,9 @@ from dataclasses import replace
 import plotly.graph_objects as go
 import streamlit as st
 
+from labels.compare.figures import text as plotly_text
 from pages._shared import current_reviewer, labels_gate, show_text, store
-from pages._steps import code_span
+from pages._steps import code_span, label_text
 from review.browse import (
     GATE_NAMES,
     PARENT,
@@ -340,8 +341,8 @@ def show_item(item: ResultItem, tag_names: list[str]) -> None:
                 + (f" (severity {severity})" if severity else "")
                 for target, error, severity in item.step_marks) + "]")
         if item.failed_gates:
-            st.markdown(":red-badge[failed: " + ", ".join(
-                GATE_NAMES.get(g, g.replace("_", " ")) for g in item.failed_gates) + "]")
+            st.markdown(":red-badge[failed: " + ", ".join(  # gate names come from the file
+                label_text(GATE_NAMES.get(g, g.replace("_", " "))) for g in item.failed_gates) + "]")
         if item.tags:
             st.markdown(" ".join(
                 f":violet-badge[{plain_markdown(tag)}"
@@ -359,7 +360,7 @@ def show_item(item: ResultItem, tag_names: list[str]) -> None:
 def items_tab() -> None:
     flash = st.session_state.pop(W + "flash", None)
     if flash:
-        st.error(flash)
+        st.error(safe_markdown(flash))
     if page.text.ignored:
         st.caption("Not searched for: " + ", ".join(f"`{t.replace('`', '')}`" for t in page.text.ignored))
     chosen = [f"{f.title}: " + ", ".join(v.label for v in f.values if v.selected)
@@ -390,9 +391,9 @@ def tags_tab() -> None:
     used = [c for c in counts_now if c.items or c.steps]
     if used:
         fig = go.Figure([
-            go.Bar(y=[c.tag for c in used], x=[c.items for c in used], name="on the whole item",
+            go.Bar(y=[plotly_text(c.tag) for c in used], x=[c.items for c in used], name="on the whole item",
                    orientation="h", marker_color="#6f42c1"),
-            go.Bar(y=[c.tag for c in used], x=[c.steps for c in used], name="on a single step",
+            go.Bar(y=[plotly_text(c.tag) for c in used], x=[c.steps for c in used], name="on a single step",
                    orientation="h", marker_color="#c297f5"),
         ])
         top = max(c.items + c.steps for c in used)

@@ -66,10 +66,11 @@ if go and uploads:
         for up in uploads:
             path = Path(tmp) / Path(up.name).name
             path.write_bytes(up.getvalue())
-            status = st.status(f"Importing {up.name}…")
+            shown_name = safe_markdown(up.name)  # a status label is read as Markdown
+            status = st.status(f"Importing {shown_name}…")
 
             def progress(phase: str, done: int, total: int | None, status=status,
-                         name=up.name) -> None:
+                         name=shown_name) -> None:
                 status.update(label=f"{name}: {done:,} rows read…" if phase == "rows" else
                               f"{name}: committed; adding to the search index, "
                               f"{done:,} of {total:,} items…")
@@ -84,8 +85,9 @@ if go and uploads:
                                        f"{str(exc).replace(str(path), up.name)}"),
                          icon=":material/error:")
             else:
-                status.update(label=f"{up.name}: imported", state="complete")
-                st.success(result.summary().removeprefix("upload:"), icon=":material/check:")
+                status.update(label=f"{safe_markdown(up.name)}: imported", state="complete")
+                st.success(safe_markdown(result.summary().removeprefix("upload:")),
+                           icon=":material/check:")
 
 if not db.scalar("SELECT 1 FROM items LIMIT 1"):
     st.info("The database is empty.")
@@ -178,17 +180,17 @@ if estimate or run:
     except (ValueError, PromptError, MissingKeyError) as exc:
         st.error(safe_markdown(str(exc)))
         st.stop()
-    st.info(plan.summary(), icon=":material/receipt_long:")
+    st.info(safe_markdown(plan.summary()), icon=":material/receipt_long:")
     if run and plan.units:
         bar = st.progress(0.0, text="Starting")
         try:
             summary = run_plan(default_db_path(), plan, concurrency=int(concurrency),
-                               progress=lambda p: bar.progress(p.fraction, text=p.text()),
+                               progress=lambda p: bar.progress(p.fraction, text=safe_markdown(p.text())),
                                use_batch=use_batch, keys=_secrets_keys(), actor=actor)
         except (RunAborted, MissingKeyError) as exc:
             st.error(safe_markdown(str(exc)))
         else:
             bar.progress(1.0, text="Done")
-            st.success(summary.text())
-            for message in summary.messages:
-                st.warning(message)
+            st.success(safe_markdown(summary.text()))
+            for message in summary.messages:  # may quote a provider's error or a model's reply
+                st.warning(safe_markdown(message))

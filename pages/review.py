@@ -139,7 +139,7 @@ else:
     progress = queue_progress(db, reviewer.id, filt)
 st.progress(progress.done / progress.total if progress.total else 0.0,
             text=f"{progress.done} of {progress.total} answered by you"
-            + (f" in {this_round.name}" if this_round else "")
+            + (f" in {safe_markdown(this_round.name)}" if this_round else "")
             + (" · all done" if progress.total and not progress.remaining else ""))
 
 
@@ -297,12 +297,12 @@ left, right = st.columns([3, 2], gap="large")
 
 # -- the item ----------------------------------------------------------------
 with left:
-    facts = [f"`{item.uid}`", f"item {position} of {total}"]
+    facts = [code_span(item.uid), f"item {position} of {total}"]
     if item.round_id:
         facts.append(f"round {item.round_id}")
-    facts += [x for x in (item.split, item.dataset) if x]
+    facts += [safe_markdown(x) for x in (item.split, item.dataset) if x]
     if item.kind == "response" and item.model:
-        facts.append(f"model **{item.model}**")
+        facts.append(f"model **{safe_markdown(item.model)}**")
     st.markdown(" · ".join(facts))
     length = sum(len(r.patient_text) for r in item.rounds) + len(item.response or "")
     with st.container(height=560 if length > 1800 else "content", border=True):
@@ -377,7 +377,7 @@ with right:
             for a in answers:
                 what = label_name(item, a.value) if a.status == "answered" else STATUS_WORDS[a.status]
                 st.caption(f"{a.created_at[:19].replace('T', ' ')} · {a.phase.replace('_', ' ')} · {what}"
-                           + (f" — {a.rationale}" if a.rationale else ""))
+                           + (f" — {safe_markdown(a.rationale)}" if a.rationale else ""))
             show_reveal(item, current.value)
 
     with st.expander("Codebook: definitions and decision rules"):

@@ -274,7 +274,7 @@ def _clip(text: str) -> str:
 
 
 def _cell(text: Any) -> str:
-    return safe_markdown(" ".join(str(text).split())).replace("|", "\\|")
+    return safe_markdown(" ".join(str(text).split()))  # '|' included: a cell stays one cell
 
 
 def _mark_line(m: StepMark) -> str:
