@@ -40,7 +40,9 @@ def show_counts() -> None:
     # apart, as the Graded conversations screen counts only what can be graded.
     counts = db.query(
         "SELECT kind, COUNT(*) AS n, SUM(failed) AS failed, SUM(kind = 'graded_conversation'"
-        " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind")
+        " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind"
+        " ORDER BY CASE kind WHEN 'prefix' THEN 0 WHEN 'response' THEN 1 WHEN 'trajectory' THEN 2"
+        " WHEN 'graded_conversation' THEN 3 ELSE 4 END")
     cols = counts_box.columns(max(len(counts), 1) + 1)
     for col, row in zip(cols, counts, strict=False):
         notes = [f"{row['failed']:,} failed (kept, and shown as failures)"] if row["failed"] else []

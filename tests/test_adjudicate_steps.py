@@ -182,12 +182,21 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
 
 def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):
     from review.sources import import_file
+    from store.writer import InputError
+    from tests.helpers import table_counts
 
+    header = "item_id,rater,value,question,target,severity\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + f"{KB_UID},Dr. Other,no_error,trajectory.step_error,step:4,4\n")
+    before = table_counts(db)
+    with pytest.raises(InputError, match=r"bad.csv:2: a step marked no_error has no severity; got 4"):
+        import_file(db, bad, "labels-long")
+    assert table_counts(db) == before
     csv = tmp_path / "marks.csv"
-    csv.write_text("item_id,rater,value,question,target,severity\n"
-                   f"{KB_UID},Dr. Solo,wrong_tool,trajectory.step_error,step:03,2\n"
+    csv.write_text(header
+                   + f"{KB_UID},Dr. Solo,wrong_tool,trajectory.step_error,step:03,2\n"
                    f"{KB_UID},Dr. Solo,unsafe_action,trajectory.step_error,step:3,5\n"
-                   f"{KB_UID},Dr. Other,no_error,trajectory.step_error,step:4,4\n"
+                   f"{KB_UID},Dr. Other,no_error,trajectory.step_error,step:4,\n"
                    f"{KB_UID},Dr. Third,no_error,trajectory.step_error,step:04,\n")
     import_file(db, csv, "labels-long")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")

@@ -42,6 +42,12 @@ def admin(s):
     return ensure_reviewer(s, "Jordan Lee")
 
 
+def reviewers_per_item(s, rid) -> list[int]:
+    """For each item answered in the round, how many reviewers answered it there."""
+    return [r[0] for r in s.query(
+        "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
+
+
 def answer(s, rid, rev, value="0A"):
     item_id = reserve_next_item(s, rid, rev)
     if item_id is None:
@@ -124,8 +130,7 @@ def test_concurrent_reviewers_fill_every_item_exactly_k_times(demo_copy):
     s.close()
     assert work_at_once(demo_copy, reviewers, lambda local, rev: answer(local, rid, rev)) == []
     s = open_store(demo_copy)
-    counts = [r[0] for r in s.query(
-        "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
+    counts = reviewers_per_item(s, rid)
     assert len(counts) == 85 and set(counts) == {2}
     info = list_rounds(s)[0]
     assert (info.answers_given, info.answers_needed) == (170, 170)
@@ -251,8 +256,7 @@ def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
     s.close()
     assert work_at_once(demo_copy, reviewers, lambda local, rev: review_run(local, rid, rev)) == []
     s = open_store(demo_copy)
-    counts = [r[0] for r in s.query(
-        "SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ? GROUP BY item_id", (rid,))]
+    counts = reviewers_per_item(s, rid)
     assert len(counts) == runs and set(counts) == {2}
     info = next(r for r in list_rounds(s) if r.id == rid)
     assert info.kind == "trajectory" and (info.answers_given, info.answers_needed) == (2 * runs, 2 * runs)

@@ -73,9 +73,10 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
             if not target.startswith("step:") or not number.isdigit() or int(number) < 1:
                 raise InputError(f"{where}: target must be empty (the whole item) or step:N, "
                                  f"got {target!r}")
-            if _is_no_error(row["value"]):
-                severity = None  # a step checked and found right has no severity (as on the screen)
-            elif severity is None and status == "answered":
+            if _is_no_error(row["value"]) and severity is not None:
+                raise InputError(f"{where}: a step marked no_error has no severity; got {severity}"
+                                 " (leave severity empty)")
+            if not _is_no_error(row["value"]) and severity is None and status == "answered":
                 raise InputError(f"{where}: a step error mark needs a severity, 1 to 5")
         if severity is not None:
             if not target:
