@@ -147,13 +147,116 @@ def _settled(store: Store, question_id: int) -> dict[int, tuple[str | None, str 
 
 
 def _open(settled: tuple | None, agreed: tuple | None) -> bool:
-    """Whether a unit still needs settling: nothing settled yet, or settled
-    on its own ('unanimous') while what its raters agree on has changed since,
-    or while they no longer agree (`agreed` None): a later answer can undo an
+    """Whether a unit still needs settling: nothing settled yet, a settlement
+    withdrawn (REOPENED, see `reopen_broken`), or settled on its own
+    ('unanimous') while what its raters agree on has changed since, or while
+    they no longer agree (`agreed` None): a later answer can undo an
     agreement, never an adjudicator's ruling."""
-    if settled is None:
+    if settled is None or settled[0] == REOPENED:
         return True
     return settled[0] == "unanimous" and settled[1:] != agreed
+
+
+REOPENED = "reopened"
+"""The reason recorded when a settlement made on its own is withdrawn."""
+
+
+def reopen_broken(store: Store, conn, units) -> int:
+    """Withdraw each settlement made on its own ('unanimous') on these units
+    (item id, question id, target) that the clinicians' answers in force no
+    longer agree with, inside the caller's transaction: a later answer that
+    breaks an agreement leaves the unit without a settled answer (an
+    annotation by `adjudicated` with status 'skipped' and reason REOPENED),
+    so no screen or export goes on counting the old agreement as the
+    reference, and the unit goes to an adjudicator. Settled again on its own
+    if the clinicians come to agree once more. An adjudicator's ruling is
+    never withdrawn. Returns how many were withdrawn."""
+    row = conn.execute("SELECT id FROM raters WHERE name = ?", (ADJUDICATED,)).fetchone()
+    if row is None:
+        return 0
+    rater = row[0]
+    withdrawn = 0
+    for item_id, question_id, target in dict.fromkeys(units):
+        settled = conn.execute(
+            "SELECT id, status, value, json_extract(extra, '$.reason'),"
+            " json_extract(extra, '$.severity'), round_id FROM annotations WHERE item_id = ?"
+            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+            (item_id, question_id, rater, target)).fetchone()
+        if settled is None or settled[3] != "unanimous" or settled[1] != "answered":
+            continue
+        if target:
+            if not (target.startswith("step:") and target[5:].isdigit()):
+                continue
+            held = (settled[2], None if settled[4] is None else int(settled[4]))
+            agreed = _unit_step_agreement(conn, item_id, question_id, target)
+        else:
+            held = (settled[2],)
+            agreed = _unit_agreement(conn, item_id, question_id, settled[5])
+        if agreed == held:
+            continue
+        cur = conn.execute(
+            "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, phase,"
+            " source, supersedes_id, extra, created_at, round_id)"
+            " VALUES (?,?,?,?, 'skipped', NULL, 'after_reveal', 'adjudication', ?, ?, ?, ?)",
+            (item_id, question_id, rater, target, settled[0],
+             to_json({"reason": REOPENED, "adjudicator": None, "withdrawn": settled[2]}),
+             utcnow(), settled[5]))
+        store.audit("system", "reopen_settlement", "annotations", cur.lastrowid,
+                    {"value": settled[2], "reason": "unanimous"},
+                    {"item_id": item_id, "question_id": question_id, "target": target,
+                     "reason": REOPENED})
+        withdrawn += 1
+    return withdrawn
+
+
+def _unit_agreement(conn, item_id: int, question_id: int, round_id: int | None) -> tuple | None:
+    """What the clinicians agree on about a whole item, as the settling
+    functions count it: a round's answers once complete (`_complete_items`)
+    for a label settled in a round; the people's answers in force for a
+    rubric criterion (`_rubric_answers`); otherwise the answers in force of
+    two or more clinicians. None: no agreement."""
+    kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+    if round_id is not None:
+        needed = conn.execute("SELECT answers_needed FROM round_items WHERE round_id = ?"
+                              " AND item_id = ?", (round_id, item_id)).fetchone()
+        rows = conn.execute(
+            "SELECT a.status, a.value FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
+            " AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')"
+            " AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id"
+            " AND b.item_id = a.item_id AND b.rater_id = a.rater_id"
+            " AND b.question_id = a.question_id AND b.target = '')",
+            (round_id, item_id, question_id)).fetchall()
+        if needed is None or len(rows) < needed[0]:
+            return None
+    else:
+        who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
+        rows = conn.execute(
+            f"SELECT c.status, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
+            f" AND c.status IN ('answered', 'cannot_assess')", (item_id, question_id)).fetchall()
+        if len(rows) < 2:
+            return None
+    answers = [{"status": r[0], "value": r[1]} for r in rows]
+    return _agreed_verdict(answers)
+
+
+def _unit_step_agreement(conn, item_id: int, question_id: int, target: str) -> tuple | None:
+    """The clinicians' agreed mark on one step (`_agreed_step`), or None.
+    As `_step_marks` counts them: each clinician's newest mark on the step,
+    whichever spelling of its number (`step:03`) an older database holds."""
+    step = int(target.removeprefix("step:"))
+    marks: dict[int, dict] = {}
+    for r in conn.execute(
+            f"SELECT c.rater_id, c.status, c.value, json_extract(c.extra, '$.severity')"
+            f" FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target GLOB 'step:[0-9]*'"
+            f" AND CAST(substr(c.target, 6) AS INTEGER) = ? AND {people_sql('r')}"
+            f" ORDER BY c.id", (item_id, question_id, step)):
+        marks[r[0]] = {"status": r[1], "value": r[2], "severity": r[3]}
+    counted = [m for m in marks.values() if m["status"] in ("answered", "cannot_assess")]
+    if len(counted) < 2:
+        return None
+    return _agreed_step(counted)
 
 
 def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",

@@ -210,6 +210,10 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
                 late, round_id = round_id, None
         ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
                               source, round_id, late) for answer in answers]
+        from review.adjudication import reopen_broken
+
+        # An answer that breaks an agreement which settled on its own withdraws that settlement.
+        reopen_broken(store, conn, [(item_id, a.question_id, a.target) for a in answers])
         if round_id is not None and any(a.target == "" for a in answers) \
                 and _review_complete(store, conn, reviewer, item_id, answers):
             from review.rounds import complete_review

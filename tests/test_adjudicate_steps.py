@@ -147,7 +147,10 @@ def test_a_later_dissent_reopens_what_settled_itself_but_not_an_adjudicators_rul
     mark_step(db, a, run, 2, "wrong_tool", 2)
     mark_step(db, b, run, 2, "wrong_tool", 2)
     assert settle_unanimous_steps(db) == 1
+    assert settled_steps(db, run)["step:2"] == ("wrong_tool", 2, "unanimous")
     mark_step(db, c, run, 2, "no_error")  # a third clinician, later, disagrees
+    # The agreement it rested on is gone: no settled mark is in force any more.
+    assert settled_steps(db, run)["step:2"] == (None, None, "reopened")
     assert settle_unanimous_steps(db) == 0
     assert [d.step_id for d in step_queue(db, judge)[0].disputes] == [2]
     settle_step(db, run, 2, judge, "wrong_tool", 2, "reviewer_error")
@@ -178,6 +181,52 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
     assert settle_unanimous_rubric(db) == 1 and rubric_queue(db, judge) == []
     commit_verdicts(db, c, run, [Verdict(q.id, "not_met")])
     assert [d.question_id for d in rubric_queue(db, judge)[0].disputes] == [q.id]
+    in_force = db.query_one(
+        "SELECT c.status, c.value, json_extract(c.extra, '$.reason') AS reason,"
+        " json_extract(c.extra, '$.withdrawn') AS withdrawn FROM current_annotations c"
+        " JOIN raters r ON r.id = c.rater_id WHERE r.name = ? AND c.item_id = ? AND c.question_id = ?",
+        (ADJUDICATED, run, q.id))
+    assert tuple(in_force) == ("skipped", None, "reopened", "met")
+    # They come to agree again (C changes their mind): settled again, on its own.
+    commit_verdicts(db, c, run, [Verdict(q.id, "met")])
+    assert settle_unanimous_rubric(db) == 1 and rubric_queue(db, judge) == []
+
+
+def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tmp_path):
+    from labels.compare.answers import load_answers
+    from labels.compare.raters import columns_for
+    from review.activity import audit_entries
+    from review.adjudication import settle_unanimous_rubric
+    from review.rubric_review import Verdict, commit_verdicts, item_questions
+    from review.sources import import_file
+
+    a, b = (ensure_reviewer(db, f"Dr. {x}") for x in "AB")
+    run = find_item(db, KB_UID)
+    q = item_questions(db, run)[0]
+    for who in (a, b):
+        commit_verdicts(db, who, run, [Verdict(q.id, "met")])
+        mark_step(db, who, run, 2, "wrong_tool", 3)
+    assert settle_unanimous_rubric(db) == 1 and settle_unanimous_steps(db) == 1
+    csv = tmp_path / "late.csv"
+    csv.write_text("item_id,rater,value,question,target,severity\n"
+                   f"{KB_UID},Dr. B,not_met,{q.key},,\n"
+                   f"{KB_UID},Dr. B,wrong_tool,trajectory.step_error,step:2,4\n")
+    import_file(db, csv, "labels-long")
+    # The verdict no longer agrees: withdrawn. The step mark still does (severities 3 and 4
+    # are within the spread, the graver middle is 4): a changed agreement, also withdrawn.
+    assert settled_steps(db, run)["step:2"] == (None, None, "reopened")
+    reason = db.scalar(
+        "SELECT json_extract(c.extra, '$.reason') FROM current_annotations c JOIN raters r"
+        " ON r.id = c.rater_id WHERE r.name = ? AND c.item_id = ? AND c.question_id = ?",
+        (ADJUDICATED, run, q.id))
+    assert reason == "reopened"
+    assert len(audit_entries(db, action="reopen_settlement")) == 2
+    # The comparison screens no longer count the old agreement as the settled answer.
+    answers = load_answers(db, q.key)
+    _, columns, notes = columns_for(answers, "group:adjudicated")
+    assert any("not adjudicated" in n or "no adjudicated" in n for n in notes)
+    assert settle_unanimous_steps(db) == 1
+    assert settled_steps(db, run)["step:2"] == ("wrong_tool", 4, "unanimous")
 
 
 def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):

@@ -179,6 +179,12 @@ def test_a_label_that_settled_itself_reopens_when_a_reviewer_changes_their_answe
     judge = ensure_reviewer(demo, "Dr. Sam Rivera")
     assert settle_unanimous(demo, rid) == 1 and adjudication_queue(demo, rid, judge) == []
     commit_answer(demo, b, item, qid, "1B", round_id=rid)  # B revises after the reveal
+    # The old agreement is withdrawn at once, not left standing as the settled label.
+    withdrawn = demo.query_one(
+        "SELECT c.status, c.value, json_extract(c.extra, '$.reason') AS reason, c.round_id"
+        " FROM current_annotations c JOIN raters r ON r.id = c.rater_id WHERE r.name = ?"
+        " AND c.item_id = ?", (ADJUDICATED, item))
+    assert tuple(withdrawn) == ("skipped", None, "reopened", rid)
     assert settle_unanimous(demo, rid) == 0
     assert [d.item_id for d in adjudication_queue(demo, rid, judge)] == [item]
     settle(demo, rid, item, judge, "1A", "ambiguous_item")

@@ -272,6 +272,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
+            if writer.n_annotations:
+                _reopen_broken(store, conn, import_id)
             if options.rater:
                 rater_id = writer.rater_id(options.rater)
             dataset_id = next(iter(writer._datasets.values()), None)
@@ -303,6 +305,24 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         result.index_seconds = time.perf_counter() - started
     listener.reraise()
     return result
+
+
+def _reopen_broken(store: Store, conn, import_id: int) -> None:
+    """Clinicians' answers brought in by this import can break an agreement
+    that settled on its own: withdraw those settlements (see
+    `review.adjudication.reopen_broken`), in the import's transaction."""
+    from review.adjudication import ADJUDICATED, reopen_broken
+
+    adjudicated = conn.execute("SELECT id FROM raters WHERE name = ?", (ADJUDICATED,)).fetchone()
+    if adjudicated is None:
+        return  # nothing was ever settled
+    units = conn.execute(
+        "SELECT DISTINCT a.item_id, a.question_id, a.target FROM annotations a"
+        " JOIN raters r ON r.id = a.rater_id WHERE a.import_id = ? AND r.kind = 'human'"
+        " AND EXISTS (SELECT 1 FROM annotations s WHERE s.item_id = a.item_id"
+        " AND s.question_id = a.question_id AND s.rater_id = ? AND s.target = a.target)",
+        (import_id, adjudicated[0])).fetchall()
+    reopen_broken(store, conn, [tuple(u) for u in units])
 
 
 def rater_record_for(name: str, kind: str, **kw: Any) -> RaterRecord:
