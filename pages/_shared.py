@@ -107,26 +107,37 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     """Before a screen (or a part of one: `stop` False) that shows every
     rater's labels (gold, mapper, judges): a reviewer with items still waiting
     for their blind answer is told so, and sees them only by choosing to,
-    which the audit trail records (once per reviewer). Adjudicators and admins
+    which the audit trail records. Asked again when items they have not been
+    asked about arrive (an import) and wait for them. Adjudicators and admins
     are not asked. True when the labels may be shown."""
-    from review.rubric_review import blind_work_left, labels_opened, open_labels
+    from review.rubric_review import blind_work_left, labels_opened, newest_item, open_labels
 
     who = current_reviewer()
-    if who is None or who.role != "reviewer" or st.session_state.get(f"labels_opened:{who.id}"):
+    if who is None or who.role != "reviewer":
         return True
     db = store()
-    left = 0 if labels_opened(db, who.id) else blind_work_left(db, who.id)
+    newest = newest_item(db)
+    key = f"labels_opened:{who.id}"
+    if st.session_state.get(key) == newest:
+        return True  # checked since the last items came in
+    opened = labels_opened(db, who.id)
+    left = blind_work_left(db, who.id, after_item=opened)
     if not left:
-        st.session_state[f"labels_opened:{who.id}"] = True
+        st.session_state[key] = newest
         return True
+    if opened is None:
+        waiting = (f"{left:,} item{'s are' if left != 1 else ' is'} still waiting for your blind "
+                   "answer")
+    else:
+        waiting = (f"{left:,} item{'s' if left != 1 else ''} added since you last chose to see "
+                   f"them {'are' if left != 1 else 'is'} waiting for your blind answer")
     st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
-               f"judges'. {left:,} item{'s are' if left != 1 else ' is'} still waiting for your "
-               "blind answer; seeing their labels first would unblind it.",
+               f"judges'. {waiting}; seeing their labels first would unblind it.",
                icon=":material/visibility_off:")
     cols = st.columns([2, 2, 3])
     if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
         open_labels(db, who, screen, left)
-        st.session_state[f"labels_opened:{who.id}"] = True
+        st.session_state[key] = newest_item(db)
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")
     if stop:

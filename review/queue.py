@@ -23,6 +23,8 @@ class QueueFilter:
     model: str | None = None
     include_failed: bool = True
     """Failed generations are shown (as failures) unless excluded."""
+    after_item: int | None = None
+    """Only items added after the item of this row id."""
 
     def where(self) -> tuple[str, list]:
         clauses, params = ["i.kind = ?"], [self.kind]
@@ -40,6 +42,9 @@ class QueueFilter:
             params.append(self.model)
         if not self.include_failed:
             clauses.append("i.failed = 0")
+        if self.after_item is not None:
+            clauses.append("i.id > ?")
+            params.append(self.after_item)
         return " AND ".join(clauses), params
 
 

@@ -580,33 +580,46 @@ LABELS_OPENED = "labels_opened"
 labels (Browse, Agreement) while items were still waiting for their blind answer."""
 
 
-def blind_work_left(store: Store, reviewer_id: int) -> int:
+def blind_work_left(store: Store, reviewer_id: int, after_item: int | None = None) -> int:
     """Items in the review queues (prefixes, responses, agent runs, graded
     conversations) this reviewer has not answered yet: what a screen showing
-    gold and machine labels would unblind."""
+    gold and machine labels would unblind. `after_item`: only items added
+    after the item of that row id (those a reviewer who chose to see the
+    labels then has not been asked about)."""
     from review.queue import queue_progress
 
     left = 0
     for kind in ("prefix", "response"):
-        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind))
+        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after_item=after_item))
         left += p.total - p.done
     for kind in RUBRIC_KINDS:
-        p = review_progress(store, reviewer_id, QueueFilter(kind=kind))
+        p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after_item=after_item))
         left += p.total - p.done
     return left
 
 
-def labels_opened(store: Store, reviewer_id: int) -> bool:
-    """Whether this reviewer already chose to see every rater's labels."""
-    return store.scalar(
-        "SELECT 1 FROM audit_log a JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
-        " LIMIT 1", (reviewer_id, LABELS_OPENED)) is not None
+def labels_opened(store: Store, reviewer_id: int) -> int | None:
+    """None when this reviewer never chose to see every rater's labels; else
+    the newest item there was when they last chose to (0: before any item,
+    or a choice recorded before this was kept): items added since then have
+    not been asked about."""
+    row = store.query_one(
+        "SELECT coalesce(json_extract(a.new, '$.newest_item'), 0) FROM audit_log a"
+        " JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
+        " ORDER BY a.id DESC LIMIT 1", (reviewer_id, LABELS_OPENED))
+    return None if row is None else int(row[0])
+
+
+def newest_item(store: Store) -> int:
+    """The row id of the newest item (0: none): what a choice to see the labels covered."""
+    return store.scalar("SELECT coalesce(MAX(id), 0) FROM items")
 
 
 def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int) -> None:
     """Record that the reviewer chose to see every rater's labels on `screen`
     with `left` items still unanswered: their later answers on those items
-    were not given blind, and the audit trail says so."""
+    were not given blind, and the audit trail says so. Items added later are
+    asked about again (`labels_opened`)."""
     with store.transaction():
         store.audit(reviewer.name, LABELS_OPENED, "screen", None, None,
-                    {"screen": screen, "unanswered": left})
+                    {"screen": screen, "unanswered": left, "newest_item": newest_item(store)})

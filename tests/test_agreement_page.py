@@ -10,6 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from review.demo import load_demo
+from review.reviewers import find_reviewer
+from review.rubric_review import open_labels
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
 from store.writer import RecordWriter
@@ -57,8 +59,7 @@ def open_page(tmp_path, monkeypatch, db: Path, reviewer: str | None = REVIEWER,
     if reviewer:
         at.query_params["reviewer"] = reviewer
         with open_store(db) as s:  # a researcher who chose to see every rater's labels
-            rater_id = s.scalar("SELECT id FROM raters WHERE name = ?", (reviewer,))
-        at.session_state[f"labels_opened:{rater_id}"] = True
+            open_labels(s, find_reviewer(s, reviewer), "agreement", 0)
     at.run()
     at.switch_page(PAGE)
     if tab:

@@ -154,6 +154,7 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     waiting for a blind answer is told, and sees them only by choosing to (recorded)."""
     from review.reviewers import ensure_reviewer
     from review.rubric_review import LABELS_OPENED
+    from review.sources import import_file
     from review.workspace import open_store
 
     with open_store(demo_copy) as s:
@@ -174,8 +175,21 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     with open_store(demo_copy) as s:
         assert s.query_one("SELECT actor, json_extract(new, '$.screen') FROM audit_log WHERE action = ?",
                            (LABELS_OPENED,))[:] == ("Dr. New Blind", "agreement")
-    at.switch_page(BROWSE).run()  # asked once
+    at.switch_page(BROWSE).run()  # asked once ...
     assert not any("blind answer" in w.value for w in at.warning)
+    # ... until items they were not asked about arrive: a new case is imported.
+    new_case = demo_copy.parent / "new_case.jsonl"
+    new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
+                        ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
+    with open_store(demo_copy) as s:
+        import_file(s, new_case)
+    at.switch_page(BROWSE).run()
+    assert any("1 item added since you last chose to see them is waiting for your blind answer"
+               in w.value for w in at.warning)
+    at.button(key="labels_gate_open").click().run()
+    assert not at.warning
+    with open_store(demo_copy) as s:
+        assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ?", (LABELS_OPENED,)) == 2
     lead = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     lead.query_params["reviewer"] = "Dr. Lead"
     lead.run()
