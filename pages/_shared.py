@@ -129,8 +129,8 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
         waiting = (f"{left:,} item{'s are' if left != 1 else ' is'} still waiting for your blind "
                    "answer")
     else:
-        waiting = (f"{left:,} item{'s' if left != 1 else ''} added since you last chose to see "
-                   f"them {'are' if left != 1 else 'is'} waiting for your blind answer")
+        waiting = (f"{left:,} item{'s' if left != 1 else ''} added since you last chose to see the "
+                   f"labels {'are' if left != 1 else 'is'} waiting for your blind answer")
     st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
                f"judges'. {waiting}; seeing their labels first would unblind it.",
                icon=":material/visibility_off:")

@@ -70,6 +70,7 @@ SETTLE_REASONS = [r for r in REASONS if r != "unanimous"]
 # The settle forms start empty: a settled answer and its reason are always
 # chosen by the adjudicator, never recorded by one click on a default.
 CHOOSE = "Choose the settled answer and a reason first."
+REOPENED_NOTE = ":material/history: Reopened: this had settled on its own, until a later {what} changed the agreement."
 show_machine = st.toggle(
     "Show machine labels", value=False, key="adj_machine",
     help="Hidden by default: the settled answer is the reference the mapper and the judges "
@@ -173,6 +174,8 @@ def rubric_mode() -> None:
         book = books.get(d.codebook)
         with st.container(border=True, key=f"adj_c_{d.question_id}"):
             st.markdown(f"**{safe_markdown(d.text)}**")
+            if d.reopened:
+                st.caption(REOPENED_NOTE.format(what="answer"))
             for a in d.answers:
                 line = f"{safe_markdown(a.reviewer)} · {answer_words(a.value, a.status, book)}"
                 st.markdown(line + (f" · confidence {a.confidence}" if a.confidence else ""))
@@ -256,6 +259,8 @@ def steps_mode() -> None:
             head[1].page_link("pages/trajectories.py", label="Open the run at this step",
                               icon=":material/open_in_new:",
                               query_params={"item": case.item_uid, "step": str(d.step_id)})
+            if d.reopened:
+                st.caption(REOPENED_NOTE.format(what="mark"))
             if step is not None:
                 show_text(step.message, key=f"adj_s:{case.item_id}:{d.step_id}",
                           empty="(no message: see the tool calls in the run)")
@@ -345,6 +350,8 @@ with left:
 book = item.codebook
 with right:
     st.markdown("**The answers**")
+    if case.reopened:
+        st.caption(REOPENED_NOTE.format(what="answer"))
     for a in case.answers:
         with st.container(border=True):
             label = answer_words(a.value, a.status, book)

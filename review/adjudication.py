@@ -56,6 +56,8 @@ class Disagreement:
     machine_labels: list[tuple[str, str | None]] = field(default_factory=list)
     distance: int | None = None
     """Largest ordinal distance between the answers (None where not ordinal)."""
+    reopened: bool = False
+    """It had settled on its own; a later answer broke that agreement."""
 
 
 def _adjudicated_rater(conn) -> int:
@@ -159,6 +161,10 @@ def _open(settled: tuple | None, agreed: tuple | None) -> bool:
 
 REOPENED = "reopened"
 """The reason recorded when a settlement made on its own is withdrawn."""
+
+
+def _was_reopened(settled: tuple | None) -> bool:
+    return settled is not None and settled[0] == REOPENED
 
 
 def reopen_broken(store: Store, conn, units) -> int:
@@ -321,7 +327,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
             round_id, item_id, uid, question_id,
             [RoundAnswer(a["name"] if show_names else f"Reviewer {chr(65 + i)}", a["status"],
                          a["value"], a["rationale"], a["confidence"]) for i, a in enumerate(answers)],
-            [(m[0], m[1]) for m in machine], distance,
+            [(m[0], m[1]) for m in machine], distance, _was_reopened(done.get(item_id)),
         ))
     return out
 
@@ -374,6 +380,8 @@ class CriterionDispute:
     answers: list[RoundAnswer]
     machine: list[tuple[str, str | None]] = field(default_factory=list)
     """Judges' and verifiers' verdicts on the criterion: (rater, value)."""
+    reopened: bool = False
+    """It had settled on its own; a later answer broke that agreement."""
 
 
 @dataclass
@@ -471,7 +479,7 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
                 question_id, q["key"], q["text"], q["codebook"], q["kind"],
                 [RoundAnswer(a["name"] if show_names else names[a["rater_id"]], a["status"], a["value"],
                              a["rationale"], a["confidence"]) for a in answers],
-                [(m[0], m[1]) for m in machine]))
+                [(m[0], m[1]) for m in machine], _was_reopened(done.get((item_id, question_id)))))
         out.append(ItemDisputes(item_id, item["uid"], item["kind"], disputes))
     return out
 
@@ -494,6 +502,8 @@ class StepAnswer:
 class StepDispute:
     step_id: int
     answers: list[StepAnswer]
+    reopened: bool = False
+    """It had settled on its own; a later mark broke that agreement."""
 
 
 @dataclass
@@ -637,7 +647,8 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
                 StepAnswer(m["name"] if show_names else names[m["rater_id"]],
                            m["value"] if m["status"] == "answered" else None,
                            _severity(m) if m["value"] != "no_error" else None, m["rationale"])
-                for m in marks]) for step_id, marks in steps]))
+                for m in marks], _was_reopened(done.get((item_id, step_id))))
+             for step_id, marks in steps]))
     return out
 
 

@@ -152,7 +152,7 @@ def test_a_later_dissent_reopens_what_settled_itself_but_not_an_adjudicators_rul
     # The agreement it rested on is gone: no settled mark is in force any more.
     assert settled_steps(db, run)["step:2"] == (None, None, "reopened")
     assert settle_unanimous_steps(db) == 0
-    assert [d.step_id for d in step_queue(db, judge)[0].disputes] == [2]
+    assert [(d.step_id, d.reopened) for d in step_queue(db, judge)[0].disputes] == [(2, True)]
     settle_step(db, run, 2, judge, "wrong_tool", 2, "reviewer_error")
     assert step_queue(db, judge) == []
     mark_step(db, a, run, 2, "unsafe_action", 4)  # the ruling stands
@@ -180,7 +180,7 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
         commit_verdicts(db, who, run, [Verdict(q.id, "met")])
     assert settle_unanimous_rubric(db) == 1 and rubric_queue(db, judge) == []
     commit_verdicts(db, c, run, [Verdict(q.id, "not_met")])
-    assert [d.question_id for d in rubric_queue(db, judge)[0].disputes] == [q.id]
+    assert [(d.question_id, d.reopened) for d in rubric_queue(db, judge)[0].disputes] == [(q.id, True)]
     in_force = db.query_one(
         "SELECT c.status, c.value, json_extract(c.extra, '$.reason') AS reason,"
         " json_extract(c.extra, '$.withdrawn') AS withdrawn FROM current_annotations c"
@@ -275,3 +275,16 @@ def test_a_step_no_clinician_could_assess_is_a_disagreement(db):
     assert settle_unanimous_steps(db) == 0
     assert [(x.error, x.severity) for x in step_queue(db, judge)[0].disputes[0].answers] == [
         ("wrong_tool", 2), (None, None)]
+
+
+def test_the_adjudicator_is_told_a_step_was_reopened(tmp_path, monkeypatch):
+    path, s, a, b, run = adjudication_db(tmp_path)
+    c = ensure_reviewer(s, "Dr. C")
+    mark_step(s, a, run, 2, "wrong_tool", 2)
+    mark_step(s, b, run, 2, "wrong_tool", 2)
+    assert settle_unanimous_steps(s) == 1
+    mark_step(s, c, run, 2, "no_error")
+    s.close()
+    at = adjudicate_screen(path, monkeypatch, "steps")
+    assert any("Reopened: this had settled on its own, until a later mark changed the agreement"
+               in c.value for c in at.caption)

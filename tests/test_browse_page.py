@@ -184,7 +184,7 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     with open_store(demo_copy) as s:
         import_file(s, new_case)
     at.switch_page(BROWSE).run()
-    assert any("1 item added since you last chose to see them is waiting for your blind answer"
+    assert any("1 item added since you last chose to see the labels is waiting for your blind answer"
                in w.value for w in at.warning)
     at.button(key="labels_gate_open").click().run()
     assert not at.warning

@@ -186,7 +186,7 @@ def test_a_label_that_settled_itself_reopens_when_a_reviewer_changes_their_answe
         " AND c.item_id = ?", (ADJUDICATED, item))
     assert tuple(withdrawn) == ("skipped", None, "reopened", rid)
     assert settle_unanimous(demo, rid) == 0
-    assert [d.item_id for d in adjudication_queue(demo, rid, judge)] == [item]
+    assert [(d.item_id, d.reopened) for d in adjudication_queue(demo, rid, judge)] == [(item, True)]
     settle(demo, rid, item, judge, "1A", "ambiguous_item")
     commit_answer(demo, b, item, qid, "0B", round_id=rid)  # agreement again: the ruling stands
     assert settle_unanimous(demo, rid) == 0
