@@ -110,21 +110,24 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     which the audit trail records. Asked again when items they have not been
     asked about arrive (an import) and wait for them. Adjudicators and admins
     are not asked. True when the labels may be shown."""
-    from review.rubric_review import blind_work_left, labels_opened, newest_item, open_labels
+    from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
 
     who = current_reviewer()
     if who is None or who.role != "reviewer":
         return True
     db = store()
-    newest = newest_item(db)
-    key = f"labels_opened:{who.id}"
-    if st.session_state.get(key) == newest:
+    mark = labels_mark(db)
+    key, shown_key = f"labels_opened:{who.id}", f"labels_gate_shown:{who.id}"
+    if st.session_state.get(key) == mark:
         return True  # checked since the last items came in
     opened = labels_opened(db, who.id)
-    left = blind_work_left(db, who.id, after_item=opened)
+    left = blind_work_left(db, who.id, after=opened)
     if not left:
-        st.session_state[key] = newest
+        st.session_state[key] = mark
         return True
+    # A click is an answer to the warning shown before it: what that warning
+    # counted is what the choice covers (items imported meanwhile are asked about).
+    shown_before, st.session_state[shown_key] = st.session_state.get(shown_key), mark
     if opened is None:
         waiting = (f"{left:,} item{'s are' if left != 1 else ' is'} still waiting for your blind "
                    "answer")
@@ -136,8 +139,9 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
                icon=":material/visibility_off:")
     cols = st.columns([2, 2, 3])
     if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
-        open_labels(db, who, screen, left)
-        st.session_state[key] = newest_item(db)
+        covered = tuple(shown_before) if shown_before else mark
+        open_labels(db, who, screen, left, covered)
+        st.session_state[key] = covered
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")
     if stop:

@@ -138,14 +138,27 @@ def _answered_by(store: Store, rater_id: int) -> set[int]:
         "SELECT DISTINCT item_id FROM annotations WHERE rater_id = ?", (rater_id,))}
 
 
-def _settled(store: Store, question_id: int) -> dict[int, tuple[str | None, str | None]]:
-    """item -> (reason, value) of its settled answer in force. A settlement
-    whose reason is 'unanimous' was made by the tool, not an adjudicator: it
-    holds only while the answers in force still agree (see `_open`)."""
-    return {r[0]: (r[1], r[2]) for r in store.query(
-        "SELECT c.item_id, json_extract(c.extra, '$.reason'), c.value FROM current_annotations c"
-        " JOIN raters r ON r.id = c.rater_id WHERE r.name = ? AND c.question_id = ?"
-        " AND c.target = ''", (ADJUDICATED, question_id))}
+ELSEWHERE = "unanimous elsewhere"
+"""How `_settled` reports, to another scope, a settlement made on its own in
+a round (or outside rounds): it answers to the scope it was made in."""
+
+
+def _settled(store: Store, question_id: int,
+             round_id: int | None = None) -> dict[int, tuple[str | None, str | None]]:
+    """item -> (reason, value) of its settled answer in force, seen from the
+    scope `round_id` (a round, or None: all clinicians' answers). A
+    settlement whose reason is 'unanimous' was made by the tool, not an
+    adjudicator: it holds while the answers of the scope it was made in still
+    agree (see `_open`, `reopen_broken`); to any other scope it is settled
+    (ELSEWHERE): a round counts its own reviewers' answers, whatever others
+    answered outside it, and all clinicians' agreement is not undone by a
+    round's settlement."""
+    return {r[0]: ((ELSEWHERE if r[1] == "unanimous" and r[3] != round_id else r[1]), r[2])
+            for r in store.query(
+                "SELECT c.item_id, json_extract(c.extra, '$.reason'), c.value, c.round_id"
+                " FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                " WHERE r.name = ? AND c.question_id = ? AND c.target = ''",
+                (ADJUDICATED, question_id))}
 
 
 def _open(settled: tuple | None, agreed: tuple | None) -> bool:
@@ -169,8 +182,9 @@ def _was_reopened(settled: tuple | None) -> bool:
 
 def reopen_broken(store: Store, conn, units) -> int:
     """Withdraw each settlement made on its own ('unanimous') on these units
-    (item id, question id, target) that the clinicians' answers in force no
-    longer agree with, inside the caller's transaction: a later answer that
+    (item id, question id, target) that an answer it rests on now disagrees
+    with (in the scope it was made in, see `_dissents`), inside the caller's
+    transaction: a later answer that
     breaks an agreement leaves the unit without a settled answer (an
     annotation by `adjudicated` with status 'skipped' and reason REOPENED),
     so no screen or export goes on counting the old agreement as the
@@ -193,12 +207,11 @@ def reopen_broken(store: Store, conn, units) -> int:
         if target:
             if not (target.startswith("step:") and target[5:].isdigit()):
                 continue
+            marks = _unit_step_marks(conn, item_id, question_id, int(target[5:]))
             held = (settled[2], None if settled[4] is None else int(settled[4]))
-            agreed = _unit_step_agreement(conn, item_id, question_id, target)
-        else:
-            held = (settled[2],)
-            agreed = _unit_agreement(conn, item_id, question_id, settled[5])
-        if agreed == held:
+            if len(marks) < 2 or _agreed_step(marks) == held:
+                continue  # as `settle_unanimous_steps` counts: still agreed, or too few marks
+        elif not _dissents(conn, item_id, question_id, settled[2], settled[5]):
             continue
         cur = conn.execute(
             "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, phase,"
@@ -215,61 +228,54 @@ def reopen_broken(store: Store, conn, units) -> int:
     return withdrawn
 
 
-def _unit_agreement(conn, item_id: int, question_id: int, round_id: int | None) -> tuple | None:
-    """What the clinicians agree on about a whole item, as the settling
-    functions count it: a round's answers once complete (`_complete_items`)
-    for a label settled in a round; the people's answers in force for a
-    rubric criterion (`_rubric_answers`); otherwise the answers in force of
-    two or more clinicians. None: no agreement."""
-    kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+def _dissents(conn, item_id: int, question_id: int, value: str | None,
+              round_id: int | None) -> bool:
+    """Whether an answer the settlement rests on now differs from `value`
+    (another answer, or 'cannot assess'). For a settlement made in a round:
+    its reviewers' newest answers in that round (an answer outside it, or
+    late for it, does not count, as the round counts exactly its own; see
+    `_complete_items`). Otherwise the clinicians' answers in force: the
+    people who review (`people_sql`) for a rubric criterion, as
+    `_rubric_answers`; any human rater for a label, as `_complete_items`."""
     if round_id is not None:
-        needed = conn.execute("SELECT answers_needed FROM round_items WHERE round_id = ?"
-                              " AND item_id = ?", (round_id, item_id)).fetchone()
-        rows = conn.execute(
-            "SELECT a.status, a.value FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
-            " AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')"
+        return conn.execute(
+            "SELECT 1 FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
+            " AND a.question_id = ? AND a.target = ''"
+            " AND (a.status = 'cannot_assess' OR (a.status = 'answered' AND a.value IS NOT ?))"
             " AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id"
             " AND b.item_id = a.item_id AND b.rater_id = a.rater_id"
-            " AND b.question_id = a.question_id AND b.target = '')",
-            (round_id, item_id, question_id)).fetchall()
-        if needed is None or len(rows) < needed[0]:
-            return None
-    else:
-        who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
-        rows = conn.execute(
-            f"SELECT c.status, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
-            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
-            f" AND c.status IN ('answered', 'cannot_assess')", (item_id, question_id)).fetchall()
-        if len(rows) < 2:
-            return None
-    answers = [{"status": r[0], "value": r[1]} for r in rows]
-    return _agreed_verdict(answers)
+            " AND b.question_id = a.question_id AND b.target = '') LIMIT 1",
+            (round_id, item_id, question_id, value)).fetchone() is not None
+    kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+    who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
+    return conn.execute(
+        f"SELECT 1 FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+        f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
+        f" AND (c.status = 'cannot_assess' OR (c.status = 'answered' AND c.value IS NOT ?))"
+        f" LIMIT 1", (item_id, question_id, value)).fetchone() is not None
 
 
-def _unit_step_agreement(conn, item_id: int, question_id: int, target: str) -> tuple | None:
-    """The clinicians' agreed mark on one step (`_agreed_step`), or None.
-    As `_step_marks` counts them: each clinician's newest mark on the step,
-    whichever spelling of its number (`step:03`) an older database holds."""
-    step = int(target.removeprefix("step:"))
+def _unit_step_marks(conn, item_id: int, question_id: int, step: int) -> list[dict]:
+    """The clinicians' marks in force on one step, as `_step_marks` counts
+    them: marks that answer or cannot assess, the newest per clinician,
+    whichever spelling of the step (`step:03`) an older database holds."""
     marks: dict[int, dict] = {}
     for r in conn.execute(
             f"SELECT c.rater_id, c.status, c.value, json_extract(c.extra, '$.severity')"
             f" FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
             f" WHERE c.item_id = ? AND c.question_id = ? AND c.target GLOB 'step:[0-9]*'"
             f" AND CAST(substr(c.target, 6) AS INTEGER) = ? AND {people_sql('r')}"
-            f" ORDER BY c.id", (item_id, question_id, step)):
+            f" AND c.status IN ('answered', 'cannot_assess') ORDER BY c.id",
+            (item_id, question_id, step)):
         marks[r[0]] = {"status": r[1], "value": r[2], "severity": r[3]}
-    counted = [m for m in marks.values() if m["status"] in ("answered", "cannot_assess")]
-    if len(counted) < 2:
-        return None
-    return _agreed_step(counted)
+    return list(marks.values())
 
 
 def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
                      question_key: str | None = None) -> int:
     """Record the settled answer of every complete item whose reviewers agree."""
     min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
-    done = _settled(store, question_id)
+    done = _settled(store, question_id, round_id)
     agreed = []
     for item_id, answers in _complete_items(store, round_id, question_id).items():
         statuses = {a["status"] for a in answers}
@@ -280,7 +286,7 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
     if not agreed:
         return 0
     with store.transaction() as conn:
-        done = _settled(store, question_id)  # again, under the write lock: another page may have
+        done = _settled(store, question_id, round_id)  # again, under the write lock: another page may have
         agreed = [(i, v) for i, v in agreed if _open(done.get(i), (v,))]  # settled them meanwhile
         if not agreed:
             return 0
@@ -305,7 +311,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     a question outside rounds) that this adjudicator did not answer."""
     min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
     book = builtin_codebooks().get(book_key)
-    done = _settled(store, question_id)
+    done = _settled(store, question_id, round_id)
     own = _answered_by(store, adjudicator.id)
     out = []
     for item_id, answers in _complete_items(store, round_id, question_id).items():

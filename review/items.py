@@ -139,6 +139,7 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
             "SELECT r.name, r.kind, c.value, c.rationale FROM current_annotations c"
             " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
             " WHERE c.item_id = ? AND r.kind IN ('machine', 'reference') AND c.target = ''"
+            " AND c.status != 'skipped'"  # e.g. a settled answer withdrawn: no label
             " AND q.item_id IS NULL ORDER BY r.kind DESC, r.name",
             (target_id,),
         )

@@ -23,8 +23,9 @@ class QueueFilter:
     model: str | None = None
     include_failed: bool = True
     """Failed generations are shown (as failures) unless excluded."""
-    after_item: int | None = None
-    """Only items added after the item of this row id."""
+    after: tuple[int, int] | None = None
+    """(item id, import id): only items added after that item, or added or
+    completed (a stub replaced) by an import after that import."""
 
     def where(self) -> tuple[str, list]:
         clauses, params = ["i.kind = ?"], [self.kind]
@@ -42,9 +43,9 @@ class QueueFilter:
             params.append(self.model)
         if not self.include_failed:
             clauses.append("i.failed = 0")
-        if self.after_item is not None:
-            clauses.append("i.id > ?")
-            params.append(self.after_item)
+        if self.after is not None:
+            clauses.append("(i.id > ? OR coalesce(i.import_id, 0) > ?)")
+            params.extend(self.after)
         return " AND ".join(clauses), params
 
 

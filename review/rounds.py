@@ -138,7 +138,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                    AS category,
                    (SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id
                     WHERE c.item_id = COALESCE(i.parent_id, i.id) AND r.kind = 'reference'
-                      AND c.target = '' LIMIT 1) AS gold
+                      AND c.target = '' AND c.status = 'answered'
+                    ORDER BY r.role = 'gold' DESC, c.id LIMIT 1) AS gold
             FROM items i WHERE {' AND '.join(clauses)} AND i.failed = 0 ORDER BY i.id""",
         params,
     )

@@ -580,46 +580,55 @@ LABELS_OPENED = "labels_opened"
 labels (Browse, Agreement) while items were still waiting for their blind answer."""
 
 
-def blind_work_left(store: Store, reviewer_id: int, after_item: int | None = None) -> int:
+def blind_work_left(store: Store, reviewer_id: int, after: tuple[int, int] | None = None) -> int:
     """Items in the review queues (prefixes, responses, agent runs, graded
     conversations) this reviewer has not answered yet: what a screen showing
-    gold and machine labels would unblind. `after_item`: only items added
-    after the item of that row id (those a reviewer who chose to see the
-    labels then has not been asked about)."""
+    gold and machine labels would unblind. `after`: only items that came
+    after that `labels_mark` (those a reviewer who chose to see the labels
+    then has not been asked about)."""
     from review.queue import queue_progress
 
     left = 0
     for kind in ("prefix", "response"):
-        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after_item=after_item))
+        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
         left += p.total - p.done
     for kind in RUBRIC_KINDS:
-        p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after_item=after_item))
+        p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
         left += p.total - p.done
     return left
 
 
-def labels_opened(store: Store, reviewer_id: int) -> int | None:
-    """None when this reviewer never chose to see every rater's labels; else
-    the newest item there was when they last chose to (0: before any item,
-    or a choice recorded before this was kept): items added since then have
-    not been asked about."""
+def labels_mark(store: Store) -> tuple[int, int]:
+    """(newest item id, newest import id): what a choice to see the labels
+    covers. Items added later, or completed later (a stub an import replaced),
+    come after it."""
+    row = store.query_one("SELECT coalesce((SELECT MAX(id) FROM items), 0),"
+                          " coalesce((SELECT MAX(id) FROM imports), 0)")
+    return int(row[0]), int(row[1])
+
+
+def labels_opened(store: Store, reviewer_id: int) -> tuple[int, int] | None:
+    """The `labels_mark` this reviewer's last choice to see every rater's
+    labels covered; None if they never chose to (or chose before choices
+    recorded what they covered: they are asked about everything again)."""
     row = store.query_one(
-        "SELECT coalesce(json_extract(a.new, '$.newest_item'), 0) FROM audit_log a"
-        " JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
+        "SELECT json_extract(a.new, '$.newest_item'), json_extract(a.new, '$.newest_import')"
+        " FROM audit_log a JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
         " ORDER BY a.id DESC LIMIT 1", (reviewer_id, LABELS_OPENED))
-    return None if row is None else int(row[0])
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return int(row[0]), int(row[1])
 
 
-def newest_item(store: Store) -> int:
-    """The row id of the newest item (0: none): what a choice to see the labels covered."""
-    return store.scalar("SELECT coalesce(MAX(id), 0) FROM items")
-
-
-def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int) -> None:
+def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int,
+                covered: tuple[int, int] | None = None) -> None:
     """Record that the reviewer chose to see every rater's labels on `screen`
     with `left` items still unanswered: their later answers on those items
-    were not given blind, and the audit trail says so. Items added later are
-    asked about again (`labels_opened`)."""
+    were not given blind, and the audit trail says so. `covered`: the
+    `labels_mark` of what they were told about (default: now); items that
+    come after it are asked about again (`labels_opened`)."""
     with store.transaction():
+        newest_item, newest_import = covered or labels_mark(store)
         store.audit(reviewer.name, LABELS_OPENED, "screen", None, None,
-                    {"screen": screen, "unanswered": left, "newest_item": newest_item(store)})
+                    {"screen": screen, "unanswered": left, "newest_item": newest_item,
+                     "newest_import": newest_import})

@@ -187,9 +187,12 @@ class RecordWriter:
         " ON CONFLICT (uid) DO UPDATE SET dataset_id = excluded.dataset_id, kind = excluded.kind,"
         " parent_id = excluded.parent_id, case_id = excluded.case_id, round_id = excluded.round_id,"
         " split = excluded.split, model = excluded.model, failed = excluded.failed,"
-        " payload = excluded.payload, meta = excluded.meta"
+        " payload = excluded.payload, meta = excluded.meta, import_id = excluded.import_id"
         " WHERE json_extract(items.meta, '$.stub')"
     )
+    """A stub replaced takes the import that completed it as its import: the
+    item a reviewer can now review came with that import (the labels gate
+    asks about items that came after a reviewer chose to see the labels)."""
     _INSERT_ITEM = _ITEM_COLUMNS + _ITEM_ROW + _NEW_ITEM
     _BATCH = 1000
 

@@ -214,3 +214,28 @@ def test_the_exports_of_every_raters_labels_ask_first_too(demo_copy, monkeypatch
     assert at.get("file_uploader")  # ... the rest of the screen is there
     at.button(key="labels_gate_open").click().run()
     assert len(at.get("download_button")) == 3
+
+
+def test_items_imported_while_the_warning_is_up_are_asked_about(demo_copy, monkeypatch):
+    """Choosing to see the labels answers the warning that was on screen: an item
+    imported between the warning and the click is asked about afterwards."""
+    from review.reviewers import ensure_reviewer
+    from review.sources import import_file
+
+    with open_store(demo_copy) as s:
+        ensure_reviewer(s, "Dr. New Blind")
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. New Blind"
+    at.run()
+    at.switch_page(BROWSE).run()
+    assert any("still waiting for your blind answer" in w.value for w in at.warning)
+    new_case = demo_copy.parent / "new_case.jsonl"  # another user imports meanwhile
+    new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
+                        ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
+    with open_store(demo_copy) as s:
+        import_file(s, new_case)
+    at.button(key="labels_gate_open").click().run()
+    at.switch_page(BROWSE).run()
+    assert any("1 item added since you last chose to see the labels is waiting" in w.value
+               for w in at.warning)

@@ -253,3 +253,27 @@ def test_ideal_completion_grades_go_to_the_prompt_item(store, tmp_path):
     values = {r[0]: r[1] for r in store.query(
         "SELECT q.key, a.value FROM annotations a JOIN questions q ON q.id = a.question_id")}
     assert criteria_score(view.criteria, values) == 1.0
+
+
+def test_a_prompt_completed_by_a_later_import_counts_as_new_for_the_labels_gate(store, tmp_path):
+    """A HealthBench prompt stub (no completion: nothing to grade) completed in place by a
+    later import keeps its row id; a reviewer who chose to see the labels before is asked
+    about it, as about an item added since."""
+    from review.reviewers import ensure_reviewer
+    from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
+
+    meta = write_jsonl(tmp_path / "meta.jsonl", [
+        {"prompt": PROMPT["prompt"], "completion": "Keep using it.", "prompt_id": "p-inv-1",
+         "completion_id": "m1", "rubric": "Advises stopping the new soap.",
+         "binary_labels": [False, True], "anonymized_physician_ids": ["ph-a", "ph-b"]}])
+    import_file(store, meta)
+    me = ensure_reviewer(store, "Dr. Blind")
+    before = blind_work_left(store, me.id)
+    open_labels(store, me, "browse", before)
+    assert blind_work_left(store, me.id, after=labels_opened(store, me.id)) == 0
+    newest_before = labels_mark(store)[0]
+    rows = dict(PROMPT, ideal_completions_data={"ideal_completion": "Stop the soap; see a GP."})
+    import_file(store, write_jsonl(tmp_path / "rows.jsonl", [rows]))
+    assert blind_work_left(store, me.id) == before + 1
+    assert labels_mark(store)[0] == newest_before  # no new row: the stub was completed in place
+    assert blind_work_left(store, me.id, after=labels_opened(store, me.id)) == 1

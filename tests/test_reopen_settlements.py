@@ -1,0 +1,115 @@
+"""A settlement that settled on its own is withdrawn when an answer it rests on
+changes, in the scope it was made in: a round's reviewers' answers in that
+round, or all clinicians' answers in force. To the other scope it is settled:
+a round counts exactly its own reviewers, whatever others answer outside it."""
+import pytest
+
+from review.adjudication import ADJUDICATED, adjudication_queue, settle_unanimous
+from review.items import commit_answer, load_item, reveal_reference_labels
+from review.reviewers import ensure_reviewer
+from review.rounds import RoundSpec, create_round, reserve_next_item
+
+Q = "carebench.escalation_needed"
+
+
+@pytest.fixture
+def prefixes(store):
+    from tests.helpers import write_prefixes
+
+    write_prefixes(store, 3)
+    return store
+
+
+def in_force(s, item):
+    return tuple(s.query_one(
+        "SELECT c.status, c.value, json_extract(c.extra, '$.reason'), c.round_id"
+        " FROM current_annotations c JOIN raters r ON r.id = c.rater_id WHERE r.name = ?"
+        " AND c.item_id = ? AND c.target = ''", (ADJUDICATED, item)))
+
+
+def round_item_agreed(s):
+    rid = create_round(s, RoundSpec("scopes", Q, reviewers_per_item=2, limit=1),
+                       ensure_reviewer(s, "Admin", role="admin"))
+    a, b = ensure_reviewer(s, "Rev A"), ensure_reviewer(s, "Rev B")
+    item = reserve_next_item(s, rid, a)
+    qid = load_item(s, item).question_id
+    commit_answer(s, a, item, qid, "0B", round_id=rid)
+    assert reserve_next_item(s, rid, b) == item
+    commit_answer(s, b, item, qid, "0B", round_id=rid)
+    # no other clinician answered this demo item: both scopes see the same two answers
+    assert s.scalar("SELECT COUNT(*) FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                    " WHERE c.item_id = ? AND c.question_id = ? AND r.kind = 'human'", (item, qid)) == 2
+    return rid, item, qid
+
+
+def test_a_dissent_outside_the_round_withdraws_what_all_clinicians_settled_not_the_rounds(prefixes):
+    rid, item, qid = round_item_agreed(prefixes)
+    judge = ensure_reviewer(prefixes, "Judge", role="adjudicator")
+    # Adjudicate opens on all clinicians' answers: they agree, so it settles there.
+    assert settle_unanimous(prefixes, None, question_key=Q) >= 1
+    assert in_force(prefixes, item) == ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "unanimous", None)
+    assert settle_unanimous(prefixes, rid) == 0  # settled: the round has nothing to add
+    # A third clinician answers outside the round and disagrees: all clinicians no longer agree.
+    commit_answer(prefixes, ensure_reviewer(prefixes, "Rev C"), item, qid, "1B")
+    assert in_force(prefixes, item)[:3] == ("skipped", None, "reopened")
+    # The round's own two reviewers still agree: the round settles it, once, and it stays.
+    assert settle_unanimous(prefixes, rid) == 1
+    assert in_force(prefixes, item) == ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "unanimous", rid)
+    assert settle_unanimous(prefixes, None, question_key=Q) == 0
+    assert item not in [d.item_id for d in adjudication_queue(prefixes, None, judge, question_key=Q)]
+    commit_answer(prefixes, ensure_reviewer(prefixes, "Rev C"), item, qid, "1A")  # outside again
+    assert in_force(prefixes, item)[2:] == ("unanimous", rid)
+    assert settle_unanimous(prefixes, rid) == 0
+
+
+def test_an_answer_late_for_the_round_leaves_what_the_round_settled(prefixes):
+    rid, item, qid = round_item_agreed(prefixes)
+    assert settle_unanimous(prefixes, rid) == 1            # settled in the round
+    # a third clinician's answer comes after the round's places were taken: kept outside it
+    late = commit_answer(prefixes, ensure_reviewer(prefixes, "Rev C"), item, qid, "1B", round_id=rid)
+    assert prefixes.scalar("SELECT json_extract(extra, '$.late_for_round') FROM annotations"
+                           " WHERE id = ?", (late,)) == rid
+    # The round counts exactly its two reviewers, who agree: the settlement stands, in every scope.
+    assert in_force(prefixes, item) == ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "unanimous", rid)
+    judge = ensure_reviewer(prefixes, "Judge", role="adjudicator")
+    assert item not in [d.item_id for d in adjudication_queue(prefixes, None, judge, question_key=Q)]
+    assert settle_unanimous(prefixes, None, question_key=Q) == 0 and settle_unanimous(prefixes, rid) == 0
+    # One of the round's reviewers changes their answer in the round: withdrawn.
+    commit_answer(prefixes, ensure_reviewer(prefixes, "Rev B"), item, qid, "1B", round_id=rid)
+    assert in_force(prefixes, item)[:3] == ("skipped", None, "reopened")
+    assert item in [d.item_id for d in adjudication_queue(prefixes, rid, judge)]
+
+
+def test_a_withdrawn_settlement_is_not_revealed_as_a_label(prefixes):
+
+    rid, item, qid = round_item_agreed(prefixes)
+    assert settle_unanimous(prefixes, rid) == 1
+    b = ensure_reviewer(prefixes, "Rev B")
+    commit_answer(prefixes, b, item, qid, "1B", round_id=rid)  # B revises in the round: withdrawn
+    assert in_force(prefixes, item)[:3] == ("skipped", None, "reopened")
+    labels = reveal_reference_labels(prefixes, b.id, load_item(prefixes, item))
+    assert [x for x in labels if x.rater == ADJUDICATED] == []
+
+
+def test_a_withdrawn_settlement_below_the_rounds_distance_is_like_any_disagreement_below_it(store):
+    """adjudicate_distance=2: a one-step disagreement is not sent to adjudication, whether it
+    was there from the start or came later: the item has no settled answer either way."""
+    from tests.helpers import write_prefixes
+
+    write_prefixes(store, 3)
+    rid = create_round(store, RoundSpec("far", Q, reviewers_per_item=2, limit=1, adjudicate_distance=2),
+                       ensure_reviewer(store, "Admin", role="admin"))
+    a, b = ensure_reviewer(store, "Rev A"), ensure_reviewer(store, "Rev B")
+    item = reserve_next_item(store, rid, a)
+    qid = load_item(store, item).question_id
+    commit_answer(store, a, item, qid, "0B", round_id=rid)
+    reserve_next_item(store, rid, b)
+    commit_answer(store, b, item, qid, "0B", round_id=rid)
+    assert settle_unanimous(store, rid) == 1
+    commit_answer(store, b, item, qid, "1A", round_id=rid)   # one step away
+    assert in_force(store, item)[:3] == ("skipped", None, "reopened")
+    judge = ensure_reviewer(store, "Judge", role="adjudicator")
+    assert settle_unanimous(store, rid) == 0 and adjudication_queue(store, rid, judge) == []
+    commit_answer(store, b, item, qid, "0B", round_id=rid)   # agreement again: settled again
+    assert settle_unanimous(store, rid) == 1
+    assert in_force(store, item)[:3] == ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "unanimous")
