@@ -275,19 +275,24 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
                      question_key: str | None = None) -> int:
     """Record the settled answer of every complete item whose reviewers agree."""
     min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
-    done = _settled(store, question_id, round_id)
-    agreed = []
-    for item_id, answers in _complete_items(store, round_id, question_id).items():
-        statuses = {a["status"] for a in answers}
-        values = {a["value"] for a in answers}
-        if statuses == {"answered"} and len(values) == 1 and len(answers) > 1 \
-                and _open(done.get(item_id), (answers[0]["value"],)):
-            agreed.append((item_id, answers[0]["value"]))
-    if not agreed:
+
+    def agreed_items() -> list[tuple[int, str]]:
+        done = _settled(store, question_id, round_id)
+        out = []
+        for item_id, answers in _complete_items(store, round_id, question_id).items():
+            statuses = {a["status"] for a in answers}
+            values = {a["value"] for a in answers}
+            if statuses == {"answered"} and len(values) == 1 and len(answers) > 1 \
+                    and _open(done.get(item_id), (answers[0]["value"],)):
+                out.append((item_id, answers[0]["value"]))
+        return out
+
+    if not agreed_items():
         return 0
     with store.transaction() as conn:
-        done = _settled(store, question_id, round_id)  # again, under the write lock: another page may have
-        agreed = [(i, v) for i, v in agreed if _open(done.get(i), (v,))]  # settled them meanwhile
+        # Again, under the write lock: another page may have settled them, or a
+        # clinician changed an answer, since (`reopen_broken` found nothing then).
+        agreed = agreed_items()
         if not agreed:
             return 0
         rater = _adjudicated_rater(conn)
@@ -431,16 +436,17 @@ def _agreed_verdict(answers: list) -> tuple[str | None] | None:
 
 def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     """Record the settled verdict of every rubric criterion its clinicians agree on."""
-    done = _settled_pairs(store)
-    agreed = [(item_id, question_id, verdict[0])
-              for (item_id, question_id), answers in _rubric_answers(store).items()
-              if (verdict := _agreed_verdict(answers)) is not None
-              and _open(done.get((item_id, question_id)), verdict)]
-    if not agreed:
+    def agreed_criteria() -> list[tuple[int, int, str | None]]:
+        done = _settled_pairs(store)
+        return [(item_id, question_id, verdict[0])
+                for (item_id, question_id), answers in _rubric_answers(store).items()
+                if (verdict := _agreed_verdict(answers)) is not None
+                and _open(done.get((item_id, question_id)), verdict)]
+
+    if not agreed_criteria():
         return 0
     with store.transaction() as conn:
-        done = _settled_pairs(store)  # again, under the write lock: another page may have settled them
-        agreed = [a for a in agreed if _open(done.get((a[0], a[1])), (a[2],))]
+        agreed = agreed_criteria()  # again, under the write lock (see `settle_unanimous`)
         if not agreed:
             return 0
         rater = _adjudicated_rater(conn)
@@ -613,14 +619,15 @@ def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
     """Record the settled mark of every step its clinicians mark alike (see
     `_agreed_step`); one settled this way is settled again, or reopened for an
     adjudicator, when a clinician's later mark changes the agreement."""
-    done = _settled_steps(store)
-    agreed = [(key, mark) for key, marks in _step_marks(store).items()
-              if (mark := _agreed_step(marks)) is not None and _open(done.get(key), mark)]
-    if not agreed:
+    def agreed_steps() -> list[tuple[tuple[int, int], tuple[str, int | None]]]:
+        done = _settled_steps(store)
+        return [(key, mark) for key, marks in _step_marks(store).items()
+                if (mark := _agreed_step(marks)) is not None and _open(done.get(key), mark)]
+
+    if not agreed_steps():
         return 0
     with store.transaction() as conn:
-        done = _settled_steps(store)  # again, under the write lock
-        agreed = [(key, mark) for key, mark in agreed if _open(done.get(key), mark)]
+        agreed = agreed_steps()  # again, under the write lock (see `settle_unanimous`)
         for (item_id, step_id), (error, severity) in agreed:
             _insert_step(conn, item_id, step_id, error, severity, None,
                          {"reason": "unanimous", "adjudicator": None})

@@ -23,9 +23,11 @@ class QueueFilter:
     model: str | None = None
     include_failed: bool = True
     """Failed generations are shown (as failures) unless excluded."""
-    after: tuple[int, int] | None = None
-    """(item id, import id): only items added after that item, or added or
-    completed (a stub replaced) by an import after that import."""
+    after: tuple[int, int, int] | None = None
+    """(item id, import id, question id): only items that came after those:
+    added after that item, added or completed (a stub replaced) by a later
+    import, or asked a question added later (a criterion of theirs, or a
+    question of every item)."""
 
     def where(self) -> tuple[str, list]:
         clauses, params = ["i.kind = ?"], [self.kind]
@@ -44,7 +46,9 @@ class QueueFilter:
         if not self.include_failed:
             clauses.append("i.failed = 0")
         if self.after is not None:
-            clauses.append("(i.id > ? OR coalesce(i.import_id, 0) > ?)")
+            clauses.append("(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM"
+                           " questions nq WHERE nq.id > ? AND (nq.item_id IS NULL"
+                           " OR nq.item_id IN (i.id, coalesce(i.parent_id, i.id)))))")
             params.extend(self.after)
         return " AND ".join(clauses), params
 

@@ -580,7 +580,8 @@ LABELS_OPENED = "labels_opened"
 labels (Browse, Agreement) while items were still waiting for their blind answer."""
 
 
-def blind_work_left(store: Store, reviewer_id: int, after: tuple[int, int] | None = None) -> int:
+def blind_work_left(store: Store, reviewer_id: int,
+                    after: tuple[int, int, int] | None = None) -> int:
     """Items in the review queues (prefixes, responses, agent runs, graded
     conversations) this reviewer has not answered yet: what a screen showing
     gold and machine labels would unblind. `after`: only items that came
@@ -598,37 +599,41 @@ def blind_work_left(store: Store, reviewer_id: int, after: tuple[int, int] | Non
     return left
 
 
-def labels_mark(store: Store) -> tuple[int, int]:
-    """(newest item id, newest import id): what a choice to see the labels
-    covers. Items added later, or completed later (a stub an import replaced),
-    come after it."""
+MARK_KEYS = ("newest_item", "newest_import", "newest_question")
+
+
+def labels_mark(store: Store) -> tuple[int, int, int]:
+    """(newest item id, newest import id, newest question id): what a choice
+    to see the labels covers. Items added later, completed later (a stub an
+    import replaced) or asked a question added later (a revised rubric's new
+    criterion) come after it (`QueueFilter.after`)."""
     row = store.query_one("SELECT coalesce((SELECT MAX(id) FROM items), 0),"
-                          " coalesce((SELECT MAX(id) FROM imports), 0)")
-    return int(row[0]), int(row[1])
+                          " coalesce((SELECT MAX(id) FROM imports), 0),"
+                          " coalesce((SELECT MAX(id) FROM questions), 0)")
+    return int(row[0]), int(row[1]), int(row[2])
 
 
-def labels_opened(store: Store, reviewer_id: int) -> tuple[int, int] | None:
+def labels_opened(store: Store, reviewer_id: int) -> tuple[int, int, int] | None:
     """The `labels_mark` this reviewer's last choice to see every rater's
     labels covered; None if they never chose to (or chose before choices
-    recorded what they covered: they are asked about everything again)."""
+    recorded all of what they covered: they are asked about everything again)."""
     row = store.query_one(
-        "SELECT json_extract(a.new, '$.newest_item'), json_extract(a.new, '$.newest_import')"
+        "SELECT " + ", ".join(f"json_extract(a.new, '$.{k}')" for k in MARK_KEYS) +
         " FROM audit_log a JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
         " ORDER BY a.id DESC LIMIT 1", (reviewer_id, LABELS_OPENED))
-    if row is None or row[0] is None or row[1] is None:
+    if row is None or any(v is None for v in row):
         return None
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int,
-                covered: tuple[int, int] | None = None) -> None:
+                covered: tuple[int, int, int] | None = None) -> None:
     """Record that the reviewer chose to see every rater's labels on `screen`
     with `left` items still unanswered: their later answers on those items
     were not given blind, and the audit trail says so. `covered`: the
     `labels_mark` of what they were told about (default: now); items that
     come after it are asked about again (`labels_opened`)."""
     with store.transaction():
-        newest_item, newest_import = covered or labels_mark(store)
+        mark = covered or labels_mark(store)
         store.audit(reviewer.name, LABELS_OPENED, "screen", None, None,
-                    {"screen": screen, "unanswered": left, "newest_item": newest_item,
-                     "newest_import": newest_import})
+                    {"screen": screen, "unanswered": left, **dict(zip(MARK_KEYS, mark, strict=True))})

@@ -113,3 +113,28 @@ def test_a_withdrawn_settlement_below_the_rounds_distance_is_like_any_disagreeme
     commit_answer(store, b, item, qid, "0B", round_id=rid)   # agreement again: settled again
     assert settle_unanimous(store, rid) == 1
     assert in_force(store, item)[:3] == ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "unanimous")
+
+
+def test_a_dissent_committed_while_the_page_settles_is_seen_under_the_write_lock(prefixes, monkeypatch):
+    import review.adjudication as adj
+
+    item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
+    qid = load_item(prefixes, item).question_id
+    a, b = ensure_reviewer(prefixes, "Rev A"), ensure_reviewer(prefixes, "Rev B")
+    commit_answer(prefixes, a, item, qid, "0B")
+    commit_answer(prefixes, b, item, qid, "0B")
+    real = adj._complete_items
+
+    def racing(s, round_id, question_id):
+        found = real(s, round_id, question_id)
+        monkeypatch.setattr(adj, "_complete_items", real)
+        commit_answer(s, b, item, qid, "1B")  # B changes their mind meanwhile, on another page
+        return found
+
+    monkeypatch.setattr(adj, "_complete_items", racing)
+    settle_unanimous(prefixes, None, question_key=Q)
+    assert prefixes.query_one(
+        "SELECT 1 FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+        " WHERE r.name = ? AND c.item_id = ? AND c.status = 'answered'", (ADJUDICATED, item)) is None
+    judge = ensure_reviewer(prefixes, "Judge", role="adjudicator")
+    assert item in [d.item_id for d in adjudication_queue(prefixes, None, judge, question_key=Q)]

@@ -276,4 +276,42 @@ def test_a_prompt_completed_by_a_later_import_counts_as_new_for_the_labels_gate(
     import_file(store, write_jsonl(tmp_path / "rows.jsonl", [rows]))
     assert blind_work_left(store, me.id) == before + 1
     assert labels_mark(store)[0] == newest_before  # no new row: the stub was completed in place
+    # Asked about: the prompt now gradable, and the physicians' completion of it, which the
+    # revised rubric asks new criteria of (it was covered with its old criteria only).
+    assert blind_work_left(store, me.id, after=labels_opened(store, me.id)) == 2
+
+
+def test_a_criterion_added_to_a_reviewed_item_counts_as_new_for_the_labels_gate(store, tmp_path):
+    """A revised rubric adds a criterion to an item the reviewer had finished: it waits
+    for their blind answer again, and a reviewer who chose to see the labels before is
+    asked about it (the item's own row is unchanged)."""
+    import copy
+
+    from review.reviewers import ensure_reviewer
+    from review.rubric_review import (
+        Verdict,
+        blind_work_left,
+        commit_verdicts,
+        item_questions,
+        labels_opened,
+        open_labels,
+    )
+
+    def review_all(uid):
+        item = store.scalar("SELECT id FROM items WHERE uid = ?", (uid,))
+        commit_verdicts(store, me, item, [Verdict(q.id, "met") for q in item_questions(store, item)])
+
+    p1 = dict(PROMPT, ideal_completions_data={"ideal_completion": "Stop the soap."})
+    p2 = dict(copy.deepcopy(p1), prompt_id="p-inv-2")
+    import_file(store, write_jsonl(tmp_path / "rows.jsonl", [p1, p2]))
+    me = ensure_reviewer(store, "Dr. Blind")
+    review_all("hb:p-inv-1")
+    open_labels(store, me, "browse", blind_work_left(store, me.id))
+    review_all("hb:p-inv-2")
+    assert blind_work_left(store, me.id, after=labels_opened(store, me.id)) == 0
+    revised = copy.deepcopy(p1)
+    revised["rubrics"].append({"criterion": "Asks whether the rash has spread.", "points": 2,
+                               "tags": ["level:example", "axis:completeness"]})
+    import_file(store, write_jsonl(tmp_path / "rows2.jsonl", [revised]))
+    assert blind_work_left(store, me.id) == 1
     assert blind_work_left(store, me.id, after=labels_opened(store, me.id)) == 1

@@ -95,7 +95,8 @@ def side_by_side(store: Store, uid: str) -> SideBySide | None:
     gold = store.scalar(
         "SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
         " JOIN questions q ON q.id = c.question_id WHERE c.item_id = ? AND r.kind = 'reference'"
-        " AND c.target = '' AND c.status = 'answered' AND q.kind = 'labelset' ORDER BY c.id LIMIT 1",
+        " AND c.target = '' AND c.status = 'answered' AND q.kind = 'labelset'"
+        " ORDER BY r.role = 'gold' DESC, c.id LIMIT 1",
         (prefix_id,))
     responses = []
     for r in store.query("SELECT id, uid, kind, model, payload, failed FROM items WHERE parent_id = ?"
