@@ -125,9 +125,10 @@ if labels_gate("export", stop=False):  # every rater's labels are in the files
 
 st.subheader("Imports so far", anchor=False)
 history = pd.DataFrame([dict(r) for r in db.query(
-    "SELECT imported_at, path, format, n_rows, n_items, n_annotations, actor FROM imports"
-    " ORDER BY id DESC LIMIT 50")],
-    columns=["imported_at", "path", "format", "n_rows", "n_items", "n_annotations", "actor"])
+    "SELECT imported_at, path, format, n_rows, n_items, n_completed, n_annotations, actor"
+    " FROM imports ORDER BY id DESC LIMIT 50")],
+    columns=["imported_at", "path", "format", "n_rows", "n_items", "n_completed", "n_annotations",
+             "actor"])
 history["imported_at"] = pd.to_datetime(history["imported_at"], utc=True, format="ISO8601")
 st.dataframe(history, hide_index=True, width="stretch", column_config={
     "imported_at": st.column_config.DatetimeColumn("Imported (UTC)", format="YYYY-MM-DD HH:mm:ss"),
@@ -135,6 +136,10 @@ st.dataframe(history, hide_index=True, width="stretch", column_config={
     "format": st.column_config.TextColumn("Format"),
     "n_rows": st.column_config.NumberColumn("Rows", format="localized"),
     "n_items": st.column_config.NumberColumn("New items", format="localized"),
+    "n_completed": st.column_config.NumberColumn(
+        "Filled in", format="localized",
+        help="Items an earlier file had only named (a prefix first seen in a generations file)"
+             " that this import filled in"),
     "n_annotations": st.column_config.NumberColumn("New answers", format="localized"),
     "actor": st.column_config.TextColumn("By"),
 })

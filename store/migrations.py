@@ -498,3 +498,17 @@ def m008_draft_labels_seen(db: Database) -> None:
 ALTER TABLE drafts ADD COLUMN labels_seen INTEGER NOT NULL DEFAULT 0;
 """
     )
+
+
+@migrations()
+def m009_imports_filled_in(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Items this import filled in: placeholders an earlier file had only named
+-- (a prefix first seen in a generations file), completed by this one. They are
+-- not new items, and an import of the prefixes after the generations would
+-- otherwise report none.
+ALTER TABLE imports ADD COLUMN n_completed INTEGER NOT NULL DEFAULT 0;
+"""
+    )

@@ -79,6 +79,8 @@ class RecordWriter:
         """Multi-row INSERT statements by (head, tail, rows): built once."""
         self._variable_limit: int | None = None
         self.n_items = 0
+        self.n_completed = 0
+        """Stubs (items an earlier record only named) this writer filled in."""
         self.n_annotations = 0
         self.n_skipped = 0
 
@@ -217,6 +219,7 @@ class RecordWriter:
                               [values for _, values in run])
         self.n_items += self.conn.execute(
             "SELECT COUNT(*) FROM items WHERE id > ?", (before,)).fetchone()[0]
+        self.n_completed += len(replaced)
         waiting, self._waiting = self._waiting, []
         if waiting or self._replacing:
             for uid, item_id in self.conn.execute(

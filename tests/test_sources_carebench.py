@@ -92,9 +92,15 @@ def test_generations_link_to_prefixes_and_keep_failures(store, prefixes, tmp_pat
 def test_generations_before_prefixes_make_a_stub_that_the_prefix_replaces(store, prefixes, tmp_path):
     import_file(store, write_jsonl(tmp_path / "raw.jsonl", [generation("z_case_0001_r01", "m")]))
     assert json.loads(store.scalar("SELECT meta FROM items WHERE uid = 'z_case_0001_r01'")) == {"stub": True}
-    import_file(store, prefixes)
+    result = import_file(store, prefixes)
     meta = json.loads(store.scalar("SELECT meta FROM items WHERE uid = 'z_case_0001_r01'"))
     assert meta.get("source_dataset") == "invented" and "stub" not in meta
+    # Reported as filled in, not as nothing: the prefix was only named by the generations file.
+    n_prefixes = store.scalar("SELECT COUNT(*) FROM items WHERE kind = 'prefix'")
+    assert (result.items, result.completed) == (n_prefixes - 1, 1)
+    assert "1 filled in (named by an earlier file)" in result.summary()
+    assert store.query_one("SELECT n_items, n_completed FROM imports ORDER BY id DESC LIMIT 1")[:] == (
+        n_prefixes - 1, 1)
 
 
 def test_mapped_responses_are_machine_annotations(store, prefixes, tmp_path):

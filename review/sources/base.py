@@ -84,6 +84,8 @@ class ImportResult:
     """From the start to the commit: the rows are stored and can be reviewed."""
     indexed: int = 0
     """Items whose text was added to the search index after the commit."""
+    completed: int = 0
+    """Items an earlier file had only named (placeholders) that this one filled in."""
     index_seconds: float = 0.0
 
     def summary(self) -> str:
@@ -91,7 +93,8 @@ class ImportResult:
             return f"{self.path}: already imported as {self.format}; nothing changed"
         return (
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
-            f"{self.annotations:,} new annotations"
+            + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
+            + f"{self.annotations:,} new annotations"
             + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
             + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
@@ -279,13 +282,13 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             dataset_id = next(iter(writer._datasets.values()), None)
             conn.execute(
                 "UPDATE imports SET sha256 = ?, dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
-                " n_annotations = ? WHERE id = ?",
-                (digest.result(), dataset_id, rater_id, rows, writer.n_items,
+                " n_completed = ?, n_annotations = ? WHERE id = ?",
+                (digest.result(), dataset_id, rater_id, rows, writer.n_items, writer.n_completed,
                  writer.n_annotations, import_id),
             )
             store.audit(options.actor, "import", "imports", import_id, None, {
-                "path": shown, "format": format_.name, "rows": rows,
-                "items": writer.n_items, "annotations": writer.n_annotations,
+                "path": shown, "format": format_.name, "rows": rows, "items": writer.n_items,
+                "completed": writer.n_completed, "annotations": writer.n_annotations,
             })
     except _AlreadyImported:
         listener.reraise()
@@ -296,7 +299,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
-                          seconds=time.perf_counter() - started)
+                          seconds=time.perf_counter() - started, completed=writer.n_completed)
     if index:
         from review.search import ensure_index
 
