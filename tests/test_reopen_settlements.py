@@ -138,3 +138,13 @@ def test_a_dissent_committed_while_the_page_settles_is_seen_under_the_write_lock
         " WHERE r.name = ? AND c.item_id = ? AND c.status = 'answered'", (ADJUDICATED, item)) is None
     judge = ensure_reviewer(prefixes, "Judge", role="adjudicator")
     assert item in [d.item_id for d in adjudication_queue(prefixes, None, judge, question_key=Q)]
+
+
+def test_browse_offers_the_adjudicated_labels_only_while_one_is_in_force(prefixes):
+    from review.browse import comparable_raters
+
+    rid, item, qid = round_item_agreed(prefixes)
+    assert settle_unanimous(prefixes, rid) == 1
+    assert ADJUDICATED in comparable_raters(prefixes)
+    commit_answer(prefixes, ensure_reviewer(prefixes, "Rev B"), item, qid, "1B", round_id=rid)
+    assert ADJUDICATED not in comparable_raters(prefixes)

@@ -175,7 +175,11 @@ def comparable_raters(store: Store) -> list[str]:
     each reference rater's label on the parent item (`parent:<rater>`)."""
     labelled = ("SELECT 1 FROM annotations a JOIN questions qq ON qq.id = a.question_id"
                 " WHERE a.rater_id = r.id AND qq.kind = 'labelset' AND qq.item_id IS NULL"
-                " AND a.target = '' AND a.status = 'answered'")
+                " AND a.target = '' AND a.status = 'answered'"
+                # a label in force: not one since withdrawn (a settlement reopened)
+                " AND NOT EXISTS (SELECT 1 FROM annotations b WHERE b.item_id = a.item_id"
+                " AND b.question_id = a.question_id AND b.rater_id = a.rater_id"
+                " AND b.target = a.target AND b.id > a.id AND b.status != 'answered')")
     rows = store.query(
         f"SELECT r.name, r.kind, r.kind = 'reference' AND EXISTS ({labelled} AND EXISTS"
         " (SELECT 1 FROM items c WHERE c.parent_id = a.item_id)) FROM raters r"
