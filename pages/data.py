@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pandas as pd
 import streamlit as st
@@ -130,6 +130,12 @@ history = pd.DataFrame([dict(r) for r in db.query(
     columns=["imported_at", "path", "format", "n_rows", "n_items", "n_completed", "n_annotations",
              "actor"])
 history["imported_at"] = pd.to_datetime(history["imported_at"], utc=True, format="ISO8601")
+# The file's name first (what people recognise), its folder last: long paths cut the name off.
+history["folder"] = [str(PurePath(p).parent) if PurePath(p).parent != PurePath(".") else ""
+                     for p in history["path"]]
+history["path"] = [PurePath(p).name for p in history["path"]]
+history = history[["imported_at", "path", "format", "n_rows", "n_items", "n_completed",
+                   "n_annotations", "actor", "folder"]]
 st.dataframe(history, hide_index=True, width="stretch", column_config={
     "imported_at": st.column_config.DatetimeColumn("Imported (UTC)", format="YYYY-MM-DD HH:mm:ss"),
     "path": st.column_config.TextColumn("File"),
@@ -142,6 +148,7 @@ st.dataframe(history, hide_index=True, width="stretch", column_config={
              " that this import filled in"),
     "n_annotations": st.column_config.NumberColumn("New answers", format="localized"),
     "actor": st.column_config.TextColumn("By"),
+    "folder": st.column_config.TextColumn("Folder"),
 })
 
 st.subheader("LLM raters", anchor=False)
