@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -110,6 +112,10 @@ def test_codebook_and_data_screens_render(app, demo_copy):
     history = app.dataframe[0].value  # the imports so far, newest first
     assert len(history) == imports > 0
     assert str(history["imported_at"].dtype).startswith("datetime64")
+    with open_store(demo_copy) as s:
+        newest = Path(s.scalar("SELECT path FROM imports ORDER BY id DESC LIMIT 1"))
+    assert (history["path"][0], history["folder"][0]) == (newest.name, str(newest.parent))
+    assert {"n_items", "n_completed", "n_annotations"} <= set(history.columns)
 
 
 def test_a_typed_rationale_comes_back_after_a_new_session(app, demo_copy):
