@@ -153,7 +153,8 @@ def _settled(store: Store, question_id: int,
     (ELSEWHERE): a round counts its own reviewers' answers, whatever others
     answered outside it, and all clinicians' agreement is not undone by a
     round's settlement."""
-    return {r[0]: ((ELSEWHERE if r[1] == "unanimous" and r[3] != round_id else r[1]), r[2])
+    return {r[0]: ((ELSEWHERE if r[1] == "unanimous" and r[3] != round_id
+                    else REOPENED_ELSEWHERE if r[1] == REOPENED and r[3] != round_id else r[1]), r[2])
             for r in store.query(
                 "SELECT c.item_id, json_extract(c.extra, '$.reason'), c.value, c.round_id"
                 " FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
@@ -167,13 +168,16 @@ def _open(settled: tuple | None, agreed: tuple | None) -> bool:
     ('unanimous') while what its raters agree on has changed since, or while
     they no longer agree (`agreed` None): a later answer can undo an
     agreement, never an adjudicator's ruling."""
-    if settled is None or settled[0] == REOPENED:
+    if settled is None or settled[0] in (REOPENED, REOPENED_ELSEWHERE):
         return True
     return settled[0] == "unanimous" and settled[1:] != agreed
 
 
 REOPENED = "reopened"
 """The reason recorded when a settlement made on its own is withdrawn."""
+REOPENED_ELSEWHERE = "reopened elsewhere"
+"""How `_settled` reports, to another scope, a settlement withdrawn in one:
+nothing is settled, but it was not this scope's agreement that broke."""
 
 
 def _was_reopened(settled: tuple | None) -> bool:
@@ -183,7 +187,7 @@ def _was_reopened(settled: tuple | None) -> bool:
 def reopen_broken(store: Store, conn, units) -> int:
     """Withdraw each settlement made on its own ('unanimous') on these units
     (item id, question id, target) that an answer it rests on now disagrees
-    with (in the scope it was made in, see `_dissents`), inside the caller's
+    with (in the scope it was made in, see `_broken`), inside the caller's
     transaction: a later answer that
     breaks an agreement leaves the unit without a settled answer (an
     annotation by `adjudicated` with status 'skipped' and reason REOPENED),
@@ -209,9 +213,9 @@ def reopen_broken(store: Store, conn, units) -> int:
                 continue
             marks = _unit_step_marks(conn, item_id, question_id, int(target[5:]))
             held = (settled[2], None if settled[4] is None else int(settled[4]))
-            if len(marks) < 2 or _agreed_step(marks) == held:
-                continue  # as `settle_unanimous_steps` counts: still agreed, or too few marks
-        elif not _dissents(conn, item_id, question_id, settled[2], settled[5]):
+            if len(marks) >= 2 and _agreed_step(marks) == held:
+                continue  # as `settle_unanimous_steps` would settle it: it stands
+        elif not _broken(conn, item_id, question_id, settled[2], settled[5]):
             continue
         cur = conn.execute(
             "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, phase,"
@@ -228,31 +232,38 @@ def reopen_broken(store: Store, conn, units) -> int:
     return withdrawn
 
 
-def _dissents(conn, item_id: int, question_id: int, value: str | None,
-              round_id: int | None) -> bool:
-    """Whether an answer the settlement rests on now differs from `value`
-    (another answer, or 'cannot assess'). For a settlement made in a round:
-    its reviewers' newest answers in that round (an answer outside it, or
-    late for it, does not count, as the round counts exactly its own; see
-    `_complete_items`). Otherwise the clinicians' answers in force: the
-    people who review (`people_sql`) for a rubric criterion, as
-    `_rubric_answers`; any human rater for a label, as `_complete_items`."""
+def _broken(conn, item_id: int, question_id: int, value: str | None,
+            round_id: int | None) -> bool:
+    """Whether the scope a settlement was made in would no longer make it:
+    an answer it rests on now differs from `value` (another answer, or
+    'cannot assess'), or fewer answers are left than it needs (a clinician
+    passed over the item after answering). For a settlement made in a round:
+    its reviewers' newest answers in that round, as many as the round asks
+    for (an answer outside the round, or late for it, does not count: the
+    round counts exactly its own; see `_complete_items`). Otherwise two or
+    more clinicians' answers in force: the people who review (`people_sql`)
+    for a rubric criterion, as `_rubric_answers`; any human rater for a
+    label, as `_complete_items`."""
     if round_id is not None:
-        return conn.execute(
-            "SELECT 1 FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
-            " AND a.question_id = ? AND a.target = ''"
-            " AND (a.status = 'cannot_assess' OR (a.status = 'answered' AND a.value IS NOT ?))"
+        needed = conn.execute("SELECT answers_needed FROM round_items WHERE round_id = ?"
+                              " AND item_id = ?", (round_id, item_id)).fetchone()
+        rows = conn.execute(
+            "SELECT a.status, a.value FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
+            " AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')"
             " AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id"
             " AND b.item_id = a.item_id AND b.rater_id = a.rater_id"
-            " AND b.question_id = a.question_id AND b.target = '') LIMIT 1",
-            (round_id, item_id, question_id, value)).fetchone() is not None
-    kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
-    who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
-    return conn.execute(
-        f"SELECT 1 FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
-        f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
-        f" AND (c.status = 'cannot_assess' OR (c.status = 'answered' AND c.value IS NOT ?))"
-        f" LIMIT 1", (item_id, question_id, value)).fetchone() is not None
+            " AND b.question_id = a.question_id AND b.target = '')",
+            (round_id, item_id, question_id)).fetchall()
+        enough = max(2, needed[0] if needed else 2)
+    else:
+        kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
+        who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
+        rows = conn.execute(
+            f"SELECT c.status, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
+            f" AND c.status IN ('answered', 'cannot_assess')", (item_id, question_id)).fetchall()
+        enough = 2
+    return len(rows) < enough or any(r[0] != "answered" or r[1] != value for r in rows)
 
 
 def _unit_step_marks(conn, item_id: int, question_id: int, step: int) -> list[dict]:

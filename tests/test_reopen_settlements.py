@@ -148,3 +148,30 @@ def test_browse_offers_the_adjudicated_labels_only_while_one_is_in_force(prefixe
     assert ADJUDICATED in comparable_raters(prefixes)
     commit_answer(prefixes, ensure_reviewer(prefixes, "Rev B"), item, qid, "1B", round_id=rid)
     assert ADJUDICATED not in comparable_raters(prefixes)
+
+
+def test_a_clinician_who_passes_over_an_item_after_answering_withdraws_its_settlement(prefixes):
+    from review.items import skip_item
+
+    item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
+    qid = load_item(prefixes, item).question_id
+    a, b = ensure_reviewer(prefixes, "Rev A"), ensure_reviewer(prefixes, "Rev B")
+    commit_answer(prefixes, a, item, qid, "0B")
+    commit_answer(prefixes, b, item, qid, "0B")
+    assert settle_unanimous(prefixes, None, question_key=Q) == 1
+    skip_item(prefixes, b, item, qid, "answered the wrong case")
+    # One answer is left: all clinicians' answers would not settle it now, so it is not settled.
+    assert in_force(prefixes, item) == ("skipped", None, "reopened", None)
+    assert settle_unanimous(prefixes, None, question_key=Q) == 0
+    commit_answer(prefixes, b, item, qid, "0B")  # they answer it again, alike
+    assert settle_unanimous(prefixes, None, question_key=Q) == 1
+
+
+def test_reopened_is_said_in_the_scope_whose_agreement_broke(prefixes):
+    rid, item, qid = round_item_agreed(prefixes)
+    assert settle_unanimous(prefixes, rid) == 1
+    commit_answer(prefixes, ensure_reviewer(prefixes, "Rev B"), item, qid, "1B", round_id=rid)
+    judge = ensure_reviewer(prefixes, "Judge", role="adjudicator")
+    assert [(d.item_id, d.reopened) for d in adjudication_queue(prefixes, rid, judge)] == [(item, True)]
+    everyone = [d for d in adjudication_queue(prefixes, None, judge, question_key=Q) if d.item_id == item]
+    assert [d.reopened for d in everyone] == [False]  # listed there too, but it was not settled there
