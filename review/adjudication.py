@@ -186,9 +186,9 @@ def _was_reopened(settled: tuple | None) -> bool:
 
 def reopen_broken(store: Store, conn, units) -> int:
     """Withdraw each settlement made on its own ('unanimous') on these units
-    (item id, question id, target) that an answer it rests on now disagrees
-    with (in the scope it was made in, see `_broken`), inside the caller's
-    transaction: a later answer that
+    (item id, question id, target) that the scope it was made in would no
+    longer make (an answer it rests on now differs, or too few are left: see
+    `_broken`), inside the caller's transaction: a later answer that
     breaks an agreement leaves the unit without a settled answer (an
     annotation by `adjudicated` with status 'skipped' and reason REOPENED),
     so no screen or export goes on counting the old agreement as the
