@@ -27,7 +27,7 @@ class QueueFilter:
     """(item id, import id, question id): only items that came after those:
     added after that item, added or completed (a stub replaced) by a later
     import, or asked a question added later (a criterion of theirs, or a
-    question of every item)."""
+    question of every item of their kind)."""
 
     def where(self) -> tuple[str, list]:
         clauses, params = ["i.kind = ?"], [self.kind]
@@ -47,7 +47,8 @@ class QueueFilter:
             clauses.append("i.failed = 0")
         if self.after is not None:
             clauses.append("(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM"
-                           " questions nq WHERE nq.id > ? AND (nq.item_id IS NULL"
+                           " questions nq WHERE nq.id > ? AND ((nq.item_id IS NULL"
+                           " AND nq.applies_to = i.kind)"
                            " OR nq.item_id IN (i.id, coalesce(i.parent_id, i.id)))))")
             params.extend(self.after)
         return " AND ".join(clauses), params
