@@ -93,13 +93,17 @@ def _complete_items(store: Store, round_id: int | None, question_id: int) -> dic
     Outside rounds (round_id None): every item that two or more clinicians
     answered, with their current answers."""
     if round_id is None:
+        # Who counts, as `_broken` counts them: the people who review, for an agent
+        # run or graded conversation (not, say, imported HealthBench physicians).
         rows = store.query(
-            """SELECT c.item_id, 2 AS answers_needed, c.rater_id, r.name, c.status, c.value,
-                      c.rationale, c.confidence
-               FROM current_annotations c JOIN raters r ON r.id = c.rater_id
-               WHERE c.question_id = ? AND r.kind = 'human' AND c.target = ''
-                 AND c.status IN ('answered', 'cannot_assess')
-               ORDER BY c.item_id, c.id""", (question_id,))
+            f"""SELECT c.item_id, 2 AS answers_needed, c.rater_id, r.name, c.status, c.value,
+                       c.rationale, c.confidence
+                FROM current_annotations c JOIN raters r ON r.id = c.rater_id
+                JOIN items i ON i.id = c.item_id
+                WHERE c.question_id = ? AND r.kind = 'human' AND c.target = ''
+                  AND (i.kind NOT IN ({','.join('?' * len(RUBRIC_KINDS))}) OR {people_sql('r')})
+                  AND c.status IN ('answered', 'cannot_assess')
+                ORDER BY c.item_id, c.id""", (question_id, *RUBRIC_KINDS))
         by_item: dict[int, list] = {}
         for r in rows:
             by_item.setdefault(r["item_id"], []).append(r)

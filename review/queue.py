@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from review.trajectory import RUBRIC_KINDS
 from store import Store
 
 
@@ -46,10 +47,16 @@ class QueueFilter:
         if not self.include_failed:
             clauses.append("i.failed = 0")
         if self.after is not None:
-            clauses.append("(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM"
-                           " questions nq WHERE nq.id > ? AND ((nq.item_id IS NULL"
-                           " AND nq.applies_to = i.kind)"
-                           " OR nq.item_id IN (i.id, coalesce(i.parent_id, i.id)))))")
+            # A question of a kind of item: of every prefix or response; of an agent run or
+            # graded conversation only of its benchmark family (`rubric_review.asks_outcome`).
+            family = "substr(nq.key, 1, instr(nq.key, '.') - 1)"
+            rubric = ", ".join(f"'{k}'" for k in RUBRIC_KINDS)
+            clauses.append(
+                "(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM questions nq"
+                " WHERE nq.id > ? AND (nq.item_id IN (i.id, coalesce(i.parent_id, i.id))"
+                " OR (nq.item_id IS NULL AND nq.applies_to = i.kind"
+                f" AND (i.kind NOT IN ({rubric}) OR i.uid LIKE {family} || ':%'"
+                f" OR (SELECT kind FROM datasets WHERE id = i.dataset_id) = {family})))))")
             params.extend(self.after)
         return " AND ".join(clauses), params
 

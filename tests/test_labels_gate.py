@@ -33,3 +33,22 @@ def test_a_choice_recorded_before_it_said_what_it_covered_is_asked_again(store):
     with store.transaction():  # as recorded before the choice named the newest item, import, question
         store.audit(me.name, "labels_opened", "screen", None, None, {"screen": "browse", "unanswered": 3})
     assert labels_opened(store, me.id) is None
+
+
+def test_a_new_question_of_one_benchmark_brings_back_only_that_benchmarks_runs(db):
+    from review.rubric_review import find_item, item_questions
+    from tests.review_fixtures import KB_UID
+
+    me = ensure_reviewer(db, "Dr. Blind")
+    open_labels(db, me, "agreement", blind_work_left(db, me.id))
+    assert blind_work_left(db, me.id, after=labels_opened(db, me.id)) == 0
+    with db.transaction() as conn:  # e.g. a new codebook version adds a CliniCARE outcome question
+        RecordWriter(conn, source="test").question(QuestionRecord(
+            key="clinicare.second_verdict", codebook="clinicare-verdict", kind="labelset",
+            text="Second?", applies_to="trajectory"))
+    assert "clinicare.second_verdict" not in [q.key for q in item_questions(db, find_item(db, KB_UID))]
+    clinicare_runs = db.scalar("SELECT COUNT(*) FROM items i JOIN datasets d ON d.id = i.dataset_id"
+                               " WHERE i.kind = 'trajectory' AND (i.uid LIKE 'clinicare:%'"
+                               " OR d.kind = 'clinicare')")
+    assert 0 < clinicare_runs < db.scalar("SELECT COUNT(*) FROM items WHERE kind = 'trajectory'")
+    assert blind_work_left(db, me.id, after=labels_opened(db, me.id)) == clinicare_runs

@@ -175,3 +175,34 @@ def test_reopened_is_said_in_the_scope_whose_agreement_broke(prefixes):
     assert [(d.item_id, d.reopened) for d in adjudication_queue(prefixes, rid, judge)] == [(item, True)]
     everyone = [d for d in adjudication_queue(prefixes, None, judge, question_key=Q) if d.item_id == item]
     assert [d.reopened for d in everyone] == [False]  # listed there too, but it was not settled there
+
+
+def test_on_an_agent_run_the_settling_and_the_withdrawing_count_the_same_clinicians(db):
+    """Imported physicians' labels are data, not the app's reviewers: a run's criterion is not
+    settled on one reviewer and one physician, so no later commit withdraws and resettles it."""
+    from review.adjudication import settle_unanimous_rubric
+    from review.rubric_review import find_item, item_questions
+    from store.records import AnnotationRecord, RaterRecord
+    from store.writer import RecordWriter
+    from tests.review_fixtures import KB_UID
+
+    item = find_item(db, KB_UID)
+    q = item_questions(db, item)[0]
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    with db.transaction() as conn:
+        w = RecordWriter(conn, source="test")
+        w.rater(RaterRecord("healthbench-physician:7", "human", role="physician"))
+        w.annotation(AnnotationRecord(KB_UID, q.key, "healthbench-physician:7", "not_met"))
+    commit_answer(db, a, item, q.id, "met")
+    assert settle_unanimous(db, None, question_key=q.key) == 0  # one reviewer is not two
+    commit_answer(db, b, item, q.id, "met")
+    assert settle_unanimous_rubric(db) >= 1
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    commit_answer(db, a, item, q.id, "met", rationale="again, with a reason")
+    assert settle_unanimous(db, None, question_key=q.key) == 0
+    assert item not in [d.item_id for d in adjudication_queue(db, None, judge, question_key=q.key)]
+    in_force_now = db.query_one(
+        "SELECT c.status, json_extract(c.extra, '$.reason') FROM current_annotations c JOIN raters r"
+        " ON r.id = c.rater_id WHERE r.name = ? AND c.item_id = ? AND c.question_id = ?",
+        (ADJUDICATED, item, q.id))
+    assert tuple(in_force_now) == ("answered", "unanimous")
