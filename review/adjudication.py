@@ -86,15 +86,18 @@ def _round_question(store: Store, round_id: int | None, question_key: str | None
     return row
 
 
-def _complete_items(store: Store, round_id: int | None, question_id: int) -> dict[int, list]:
-    """Items whose answers are all in, with those answers (newest per reviewer).
+def _complete_items(store: Store, round_id: int | None, question_id: int,
+                    item_id: int | None = None) -> dict[int, list]:
+    """Items whose answers are all in, with those answers (newest per reviewer);
+    `item_id`: that item only.
 
     In a round: the round's answers, once as many as it asks for are in.
     Outside rounds (round_id None): every item that two or more clinicians
     answered, with their current answers."""
+    only, only_params = ("", ()) if item_id is None else (" AND i.id = ?", (item_id,))
     if round_id is None:
-        # Who counts, as `_broken` counts them: the people who review, for an agent
-        # run or graded conversation (not, say, imported HealthBench physicians).
+        # Who counts: the people who review, for an agent run or graded conversation
+        # (not, say, imported HealthBench physicians), as `_rubric_answers`.
         rows = store.query(
             f"""SELECT c.item_id, 2 AS answers_needed, c.rater_id, r.name, c.status, c.value,
                        c.rationale, c.confidence
@@ -102,8 +105,8 @@ def _complete_items(store: Store, round_id: int | None, question_id: int) -> dic
                 JOIN items i ON i.id = c.item_id
                 WHERE c.question_id = ? AND r.kind = 'human' AND c.target = ''
                   AND (i.kind NOT IN ({','.join('?' * len(RUBRIC_KINDS))}) OR {people_sql('r')})
-                  AND c.status IN ('answered', 'cannot_assess')
-                ORDER BY c.item_id, c.id""", (question_id, *RUBRIC_KINDS))
+                  AND c.status IN ('answered', 'cannot_assess'){only}
+                ORDER BY c.item_id, c.id""", (question_id, *RUBRIC_KINDS, *only_params))
         by_item: dict[int, list] = {}
         for r in rows:
             by_item.setdefault(r["item_id"], []).append(r)
@@ -117,9 +120,9 @@ def _complete_items(store: Store, round_id: int | None, question_id: int) -> dic
                 AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id
                             AND b.item_id = a.item_id AND b.rater_id = a.rater_id
                             AND b.question_id = a.question_id AND b.target = '')
-           JOIN raters r ON r.id = a.rater_id
-           WHERE ri.round_id = ? ORDER BY ri.position, a.id""",
-        (question_id, round_id),
+           JOIN raters r ON r.id = a.rater_id JOIN items i ON i.id = ri.item_id
+           WHERE ri.round_id = ?""" + only + " ORDER BY ri.position, a.id",
+        (question_id, round_id, *only_params),
     )
     by_item: dict[int, list] = {}
     needed: dict[int, int] = {}
@@ -191,8 +194,9 @@ def _was_reopened(settled: tuple | None) -> bool:
 def reopen_broken(store: Store, conn, units) -> int:
     """Withdraw each settlement made on its own ('unanimous') on these units
     (item id, question id, target) that the scope it was made in would no
-    longer make (an answer it rests on now differs, or too few are left: see
-    `_broken`), inside the caller's transaction: a later answer that
+    longer make, by the rule that made it (`_agreed` over `_complete_items`,
+    `_agreed_step` over `_step_marks`): an answer it rests on now differs, or
+    too few are left. Inside the caller's transaction: a later answer that
     breaks an agreement leaves the unit without a settled answer (an
     annotation by `adjudicated` with status 'skipped' and reason REOPENED),
     so no screen or export goes on counting the old agreement as the
@@ -215,12 +219,13 @@ def reopen_broken(store: Store, conn, units) -> int:
         if target:
             if not (target.startswith("step:") and target[5:].isdigit()):
                 continue
-            marks = _unit_step_marks(conn, item_id, question_id, int(target[5:]))
+            marks = _step_marks(store, item_id).get((item_id, int(target[5:])))
             held = (settled[2], None if settled[4] is None else int(settled[4]))
-            if len(marks) >= 2 and _agreed_step(marks) == held:
-                continue  # as `settle_unanimous_steps` would settle it: it stands
-        elif not _broken(conn, item_id, question_id, settled[2], settled[5]):
-            continue
+            if marks is not None and _agreed_step(marks) == held:
+                continue  # `settle_unanimous_steps` would settle it so: it stands
+        elif _agreed(_complete_items(store, settled[5], question_id, item_id).get(item_id)) \
+                == (settled[2],):
+            continue  # the scope it was made in (`settle_unanimous`) would settle it so: it stands
         cur = conn.execute(
             "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value, phase,"
             " source, supersedes_id, extra, created_at, round_id)"
@@ -236,56 +241,6 @@ def reopen_broken(store: Store, conn, units) -> int:
     return withdrawn
 
 
-def _broken(conn, item_id: int, question_id: int, value: str | None,
-            round_id: int | None) -> bool:
-    """Whether the scope a settlement was made in would no longer make it:
-    an answer it rests on now differs from `value` (another answer, or
-    'cannot assess'), or fewer answers are left than it needs (a clinician
-    passed over the item after answering). For a settlement made in a round:
-    its reviewers' newest answers in that round, as many as the round asks
-    for (an answer outside the round, or late for it, does not count: the
-    round counts exactly its own; see `_complete_items`). Otherwise two or
-    more clinicians' answers in force: the people who review (`people_sql`)
-    for a rubric criterion, as `_rubric_answers`; any human rater for a
-    label, as `_complete_items`."""
-    if round_id is not None:
-        needed = conn.execute("SELECT answers_needed FROM round_items WHERE round_id = ?"
-                              " AND item_id = ?", (round_id, item_id)).fetchone()
-        rows = conn.execute(
-            "SELECT a.status, a.value FROM annotations a WHERE a.round_id = ? AND a.item_id = ?"
-            " AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')"
-            " AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.round_id = a.round_id"
-            " AND b.item_id = a.item_id AND b.rater_id = a.rater_id"
-            " AND b.question_id = a.question_id AND b.target = '')",
-            (round_id, item_id, question_id)).fetchall()
-        enough = max(2, needed[0] if needed else 2)
-    else:
-        kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
-        who = people_sql("r") if kind in RUBRIC_KINDS else "r.kind = 'human'"
-        rows = conn.execute(
-            f"SELECT c.status, c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
-            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target = '' AND {who}"
-            f" AND c.status IN ('answered', 'cannot_assess')", (item_id, question_id)).fetchall()
-        enough = 2
-    return len(rows) < enough or any(r[0] != "answered" or r[1] != value for r in rows)
-
-
-def _unit_step_marks(conn, item_id: int, question_id: int, step: int) -> list[dict]:
-    """The clinicians' marks in force on one step, as `_step_marks` counts
-    them: marks that answer or cannot assess, the newest per clinician,
-    whichever spelling of the step (`step:03`) an older database holds."""
-    marks: dict[int, dict] = {}
-    for r in conn.execute(
-            f"SELECT c.rater_id, c.status, c.value, json_extract(c.extra, '$.severity')"
-            f" FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
-            f" WHERE c.item_id = ? AND c.question_id = ? AND c.target GLOB 'step:[0-9]*'"
-            f" AND CAST(substr(c.target, 6) AS INTEGER) = ? AND {people_sql('r')}"
-            f" AND c.status IN ('answered', 'cannot_assess') ORDER BY c.id",
-            (item_id, question_id, step)):
-        marks[r[0]] = {"status": r[1], "value": r[2], "severity": r[3]}
-    return list(marks.values())
-
-
 def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
                      question_key: str | None = None) -> int:
     """Record the settled answer of every complete item whose reviewers agree."""
@@ -295,11 +250,8 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
         done = _settled(store, question_id, round_id)
         out = []
         for item_id, answers in _complete_items(store, round_id, question_id).items():
-            statuses = {a["status"] for a in answers}
-            values = {a["value"] for a in answers}
-            if statuses == {"answered"} and len(values) == 1 and len(answers) > 1 \
-                    and _open(done.get(item_id), (answers[0]["value"],)):
-                out.append((item_id, answers[0]["value"]))
+            if (agreed := _agreed(answers)) is not None and _open(done.get(item_id), agreed):
+                out.append((item_id, agreed[0]))
         return out
 
     if not agreed_items():
@@ -443,6 +395,13 @@ def _settled_pairs(store: Store) -> dict[tuple[int, int], tuple[str | None, str 
         " WHERE r.name = ? AND c.target = ''", (ADJUDICATED,))}
 
 
+def _agreed(answers: list | None) -> tuple[str | None] | None:
+    """The answer two or more clinicians' complete answers agree on (see
+    `_complete_items`), or None: what settles a whole item on its own, and
+    what a settlement so made rests on."""
+    return _agreed_verdict(answers) if answers and len(answers) > 1 else None
+
+
 def _agreed_verdict(answers: list) -> tuple[str | None] | None:
     if {a["status"] for a in answers} == {"answered"} and len({a["value"] for a in answers}) == 1:
         return (answers[0]["value"],)
@@ -546,20 +505,22 @@ are a disagreement for an adjudicator (critical against negligible is not an
 agreement); within it they settle on their own."""
 
 
-def _step_marks(store: Store) -> dict[tuple[int, int], list]:
+def _step_marks(store: Store, item_id: int | None = None) -> dict[tuple[int, int], list]:
     """(run, step id) -> the clinicians' marks in force (one per clinician),
-    where two or more clinicians marked that step. Only explicit marks count:
-    a reviewer who left a step unmarked said nothing about it."""
+    where two or more clinicians marked that step (`item_id`: of that run
+    only). Only explicit marks count: a reviewer who left a step unmarked
+    said nothing about it."""
     from review.trajectory import STEP_ERROR_QUESTION
 
+    only, only_params = ("", ()) if item_id is None else (" AND c.item_id = ?", (item_id,))
     rows = store.query(
         f"""SELECT c.item_id, c.target, c.rater_id, r.name, c.status, c.value, c.rationale,
                    json_extract(c.extra, '$.severity') AS severity
             FROM current_annotations c JOIN raters r ON r.id = c.rater_id
             JOIN questions q ON q.id = c.question_id
             WHERE q.key = ? AND {people_sql('r')} AND c.target GLOB 'step:[0-9]*'
-              AND c.status IN ('answered', 'cannot_assess')
-            ORDER BY c.item_id, c.id""", (STEP_ERROR_QUESTION,))
+              AND c.status IN ('answered', 'cannot_assess'){only}
+            ORDER BY c.item_id, c.id""", (STEP_ERROR_QUESTION, *only_params))
     out: dict[tuple[int, int], dict[int, object]] = {}
     for r in rows:
         step = r["target"].removeprefix("step:")
