@@ -149,21 +149,36 @@ def test_hostile_searches_show_no_error(app, raw):
     assert "<script>" not in texts(app)
 
 
+def app_as(db, monkeypatch, name: str, role: str = "reviewer") -> AppTest:
+    """The app for `name` (added with `role` if new), after its first run."""
+    from review.reviewers import ensure_reviewer
+
+    with open_store(db) as s:
+        ensure_reviewer(s, name, role=role)
+    monkeypatch.setenv("CARELENS_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = name
+    at.run()
+    return at
+
+
+def import_a_new_case(db) -> None:
+    """Another user imports one new prefix."""
+    from review.sources import import_file
+
+    new_case = db.parent / "new_case.jsonl"
+    new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
+                        ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
+    with open_store(db) as s:
+        import_file(s, new_case)
+
+
 def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo_copy, monkeypatch):
     """Browse and Agreement show gold and machine labels: a reviewer with items still
     waiting for a blind answer is told, and sees them only by choosing to (recorded)."""
-    from review.reviewers import ensure_reviewer
     from review.rubric_review import LABELS_OPENED
-    from review.sources import import_file
-    from review.workspace import open_store
 
-    with open_store(demo_copy) as s:
-        ensure_reviewer(s, "Dr. New Blind")
-        ensure_reviewer(s, "Dr. Lead", role="adjudicator")
-    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. New Blind"
-    at.run()
+    at = app_as(demo_copy, monkeypatch, "Dr. New Blind")
     at.switch_page(BROWSE).run()
     assert not at.exception
     assert any("still waiting for your blind answer" in w.value for w in at.warning)
@@ -178,11 +193,7 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     at.switch_page(BROWSE).run()  # asked once ...
     assert not any("blind answer" in w.value for w in at.warning)
     # ... until items they were not asked about arrive: a new case is imported.
-    new_case = demo_copy.parent / "new_case.jsonl"
-    new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
-                        ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
-    with open_store(demo_copy) as s:
-        import_file(s, new_case)
+    import_a_new_case(demo_copy)
     at.switch_page(BROWSE).run()
     assert any("1 item added since you last chose to see the labels is waiting for your blind answer"
                in w.value for w in at.warning)
@@ -190,23 +201,13 @@ def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo
     assert not at.warning
     with open_store(demo_copy) as s:
         assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ?", (LABELS_OPENED,)) == 2
-    lead = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    lead.query_params["reviewer"] = "Dr. Lead"
-    lead.run()
+    lead = app_as(demo_copy, monkeypatch, "Dr. Lead", role="adjudicator")
     lead.switch_page(BROWSE).run()
     assert not any("blind answer" in w.value for w in lead.warning)  # adjudicators are not asked
 
 
 def test_the_exports_of_every_raters_labels_ask_first_too(demo_copy, monkeypatch):
-    from review.reviewers import ensure_reviewer
-    from review.workspace import open_store
-
-    with open_store(demo_copy) as s:
-        ensure_reviewer(s, "Dr. Export Blind")
-    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. Export Blind"
-    at.run()
+    at = app_as(demo_copy, monkeypatch, "Dr. Export Blind")
     at.switch_page("pages/data.py").run()
     assert not at.exception
     assert not at.get("download_button")  # the files hold every rater's labels ...
@@ -219,22 +220,10 @@ def test_the_exports_of_every_raters_labels_ask_first_too(demo_copy, monkeypatch
 def test_items_imported_while_the_warning_is_up_are_asked_about(demo_copy, monkeypatch):
     """Choosing to see the labels answers the warning that was on screen: an item
     imported between the warning and the click is asked about afterwards."""
-    from review.reviewers import ensure_reviewer
-    from review.sources import import_file
-
-    with open_store(demo_copy) as s:
-        ensure_reviewer(s, "Dr. New Blind")
-    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = "Dr. New Blind"
-    at.run()
+    at = app_as(demo_copy, monkeypatch, "Dr. New Blind")
     at.switch_page(BROWSE).run()
     assert any("still waiting for your blind answer" in w.value for w in at.warning)
-    new_case = demo_copy.parent / "new_case.jsonl"  # another user imports meanwhile
-    new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
-                        ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
-    with open_store(demo_copy) as s:
-        import_file(s, new_case)
+    import_a_new_case(demo_copy)  # meanwhile
     at.button(key="labels_gate_open").click().run()
     at.switch_page(BROWSE).run()
     assert any("1 item added since you last chose to see the labels is waiting" in w.value
