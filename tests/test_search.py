@@ -421,6 +421,29 @@ def test_export_withholds_identifying_ids_by_default(store):
     assert [c.item_id for c in numbered] == ["case-1", "case-2"]
 
 
+def test_case_study_markdown_quotes_words_as_written_and_renders_nothing_from_them(store):
+    """The sheet's quoted text reads as written in the raw file (no escapes)
+    and, rendered by a CommonMark viewer with GitHub's autolinks and raw HTML
+    on, makes no link, image, script or formatting: a fence inside the text
+    cannot close the block it is quoted in."""
+    from markdown_it import MarkdownIt
+
+    hostile = ("Call https://evil.example/x now, or www.evil.example, **bold** <b>tag</b>\n"
+               "<script>alert(1)</script> ![img](http://evil.example/i.png) [link](http://x)\n"
+               "```\n# not a heading, the fence above tried to close the quote\n````\n"
+               "  indented line with a | pipe\r\nlast line")
+    write_items(store, [("hostile-1", "response", {"response": hostile})])
+    md = case_study_markdown(gather_cases(store, selected_item_ids(store, BrowseQuery()),
+                                          with_blocks=True))
+    expected = hostile.replace("\r\n", "\n")
+    assert expected in md  # verbatim: every line as written, nothing escaped
+    rendered = MarkdownIt("gfm-like").enable("linkify").render(md)
+    for tag in ("<a ", "<img", "<script", "<b>", "<strong>bold", "<h1>not a heading"):
+        assert tag not in rendered, tag
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered
+    assert rendered.count("<pre>") == 1 and "last line\n</code></pre>" in rendered  # one block
+
+
 def test_case_study_sheet_quotes_the_case_and_names_reviewers_on_request(with_runs):
     s, uids = with_runs
     ids = selected_item_ids(s, BrowseQuery(step_errors=("unsupported_claim",)))

@@ -6,6 +6,9 @@ task id, which names a patient) has its ids withheld unless the user asks
 for them (`include_identifying`); `withhold_all_ids` numbers every case
 instead of naming it; `anonymise_reviewers` names clinicians Clinician A,
 B, ... The HTML sheet escapes every string from the data and loads nothing.
+The Markdown sheet quotes the case's words in fenced blocks that nothing in
+them can close: they read as written in the raw file, and no renderer finds
+a link, an image, HTML or formatting in them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import csv
 import html
 import io
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,6 +277,19 @@ def _clip(text: str) -> str:
     return text if len(text) <= BLOCK_CHARS else text[:BLOCK_CHARS].rsplit(" ", 1)[0] + " …"
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
+def _verbatim(text: str) -> list[str]:
+    """Lines of a fenced block quoting `text` exactly: the fence is longer
+    than any run of backticks in the text, so no line of it can close the
+    block (CommonMark), and what is inside is shown, never read as Markdown
+    or HTML."""
+    body = text.replace("\r\n", "\n").replace("\r", "\n")
+    fence = "`" * max(3, 1 + max(map(len, _BACKTICKS.findall(body)), default=0))
+    return [fence + "text", *body.split("\n"), fence]
+
+
 def _cell(text: Any) -> str:
     return safe_markdown(" ".join(str(text).split()))  # '|' included: a cell stays one cell
 
@@ -291,7 +308,7 @@ def case_study_markdown(cases: Sequence[Case], title: str = "Case studies") -> s
                 + (f" · dataset {_cell(c.dataset)}" if c.dataset else ""), ""]
         for heading, text in c.blocks:
             out += [f"**{_cell(heading)}**", ""]
-            out += ["> " + line if line else ">" for line in safe_markdown(_clip(text)).splitlines()]
+            out += _verbatim(_clip(text))
             out.append("")
         if c.labels:
             out += ["| Rater | Label |", "|---|---|"]
