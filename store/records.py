@@ -60,6 +60,8 @@ class QuestionRecord:
     applies_to: str | None = None
     points: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    replace_stub: bool = False
+    """Fill in a question of the same key made as a placeholder (meta.stub)."""
 
 
 @dataclass(slots=True)

@@ -51,6 +51,34 @@ class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
 
+_BIND_ERRORS = (OverflowError, UnicodeEncodeError, sqlite3.ProgrammingError,
+                sqlite3.InterfaceError)
+"""What sqlite3 raises for a value it cannot store (an integer beyond 64 bits,
+text that is not valid Unicode, an object or a list): a bad row, named by
+`RecordWriter._unstorable`."""
+
+_ITEM_FIELDS = ("uid", "dataset", "kind", "parent", "case_id", "round_id", "split", "model",
+                "failed", "payload", "meta", "import", "created_at")
+_ANNOTATION_FIELDS = ("item", "question", "rater", "target", "status", "value", "rationale",
+                      "confidence", "phase", "codebook_version", "supersedes", "source", "import",
+                      "extra", "created_at")
+
+
+def _problem(value: object) -> str | None:
+    """Why SQLite cannot store a value, or None."""
+    if value is None or type(value) in (float, bytes):
+        return None
+    if type(value) is int or type(value) is bool:
+        return None if -(1 << 63) <= value < (1 << 63) else f"{value} is beyond a 64-bit integer"
+    if type(value) is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"not valid Unicode text (a lone surrogate at character {exc.start + 1})"
+        return None
+    return f"expected text or a number, got {type(value).__name__}"
+
+
 class RecordWriter:
     def __init__(self, conn: sqlite3.Connection, *, source: str, import_id: int | None = None,
                  where: str = "", validate: Validator | None = None, index_later: bool = False):
@@ -75,6 +103,12 @@ class RecordWriter:
         """Uids in `_pending` that replace a stub of the same uid."""
         self._waiting: list[tuple[AnnotationRecord, int, int]] = []
         """Answers on items still in `_pending`: (record, question id, rater id)."""
+        self._lines: dict[str, int | None] = {}
+        """Source line of every item this writer was given in full (not stubs),
+        by uid: a uid given again is compared with the first (`_repeated`)."""
+        self._stubs: dict[str, set[str]] = {}
+        """Uids of stubs (items only named so far) by kind, read when the first
+        record that may replace one of that kind comes (`_is_stub`)."""
         self._statements: dict[tuple[str, str, int], str] = {}
         """Multi-row INSERT statements by (head, tail, rows): built once."""
         self._variable_limit: int | None = None
@@ -166,9 +200,22 @@ class RecordWriter:
         return cur.lastrowid
 
     def question(self, q: QuestionRecord) -> int:
-        row = self.conn.execute("SELECT id FROM questions WHERE key = ?", (q.key,)).fetchone()
+        """Insert a question unless its key exists. A question made as a
+        placeholder (meta.stub: a file named it before the file that defines
+        it, e.g. a HealthBench meta-evaluation row naming a rubric criterion)
+        is filled in by a record with `replace_stub`; one that is not a
+        placeholder is left as it is."""
+        row = self.conn.execute("SELECT id, meta FROM questions WHERE key = ?", (q.key,)).fetchone()
         if row is not None:
             self._questions[q.key] = row[0]
+            if q.replace_stub and from_json(row[1] or "{}").get("stub"):
+                item_id = self.item_id(q.item_uid) if q.item_uid else None
+                named = {k: v for k, v in from_json(row[1]).items() if k != "stub"}
+                self.conn.execute(
+                    "UPDATE questions SET codebook = ?, kind = ?, text = ?, item_id = ?,"
+                    " applies_to = ?, points = ?, meta = ? WHERE id = ?",
+                    (q.codebook, q.kind, q.text, item_id, q.applies_to, q.points,
+                     to_json({**named, **q.meta}), row[0]))
             return row[0]
         item_id = self.item_id(q.item_uid) if q.item_uid else None
         cur = self.conn.execute(
@@ -214,9 +261,13 @@ class RecordWriter:
         # the full prefix record when that arrives; an item that is not a stub
         # is left as it is.
         for replacing, run in groupby(self._pending.items(), key=lambda kv: kv[0] in self._replacing):
-            self._insert_rows(self._ITEM_COLUMNS, self._ITEM_ROW,
-                              self._STUB_REPLACED if replacing else self._NEW_ITEM,
-                              [values for _, values in run])
+            rows = [values for _, values in run]
+            try:
+                self._insert_rows(self._ITEM_COLUMNS, self._ITEM_ROW,
+                                  self._STUB_REPLACED if replacing else self._NEW_ITEM, rows)
+            except _BIND_ERRORS as exc:
+                bad = next((r for r in rows if any(map(_problem, r))), rows[0])
+                raise self._unstorable(_ITEM_FIELDS, bad, self._lines.get(bad[0]), exc) from None
         self.n_items += self.conn.execute(
             "SELECT COUNT(*) FROM items WHERE id > ?", (before,)).fetchone()[0]
         self.n_completed += len(replaced)
@@ -259,6 +310,15 @@ class RecordWriter:
                 sql = self._statements[key] = head + ",".join([row] * len(chunk)) + tail
             self.conn.execute(sql, list(chain.from_iterable(chunk)))
 
+    def _unstorable(self, fields: tuple[str, ...], values: tuple, line: int | None,
+                    exc: Exception) -> InputError:
+        """The error for a row SQLite refused to store, naming line and field."""
+        for name, value in zip(fields, values, strict=True):
+            problem = _problem(value)
+            if problem is not None:
+                return InputError(f"{self._loc(line)}field {name!r}: {problem}")
+        return InputError(f"{self._loc(line)}a value cannot be stored: {exc}")
+
     def _rows_per_statement(self, width: int) -> int:
         limit = self._variable_limit
         if limit is None:
@@ -277,6 +337,8 @@ class RecordWriter:
         instead of `write()` must call `flush()` before its transaction ends."""
         uid, replace = it.uid, it.replace_stub
         stub = bool(it.meta.get("stub")) if it.meta else False
+        if replace and not stub and not self._is_stub(uid, it.kind):
+            replace = False  # nothing to fill in: an item like any other
         if stub and not replace:
             if uid in self._pending:
                 return None  # a stub for an item this import already holds
@@ -297,10 +359,9 @@ class RecordWriter:
         )
         if not stub:
             pending = self._pending
-            if uid in pending:
-                if not replace or uid in self._replacing:
-                    return None  # the first record of a uid wins, as in the database
-                self.flush()  # a stub replacement after a plain record of the same uid
+            if uid in self._lines:
+                return self._repeated(uid, values, it.line)
+            self._lines[uid] = it.line
             pending[uid] = values
             if replace:
                 self._replacing.add(uid)
@@ -311,13 +372,53 @@ class RecordWriter:
             # Answers wait on items held in the batch: write those items first, so
             # row ids follow the file as when every answer wrote its item at once.
             self.flush()
-        row = self.conn.execute(self._INSERT_ITEM + " RETURNING id", values).fetchone()
+        try:
+            row = self.conn.execute(self._INSERT_ITEM + " RETURNING id", values).fetchone()
+        except _BIND_ERRORS as exc:
+            raise self._unstorable(_ITEM_FIELDS, values, it.line, exc) from None
+        if it.kind in self._stubs:
+            self._stubs[it.kind].add(uid)
         if row is not None:
             self.n_items += 1
             self._items[uid] = row[0]
             self._items_written([row[0]], fresh=True)
             return row[0]
         return self.item_id(uid)
+
+    def _is_stub(self, uid: str, kind: str) -> bool:
+        """Whether an item of this uid is a stub, to be filled in by a record
+        that replaces stubs. The stubs of a kind are read once per writer
+        (through the dataset-and-kind index); a record that has no stub to
+        fill in is written like any other, without a look-up per batch."""
+        stubs = self._stubs.get(kind)
+        if stubs is None:
+            stubs = self._stubs[kind] = {row[0] for row in self.conn.execute(
+                "SELECT uid FROM items WHERE dataset_id IN (SELECT id FROM datasets) AND kind = ?"
+                " AND json_extract(meta, '$.stub')", (kind,))}
+        return uid in stubs
+
+    def _repeated(self, uid: str, values: tuple, line: int | None) -> None:
+        """An item given twice by one import: the same content again changes
+        nothing; other content is refused, naming both lines (keeping either
+        silently would pair an answer with words it was not given for)."""
+        first = self._lines[uid]
+        pending = self._pending.get(uid)
+        if pending is not None:
+            same = pending[1:11] == values[1:11]
+        else:
+            stored = self.conn.execute(
+                "SELECT dataset_id, kind, parent_id, case_id, round_id, split, model, failed,"
+                " payload, meta, import_id FROM items WHERE uid = ?", (uid,)).fetchone()
+            # An item an earlier import wrote keeps its content (this file's is
+            # not stored either time): only what this import stored is compared.
+            same = stored is None or (stored[10] != self.import_id and self.import_id is not None) \
+                or tuple(stored[:10]) == values[1:11]
+        if not same:
+            raise InputError(
+                f"{self._loc(line)}item {uid!r} again, with other content than"
+                f"{f' line {first}' if first is not None else ' before'}: a file gives each"
+                " item once (two runs of one model, e.g. two protocols, need separate model names)")
+        return None
 
     def default_question(self, item_id: int, line: int | None) -> str:
         """The one question asked of an item's kind, when a file names none."""
@@ -403,8 +504,11 @@ class RecordWriter:
         ) and from_json(current[4] or "{}").get("severity") == (a.extra or {}).get("severity"):
             self.n_skipped += 1
             return None
-        cur = self.conn.execute(self._INSERT_ANNOTATION, self._annotation_row(
-            a, item_id, question_id, rater_id, current[0] if current else None))
+        row = self._annotation_row(a, item_id, question_id, rater_id, current[0] if current else None)
+        try:
+            cur = self.conn.execute(self._INSERT_ANNOTATION, row)
+        except _BIND_ERRORS as exc:
+            raise self._unstorable(_ANNOTATION_FIELDS, row, a.line, exc) from None
         self.n_annotations += 1
         return cur.lastrowid
 
@@ -420,6 +524,7 @@ class RecordWriter:
         answer per rater and question needs no look-up and goes in a few
         multi-row statements; anything else takes the one-by-one path."""
         rows: list[tuple] = []
+        lines: list[int | None] = []
         seen: set[tuple] = set()
         for a, question_id, rater_id in waiting:
             item_id = self._items[a.item_uid]
@@ -429,12 +534,17 @@ class RecordWriter:
             if item_id > before and unit not in seen:
                 seen.add(unit)
                 rows.append(self._annotation_row(a, item_id, question_id, rater_id, None))
+                lines.append(a.line)
                 continue
-            self._insert_annotations(rows)
-            rows = []
+            self._insert_annotations(rows, lines)
+            rows, lines = [], []
             self._write_annotation(a, item_id, question_id, rater_id)
-        self._insert_annotations(rows)
+        self._insert_annotations(rows, lines)
 
-    def _insert_annotations(self, rows: list[tuple]) -> None:
-        self._insert_rows(self._ANNOTATION_COLUMNS, self._ANNOTATION_ROW, "", rows)
+    def _insert_annotations(self, rows: list[tuple], lines: list[int | None]) -> None:
+        try:
+            self._insert_rows(self._ANNOTATION_COLUMNS, self._ANNOTATION_ROW, "", rows)
+        except _BIND_ERRORS as exc:
+            i = next((i for i, r in enumerate(rows) if any(map(_problem, r))), 0)
+            raise self._unstorable(_ANNOTATION_FIELDS, rows[i], lines[i], exc) from None
         self.n_annotations += len(rows)

@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from review.sources.readers import mend_surrogates
 from store.writer import InputError
 
 VERSION = re.compile(r"^ATIF-v1\.(\d+)$")
@@ -42,13 +43,18 @@ TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 def read_json_file(path: Path, where: str) -> Any:
-    """A JSON file's content, or one InputError naming the file and the position."""
+    """A JSON file's content, or one InputError naming the file and the position.
+    A byte-order mark (some editors write one) is skipped; lone surrogates are
+    mended as in JSONL files (`readers.mend_surrogates`)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{where}: not UTF-8 text") from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
+        return mend_surrogates(value) if "\\u" in text else value
+    except RecursionError:
+        raise InputError(f"{where}: a value nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"

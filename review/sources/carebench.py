@@ -10,6 +10,7 @@ label for the prefix (the model as a machine rater).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,16 @@ def response_uid(prefix_id: str, model: str) -> str:
 
 
 def _turns(value: Any, where: str) -> list[str]:
+    """The patient turns: a list of strings; one string is one turn, unless it
+    is a JSON list of strings (how a CSV export of the table writes the list)."""
     if isinstance(value, str):
+        if value.startswith("[") and value.endswith("]"):
+            try:
+                listed = json.loads(value)
+            except ValueError:
+                listed = None
+            if isinstance(listed, list) and listed and all(isinstance(t, str) for t in listed):
+                return listed
         return [value]
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise InputError(f"{where}: field 'input_patient_turns' must be a list of strings")
@@ -46,7 +56,16 @@ def _case_and_round(prefix_id: str, row: dict, where: str) -> tuple[str | None, 
     round_id = as_int(pick(row, "round_id"), "round_id", where)
     if case_id is None and "_r" in prefix_id:
         case_id = prefix_id.rsplit("_r", 1)[0]
-    return (str(case_id) if case_id is not None else None), round_id
+    return _case_text(case_id, where), round_id
+
+
+def _case_text(case_id: Any, where: str) -> str | None:
+    """A case id as text: given as text or a number (a CSV or Parquet column)."""
+    if case_id is None or type(case_id) is str:
+        return case_id
+    if isinstance(case_id, (int, float)) and not isinstance(case_id, bool):
+        return str(case_id)
+    raise InputError(f"{where}: field 'case_id' must be text, got {type(case_id).__name__}")
 
 
 def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -116,6 +135,8 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
             round_id = as_int(round_id, "round_id", f"{name}:{line}")
         if case_id is None and "_r" in prefix_id:
             case_id = prefix_id.rsplit("_r", 1)[0]
+        elif type(case_id) is not str:
+            case_id = _case_text(case_id, f"{name}:{line}")
         if error is not None and type(error) is not str:
             error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
         # input_messages repeat the prefix's turns (and the file keeps them);
@@ -124,8 +145,8 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         yield ItemRecord(
             response_uid(prefix_id, model), "response", dataset,
             {"response": response or "", "error": error}, prefix_id,
-            None if case_id is None else str(case_id), round_id, split, model, failed, meta,
-            False, line,
+            case_id, round_id, split, model, failed, meta,
+            True, line,  # fills in the placeholder a mapped file made of this response
         )
 
 
@@ -139,17 +160,17 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
         prefix_id = require(row, "prefix_id", where)
         model = require(row, "model", where)
         label = require(row, "mapped_label", where)
-        name = rater or pick(row, "mapper") or "mapper"
-        if name not in announced:
-            announced.add(name)
-            yield rater_record_for(str(name), "machine", role="mapper")
+        mapper = str(rater or pick(row, "mapper") or "mapper")
+        if mapper not in announced:
+            announced.add(mapper)
+            yield rater_record_for(mapper, "machine", role="mapper")
         uid = response_uid(prefix_id, model)
         text = pick(row, "raw_model_response")
         yield _stub_prefix(prefix_id, row, dataset, where)
         yield ItemRecord(uid=uid, kind="response", dataset=dataset, parent_uid=prefix_id,
                          model=model, payload={"response": text or "", "error": None},
                          meta={"stub": True}, line=line)
-        yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=str(name),
+        yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,
                                value=str(label), line=line,
                                rationale=row.get("mapper_rationale") or row.get("rationale"))
 

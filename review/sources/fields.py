@@ -130,12 +130,19 @@ def require(row: dict[str, Any], field: str, where: str, typ: type | tuple[type,
 
 
 def as_int(value: Any, field: str, where: str) -> int | None:
+    """A whole number from an int, a whole float (1.0) or its text; anything
+    else (1.5, true, infinity, beyond 64 bits) is an InputError."""
     if value is None or value == "":
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{where}: field {field!r} must be a whole number, got {value!r}") from None
+    if not -(1 << 63) <= number < (1 << 63):
+        raise InputError(f"{where}: field {field!r}: {number} is beyond a 64-bit integer")
+    return number
 
 
 def as_bool(value: Any, field: str, where: str) -> bool:

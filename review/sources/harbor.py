@@ -58,11 +58,17 @@ class Measure:
     group: str = "verifier"
 
 
-def as_score(value: Any, where: str) -> float:
-    """A 0..1 score from a number or true/false, or InputError naming the place."""
+def as_score(value: Any, where: str) -> float | None:
+    """A 0..1 score from a number or true/false; None for NaN, which is how
+    a verifier that could not score writes "not measured" (never a fail); or
+    InputError naming the place."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
+        if value != value:  # NaN
+            return None
+        if value in (float("inf"), float("-inf")):
+            raise InputError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     raise InputError(f"{where}: expected a number or true/false, got {value!r}")
 
@@ -80,7 +86,10 @@ def measure_records(uid: str, values: Mapping[str, Any], measures: tuple[Measure
         raw = values.get(m.key)
         if raw is None:
             continue
-        score = as_score(raw, f"{where}: {m.key}") / m.scale
+        score = as_score(raw, f"{where}: {m.key}")
+        if score is None:
+            continue
+        score /= m.scale
         yield criterion_question(uid, m.suffix, m.text, {"group": m.group, "measure": m.key})
         yield AnnotationRecord(
             item_uid=uid, question_key=f"{uid}:{m.suffix}", rater=m.rater,

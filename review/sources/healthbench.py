@@ -155,7 +155,8 @@ def _criterion(crit: Any, index: int, prompt_id: str, uid: str, where: str,
     if seen[key] > 1:
         key = f"{key}-{seen[key]}"
     return QuestionRecord(key=key, codebook=RUBRIC, kind="criterion", text=text, item_uid=uid,
-                          points=float(points), meta=_criterion_meta(tags, index, float(points)))
+                          points=float(points), meta=_criterion_meta(tags, index, float(points)),
+                          replace_stub=True)
 
 
 # -- completions -------------------------------------------------------------------
@@ -237,9 +238,10 @@ def read_meta(path: Path, options: ImportOptions) -> Iterator[Record]:
                          payload={"completion": completion, "completion_source": "model"},
                          parent_uid=parent, case_id=prompt_id,
                          meta={"prompt_id": prompt_id, "completion_id": completion_id}, line=line)
+        # A placeholder until the prompt's rubric row gives its points, tags and axis.
         yield QuestionRecord(key=key, codebook=RUBRIC, kind="criterion", text=criterion,
                              item_uid=parent, points=None,
-                             meta={"group": "healthbench", "category": category})
+                             meta={"stub": True, "group": "healthbench", "category": category})
         for i, (label, physician) in enumerate(zip(labels, physicians, strict=True)):
             if not isinstance(label, bool):
                 raise InputError(f"{where}: binary_labels[{i}]: expected true or false, got {label!r}")

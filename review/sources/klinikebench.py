@@ -172,7 +172,7 @@ def as_verdict(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
-        return value >= PASS_THRESHOLD
+        return None if value != value else value >= PASS_THRESHOLD  # NaN: not measured
     text = str(value).strip().lower() if value is not None else ""
     return True if text in YES else False if text in NO else None
 
@@ -302,7 +302,7 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     if failed:
         return
     yield from _raters(judge, row.get("judge_model"), announced)
-    if row.get("outcome_pass") is not None:
+    if row.get("outcome_pass") is not None and row["outcome_pass"] == row["outcome_pass"]:  # not NaN
         passed = as_verdict(row["outcome_pass"])
         if passed is None:
             raise InputError(f"{where}: field 'outcome_pass' must be true or false, "
@@ -317,7 +317,8 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
                                      f"'{gate.name}' gate?", {"group": "gate", "gate": gate.name})
         passed = gate.passed
         if passed is None and gate.score is not None:
-            passed = verdict_from_score(as_score(gate.score, where)) == "met"
+            score = as_score(gate.score, where)
+            passed = None if score is None else verdict_from_score(score) == "met"
         if passed is not None:
             yield AnnotationRecord(
                 item_uid=uid, question_key=f"{uid}:gate:{gate.name}", rater=rater,

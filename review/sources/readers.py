@@ -55,9 +55,34 @@ def _slow_row(path: Path, line_no: int, line: bytes) -> Any:
     if not text.strip():
         return None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{line_no}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    return mend_surrogates(value) if "\\u" in text else value
+
+
+def _mend(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        # A pair written as two escapes is joined; a lone half becomes U+FFFD.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def mend_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its text replaced by U+FFFD (the
+    replacement character). JSON may escape half of a character (Python's
+    json writes a reply cut inside an emoji as "\\ud83d"); such text cannot
+    be stored as UTF-8 or shown, and the half carries no meaning of its own."""
+    t = type(value)
+    if t is str:
+        return _mend(value)
+    if t is list:
+        return [mend_surrogates(v) for v in value]
+    if t is dict:
+        return {_mend(k): mend_surrogates(v) for k, v in value.items()}
+    return value
 
 
 _HUGE = 9.2e18
@@ -136,15 +161,24 @@ def read_jsonl(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[
 def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     with path.open("r", encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter=delimiter)
-        if not reader.fieldnames:
-            raise InputError(f"{path}:1: empty file: expected a header row")
-        reader.fieldnames = [name.strip() for name in reader.fieldnames]
-        for row in reader:
+        # strict: a quoted field the file never closes (a cut-off file) is an
+        # error, not a value that runs silently to the end of the file.
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
+        line_no = 0
+        try:
+            if not reader.fieldnames:
+                raise InputError(f"{path}:1: empty file: expected a header row")
+            reader.fieldnames = [name.strip() for name in reader.fieldnames]
             line_no = reader.line_num
-            if None in row:
-                raise InputError(f"{path}:{line_no}: more fields than the header names")
-            yield line_no, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}
+            for row in reader:
+                line_no = reader.line_num
+                if None in row:
+                    raise InputError(f"{path}:{line_no}: more fields than the header names")
+                yield line_no, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}
+        except csv.Error as exc:
+            what = ("a quoted field is never closed (is the file cut off?)"
+                    if "unexpected end of data" in str(exc) else f"not valid CSV: {exc}")
+            raise InputError(f"{path}:{line_no + 1}: {what}") from None
 
 
 def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -184,13 +218,14 @@ def header_fields(path: Path) -> set[str]:
     if kind == "csv":
         with path.open("r", encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()
-        return {f.strip() for f in next(csv.reader([first]), [])}
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+        return {f.strip() for f in next(csv.reader([first], delimiter=delimiter), [])}
     with path.open("r", encoding="utf-8-sig") as fh:
         for line in fh:
             if line.strip():
                 try:
                     row = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     return set()
                 return set(row) if isinstance(row, dict) else set()
     return set()
