@@ -2,13 +2,18 @@
 
 A thin layer over the library: it opens the store and calls the same
 functions the app's pages call. Errors in the user's input print one line
-naming file, line or field, and exit with status 2.
+naming file, line or field, and exit with status 2; so does a database the
+command cannot use (missing, in a missing folder, not a database, locked)
+and an output file in a missing folder. Only `demo`, `import` and `serve`
+make a new database; every other command refuses one that does not exist,
+so a mistyped --db is never an empty database.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +33,74 @@ def command(name: str):
 
 class UsageError(Exception):
     pass
+
+
+MAKE_DATABASE = {"demo", "import", "serve"}
+"""Commands that may make the database file when it does not exist."""
+NO_DATABASE = {"formats"}
+"""Commands that do not open the database."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_database(path: str, may_make: bool) -> None:
+    """Refuse, in one line, a database path the command cannot use: a folder,
+    a missing file (unless the command may make it), a file in a folder that
+    does not exist, a file that is not an SQLite database."""
+    if path == ":memory:":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{path}: is a folder, not a database file")
+    if not p.exists():
+        if not may_make:
+            raise UsageError(f"{path}: no such database (check --db or $CARELENS_DB; "
+                             "`carelens import` or `carelens demo` makes a new one)")
+        folder = p.resolve().parent
+        if not folder.is_dir():
+            raise UsageError(f"{path}: cannot make the database: folder {folder} does not exist")
+        return
+    try:
+        with p.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the database: {exc.strerror}") from None
+    if header and header != SQLITE_HEADER:
+        raise UsageError(f"{path}: not a database (a carelens database is an SQLite file)")
+
+
+def output_file(path: str | Path) -> Path:
+    """A file the command will write: its folder must exist."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"{out}: is a folder; give a file name to write")
+    if not out.resolve().parent.is_dir():
+        raise UsageError(f"{out}: cannot write it: folder {out.resolve().parent} does not exist")
+    return out
+
+
+_DATABASE_PROBLEMS = (
+    ("SQLITE_BUSY", "database is locked: another program is writing to it; try again when it "
+                    "has finished"),
+    ("SQLITE_LOCKED", "database is locked: another program is writing to it; try again when it "
+                      "has finished"),
+    ("SQLITE_NOTADB", "not a database (a carelens database is an SQLite file)"),
+    ("SQLITE_CORRUPT", "the database file is damaged"),
+    ("SQLITE_CANTOPEN", "cannot open the database file (does its folder exist, may you write there?)"),
+    ("SQLITE_READONLY", "the database is read-only here: you may not write to it or its folder"),
+    ("SQLITE_PERM", "no permission to use the database"),
+    ("SQLITE_FULL", "the disk is full"),
+    ("SQLITE_IOERR", "the disk could not read or write the database"),
+)
+
+
+def database_problem(exc: sqlite3.Error) -> str | None:
+    """What is wrong with the database file, in words, for an SQLite error that
+    comes from the file or another program (None: any other error, a bug)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    for prefix, words in _DATABASE_PROBLEMS:
+        if name == prefix or name.startswith(prefix + "_"):
+            return words
+    return None
 
 
 @command("demo")
@@ -83,8 +156,8 @@ def cmd_formats(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from review.export import export_annotations, export_carebench_labels
 
+    out = output_file(args.out)
     store = open_store(args.db)
-    out = Path(args.out)
     if args.what == "annotations":
         n = export_annotations(store, out, with_identifiers=args.with_identifiers)
         print(f"{out}: {n} annotations")
@@ -175,6 +248,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     from labels.comparisons import agreement_bundle, agreement_report, format_report_text
     from labels.report import report_csv, report_html, report_json
 
+    for path in (args.html, args.csv):
+        if path:
+            output_file(path)
     store = open_store(args.db)
     filters = {k: v for k, v in (("dataset", args.dataset), ("split", args.split),
                                  ("model", args.model), ("phase", args.phase)) if v}
@@ -334,9 +410,17 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        if args.command not in NO_DATABASE:
+            check_database(args.db, may_make=args.command in MAKE_DATABASE)
         return COMMANDS[args.command](args)
     except (InputError, CodebookError, UsageError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:
+        problem = database_problem(exc)
+        if problem is None:
+            raise
+        print(f"carelens: {args.db}: {problem}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("carelens: interrupted; nothing half-written was kept", file=sys.stderr)
