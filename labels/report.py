@@ -42,6 +42,7 @@ from labels.compare.pairs import ComparisonReport, PairwiseMatrix
 from labels.compare.questions import QuestionSet
 from labels.compare.stats import public_name
 from labels.compare.text import explain, interval, number, share_text, split_notes, with_ci
+from store.spreadsheet import safe_cell
 
 Extra = MachineReport | TriageReport | AnchoringReport | MetaEvalReport | PairwiseMatrix
 SECTION_NAMES = {
@@ -151,13 +152,6 @@ CSV_COLUMNS = ["section", "group", "n_units", "coefficient", "title", "value", "
                "ci_high", "analytic_ci_low", "analytic_ci_high", "n", "note"]
 
 
-def _cell(value: Any) -> Any:
-    """Text that a spreadsheet would run as a formula is quoted with a leading '."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 def report_csv(report: ComparisonReport) -> str:
     """Every coefficient of the report, one row each: the comparison, the clinicians'
     ceiling, and each breakdown group (with its ceiling)."""
@@ -167,7 +161,7 @@ def report_csv(report: ComparisonReport) -> str:
 
     def row(section: str, c: Coefficient, group: str = "", n_units: int | None = None):
         d = coefficient_dict(c)
-        writer.writerow({k: _cell(v) for k, v in {
+        writer.writerow({k: safe_cell(v) for k, v in {
             "section": section, "group": group, "n_units": n_units, "coefficient": d["name"],
             **{k: d[k] for k in ("title", "value", "ci_low", "ci_high", "analytic_ci_low",
                                  "analytic_ci_high", "n", "note")},

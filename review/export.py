@@ -2,6 +2,9 @@
 
 Exports are written only when a user asks; identifying fields (item meta
 marked `identifying`, e.g. CliniCARE task ids) are withheld unless asked.
+CSV cells that a spreadsheet would run as a formula are quoted
+(`store.spreadsheet.safe_cell`); the labels-long importer takes the quote
+off again.
 """
 
 from __future__ import annotations
@@ -13,14 +16,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
+from review.adjudication import ADJUDICATED
 from store import Store
+from store.spreadsheet import safe_cell
 
 ANNOTATION_COLUMNS = [
     "annotation_id", "item_id", "item_kind", "dataset", "split", "case_id", "round_id", "model",
     "question", "rater", "rater_kind", "rater_role", "specialty", "target", "status", "value",
     "rationale", "confidence", "phase", "codebook_version", "seconds_on_task", "supersedes",
-    "current", "source", "import_path", "created_at",
+    "current", "source", "import_path", "created_at", "severity",
+    "adjudication_reason",
 ]
+"""`severity`: a step error mark's severity (1 negligible .. 5 critical), part
+of the answer. `adjudication_reason`: on a settled answer (rater `adjudicated`),
+why it was settled, or 'reopened' where it was withdrawn. Both are kept in the
+annotation's extra fields."""
 
 
 def annotation_rows(store: Store) -> Iterator[dict]:
@@ -36,21 +46,37 @@ def annotation_rows(store: Store) -> Iterator[dict]:
                    AND b.question_id = a.question_id AND b.rater_id = a.rater_id
                    AND b.target = a.target) AS current,
            a.source, im.path AS import_path, a.created_at,
-           json_extract(i.meta, '$.identifying') AS identifying
+           json_extract(a.extra, '$.severity') AS severity,
+           CASE WHEN r.name = ? THEN json_extract(a.extra, '$.reason') END AS adjudication_reason,
+           coalesce(json_extract(i.meta, '$.identifying'), json_extract(p.meta, '$.identifying'))
+               AS identifying
     FROM annotations a
     JOIN items i ON i.id = a.item_id JOIN datasets d ON d.id = i.dataset_id
+    LEFT JOIN items p ON p.id = i.parent_id
     JOIN questions q ON q.id = a.question_id JOIN raters r ON r.id = a.rater_id
     LEFT JOIN imports im ON im.id = a.import_id
     ORDER BY a.id
     """
-    for row in store.conn.execute(sql):
+    for row in store.conn.execute(sql, (ADJUDICATED,)):
         out = dict(row)
         out["current"] = bool(out["current"])
         yield out
 
 
 def export_annotations(store: Store, out: Path, with_identifiers: bool = False) -> int:
-    """Write all annotations as CSV or JSONL (by the file's suffix)."""
+    """Write all annotations as CSV or JSONL (by the file's suffix).
+
+    On an item marked identifying, unless `with_identifiers`, the item id,
+    case id and the path of the file it was imported from (a CliniCARE trial
+    folder is named after its task) are withheld.
+
+    Every row is written, skipped ones included (status 'skipped': a reviewer
+    passed, or a settled answer was withdrawn), so that the last row of each
+    rater's unit is their answer in force. A CSV export goes back in through
+    the labels-long importer as it is: the importer takes `status`, `phase`,
+    `rater_kind`, `target` and `severity`, records a skipped row as a skip,
+    and ignores the other columns. Withheld items cannot be matched again, so
+    export with identifiers to move such labels between databases."""
     n = 0
     jsonl = out.suffix.lower() in (".jsonl", ".ndjson", ".json")
     with out.open("w", encoding="utf-8", newline="") as fh:
@@ -62,10 +88,11 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
             if identifying and not with_identifiers:
                 row["item_id"] = f"withheld-{row['annotation_id']}"
                 row["case_id"] = None
+                row["import_path"] = None
             if jsonl:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             else:
-                writer.writerow(row)
+                writer.writerow({k: safe_cell(v) for k, v in row.items()})
             n += 1
     return n
 
@@ -73,17 +100,17 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
 def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:
     """Current human labels of each prefix as (prefix_id, label).
 
-    With `rater`, that reviewer's labels. Without, the single human label
-    where one reviewer answered, else the majority; ties are left out and
-    reported in the second return value."""
+    With `rater`, that reviewer's labels. Without, the settled answer where
+    one is in force (rater `adjudicated`; a withdrawn settlement is not),
+    else the single human label where one reviewer answered, else the
+    majority; ties are left out and reported in the second return value."""
     book = codebook(CAREBENCH)
-    params: list = []
-    cond = "r.kind = 'human'"
     if rater:
-        cond = "r.name = ?"
-        params.append(rater)
+        cond, params = "r.name = ?", [rater]
+    else:
+        cond, params = "(r.kind = 'human' OR r.name = ?)", [ADJUDICATED]
     rows = store.query(
-        f"""SELECT i.uid, c.value FROM current_annotations c
+        f"""SELECT i.uid, c.value, r.name FROM current_annotations c
             JOIN items i ON i.id = c.item_id JOIN raters r ON r.id = c.rater_id
             JOIN questions q ON q.id = c.question_id
             WHERE q.key = 'carebench.escalation_needed' AND c.status = 'answered'
@@ -92,10 +119,18 @@ def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple
         params,
     )
     by_item: dict[str, Counter] = {}
-    for uid, value in rows:
-        by_item.setdefault(uid, Counter())[value] += 1
+    settled: dict[str, str] = {}
+    for uid, value, name in rows:
+        votes = by_item.setdefault(uid, Counter())
+        if not rater and name == ADJUDICATED:
+            settled[uid] = value
+        else:
+            votes[value] += 1
     labels, ties = [], []
     for uid, counts in by_item.items():
+        if uid in settled:
+            labels.append((uid, book.normalise(settled[uid])))
+            continue
         top = counts.most_common()
         if len(top) > 1 and top[0][1] == top[1][1]:
             ties.append(f"{uid}: tie between {', '.join(sorted(v for v, c in top if c == top[0][1]))}")

@@ -5,7 +5,8 @@ Identifiers: an item whose meta says `identifying: true` (e.g. a CliniCARE
 task id, which names a patient) has its ids withheld unless the user asks
 for them (`include_identifying`); `withhold_all_ids` numbers every case
 instead of naming it; `anonymise_reviewers` names clinicians Clinician A,
-B, ... The HTML sheet escapes every string from the data and loads nothing.
+B, ... The HTML sheet escapes every string from the data and loads nothing; the
+CSV quotes any cell a spreadsheet would run as a formula (`safe_cell`).
 The Markdown sheet quotes the case's words in fenced blocks that nothing in
 them can close: they read as written in the raw file, and no renderer finds
 a link, an image, HTML or formatting in them.
@@ -34,6 +35,7 @@ from review.browse.query import PARENT
 from review.search import item_parts
 from review.text import safe_markdown
 from store import Store
+from store.spreadsheet import safe_cell
 
 COLUMNS = ["item_id", "kind", "dataset", "split", "case_id", "round_id", "model", "failed",
            "labels", "failed_gates", "step_marks", "tags", "flagged", "notes", "text"]
@@ -251,12 +253,14 @@ def to_jsonl(cases: Sequence[Case]) -> str:
 
 
 def to_csv(cases: Sequence[Case]) -> str:
-    """CSV; list and mapping columns hold JSON."""
+    """CSV; list and mapping columns hold JSON. Text a spreadsheet would run as
+    a formula (a patient's `=1+1 ...`) is quoted with a leading apostrophe."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for row in case_rows(cases):
-        writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+        writer.writerow({k: safe_cell(json.dumps(v, ensure_ascii=False)
+                                      if isinstance(v, (list, dict)) else v)
                          for k, v in row.items()})
     return out.getvalue()
 

@@ -1,6 +1,6 @@
 """Generic long-format labels CSV: `item_id,rater,value[,question,rationale,confidence]`.
 
-Optional columns: `status` (answered | cannot_assess), `phase` (blind |
+Optional columns: `status` (answered | cannot_assess | skipped), `phase` (blind |
 after_reveal | suggested; default imported), `rater_kind` (human |
 machine | reference; default human, or the kind of an existing rater), and
 for step-level error marks on an agent run `target` (`step:N`) with
@@ -11,6 +11,14 @@ For labels collected in a spreadsheet. A rater not yet known is created as a
 human rater (or as the kind given by an optional `rater_kind` column). The
 question defaults to the one asked of the item's kind; `value` may be a label
 code, met / not met, or empty with `status` = cannot_assess.
+
+The annotation export (`carelens export --what annotations`, CSV) goes back
+in as it is: its other columns are ignored, a cell it quoted with a leading
+apostrophe so that a spreadsheet would not run it as a formula (`'=...`,
+`'-...`) is read as the text it quoted, and its `skipped` rows (a reviewer
+passed, or a settled answer was withdrawn) are recorded as skips, with no
+value, so that each rater's answer in force is the same as in the database
+exported. Rows must stay in the export's order (oldest first) for that.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from review.sources.base import Format, ImportOptions, rater_record_for, registe
 from review.sources.fields import as_int
 from review.sources.readers import read_csv
 from store.records import AnnotationRecord, Record
+from store.spreadsheet import unquote_cell
 from store.writer import InputError
 
 REQUIRED = ("item_id", "rater", "value")
-STATUSES = ("answered", "cannot_assess")
+STATUSES = ("answered", "cannot_assess", "skipped")
 PHASES = ("imported", "blind", "after_reveal", "suggested")
 
 
@@ -44,7 +53,8 @@ def _is_no_error(value: str) -> bool:
 def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
     announced: set[str] = set()
     first = True
-    for line, row in read_csv(path):
+    for line, quoted in read_csv(path):
+        row = {k: unquote_cell(v) for k, v in quoted.items()}
         if first:
             missing = [c for c in REQUIRED if c not in row]
             if missing:
@@ -58,8 +68,12 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         if not rater:
             raise InputError(f"{where}: empty rater")
         status = row.get("status") or ("answered" if row["value"] else "")
-        if status not in STATUSES:
+        if not status:
             raise InputError(f"{where}: empty value; give a label, or status cannot_assess")
+        if status not in STATUSES:
+            raise InputError(f"{where}: status must be one of {', '.join(STATUSES)}, got {status!r}")
+        if status == "skipped" and row["value"]:
+            raise InputError(f"{where}: a skipped row has no value; got {row['value']!r}")
         confidence = as_int(row.get("confidence"), "confidence", where)
         if confidence is not None and not 1 <= confidence <= 5:
             raise InputError(f"{where}: confidence must be 1 to 5, got {confidence}")
