@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import begin_run, current_reviewer, server_mode, store
+from pages._shared import SWITCH_TO, begin_run, current_reviewer, server_mode, store
 from pages._steps import code_span
 from review.reviewers import (
     ROLES,
@@ -37,8 +37,13 @@ def reviewer_sidebar() -> None:
         reviewers = list_reviewers(store())
         names = [r.name for r in reviewers]
         current = current_reviewer()
+        added = st.session_state.pop(SWITCH_TO, None)
+        if added in names:
+            # A reviewer just added: the list shows them, or its old value would switch back.
+            st.session_state["reviewer_select"] = added
         choice = st.selectbox(
-            "Reviewer", names, index=names.index(current.name) if current else None,
+            "Reviewer", names,
+            index=None if added or not current else names.index(current.name),
             placeholder="Choose your name", label_visibility="collapsed", key="reviewer_select",
         )
         if choice and (current is None or choice != current.name):
@@ -66,6 +71,7 @@ def reviewer_sidebar() -> None:
                         st.error(safe_markdown(str(exc)))
                     else:
                         st.session_state["reviewer"] = added.name
+                        st.session_state[SWITCH_TO] = added.name
                         st.query_params["reviewer"] = added.name
                         st.rerun()
         st.caption(f"Database: `{default_db_path()}`")

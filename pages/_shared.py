@@ -63,7 +63,10 @@ def current_reviewer() -> Reviewer | None:
 
 WORK_OF = "_session_reviewer"
 """Whose work the session's widget state is."""
-KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select"}
+SWITCH_TO = "_reviewer_added"
+"""The reviewer just added with "Add and switch": the next run's list shows them
+(the list's old value would otherwise switch the session back)."""
+KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select", SWITCH_TO}
 
 
 def require_reviewer() -> Reviewer:

@@ -62,6 +62,11 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
     existing = find_reviewer(store, name)
     if existing:
         return existing
+    folded = name.casefold()
+    twin = next((r.name for r in list_reviewers(store) if r.name.casefold() == folded), None)
+    if twin is not None:
+        raise ValueError(f"{twin!r} is already a reviewer (the names differ only in capitals): "
+                         "choose that name in the list, or give another name")
     with store.transaction() as conn:
         clash = conn.execute("SELECT kind, role FROM raters WHERE name = ?", (name,)).fetchone()
         if clash is not None and clash[0] != "human":

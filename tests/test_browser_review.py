@@ -141,3 +141,33 @@ def test_another_reviewer_in_the_same_browser_never_gets_the_last_ones_rationale
     s.close()
     assert [tuple(r) for r in rows] == [("Dr. Hand B", None)]
     assert [tuple(r) for r in drafts] == [("Dr. Hand A", "A's private reasoning")]
+
+
+def test_add_and_switch_while_working_as_someone_makes_the_new_reviewer_current(demo_copy):
+    """Working as Dr A, "Add and switch" makes the session Dr C's: the address
+    and the list name C, and C's answer is C's (the list's old value used to
+    switch the session back to A, who then got C's answers)."""
+    from review.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Hand A")
+    s.close()
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/?reviewer=Dr.+Hand+A")
+        wait_for_app(page)
+        page.get_by_role("button", name="Add a reviewer").click()
+        page.get_by_label("Name").fill("Dr. Hand C")
+        page.get_by_role("button", name="Add and switch to this reviewer").click()
+        page.wait_for_url(re.compile(r"reviewer=Dr\.(\+|%20)Hand(\+|%20)C"))
+        wait_for_app(page)
+        page.keyboard.press("Escape")  # close the popover
+        wait_for_app(page)
+        assert "reviewer=Dr.+Hand+C" in page.url.replace("%20", "+")
+        chosen = page.get_by_test_id("stSidebar").get_by_role("combobox").first
+        assert chosen.input_value() == "Dr. Hand C"
+        ready_for_keys(page)
+        page.keyboard.press("1")
+        wait_for_progress(page, "1 of 85")
+    assert [a[0] for a in answers_of(demo_copy, "Dr. Hand C")] == ["demo_case_0001_r01"]
+    assert answers_of(demo_copy, "Dr. Hand A") == []

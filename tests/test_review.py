@@ -122,6 +122,14 @@ def test_reviewer_names_cannot_take_a_machine_raters_name(demo):
         ensure_reviewer(demo, "   ")
 
 
+def test_a_name_differing_only_in_capitals_is_not_a_second_reviewer(demo):
+    before = demo.scalar("SELECT COUNT(*) FROM raters")
+    with pytest.raises(ValueError, match="'Dr. Amara Okafor' is already a reviewer"):
+        ensure_reviewer(demo, "dr. amara  OKAFOR")
+    assert demo.scalar("SELECT COUNT(*) FROM raters") == before
+    assert ensure_reviewer(demo, "Dr. Amara Okafor").name == "Dr. Amara Okafor"
+
+
 def test_imported_physicians_are_data_not_people_who_log_in(demo):
     """HealthBench's anonymized physicians label criteria, but nobody reviews as them."""
     from review.reviewers import find_reviewer, list_reviewers
