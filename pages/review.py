@@ -19,6 +19,7 @@ from review.items import (
     is_flagged,
     load_item,
     my_answers,
+    prefix_labels_hidden,
     reveal_reference_labels,
     skip_item,
 )
@@ -26,6 +27,7 @@ from review.queue import (
     Progress,
     QueueFilter,
     filter_choices,
+    first_skipped_item,
     item_position,
     neighbour_item,
     next_unreviewed_item,
@@ -140,6 +142,7 @@ else:
 st.progress(progress.done / progress.total if progress.total else 0.0,
             text=f"{progress.done} of {progress.total} answered by you"
             + (f" in {safe_markdown(this_round.name)}" if this_round else "")
+            + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
             + (" · all done" if progress.total and not progress.remaining else ""))
 
 
@@ -188,7 +191,7 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
         _advance_from(item_id)
 
 
-def on_skip(item_id: int, question_id: int) -> None:
+def on_skip(item_id: int, question_id: int, uid: str, withdraws: bool) -> None:
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
         skip_item(db_for_callback(), reviewer, item_id, question_id, reason, mode=mode,
@@ -196,6 +199,9 @@ def on_skip(item_id: int, question_id: int) -> None:
     except ValueError as exc:
         st.session_state["flash"] = ("error", safe_markdown(str(exc)))
         return
+    st.toast(f"Skipped {code_span(uid)}" + ("; your answer to it is withdrawn (kept in its history)"
+                                            if withdraws else "") + ". Back reaches it again.",
+             icon=":material/skip_next:")
     _advance_from(item_id)
 
 
@@ -235,6 +241,11 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
     if labels is None:
         st.caption("Reference and machine labels stay hidden until you answer.")
         return
+    parent_hidden = item_view.kind == "response" and item_view.parent_id is not None \
+        and prefix_labels_hidden(db, reviewer.id, item_view.parent_id, mode)
+    if parent_hidden:
+        st.caption("The prefix's gold label (what the response should have done) stays hidden "
+                   "until you answer the prefix itself.")
     if not labels:
         st.caption("No reference or machine labels for this item.")
         return
@@ -274,8 +285,12 @@ if last_id is not None and item is not None and last_id != item.id:
 
 if item is None:
     if progress.total:
-        st.success("You have answered every item in this queue. Change the filters or the item type to go on.",
+        st.success("You have answered every item in this queue. Change the filters or the item type to go on."
+                   + (f" You skipped {progress.skipped}." if progress.skipped else ""),
                    icon=":material/task_alt:")
+        if progress.skipped:
+            st.button("Open the items I skipped", icon=":material/skip_previous:", on_click=on_open,
+                      args=(first_skipped_item(db, reviewer.id, filt),))
     else:
         st.info("No items match. Load the demo or import data on the Data screen.")
     st.stop()
@@ -363,11 +378,17 @@ with right:
     nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
                   width="stretch", on_click=on_open,
                   args=(neighbour_item(db, item.id, filt, -1),))
+    withdraws = current is not None and current.status != "skipped"
     with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
+        if withdraws:
+            st.caption("You answered this item: skipping it withdraws your answer, which then "
+                       "counts nowhere (it stays in the item's history). To change it, choose "
+                       "another label instead.")
         st.text_input("Why skip?", key=f"skip_reason:{item.id}",
                       placeholder="e.g. outside my specialty")
-        st.button("Skip this item", key="skip", on_click=on_skip,
-                  args=(item.id, item.question_id))
+        st.button("Withdraw my answer and skip" if withdraws else "Skip this item", key="skip",
+                  on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
+                  type="primary" if withdraws else "secondary")
     nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
                   width="stretch", on_click=on_open, args=(neighbour_item(db, item.id, filt, +1),))
 

@@ -47,6 +47,8 @@ class ItemView:
     question_key: str | None = None
     question_text: str | None = None
     codebook: Codebook | None = None
+    parent_id: int | None = None
+    """A response's prefix."""
 
 
 @dataclass
@@ -99,6 +101,7 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         meta=meta, question_id=q["id"] if q else None, question_key=q["key"] if q else None,
         question_text=q["text"] if q else None,
         codebook=builtin_codebooks().get(q["codebook"]) if q else None,
+        parent_id=row["parent_id"],
     )
 
 
@@ -129,10 +132,9 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     if not labels_visible(mode, committed):
         return None
     targets = [(item.id, "this item")]
-    if item.kind == "response":
-        parent = store.scalar("SELECT parent_id FROM items WHERE id = ?", (item.id,))
-        if parent:
-            targets.append((parent, "the prefix"))
+    parent = item.parent_id if item.kind == "response" else None
+    if parent and not prefix_labels_hidden(store, reviewer_id, parent, mode):
+        targets.append((parent, "the prefix"))
     out: list[RevealedLabel] = []
     for target_id, about in targets:
         rows = store.query(
@@ -148,6 +150,20 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
                                      "this response" if about == "this item" and item.kind == "response"
                                      else about))
     return out
+
+
+def prefix_labels_hidden(store: Store, reviewer_id: int, prefix_id: int,
+                         mode: str = DEFAULT_MODE) -> bool:
+    """Whether the labels of a response's prefix (its gold label: what the
+    response should have done) stay hidden from this reviewer: under the same
+    rule as the prefix's own, until they have answered the prefix. Answering a
+    response reveals the response's labels, not the prefix's gold, which the
+    reviewer may still owe a blind answer."""
+    answered = store.scalar(
+        "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
+        " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
+        " AND q.item_id IS NULL LIMIT 1", (prefix_id, reviewer_id)) is not None
+    return not labels_visible(mode, answered)
 
 
 @dataclass(frozen=True)

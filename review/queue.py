@@ -64,7 +64,10 @@ class QueueFilter:
 @dataclass
 class Progress:
     done: int
+    """Items this reviewer has answered or passed over (they left the queue)."""
     total: int
+    skipped: int = 0
+    """Of `done`, the items whose answer in force is a skip."""
 
     @property
     def remaining(self) -> int:
@@ -122,7 +125,23 @@ def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progres
         f" WHERE a.rater_id = ? AND a.question_id = ? AND a.target = '' AND {where}",
         (reviewer_id, qid or -1, *params),
     )
-    return Progress(done=done, total=total)
+    skipped = store.scalar(
+        f"SELECT COUNT(*) FROM current_annotations a JOIN items i ON i.id = a.item_id"
+        f" WHERE a.rater_id = ? AND a.question_id = ? AND a.target = '' AND a.status = 'skipped'"
+        f" AND {where}", (reviewer_id, qid or -1, *params),
+    ) if done else 0
+    return Progress(done=done, total=total, skipped=skipped)
+
+
+def first_skipped_item(store: Store, reviewer_id: int, filt: QueueFilter) -> int | None:
+    """The first item (in queue order) whose answer in force from this
+    reviewer is a skip: a way back to what they passed over."""
+    qid = question_id_for_kind(store, filt.kind)
+    where, params = filt.where()
+    return store.scalar(
+        f"SELECT i.id FROM current_annotations a JOIN items i ON i.id = a.item_id"
+        f" WHERE a.rater_id = ? AND a.question_id = ? AND a.target = '' AND a.status = 'skipped'"
+        f" AND {where} ORDER BY i.id LIMIT 1", (reviewer_id, qid or -1, *params))
 
 
 _choices_memo: dict[tuple, FilterChoices] = {}

@@ -57,9 +57,26 @@ def test_labels_are_hidden_until_the_reviewer_commits(demo):
     labels = reveal_reference_labels(demo, me.id, item)
     raters = {(lab.rater, lab.about) for lab in labels}
     assert ("demo:mapper@v1", "this response") in raters
-    assert ("carebench-gold", "the prefix") in raters
+    # The prefix's gold waits for the reviewer's own blind answer to the prefix.
+    assert ("carebench-gold", "the prefix") not in raters
+    prefix = load_item(demo, item.parent_id)
+    assert commit_answer_phase(demo, me, prefix) == "blind"
+    labels = reveal_reference_labels(demo, me.id, item)
+    assert ("carebench-gold", "the prefix") in {(lab.rater, lab.about) for lab in labels}
     # Other reviewers' answers are never part of the reveal.
     assert not any(lab.rater.startswith("Dr.") for lab in labels)
+
+
+def commit_answer_phase(store, reviewer, item) -> str:
+    annotation = commit_answer(store, reviewer, item.id, item.question_id, "1A")
+    return store.scalar("SELECT phase FROM annotations WHERE id = ?", (annotation,))
+
+
+def test_suggest_mode_shows_the_prefix_gold_with_the_response(demo):
+    me = ensure_reviewer(demo, "Dr. New")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="response")))
+    labels = reveal_reference_labels(demo, me.id, item, mode=SUGGEST)
+    assert ("carebench-gold", "the prefix") in {(lab.rater, lab.about) for lab in labels}
 
 
 def test_blind_mode_never_reveals_and_suggest_mode_always_does(demo):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from review.items import commit_answer, find_item_id, load_item
 from review.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
@@ -74,8 +75,18 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
     texts = " ".join(shown(m.value) for m in app.markdown)
     assert "demo:mapper@v1" in texts and "demo:mapper@v2" in texts
-    # The prefix's gold answers another question: shown as what the response should have
-    # done, not as agreeing or differing with my reading of the response.
+    # The prefix's gold waits for my own blind answer to the prefix, and I am told so.
+    assert "**Gold**" not in texts
+    assert any("stays hidden until you answer the prefix" in c.value for c in app.caption)
+    # Once I have answered the prefix, the gold answers another question: shown as what the
+    # response should have done, not as agreeing or differing with my reading of the response.
+    s = open_store(demo_copy)
+    me = ensure_reviewer(s, "Dr. Page Test")
+    prefix = load_item(s, find_item_id(s, "demo_case_0001_r01"))
+    commit_answer(s, me, prefix.id, prefix.question_id, "1A_ESCALATION_NONURGENT_CARE")
+    s.close()
+    app.run()
+    texts = " ".join(shown(m.value) for m in app.markdown)
     assert "**Gold** · what the response should have done" in texts
 
 
@@ -159,3 +170,19 @@ def test_a_providers_error_text_is_shown_as_written(demo_copy, monkeypatch, tmp_
     error = next(e.value for e in at.error if "Generation failed" in e.value)
     assert shown(error) == f"Generation failed: {hostile}"
     assert "![" not in error and ":red[" not in error and "<b>" not in error
+
+
+def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
+    app.run()
+    app.button(key="label:0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
+    app.button(key="reopen_last").click().run()
+    skip = app.button(key="skip")
+    assert skip.label == "Withdraw my answer and skip"
+    assert any("skipping it withdraws your answer" in c.value for c in app.caption)
+    app.text_input(key="skip_reason:1").input("answered the wrong case")
+    app.button(key="skip").click().run()
+    assert not app.exception
+    assert [a[3] for a in human_answers(demo_copy)] == ["answered", "skipped"]
+    assert "1 of 85 answered by you · 1 of them skipped" in app.get("progress")[0].proto.text
+    # An item not yet answered is skipped with the plain words.
+    assert app.button(key="skip").label == "Skip this item"
