@@ -35,9 +35,12 @@ from review.queue import (
 )
 from review.rounds import (
     RoundError,
+    answered_outside,
     full_text,
+    in_round,
     late_for_round,
     list_rounds,
+    my_round_items,
     reserve_next_item,
     round_progress,
 )
@@ -283,6 +286,14 @@ if last_id is not None and item is not None and last_id != item.id:
                               args=(last.id,), icon=":material/undo:", width="stretch")
                 show_reveal(last, final.value)
 
+if item is None and this_round is not None:
+    before = answered_outside(db, this_round.id, reviewer.id)
+    st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you could "
+               "take has the reviewers it needs, or has your answer."
+               + (f" {before} of its items you had answered outside the round are not given to "
+                  "you again: a round asks for blind answers." if before else ""),
+               icon=":material/task_alt:")
+    st.stop()
 if item is None:
     if progress.total:
         st.success("You have answered every item in this queue. Change the filters or the item type to go on."
@@ -307,12 +318,31 @@ if st.session_state.get("shown_item") != item.id:
 if item.codebook is not None:
     # The wording in force: the latest in-app edit of the codebook, if any.
     item.codebook = current_codebook(db, item.codebook.key) or item.codebook
-position, total = item_position(db, item.id, filt)
+if this_round is not None and not in_round(db, this_round.id, item.id):
+    # A link or an old address naming an item the round does not hold: an answer
+    # here could not count in the round, so none is asked for.
+    st.warning(f"{code_span(item.uid)} is not part of {safe_markdown(this_round.name)}, so an "
+               "answer to it could not count there.", icon=":material/block:")
+    st.button("Back to the round", type="primary", icon=":material/undo:", on_click=on_open,
+              args=(next_item(),))
+    st.stop()
+if this_round is not None:
+    # Inside a round, Back and Next move through the round's items given to me.
+    mine = my_round_items(db, this_round.id, reviewer.id)
+    here = mine.index(item.id) if item.id in mine else len(mine)
+    position, total = here + 1, len(mine) + (item.id not in mine)
+    earlier = mine[here - 1] if here > 0 else None
+    later = mine[here + 1] if here + 1 < len(mine) else None
+else:
+    position, total = item_position(db, item.id, filt)
+    earlier = neighbour_item(db, item.id, filt, -1)
+    later = neighbour_item(db, item.id, filt, +1)
 left, right = st.columns([3, 2], gap="large")
 
 # -- the item ----------------------------------------------------------------
 with left:
-    facts = [code_span(item.uid), f"item {position} of {total}"]
+    facts = [code_span(item.uid), f"item {position} of {total}" + (
+        f" given to you in {safe_markdown(this_round.name)}" if this_round else "")]
     if item.round_id:
         facts.append(f"round {item.round_id}")
     facts += [safe_markdown(x) for x in (item.split, item.dataset) if x]
@@ -376,8 +406,7 @@ with right:
                   help="Mark the item for a second look")
     nav = st.columns(3)
     nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
-                  width="stretch", on_click=on_open,
-                  args=(neighbour_item(db, item.id, filt, -1),))
+                  width="stretch", on_click=on_open, args=(earlier,))
     withdraws = current is not None and current.status != "skipped"
     with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
         if withdraws:
@@ -389,8 +418,16 @@ with right:
         st.button("Withdraw my answer and skip" if withdraws else "Skip this item", key="skip",
                   on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
                   type="primary" if withdraws else "secondary")
-    nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
-                  width="stretch", on_click=on_open, args=(neighbour_item(db, item.id, filt, +1),))
+    if this_round is not None and later is None:
+        # Past my last round item: the round's next item for me, once this one is done
+        # (until then the round keeps giving me this one).
+        waiting = current is None
+        nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+                      width="stretch", on_click=_advance_from, args=(item.id,), disabled=waiting,
+                      help="Answer or skip this item to get the round's next one" if waiting else None)
+    else:
+        nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+                      width="stretch", on_click=on_open, args=(later,))
 
     if current is not None:
         with st.container(border=True):

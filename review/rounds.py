@@ -375,18 +375,19 @@ def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -
 def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                       now: datetime | None = None) -> int | None:
     """The item this reviewer should answer next in the round, with a place
-    reserved for them; None when the round has nothing left for them. In a
-    round over agent runs or graded conversations, an item the reviewer has
-    answered anything on (in the round or outside it) is not given again."""
+    reserved for them; None when the round has nothing left for them. An item
+    the reviewer already answered (outside the round or in it) is not given
+    again: a round's answers are blind ones, and an answer committed reveals
+    the labels. In a label round a skip does not count (it reveals nothing);
+    in a round over agent runs or graded conversations any answer does."""
     info = store.query_one(
         "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
         (round_id,))
     if info is None:
         raise RoundError(f"no review round {round_id}")
     stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
-    answered_before = (
-        "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = {item}"
-        " AND a.rater_id = ?3 AND a.target = '')" if is_rubric_round(info["question_key"]) else "")
+    answered_before = "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = {item}" \
+        " AND a.rater_id = ?3 AND a.target = ''" + _SEEN_BEFORE[is_rubric_round(info["question_key"])] + ")"
     with store.transaction() as conn:
         held = conn.execute(
             """SELECT r.item_id FROM reservations r
@@ -436,15 +437,40 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         return row[0]
 
 
+_SEEN_BEFORE = {False: " AND a.status != 'skipped'", True: ""}
+"""Which earlier answers keep an item from a reviewer in a round, by whether
+the round is over runs or conversations (see `reserve_next_item`)."""
+
+
 def answered_outside(store: Store, round_id: int, rater_id: int) -> int:
-    """Items of a round over runs or conversations that this reviewer had answered
-    outside it, which the round does not give them (see `reserve_next_item`)."""
+    """Items of a round that this reviewer had answered outside it, which the
+    round does not give them (see `reserve_next_item`)."""
+    key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
     return store.scalar(
         "SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = ?1 AND NOT EXISTS (SELECT 1"
         " FROM round_reviews rr WHERE rr.round_id = ?1 AND rr.item_id = ri.item_id"
         " AND rr.rater_id = ?2) AND EXISTS (SELECT 1 FROM annotations a WHERE a.item_id ="
-        " ri.item_id AND a.rater_id = ?2 AND a.target = '' AND a.round_id IS NOT ?1)",
+        " ri.item_id AND a.rater_id = ?2 AND a.target = '' AND a.round_id IS NOT ?1"
+        + _SEEN_BEFORE[is_rubric_round(key or "")] + ")",
         (round_id, rater_id))
+
+
+def my_round_items(store: Store, round_id: int, rater_id: int,
+                   now: datetime | None = None) -> list[int]:
+    """The round's items this reviewer has worked on (answered in the round,
+    or holding a place now), in the order they were given: what Back and Next
+    move through inside a round."""
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
+    return [r[0] for r in store.query(
+        "SELECT r.item_id FROM reservations r WHERE r.round_id = ?1 AND r.rater_id = ?2"
+        " AND ((r.released_at IS NULL AND r.expires_at > ?3) OR EXISTS (SELECT 1 FROM annotations a"
+        " WHERE a.round_id = ?1 AND a.item_id = r.item_id AND a.rater_id = ?2))"
+        " GROUP BY r.item_id ORDER BY MIN(r.id)", (round_id, rater_id, stamp))]
+
+
+def in_round(store: Store, round_id: int, item_id: int) -> bool:
+    return store.scalar("SELECT 1 FROM round_items WHERE round_id = ? AND item_id = ?",
+                        (round_id, item_id)) is not None
 
 
 def release_reservation(store: Store, round_id: int, item_id: int, reviewer: Reviewer) -> None:

@@ -523,3 +523,24 @@ def test_marking_steps_keeps_a_reviewers_place_and_needs_one(demo):
     assert has_place(demo.conn, rid, run, a.id) and not has_place(demo.conn, rid, run, c.id)
     assert demo.scalar("SELECT COUNT(DISTINCT rater_id) FROM annotations WHERE round_id = ?"
                        " AND item_id = ?", (rid, run)) == 1
+
+
+def test_a_label_round_gives_no_item_its_reviewer_answered_before_but_a_skip_does_not_count(demo):
+    """A round's answers are blind: an item the reviewer answered outside it
+    (which revealed its labels) is not given to them; one they only skipped
+    (which revealed nothing) is."""
+    from review.rounds import answered_outside, my_round_items
+
+    rid = create_round(demo, RoundSpec("blind", Q, limit=3), admin(demo))
+    items = [r[0] for r in demo.query(
+        "SELECT item_id FROM round_items WHERE round_id = ? ORDER BY position", (rid,))]
+    me = ensure_reviewer(demo, "Dr. Fresh")
+    qid = load_item(demo, items[0]).question_id
+    commit_answer(demo, me, items[0], qid, "0A")  # before the round: labels revealed
+    skip_item(demo, me, items[1], qid, "not now")  # before the round: nothing revealed
+    assert answered_outside(demo, rid, me.id) == 1
+    given = [answer(demo, rid, me) for _ in range(3)]
+    assert given[:2] == [items[1], items[2]] and given[2] is None
+    assert my_round_items(demo, rid, me.id) == [items[1], items[2]]
+    # Okafor answered every prefix of the demo before the round: nothing for her.
+    assert reserve_next_item(demo, rid, ensure_reviewer(demo, "Dr. Amara Okafor")) is None

@@ -42,8 +42,9 @@ def test_review_in_a_round_reserves_and_counts(demo_copy, monkeypatch):
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("R", "carebench.escalation_needed", limit=5),
                        ensure_reviewer(s, "Jordan Lee"))
+    ensure_reviewer(s, "Dr. Round New")
     s.close()
-    at = app_as("Dr. Amara Okafor", demo_copy, monkeypatch)
+    at = app_as("Dr. Round New", demo_copy, monkeypatch)
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception
@@ -52,6 +53,60 @@ def test_review_in_a_round_reserves_and_counts(demo_copy, monkeypatch):
     assert "1 of 5 answered by you in R" in at.get("progress")[0].proto.text
     s = open_store(demo_copy)
     assert s.scalar("SELECT COUNT(*) FROM annotations WHERE round_id = ?", (rid,)) == 1
+
+
+def test_back_and_next_in_a_round_stay_in_the_round(demo_copy, monkeypatch):
+    """Inside a round, Back and Next move through the round's items given to
+    me (they used to open the free queue's neighbours, where an answer could
+    not count and was refused); an item the round does not hold asks nothing."""
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("R", "carebench.escalation_needed", limit=5),
+                       ensure_reviewer(s, "Jordan Lee"))
+    ensure_reviewer(s, "Dr. Round New")
+    in_round = {r[0] for r in s.query("SELECT i.uid FROM round_items ri JOIN items i"
+                                      " ON i.id = ri.item_id WHERE ri.round_id = ?", (rid,))}
+    s.close()
+    at = app_as("Dr. Round New", demo_copy, monkeypatch)
+    at.query_params["round"] = str(rid)
+    at.run()
+
+    def shown() -> str:
+        item = at.query_params["item"]
+        return item[0] if isinstance(item, list) else item
+
+    first = shown()
+    assert first in in_round
+    assert at.button(key="next").disabled  # this one first: the round gives one at a time
+    at.button(key="label:1A_ESCALATION_NONURGENT_CARE").click().run()
+    second = shown()
+    assert second in in_round and second != first
+    at.button(key="prev").click().run()
+    assert shown() == first
+    assert any("item 1 of 2 given to you in R" in m.value for m in at.markdown)
+    at.button(key="next").click().run()
+    assert shown() == second
+    # An address naming an item outside the round: no answer is asked for.
+    outside = next(f"demo_case_{n:04d}_r01" for n in range(1, 99)
+                   if f"demo_case_{n:04d}_r01" not in in_round)
+    at.query_params["item"] = outside
+    at.session_state["item_uid"] = None
+    at.run()
+    assert any("is not part of R" in w.value for w in at.warning)
+    assert not [b for b in at.button if (b.key or "").startswith("label:")]
+
+
+def test_a_round_does_not_give_an_item_its_reviewer_answered_before(demo_copy, monkeypatch):
+    """A round asks for blind answers: Dr. Okafor answered every prefix before
+    the round, so it has nothing for her, and says why."""
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("R", "carebench.escalation_needed", limit=5),
+                       ensure_reviewer(s, "Jordan Lee"))
+    s.close()
+    at = app_as("Dr. Amara Okafor", demo_copy, monkeypatch)
+    at.query_params["round"] = str(rid)
+    at.run()
+    assert not at.exception
+    assert any("5 of its items you had answered outside the round" in m.value for m in at.success)
 
 
 def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_copy, monkeypatch):
