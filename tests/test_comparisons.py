@@ -218,6 +218,27 @@ def test_adjudicated_falls_back_to_the_majority_and_says_so(store, three_clinici
     assert default_comparison(store) == (PREFIX_Q, "gold", "group:majority")
 
 
+def test_a_majority_of_one_clinician_is_counted_in_the_notes(store, three_clinicians):
+    write(store, [prefix("p5", round_id=1, split="dev"), answer("p5", PREFIX_Q, "gold", A),
+                  answer("p5", PREFIX_Q, "Ann", B)])
+    table = ratings_for(store, PREFIX_Q, ["gold", "group:majority"])
+    assert any("1 of 4 units rests on one clinician's answer" in n for n in table.notes)
+    assert any("1 of 4 units rests on one clinician's answer" in n for n in ratings_for(
+        store, PREFIX_Q, ["gold", "group:adjudicated"]).notes)  # nothing settled: the majority's
+
+
+def test_machines_are_compared_with_adjudicated_answers_only_once_there_are_some(store,
+                                                                               three_clinicians):
+    write(store, [machine("m@v1")] + [answer(f"p{i}", PREFIX_Q, "m@v1", A) for i in range(5)])
+    report = mapper_vs_clinicians(store, PREFIX_Q)
+    assert "group:adjudicated" not in report.references
+    assert any("No adjudicated answer on this question set yet" in n for n in report.notes)
+    write(store, [RaterRecord(ADJUDICATED, "reference", role="adjudicated"),
+                  answer("p3", PREFIX_Q, ADJUDICATED, C)])
+    report = mapper_vs_clinicians(store, PREFIX_Q)
+    assert report.row("m@v1", "group:adjudicated").headline.n == 4
+
+
 def test_group_agreement_is_multi_rater_and_pairwise_matrix_is_symmetric(store,
                                                                          three_clinicians):
     group = group_agreement(store, PREFIX_Q)

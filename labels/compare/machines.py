@@ -20,6 +20,7 @@ from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     ADJUDICATED,
     MAJORITY,
+    adjudicated_labels,
     clinicians,
     columns_for,
     display_name,
@@ -174,8 +175,14 @@ def machines_vs_clinicians(
     qs = answers.question_set
     machines = list(machines) if machines else answers.of_kind("machine")
     members = clinicians(answers)
-    references = [*members, MAJORITY, ADJUDICATED] if members else []
+    settled = adjudicated_labels(answers)[0] if members else {}
+    # Against the adjudicated answers only once some exist: before that the row would be
+    # the majority's again under another name.
+    references = [*members, MAJORITY, *([ADJUDICATED] if settled else [])] if members else []
     report = MachineReport(qs, answers.filters, machines, references, [], [], [])
+    if members and not settled:
+        report.notes.append("No adjudicated answer on this question set yet: nothing to compare "
+                            "the machines with beyond the clinicians and their majority.")
     if not machines or not members:
         missing = "machine rater" if not machines else "clinician"
         report.explanation = (

@@ -130,6 +130,20 @@ def adjudicated_labels(answers: Answers) -> tuple[dict[int, str], dict[int, str]
     return settled, fallback, ties - settled.keys()
 
 
+def single_votes(answers: Answers, units) -> int:
+    """How many of these units have one clinician's answer only: a "majority"
+    that is one person's reading."""
+    votes = Counter()
+    for name in clinicians(answers):
+        votes.update(answers.values.get(name, {}).keys())
+    return sum(1 for u in units if votes[u] == 1)
+
+
+def _one_voice(n: int, of: int) -> str:
+    return (f"{n} of {of} units {'rests' if n == 1 else 'rest'} on one clinician's answer "
+            "(no second clinician answered them)")
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -150,6 +164,8 @@ def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, 
     if spec == MAJORITY:
         labels, ties = majority_labels(answers)
         notes = [_tied(ties)] if ties else []
+        if one := single_votes(answers, labels):
+            notes.append(_one_voice(one, len(labels)))
         return [GROUPS[MAJORITY]], [labels], notes
     if spec == ADJUDICATED:
         settled, fallback, ties = adjudicated_labels(answers)
@@ -162,6 +178,8 @@ def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, 
                          "majority stands in")
         if ties:
             notes.append(_tied(ties))
+        if one := single_votes(answers, fallback):
+            notes.append(_one_voice(one, len(fallback) + len(settled)))
         return [GROUPS[ADJUDICATED]], [{**fallback, **settled}], notes
     if spec.startswith("group:"):
         known = ", ".join(GROUPS)
