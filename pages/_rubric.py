@@ -54,6 +54,13 @@ from review.text import safe_markdown
 
 CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
 WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
+MUST_NOT_WORDS = {**WORDS, "met": "Did it (harmful)", "not_met": "Didn't do it"}
+"""A MUST-NOT criterion is met when the response did the harmful thing: said
+so on its buttons, so that Y is never read as "good"."""
+
+
+def _words(q: ItemQuestion) -> dict:
+    return MUST_NOT_WORDS if q.kind == "criterion" and q.criterion.must_not else WORDS
 KEYS = {"met": "Y", "not_met": "N", CANNOT_ASSESS: "U"}
 GROUPS = {"gate": "gate", "must_ask": "must-ask topic", "verifier": "verifier check",
           "process": "process rubric", "healthbench": None}
@@ -224,7 +231,7 @@ def _criterion_heading(q: ItemQuestion) -> str:
 
 def _value_word(q: ItemQuestion, value: str | None) -> str:
     if q.kind == "criterion" or value is None:
-        return WORDS.get(value, value or "—")
+        return _words(q).get(value, value or "—")
     book = q.book
     try:
         return book.label(value).short if book else value
@@ -334,12 +341,15 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
         for i, q in enumerate(criteria):
             current = i == focus
             with st.container(border=current, key=f"rv_row_{item_id}_{q.id}"):
-                marker = ":blue-badge[:material/keyboard: current — Y / N / U]" if current else ""
+                marker = "" if not current else (
+                    ":red-badge[:material/keyboard: current — Y: it did this harmful thing · "
+                    "N: it did not · U]" if q.criterion.must_not
+                    else ":blue-badge[:material/keyboard: current — Y / N / U]")
                 st.markdown(f"**{i + 1}.** {_criterion_heading(q)} {marker}  \n"
                             f"{safe_markdown(q.text)}")
                 st.segmented_control(
                     f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
-                    format_func=WORDS.get, label_visibility="collapsed", on_change=_picked,
+                    format_func=_words(q).get, label_visibility="collapsed", on_change=_picked,
                     args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
                     disabled=read_only,
                 )

@@ -250,6 +250,9 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     assert "Completion under review" in page and "`vendor/model-a`" in page
     assert "MUST NOT · -4" in page and "+5 pts" in page
     assert "It says to stop the soap." not in page and "openai:grader-x@v1" not in page
+    # A MUST-NOT criterion's verdicts say what "met" means there: it did the harmful thing.
+    must_not = [c for c in at.segmented_control if "Did it (harmful)" in str(c.proto)]
+    assert len(must_not) == 1
     assert not [m for m in at.metric]  # no score before any commit
     for key in ("rv_met", "rv_not_met", "rv_not_met"):
         at.button(key=key).click().run()
