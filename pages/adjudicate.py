@@ -77,6 +77,11 @@ show_machine = st.toggle(
          "are measured against, so their labels should not sway it.")
 
 
+SETTLED_TOAST = "adj_settled_toast"
+if said := st.session_state.pop(SETTLED_TOAST, None):
+    st.toast(said, icon=":material/gavel:")
+
+
 def try_settle(round_id: int | None, item_id: int, value: str | None, reason: str | None,
                note: str, question_key: str | None) -> None:
     if value is None or reason is None:
@@ -87,6 +92,11 @@ def try_settle(round_id: int | None, item_id: int, value: str | None, reason: st
     except ValueError as exc:
         st.error(safe_markdown(str(exc)))
     else:
+        uid = db.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+        # Said on the next run, beside the next item (a toast sent before a rerun is lost).
+        word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
+        st.session_state[SETTLED_TOAST] = (f"Settled {code_span(uid or str(item_id))} as {word}; "
+                                           "every answer stays in its history.")
         st.rerun()
 
 
@@ -218,6 +228,9 @@ def settle_step_form(item_id: int, step_id: int, error: str | None, severity: in
     except ValueError as exc:
         st.error(safe_markdown(str(exc)))
     else:
+        uid = db.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+        st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
+                                           " every mark stays in its history.")
         st.rerun()
 
 

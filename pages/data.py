@@ -63,6 +63,9 @@ with st.form("import", clear_on_submit=False):
                        help="\n".join(f"- **{f.name}**: {f.description}" for f in FORMATS.values()))
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
     go = st.form_submit_button("Import", type="primary")
+if go and not uploads:
+    st.warning("Choose one or more files to import first (drop them on the box above).",
+               icon=":material/upload_file:")
 if go and uploads:
     with tempfile.TemporaryDirectory() as tmp:
         for up in uploads:

@@ -28,6 +28,11 @@ BLINDING_WORDS = {
 ROUND_WORDS = {criteria_round_key("trajectory"): "agent runs: all criteria",
                criteria_round_key("graded_conversation"): "graded conversations: all criteria"}
 
+def question_words(key: str) -> str:
+    """A round's question in words (the key, where the question is gone)."""
+    return db.scalar("SELECT text FROM questions WHERE key = ?", (key,)) or key
+
+
 st.title("Rounds and people", anchor=False)
 me = require_reviewer()
 db = store()
@@ -41,7 +46,7 @@ if "rounds_flash" in st.session_state:  # said before the rerun that shows the n
     st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
 if rounds:
     st.dataframe(
-        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key, r.question_key),
+        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or question_words(r.question_key),
           "items": r.items,
           "reviews": f"{r.answers_given} of {r.answers_needed}",
           "done": r.answers_given / r.answers_needed if r.answers_needed else 0.0,

@@ -109,6 +109,7 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     assert settled(s, item) == {qs[0].key: ("met", "unanimous"), qs[1].key: ("not_met", "ambiguous_item")}
     s.close()
     assert any("Nothing to adjudicate here" in x.value for x in at.success)
+    assert any(shown(t.value).startswith(f"Settled `{KB_UID}` as Not met") for t in at.toast)
 
 
 def test_answering_any_criterion_of_an_item_bars_settling_all_of_it(db):

@@ -99,7 +99,7 @@ def facets(store: Store, q: BrowseQuery) -> dict[str, Facet]:
                           _values(ix.attrs["datasets"].counts(base("datasets")), q.datasets)),
         "splits": Facet("splits", "Split", _values(ix.attrs["splits"].counts(base("splits")), q.splits)),
         "models": Facet("models", "Model", _values(ix.attrs["models"].counts(base("models")), q.models)),
-        "rounds": Facet("rounds", "Round", _values(ix.attrs["rounds"].counts(base("rounds")), q.rounds,
+        "rounds": Facet("rounds", "Conversation round", _values(ix.attrs["rounds"].counts(base("rounds")), q.rounds,
                                                     lambda r: f"round {r}", order="natural")),
     }
 
