@@ -22,7 +22,7 @@ from pages._shared import store
 from pages._steps import code_span, label_text
 from review.blinding import BLIND, SUGGEST
 from review.drafts import drop_draft, load_drafts, save_draft
-from review.items import flag_item, is_flagged
+from review.items import blind_round_holding, flag_item, is_flagged
 from review.queue import QueueFilter, filter_choices
 from review.reviewers import Reviewer
 from review.rounds import (
@@ -586,12 +586,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         this_round = None
     review_mode = this_round.blinding if this_round else mode
     if this_round is None:
-        blind = db.scalar(
-            "SELECT r.name FROM review_rounds r JOIN round_items ri ON ri.round_id = r.id"
-            " WHERE ri.item_id = ?1 AND r.blinding = 'blind' AND (EXISTS (SELECT 1 FROM"
-            " reservations v WHERE v.round_id = r.id AND v.item_id = ?1 AND v.rater_id = ?2)"
-            " OR EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = r.id AND a.item_id = ?1"
-            " AND a.rater_id = ?2)) LIMIT 1", (item_id, reviewer.id))
+        blind = blind_round_holding(db, reviewer.id, item_id)
         if blind:  # no peeking outside a blind round at what the round keeps hidden
             review_mode = "blind"
             st.caption(f"You review this {missing_text} blind in {safe_markdown(blind)}, so the "

@@ -13,6 +13,7 @@ from review.codebook_versions import current_codebook
 from review.drafts import load_draft, save_draft
 from review.items import (
     ItemView,
+    blind_round_holding,
     commit_answer,
     find_item_id,
     flag_item,
@@ -240,12 +241,14 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
 
 
 def show_reveal(item_view: ItemView, mine: str | None) -> None:
-    labels = reveal_reference_labels(db, reviewer.id, item_view, mode)
+    shown_mode = "blind" if this_round is None and blind_round_holding(
+        db, reviewer.id, item_view.id) else mode
+    labels = reveal_reference_labels(db, reviewer.id, item_view, shown_mode)
     if labels is None:
         st.caption("Reference and machine labels stay hidden until you answer.")
         return
     parent_hidden = item_view.kind == "response" and item_view.parent_id is not None \
-        and prefix_labels_hidden(db, reviewer.id, item_view.parent_id, mode)
+        and prefix_labels_hidden(db, reviewer.id, item_view.parent_id, shown_mode)
     if parent_hidden:
         st.caption("The prefix's gold label (what the response should have done) stays hidden "
                    "until you answer the prefix itself.")
@@ -315,6 +318,11 @@ if st.session_state.get("shown_item") != item.id:
     st.session_state["shown_item"] = item.id
     st.session_state["shown_at"] = time.monotonic()
 
+if this_round is None and (blind := blind_round_holding(db, reviewer.id, item.id)):
+    # No peeking outside a blind round at what the round keeps hidden.
+    mode = "blind"
+    st.caption(f"You review this item blind in {safe_markdown(blind)}, so its labels stay "
+               "hidden here too.")
 if item.codebook is not None:
     # The wording in force: the latest in-app edit of the codebook, if any.
     item.codebook = current_codebook(db, item.codebook.key) or item.codebook

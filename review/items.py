@@ -17,7 +17,7 @@ from review.answers import normalise_value
 from review.blinding import DEFAULT_MODE, labels_visible, phase_for_commit
 from review.drafts import clear_draft
 from review.reviewers import Reviewer
-from store import Store, to_json, utcnow
+from store import Store, from_json, to_json, utcnow
 
 
 @dataclass
@@ -152,6 +152,18 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     return out
 
 
+def blind_round_holding(store: Store, reviewer_id: int, item_id: int) -> str | None:
+    """The name of a fully blind review round in which this reviewer holds a
+    place on the item, or answered it: outside that round the item is shown
+    blind too (no peeking at what the round keeps hidden)."""
+    return store.scalar(
+        "SELECT r.name FROM review_rounds r JOIN round_items ri ON ri.round_id = r.id"
+        " WHERE ri.item_id = ?1 AND r.blinding = 'blind' AND (EXISTS (SELECT 1 FROM"
+        " reservations v WHERE v.round_id = r.id AND v.item_id = ?1 AND v.rater_id = ?2)"
+        " OR EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = r.id AND a.item_id = ?1"
+        " AND a.rater_id = ?2)) LIMIT 1", (item_id, reviewer_id))
+
+
 def prefix_labels_hidden(store: Store, reviewer_id: int, prefix_id: int,
                          mode: str = DEFAULT_MODE) -> bool:
     """Whether the labels of a response's prefix (its gold label: what the
@@ -256,6 +268,47 @@ def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
     return any(a.target == "" and a.status in ("answered", "cannot_assess") for a in answers)
 
 
+def _same_answer(prev: Any, status: str, value: str | None, rationale: str | None,
+                 confidence: int | None, round_id: int | None,
+                 extra: dict[str, Any] | None) -> bool:
+    """Whether an answer repeats the reviewer's answer in force word for word,
+    in the same round (its provenance aside)."""
+    kept = {k: v for k, v in from_json(prev[6] or "{}").items() if k != "blinding"}
+    return (prev[1], prev[2], prev[3] or None, prev[4], prev[5]) == (
+        status, value, rationale or None, confidence, round_id) and kept == (extra or {})
+
+
+def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
+                        question_id: int, target: str) -> bool:
+    """Whether this reviewer has seen the item's labels before this answer,
+    whatever answer is in force now: an earlier answer of theirs was given
+    where the labels are shown once it is committed (or up front); they
+    settled the item as its adjudicator; or they chose to see every rater's
+    labels (Browse, Agreement) while the item was there."""
+    if conn.execute(
+        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+        " AND target = ? AND status != 'skipped'"
+        " AND coalesce(json_extract(extra, '$.blinding'), '') != 'blind' LIMIT 1",
+        (item_id, question_id, reviewer.id, target)).fetchone():
+        return True
+    from review.adjudication import ADJUDICATED
+    from review.rubric_review import labels_opened
+
+    if conn.execute(
+        "SELECT 1 FROM annotations a JOIN raters r ON r.id = a.rater_id WHERE a.item_id = ?"
+        " AND r.name = ? AND json_extract(a.extra, '$.adjudicator') = ? LIMIT 1",
+        (item_id, ADJUDICATED, reviewer.name)).fetchone():
+        return True
+
+    opened = labels_opened(store, reviewer.id)
+    if opened is None:
+        return False
+    row = conn.execute("SELECT id, coalesce(import_id, 0) FROM items WHERE id = ?",
+                       (item_id,)).fetchone()
+    return row is not None and row[0] <= opened[0] and row[1] <= opened[1] \
+        and question_id <= opened[2]
+
+
 def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, answer: AnswerSpec,
                    seconds_on_task: float | None, mode: str, source: str,
                    round_id: int | None, late: int | None) -> int:
@@ -270,12 +323,17 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
         raise ValueError(f"no question {question_id}")
     value = normalise_value(q[0], q[1], answer.value) if status == "answered" else None
     prev = conn.execute(
-        "SELECT id, status, value, rationale, confidence FROM annotations WHERE item_id = ?"
-        " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+        "SELECT id, status, value, rationale, confidence, round_id, extra FROM annotations"
+        " WHERE item_id = ? AND question_id = ? AND rater_id = ? AND target = ?"
+        " ORDER BY id DESC LIMIT 1",
         (item_id, question_id, reviewer.id, target),
     ).fetchone()
+    if prev is not None and _same_answer(prev, status, value, rationale, confidence, round_id,
+                                         answer.extra):
+        return prev[0]  # the same answer again (a double click): nothing new to record
     seen = answer.labels_seen or (prev is not None and prev[1] != "skipped"
-                                  and labels_visible(mode, True))
+                                  and labels_visible(mode, True)) \
+        or _labels_seen_before(store, conn, reviewer, item_id, question_id, target)
     version = conn.execute(
         "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
         (q[0],),

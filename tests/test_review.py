@@ -191,3 +191,62 @@ def test_a_picked_verdict_is_a_draft_and_an_empty_one_is_dropped(demo):
     save_draft(demo, me, item.id, item.question_id, "why", None)
     drop_draft(demo, me, item.id, item.question_id)
     assert load_drafts(demo, me.id, item.id) == {}
+
+
+def test_an_answer_after_the_labels_were_once_shown_is_never_blind(demo):
+    """The reveal is not undone by what came after it: answer (labels shown),
+    skip, answer again -> after the reveal; answer in free review, then in a
+    blind round -> after the reveal too."""
+    from review.rounds import RoundSpec, create_round, reserve_next_item
+
+    me = ensure_reviewer(demo, "Dr. Phase")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    skip_item(demo, me, item.id, item.question_id, "second thoughts")
+    commit_answer(demo, me, item.id, item.question_id, "1B")
+    assert [a.phase for a in my_answers(demo, me.id, item.id, item.question_id)] == [
+        "blind", "after_reveal", "after_reveal"]
+    rid = create_round(demo, RoundSpec("blind round", "carebench.escalation_needed",
+                                       reviewers_per_item=1, blinding="blind"),
+                       ensure_reviewer(demo, "Jordan Lee"))
+    other = ensure_reviewer(demo, "Dr. Other")
+    held = load_item(demo, reserve_next_item(demo, rid, other))
+    commit_answer(demo, other, held.id, held.question_id, "0A")  # free review: gold shown
+    commit_answer(demo, other, held.id, held.question_id, "1B", mode="blind", round_id=rid)
+    assert my_answers(demo, other.id, held.id, held.question_id)[-1].phase == "after_reveal"
+
+
+def test_the_same_answer_twice_is_one_answer(demo):
+    me = ensure_reviewer(demo, "Dr. Double Click")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    first = commit_answer(demo, me, item.id, item.question_id, "1A", confidence=4)
+    again = commit_answer(demo, me, item.id, item.question_id, "1A", confidence=4)
+    assert again == first
+    assert [(a.value, a.phase) for a in my_answers(demo, me.id, item.id, item.question_id)] == [
+        ("1A_ESCALATION_NONURGENT_CARE", "blind")]
+    # Anything different is a revision, kept beside the first.
+    commit_answer(demo, me, item.id, item.question_id, "1A", confidence=5)
+    assert len(my_answers(demo, me.id, item.id, item.question_id)) == 2
+
+
+def test_an_adjudicators_own_answer_after_settling_is_not_blind(demo):
+    from review.adjudication import settle
+
+    judge = ensure_reviewer(demo, "Dr. Sam Rivera")  # the demo's adjudicator
+    a, b = ensure_reviewer(demo, "Dr. A1"), ensure_reviewer(demo, "Dr. B1")
+    item = load_item(demo, next_unreviewed_item(demo, judge.id, QueueFilter(kind="response")))
+    commit_answer(demo, a, item.id, item.question_id, "0A")
+    commit_answer(demo, b, item.id, item.question_id, "1B")
+    settle(demo, None, item.id, judge, "1B", "reviewer_error", "", question_key=item.question_key)
+    commit_answer(demo, judge, item.id, item.question_id, "1B")
+    assert my_answers(demo, judge.id, item.id, item.question_id)[-1].phase == "after_reveal"
+
+
+def test_choosing_to_see_every_label_makes_later_answers_after_the_reveal(demo):
+    from review.rubric_review import labels_mark, open_labels
+
+    me = ensure_reviewer(demo, "Dr. Curious")
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    open_labels(demo, me, "browse", 85, labels_mark(demo))
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    assert my_answers(demo, me.id, item.id, item.question_id)[-1].phase == "after_reveal"

@@ -374,3 +374,25 @@ def test_a_clinician_who_answered_the_runs_before_is_told_why_the_round_gives_no
     assert not at.exception
     assert any(f"{before} of its items you answered outside the round" in m.value
                for m in at.success)
+
+
+def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, monkeypatch):
+    from review.items import load_item
+    from review.rounds import reserve_next_item
+
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Blind R", "carebench.escalation_needed", reviewers_per_item=1,
+                                    blinding="blind", limit=5), ensure_reviewer(s, "Jordan Lee"))
+    me = ensure_reviewer(s, "Dr. Peek")
+    held = load_item(s, reserve_next_item(s, rid, me))
+    s.close()
+    at = app_as("Dr. Peek", demo_copy, monkeypatch)
+    at.query_params["item"] = held.uid  # free review, by its link
+    at.run()
+    assert any("You review this item blind in Blind R" in c.value for c in at.caption)
+    at.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    assert not at.exception
+    assert "**Gold**" not in " ".join(m.value for m in at.markdown)
+    s = open_store(demo_copy)
+    assert s.scalar("SELECT json_extract(extra, '$.blinding') FROM annotations a JOIN raters r"
+                    " ON r.id = a.rater_id WHERE r.name = 'Dr. Peek'") == "blind"
