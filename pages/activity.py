@@ -8,11 +8,14 @@ from datetime import date, timedelta
 
 import streamlit as st
 
-from pages._shared import store
+from pages._shared import require_reviewer, store
 from review.activity import audit_actions, audit_actors, audit_entries, reviewer_progress
+from review.reviewers import can_adjudicate
 
 st.title("Progress and audit", anchor=False)
+me = require_reviewer()
 db = store()
+whole_log = can_adjudicate(me)
 progress_tab, audit_tab = st.tabs(["Reviewers", "Audit log"])
 
 with progress_tab:
@@ -42,12 +45,18 @@ with progress_tab:
 
 with audit_tab:
     c = st.columns(4)
-    actor = c[0].selectbox("Who", audit_actors(db), index=None, placeholder="Anyone")
+    if whole_log:
+        actor = c[0].selectbox("Who", audit_actors(db), index=None, placeholder="Anyone")
+    else:
+        # The log holds every answer given: a reviewer reads only their own entries.
+        actor = me.name
+        c[0].selectbox("Who", [me.name], disabled=True,
+                       help="Reviewers see their own entries; adjudicators and admins see all.")
     action = c[1].selectbox("Action", audit_actions(db), index=None, placeholder="Any action")
     since = c[2].date_input("From", value=date.today() - timedelta(days=30))
     until = c[3].date_input("Until", value=date.today())
     entries = audit_entries(db, actor, action, since.isoformat(),
-                            (until + timedelta(days=1)).isoformat())
+                            (until + timedelta(days=1)).isoformat(), viewer=me)
     st.caption(f"{len(entries)} entries, newest first (at most 500 shown). The log is "
                "append-only: the database refuses to change or delete its rows.")
     st.dataframe(

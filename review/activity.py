@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
-from review.reviewers import PEOPLE
+from review.reviewers import PEOPLE, Reviewer
 from store import Store
 
 
@@ -33,9 +33,15 @@ def audit_actors(store: Store) -> list[str]:
 
 def audit_entries(store: Store, actor: str | None = None, action: str | None = None,
                   since: str | None = None, until: str | None = None,
-                  limit: int = 500) -> list[AuditEntry]:
-    """Newest first, filtered by actor, action and an ISO date range."""
+                  limit: int = 500, viewer: Reviewer | None = None) -> list[AuditEntry]:
+    """Newest first, filtered by actor, action and an ISO date range. For a
+    `viewer` who is a plain reviewer, only their own entries: the log holds
+    every answer's value and rationale, which a reviewer must not read before
+    giving their own (adjudicators and admins see the whole log)."""
     clauses, params = [], []
+    if viewer is not None and viewer.role not in ("adjudicator", "admin"):
+        clauses.append("actor = ?")
+        params.append(viewer.name)
     for column, value in (("actor", actor), ("action", action)):
         if value:
             clauses.append(f"{column} = ?")

@@ -396,3 +396,25 @@ def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, mon
     s = open_store(demo_copy)
     assert s.scalar("SELECT json_extract(extra, '$.blinding') FROM annotations a JOIN raters r"
                     " ON r.id = a.rater_id WHERE r.name = 'Dr. Peek'") == "blind"
+
+
+def test_a_reviewer_reads_only_their_own_audit_entries(demo_copy, monkeypatch):
+    """The audit log holds every answer's value and rationale: a reviewer sees
+    their own entries only; an adjudicator sees everyone's."""
+    from review.items import commit_answer, load_item
+    from review.queue import QueueFilter, next_unreviewed_item
+
+    s = open_store(demo_copy)
+    colleague, newcomer = ensure_reviewer(s, "Dr. Colleague"), ensure_reviewer(s, "Dr. Newcomer")
+    item = load_item(s, next_unreviewed_item(s, newcomer.id, QueueFilter(kind="prefix")))
+    commit_answer(s, colleague, item.id, item.question_id, "1B", rationale="COLLEAGUE-SECRET")
+    s.close()
+
+    def log_as(name: str) -> str:
+        at = app_as(name, demo_copy, monkeypatch).run()
+        at.switch_page("pages/activity.py").run()
+        assert not at.exception
+        return " ".join(df.value.to_csv() for df in at.dataframe)
+
+    assert "COLLEAGUE-SECRET" not in log_as("Dr. Newcomer")
+    assert "COLLEAGUE-SECRET" in log_as("Dr. Sam Rivera")
