@@ -243,8 +243,9 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
 
         # An answer that breaks an agreement which settled on its own withdraws that settlement.
         reopen_broken(store, conn, [(item_id, a.question_id, a.target) for a in answers])
-        if round_id is not None and any(a.target == "" for a in answers) \
-                and _review_complete(store, conn, reviewer, item_id, answers):
+        # Step marks alone complete a review only of a run that asks nothing as a whole
+        # (`_review_complete` -> `is_reviewed`); anything else needs its whole-item answers.
+        if round_id is not None and _review_complete(store, conn, reviewer, item_id, answers):
             from review.rounds import complete_review
 
             if complete_review(conn, round_id, item_id, reviewer.id):

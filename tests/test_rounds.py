@@ -544,3 +544,28 @@ def test_a_label_round_gives_no_item_its_reviewer_answered_before_but_a_skip_doe
     assert my_round_items(demo, rid, me.id) == [items[1], items[2]]
     # Okafor answered every prefix of the demo before the round: nothing for her.
     assert reserve_next_item(demo, rid, ensure_reviewer(demo, "Dr. Amara Okafor")) is None
+
+
+def test_a_run_that_asks_nothing_as_a_whole_completes_its_round_review_with_step_marks(tmp_path):
+    """A Harbor trial without a rewards file has no criterion: its review is
+    its step marks, and a marked run counts in the round (the round used to
+    hand the same run back for ever, below k)."""
+    from review.rounds import criteria_round_key
+    from review.rubric_review import is_reviewed, item_questions, mark_step
+    from review.sources import import_file
+    from tests.test_sources_trajectories import atif_doc, make_trial
+
+    s = open_store(tmp_path / "x.db")
+    for name in ("trial-1", "trial-2"):
+        make_trial(tmp_path / "job", name, atif=atif_doc(3))  # no rewards: no criteria
+    import_file(s, tmp_path / "job", "harbor")
+    rid = create_round(s, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=1),
+                       ensure_reviewer(s, "Adm", role="admin"))
+    me = ensure_reviewer(s, "Dr. Steps")
+    run = reserve_next_item(s, rid, me)
+    assert item_questions(s, run) == []
+    mark_step(s, me, run, 3, "no_error", round_id=rid)
+    assert is_reviewed(s, me.id, run)
+    assert s.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 1
+    assert reserve_next_item(s, rid, me) not in (run, None)
+    s.close()
