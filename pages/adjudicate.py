@@ -23,7 +23,7 @@ from review.adjudication import (
     step_queue,
 )
 from review.items import load_item
-from review.reviewers import can_adjudicate
+from review.reviewers import Reviewer, can_adjudicate
 from review.rounds import is_rubric_round, list_rounds
 from review.rubric_review import NO_ERROR, STEP_CODEBOOK, severity_levels
 from review.text import safe_markdown
@@ -78,26 +78,37 @@ show_machine = st.toggle(
 
 
 SETTLED_TOAST = "adj_settled_toast"
+SETTLE_ERROR = "adj_settle_error"
 if said := st.session_state.pop(SETTLED_TOAST, None):
     st.toast(said, icon=":material/gavel:")
+if failed := st.session_state.pop(SETTLE_ERROR, None):
+    st.error(failed, icon=":material/error:")
 
 
-def try_settle(round_id: int | None, item_id: int, value: str | None, reason: str | None,
-               note: str, question_key: str | None) -> None:
+# The Settle buttons run these as callbacks, with what their form showed when
+# it was drawn (`seen`: the settlement in force then): the next run reloads the
+# queue, where another adjudicator's ruling may already have taken the item away.
+def _chosen(form: str) -> tuple:
+    return tuple(st.session_state.get(f"{form}:{part}") for part in ("value", "reason", "note"))
+
+
+def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, item_id: int,
+                     question_key: str | None, seen: int | None) -> None:
+    value, reason, note = _chosen(form)
     if value is None or reason is None:
-        st.error(CHOOSE)
+        st.session_state[SETTLE_ERROR] = CHOOSE
         return
+    s = store()
     try:
-        settle(db, round_id, item_id, me, value, reason, note, question_key=question_key)
+        settle(s, round_id, item_id, adjudicator, value, reason, note, question_key=question_key,
+               expected=seen)
     except ValueError as exc:
-        st.error(safe_markdown(str(exc)))
-    else:
-        uid = db.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
-        # Said on the next run, beside the next item (a toast sent before a rerun is lost).
-        word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
-        st.session_state[SETTLED_TOAST] = (f"Settled {code_span(uid or str(item_id))} as {word}; "
-                                           "every answer stays in its history.")
-        st.rerun()
+        st.session_state[SETTLE_ERROR] = safe_markdown(str(exc))
+        return
+    uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+    word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
+    st.session_state[SETTLED_TOAST] = (f"Settled {code_span(uid or str(item_id))} as {word}; "
+                                       "every answer stays in its history.")
 
 
 def queue_nav(pos: int, total: int, state_key: str, noun: str = "") -> None:
@@ -195,15 +206,16 @@ def rubric_mode() -> None:
                 st.caption("Judges and verifiers: " + "; ".join(
                     f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
             codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
-            with st.form(f"settle_c:{case.item_id}:{d.question_id}", border=False):
+            form = f"settle_c:{case.item_id}:{d.question_id}"
+            with st.form(form, border=False):
                 cols = st.columns([2, 2, 3], vertical_alignment="bottom")
-                value = cols[0].radio("Settled verdict", codes, index=None, horizontal=True,
-                                      format_func=lambda c, book=book: answer_words(c, "answered", book))
-                reason = cols[1].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                                           placeholder="Why this verdict?")
-                note = cols[2].text_input("Note", placeholder="What decided it")
-                if st.form_submit_button("Settle this criterion", type="primary"):
-                    try_settle(None, case.item_id, value, reason, note, d.question_key)
+                cols[0].radio("Settled verdict", codes, index=None, horizontal=True, key=f"{form}:value",
+                              format_func=lambda c, book=book: answer_words(c, "answered", book))
+                cols[1].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                                  placeholder="Why this verdict?", key=f"{form}:reason")
+                cols[2].text_input("Note", placeholder="What decided it", key=f"{form}:note")
+                st.form_submit_button("Settle this criterion", type="primary", on_click=settle_from_form,
+                                      args=(form, me, None, case.item_id, d.question_key, d.settled_id))
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
@@ -217,21 +229,24 @@ def _preview(step, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def settle_step_form(item_id: int, step_id: int, error: str | None, severity: int | None,
-                     reason: str | None, note: str) -> None:
+def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_id: int,
+                          seen: int | None) -> None:
+    """As `settle_from_form`, for one step's settled mark."""
+    error, reason, note = _chosen(form)
+    severity = st.session_state.get(f"{form}:severity")
     if error is None or reason is None:
-        st.error(CHOOSE)
+        st.session_state[SETTLE_ERROR] = CHOOSE
         return
+    s = store()
     try:
-        settle_step(db, item_id, step_id, me, error, None if error == NO_ERROR else severity,
-                    reason, note)
+        settle_step(s, item_id, step_id, adjudicator, error, None if error == NO_ERROR else severity,
+                    reason, note, expected=seen)
     except ValueError as exc:
-        st.error(safe_markdown(str(exc)))
-    else:
-        uid = db.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
-        st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
-                                           " every mark stays in its history.")
-        st.rerun()
+        st.session_state[SETTLE_ERROR] = safe_markdown(str(exc))
+        return
+    uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+    st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
+                                       " every mark stays in its history.")
 
 
 def steps_mode() -> None:
@@ -294,19 +309,21 @@ def steps_mode() -> None:
                 st.markdown(f"{safe_markdown(a.reviewer)} · {error_words(a.error, a.severity)}")
                 if a.note:
                     st.caption(safe_markdown(a.note))
-            with st.form(f"settle_s:{case.item_id}:{d.step_id}", border=False):
+            form = f"settle_s:{case.item_id}:{d.step_id}"
+            with st.form(form, border=False):
                 cols = st.columns([3, 2, 2], vertical_alignment="bottom")
-                error = cols[0].selectbox("Settled mark", codes, index=None,  # a drop-down: plain text
-                                          format_func=lambda c: book.label(c).short,
-                                          placeholder="Choose the mark")
-                severity = cols[1].selectbox(
+                cols[0].selectbox("Settled mark", codes, index=None,  # a drop-down: plain text
+                                  format_func=lambda c: book.label(c).short,
+                                  placeholder="Choose the mark", key=f"{form}:value")
+                cols[1].selectbox(
                     "Severity", list(levels), index=None, format_func=lambda lv: f"{lv} · {levels[lv]}",
-                    placeholder="For an error", help="Not kept when the settled mark is 'no error'")
-                reason = cols[2].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                                           placeholder="Why this mark?")
-                note = st.text_input("Note", placeholder="What decided it")
-                if st.form_submit_button("Settle this step", type="primary"):
-                    settle_step_form(case.item_id, d.step_id, error, severity, reason, note)
+                    placeholder="For an error", help="Not kept when the settled mark is 'no error'",
+                    key=f"{form}:severity")
+                cols[2].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                                  placeholder="Why this mark?", key=f"{form}:reason")
+                st.text_input("Note", placeholder="What decided it", key=f"{form}:note")
+                st.form_submit_button("Settle this step", type="primary", on_click=settle_step_from_form,
+                                      args=(form, me, case.item_id, d.step_id, d.settled_id))
     queue_nav(pos, len(queue), "adj_steps_pos", " run")
 
 
@@ -376,13 +393,15 @@ with right:
         st.markdown("**Machine labels**")
         for rater, value in case.machine_labels:
             st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
-    with st.form(f"settle:{case.item_id}", border=True):
+    form = f"settle:{case.round_id}:{case.question_id}:{case.item_id}"
+    with st.form(form, border=True):
         codes = book.codes if book else ["met", "not_met"]
-        value = st.radio("Settled answer", codes, horizontal=False, index=None,
-                         format_func=lambda c: answer_words(c, "answered", book))
-        reason = st.selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                              placeholder="Why this answer?")
-        note = st.text_area("Note", placeholder="What decided it; a codebook gap to fix")
-        if st.form_submit_button("Settle", type="primary"):
-            try_settle(case.round_id, case.item_id, value, reason, note, question_key)
+        st.radio("Settled answer", codes, horizontal=False, index=None, key=f"{form}:value",
+                 format_func=lambda c: answer_words(c, "answered", book))
+        st.selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
+                     placeholder="Why this answer?", key=f"{form}:reason")
+        st.text_area("Note", placeholder="What decided it; a codebook gap to fix", key=f"{form}:note")
+        st.form_submit_button("Settle", type="primary", on_click=settle_from_form,
+                              args=(form, me, case.round_id, case.item_id, question_key,
+                                    case.settled_id))
     queue_nav(pos, len(queue), "adj_pos")

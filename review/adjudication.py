@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from codebook import builtin_codebooks
 from review.answers import normalise_value
-from review.reviewers import Reviewer, people_sql
+from review.reviewers import Reviewer, can_adjudicate, people_sql
 from review.trajectory import RUBRIC_KINDS
 from store import Store, to_json, utcnow
 
@@ -34,6 +34,87 @@ REASONS = {
 
 class AdjudicationError(ValueError):
     """An adjudication that is not allowed; the message says why."""
+
+
+def _require_adjudicator(reviewer: Reviewer, doing: str) -> None:
+    """Only adjudicators and admins see every clinician's answers and settle them."""
+    if not can_adjudicate(reviewer):
+        raise AdjudicationError(f"only an adjudicator or an admin can {doing}")
+
+
+class _Unruled:
+    def __repr__(self) -> str:
+        return "UNRULED"
+
+
+UNRULED = _Unruled()
+"""What `settle` and `settle_step` check by default, when the caller does not
+say what settlement it saw (`expected`): that no adjudicator's ruling is in
+force, so one is never replaced by someone who did not see it. A screen
+passes what it showed instead (a queue entry's `settled_id`): then any change
+since, a ruling, a settlement made on its own or one withdrawn, is refused."""
+
+
+def _settlement(conn, item_id: int, question_id: int, step: int | None = None):
+    """The newest settled answer (or withdrawn settlement) on a unit: the item's
+    answer to the question, or with `step` that step's mark (`step:03` and
+    `step:3` are one step, as in `_step_marks`). Columns: id, status, value,
+    reason, adjudicator, severity, rationale; None if nothing was ever settled."""
+    rows = conn.execute(
+        "SELECT a.id, a.status, a.value, json_extract(a.extra, '$.reason'),"
+        " json_extract(a.extra, '$.adjudicator'), json_extract(a.extra, '$.severity'), a.rationale,"
+        " a.target FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = ? AND a.item_id = ? AND a.question_id = ? AND "
+        + ("a.target = ''" if step is None else "a.target GLOB 'step:[0-9]*'")
+        + " ORDER BY a.id DESC", (ADJUDICATED, item_id, question_id))
+    for row in rows:
+        if step is None or int(row[7].removeprefix("step:")) == step:
+            return row
+    return None
+
+
+def _check_unchanged(conn, unit: str, item_id: int, question_id: int, adjudicator: Reviewer,
+                     expected, ruling: tuple, step: int | None = None) -> int | None:
+    """Inside the settling transaction: refuse if the unit's settled answer is
+    not the one the adjudicator saw (`expected`: its id, None for none, or
+    UNRULED). Returns the id of the adjudicator's identical ruling already in
+    force (a second click on the same form), else None: go on and write.
+    `ruling`: (value, reason, severity, note) being settled; `unit`: 'this item', ..."""
+    now = _settlement(conn, item_id, question_id, step)
+    now_id = None if now is None else now[0]
+    ruled = now is not None and now[1] == "answered" and now[3] not in ("unanimous", REOPENED)
+    if ruled and now[4] == adjudicator.name and (now[2], now[3], now[5], now[6]) == ruling:
+        return now_id
+    as_seen = not ruled if expected is UNRULED else now_id == expected
+    if as_seen:
+        return None
+    if now is None:
+        raise AdjudicationError(f"{unit} changed meanwhile; reload to see it")
+    value = now[2] if now[5] is None else f"{now[2]} (severity {now[5]})"
+    if now[1] != "answered":
+        raise AdjudicationError(f"the settlement of {unit} was withdrawn meanwhile (a later answer "
+                                "broke the agreement it rested on); reload to see it")
+    if now[3] == "unanimous":
+        raise AdjudicationError(f"{unit} settled on its own meanwhile as {value} (its clinicians "
+                                "now agree); reload to see it")
+    raise AdjudicationError(f"{unit} was settled meanwhile by {now[4]} as {value}; reload to see it")
+
+
+def _settlement_ids(store: Store, question_id: int | None = None) -> dict[tuple[int, int, str], int]:
+    """(item, question, target) -> the id of the settled answer (or withdrawn
+    settlement) in force, for the queues' `settled_id`; step targets spelled
+    `step:N`. Read before what decides that a unit is open, so that an id is
+    never newer than what the adjudicator is shown."""
+    only, params = ("", ()) if question_id is None else (" AND c.question_id = ?", (question_id,))
+    out: dict[tuple[int, int, str], int] = {}
+    for item_id, qid, target, annotation_id in store.query(
+            "SELECT c.item_id, c.question_id, c.target, c.id FROM current_annotations c"
+            " JOIN raters r ON r.id = c.rater_id WHERE r.name = ?" + only + " ORDER BY c.id",
+            (ADJUDICATED, *params)):
+        if target.startswith("step:") and target[5:].isdigit():
+            target = f"step:{int(target[5:])}"
+        out[(item_id, qid, target)] = annotation_id
+    return out
 
 
 @dataclass
@@ -58,6 +139,9 @@ class Disagreement:
     """Largest ordinal distance between the answers (None where not ordinal)."""
     reopened: bool = False
     """It had settled on its own; a later answer broke that agreement."""
+    settled_id: int | None = None
+    """The settled answer (or withdrawn settlement) in force when the queue was
+    read; None: none. Pass it to `settle` as `expected`."""
 
 
 def _adjudicated_rater(conn) -> int:
@@ -280,9 +364,12 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
                        show_names: bool = False,
                        question_key: str | None = None) -> list[Disagreement]:
     """Disagreeing, unsettled items of the round (or, with round_id None, of
-    a question outside rounds) that this adjudicator did not answer."""
+    a question outside rounds) that this adjudicator did not answer. Only for
+    adjudicators and admins: it shows every clinician's answers."""
+    _require_adjudicator(adjudicator, "see the disagreements to settle")
     min_distance, question_id, book_key, _ = _round_question(store, round_id, question_key)
     book = builtin_codebooks().get(book_key)
+    ids = _settlement_ids(store, question_id)
     done = _settled(store, question_id, round_id)
     own = _answered_by(store, adjudicator.id)
     out = []
@@ -306,16 +393,22 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
             [RoundAnswer(a["name"] if show_names else f"Reviewer {chr(65 + i)}", a["status"],
                          a["value"], a["rationale"], a["confidence"]) for i, a in enumerate(answers)],
             [(m[0], m[1]) for m in machine], distance, _was_reopened(done.get(item_id)),
+            ids.get((item_id, question_id, "")),
         ))
     return out
 
 
 def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Reviewer, value: str,
-           reason: str, note: str | None = None, question_key: str | None = None) -> int:
+           reason: str, note: str | None = None, question_key: str | None = None, *,
+           expected: int | None | _Unruled = UNRULED) -> int:
     """Record the settled answer for one item, by an adjudicator who answered
-    nothing about that item (in any round, to any question)."""
-    if adjudicator.role not in ("adjudicator", "admin"):
-        raise AdjudicationError("only an adjudicator or an admin can settle disagreements")
+    nothing about that item (in any round, to any question).
+
+    `expected`: the settled answer the adjudicator saw (the queue entry's
+    `settled_id`); if another was recorded since, nothing is written and the
+    error says what. By default (UNRULED) only an adjudicator's ruling in
+    force is refused. The same ruling sent twice is recorded once."""
+    _require_adjudicator(adjudicator, "settle disagreements")
     if reason not in REASONS or reason == "unanimous":
         raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
     _, question_id, book_key, kind = _round_question(store, round_id, question_key)
@@ -326,10 +419,15 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
             (item_id, adjudicator.id)).fetchone()
         if answered:
             raise AdjudicationError("you answered this item, so someone else must adjudicate it")
+        same = _check_unchanged(conn, "this criterion" if kind == "criterion" else "this item",
+                                item_id, question_id, adjudicator, expected,
+                                (value, reason, None, note or None))
+        if same is not None:
+            return same
         rater = _adjudicated_rater(conn)
         prev = conn.execute(
             "SELECT id, value FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-            " ORDER BY id DESC LIMIT 1", (item_id, question_id, rater)).fetchone()
+            " AND target = '' ORDER BY id DESC LIMIT 1", (item_id, question_id, rater)).fetchone()
         cur = conn.execute(
             "INSERT INTO annotations (item_id, question_id, rater_id, status, value, rationale, phase,"
             " source, supersedes_id, extra, created_at, round_id)"
@@ -360,6 +458,8 @@ class CriterionDispute:
     """Judges' and verifiers' verdicts on the criterion: (rater, value)."""
     reopened: bool = False
     """It had settled on its own; a later answer broke that agreement."""
+    settled_id: int | None = None
+    """As `Disagreement.settled_id`: pass it to `settle` as `expected`."""
 
 
 @dataclass
@@ -437,7 +537,10 @@ def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
 def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[ItemDisputes]:
     """Agent runs and graded conversations on which clinicians' verdicts on a
     criterion differ and nothing is settled yet, item by item. An item the
-    adjudicator answered any criterion of is left to someone else."""
+    adjudicator answered any criterion of is left to someone else. Only for
+    adjudicators and admins: it shows every clinician's answers."""
+    _require_adjudicator(adjudicator, "see the disagreements to settle")
+    ids = _settlement_ids(store)
     done = _settled_pairs(store)
     own = _answered_by(store, adjudicator.id)
     by_item: dict[int, list[tuple[int, list]]] = {}
@@ -465,7 +568,8 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
                 question_id, q["key"], q["text"], q["codebook"], q["kind"],
                 [RoundAnswer(a["name"] if show_names else names[a["rater_id"]], a["status"], a["value"],
                              a["rationale"], a["confidence"]) for a in answers],
-                [(m[0], m[1]) for m in machine], _was_reopened(done.get((item_id, question_id)))))
+                [(m[0], m[1]) for m in machine], _was_reopened(done.get((item_id, question_id))),
+                ids.get((item_id, question_id, ""))))
         out.append(ItemDisputes(item_id, item["uid"], item["kind"], disputes))
     return out
 
@@ -490,6 +594,8 @@ class StepDispute:
     answers: list[StepAnswer]
     reopened: bool = False
     """It had settled on its own; a later mark broke that agreement."""
+    settled_id: int | None = None
+    """As `Disagreement.settled_id`: pass it to `settle_step` as `expected`."""
 
 
 @dataclass
@@ -617,7 +723,13 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
     """Agent runs with steps clinicians marked differently (another error, a
     severity far apart, or 'cannot assess'), not settled by an adjudicator,
     run by run, steps in order. A run the adjudicator answered anything about
-    is left to someone else."""
+    is left to someone else. Only for adjudicators and admins: it shows every
+    clinician's marks."""
+    from review.trajectory import STEP_ERROR_QUESTION
+
+    _require_adjudicator(adjudicator, "see the disagreements to settle")
+    step_question = store.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
+    ids = _settlement_ids(store, step_question)
     done = _settled_steps(store)
     own = _answered_by(store, adjudicator.id)
     by_run: dict[int, list[tuple[int, list]]] = {}
@@ -636,21 +748,24 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
                 StepAnswer(m["name"] if show_names else names[m["rater_id"]],
                            m["value"] if m["status"] == "answered" else None,
                            _severity(m) if m["value"] != "no_error" else None, m["rationale"])
-                for m in marks], _was_reopened(done.get((item_id, step_id))))
+                for m in marks], _was_reopened(done.get((item_id, step_id))),
+                ids.get((item_id, step_question, f"step:{step_id}")))
              for step_id, marks in steps]))
     return out
 
 
 def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer, error: str,
-                severity: int | None, reason: str, note: str | None = None) -> int:
+                severity: int | None, reason: str, note: str | None = None, *,
+                expected: int | None | _Unruled = UNRULED) -> int:
     """Record the settled mark of one step of a run: an error of the
     trajectory-errors codebook with a severity 1-5, or `no_error`; by an
     adjudicator who answered nothing about the run. A settled mark it
-    replaces is named in the audit trail."""
+    replaces is named in the audit trail. `expected`: the settled mark the
+    adjudicator saw, as in `settle`."""
     from review.rubric_review import NO_ERROR, STEP_CODEBOOK, _step_count
+    from review.trajectory import STEP_ERROR_QUESTION
 
-    if adjudicator.role not in ("adjudicator", "admin"):
-        raise AdjudicationError("only an adjudicator or an admin can settle disagreements")
+    _require_adjudicator(adjudicator, "settle disagreements")
     if reason not in REASONS or reason == "unanimous":
         raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
     if not 1 <= int(step_id) <= _step_count(store, item_id):
@@ -664,6 +779,15 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
         if conn.execute("SELECT 1 FROM annotations WHERE item_id = ? AND rater_id = ? LIMIT 1",
                         (item_id, adjudicator.id)).fetchone():
             raise AdjudicationError("you answered this run, so someone else must adjudicate it")
+        question_id = conn.execute("SELECT id FROM questions WHERE key = ?",
+                                   (STEP_ERROR_QUESTION,)).fetchone()[0]
+        same = _check_unchanged(conn, f"step {int(step_id)} of this run", item_id, question_id,
+                                adjudicator, expected,
+                                (error, reason, None if severity is None else int(severity),
+                                 note or None),
+                                step=int(step_id))
+        if same is not None:
+            return same
         annotation_id, prev = _insert_step(conn, item_id, int(step_id), error,
                                            None if severity is None else int(severity), note,
                                            {"reason": reason, "adjudicator": adjudicator.name})

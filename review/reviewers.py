@@ -138,11 +138,15 @@ def reviewer_for_login(store: Store, login: str, display_name: str | None = None
     login = login.strip().lower()
     if not login:
         raise ValueError("the login carries no identity")
-    row = store.query_one(
-        "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?", (login,))
+    known = "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?"
+    row = store.query_one(known, (login,))
     if row:
         return _from_row(row)
     with store.transaction() as conn:
+        # Again, under the write lock: another tab signing the same person in
+        # for the first time may have created them since.
+        if (row := conn.execute(known, (login,)).fetchone()) is not None:
+            return _from_row(row)
         has_admin = conn.execute(
             "SELECT 1 FROM raters WHERE kind = 'human' AND role = 'admin' AND login IS NOT NULL"
         ).fetchone()
@@ -157,6 +161,4 @@ def reviewer_for_login(store: Store, login: str, display_name: str | None = None
             (name, role, login, utcnow()))
         store.audit(name, "sign_in_first", "raters", cur.lastrowid, None,
                     {"name": name, "role": role, "login": login})
-    found = store.query_one(
-        "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?", (login,))
-    return _from_row(found)
+    return _from_row(store.query_one(known, (login,)))

@@ -1,0 +1,257 @@
+"""Adjudication that stays safe with several people at work: the queues (every
+clinician's answers) are for adjudicators only, a ruling made meanwhile is not
+replaced by someone who never saw it, and a first sign-in from two tabs at once
+makes one reviewer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from review.adjudication import (
+    ADJUDICATED,
+    AdjudicationError,
+    adjudication_queue,
+    rubric_queue,
+    settle,
+    settle_step,
+    settle_unanimous,
+    step_queue,
+)
+from review.items import commit_answer
+from review.reviewers import ensure_reviewer, reviewer_for_login
+from review.rubric_review import Verdict, commit_verdicts, find_item, item_questions, mark_step
+from review.workspace import open_store
+from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.review_fixtures import KB_UID
+
+Q = "carebench.escalation_needed"
+
+
+@pytest.fixture
+def demo(demo_copy):
+    s = open_store(demo_copy)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def prefixes(store):
+    from tests.helpers import write_prefixes
+
+    write_prefixes(store, 3)
+    return store
+
+
+def settled_label(s, item_id: int) -> tuple:
+    row = s.query_one(
+        "SELECT c.value, json_extract(c.extra, '$.adjudicator') FROM current_annotations c"
+        " JOIN raters r ON r.id = c.rater_id WHERE r.name = ? AND c.item_id = ? AND c.target = ''"
+        " AND c.question_id = (SELECT id FROM questions WHERE key = ?)", (ADJUDICATED, item_id, Q))
+    return None if row is None else (row[0][:2], row[1])
+
+
+def two_adjudicators(s):
+    return (ensure_reviewer(s, "Dr. Sam Rivera"),  # the demo's adjudicator
+            ensure_reviewer(s, "Dr. Second Adjudicator", role="adjudicator"))
+
+
+# -- the queues are for adjudicators --------------------------------------------
+
+
+def test_a_plain_reviewer_reads_no_queue_of_disagreements_with_or_without_names(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    qs = item_questions(db, run)
+    commit_verdicts(db, a, run, [Verdict(qs[0].id, "met")])
+    commit_verdicts(db, b, run, [Verdict(qs[0].id, "not_met")])
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "no_error")
+    plain = ensure_reviewer(db, "Dr. Plain")
+    assert rubric_queue(db, judge) and step_queue(db, judge)  # there is something to see ...
+    for show_names in (True, False):  # ... not for a reviewer: it is every clinician's answers
+        with pytest.raises(AdjudicationError, match="only an adjudicator or an admin"):
+            rubric_queue(db, plain, show_names=show_names)
+        with pytest.raises(AdjudicationError, match="only an adjudicator or an admin"):
+            step_queue(db, plain, show_names=show_names)
+        with pytest.raises(AdjudicationError, match="only an adjudicator or an admin"):
+            adjudication_queue(db, None, plain, show_names=show_names, question_key=Q)
+    admin = ensure_reviewer(db, "Dr. Admin", role="admin")
+    assert rubric_queue(db, admin, show_names=True)[0].item_id == run
+
+
+def test_labels_queue_is_refused_to_a_reviewer_on_the_demo(demo):
+    judge, _ = two_adjudicators(demo)
+    assert adjudication_queue(demo, None, judge, question_key=Q)
+    with pytest.raises(AdjudicationError):
+        adjudication_queue(demo, None, ensure_reviewer(demo, "Dr. Plain Reviewer"), show_names=True,
+                           question_key=Q)
+
+
+# -- a ruling made meanwhile is not replaced unseen -------------------------------
+
+
+def test_a_ruling_made_meanwhile_is_refused_naming_who_settled_it_and_how(demo):
+    first, second = two_adjudicators(demo)
+    seen = adjudication_queue(demo, None, first, question_key=Q)[0]
+    assert seen.settled_id is None
+    settle(demo, None, seen.item_id, second, "1B", "ambiguous_item", question_key=Q,
+           expected=adjudication_queue(demo, None, second, question_key=Q)[0].settled_id)
+    with pytest.raises(AdjudicationError, match=r"settled meanwhile by Dr\. Second Adjudicator as "
+                                                r"1B_ESCALATION_URGENT_CARE; reload"):
+        settle(demo, None, seen.item_id, first, "0A", "reviewer_error", question_key=Q,
+               expected=seen.settled_id)
+    with pytest.raises(AdjudicationError, match="settled meanwhile"):  # nor by default
+        settle(demo, None, seen.item_id, first, "0A", "reviewer_error", question_key=Q)
+    assert settled_label(demo, seen.item_id) == ("1B", "Dr. Second Adjudicator")
+    # Replacing a ruling knowingly: the caller names the one it saw.
+    ruling = demo.scalar("SELECT MAX(a.id) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                         " WHERE r.name = ? AND a.item_id = ?", (ADJUDICATED, seen.item_id))
+    settle(demo, None, seen.item_id, first, "0A", "reviewer_error", question_key=Q, expected=ruling)
+    assert settled_label(demo, seen.item_id) == ("0A", "Dr. Sam Rivera")
+
+
+def test_the_same_ruling_sent_twice_is_recorded_once(demo):
+    judge, _ = two_adjudicators(demo)
+    seen = adjudication_queue(demo, None, judge, question_key=Q)[0]
+    count = "SELECT COUNT(*) FROM annotations WHERE source = 'adjudication'"
+    before = demo.scalar(count)
+    first = settle(demo, None, seen.item_id, judge, "1B", "ambiguous_item", "a note", question_key=Q,
+                   expected=seen.settled_id)
+    again = settle(demo, None, seen.item_id, judge, "1B", "ambiguous_item", "a note", question_key=Q,
+                   expected=seen.settled_id)  # a second click on the same form
+    assert again == first and demo.scalar(count) == before + 1
+
+
+def test_an_item_that_settled_on_its_own_meanwhile_is_not_ruled_over_unseen(prefixes):
+    s = prefixes
+    item = s.scalar("SELECT id FROM items WHERE uid = 't_case_00000_r01'")
+    qid = s.scalar("SELECT id FROM questions WHERE key = ?", (Q,))
+    a, b = ensure_reviewer(s, "Rev A"), ensure_reviewer(s, "Rev B")
+    judge = ensure_reviewer(s, "Judge", role="adjudicator")
+    commit_answer(s, a, item, qid, "0B")
+    commit_answer(s, b, item, qid, "1B")
+    seen = next(d for d in adjudication_queue(s, None, judge, question_key=Q) if d.item_id == item)
+    commit_answer(s, b, item, qid, "0B")  # B comes round: the item settles on its own
+    assert settle_unanimous(s, None, question_key=Q) == 1
+    with pytest.raises(AdjudicationError, match="settled on its own meanwhile as 0B"):
+        settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q, expected=seen.settled_id)
+    commit_answer(s, b, item, qid, "1B")  # and changes their mind again: the settlement is withdrawn
+    with pytest.raises(AdjudicationError, match="was withdrawn meanwhile"):
+        settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q, expected=seen.settled_id)
+    reopened = next(d for d in adjudication_queue(s, None, judge, question_key=Q) if d.item_id == item)
+    assert reopened.reopened and reopened.settled_id is not None
+    settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q, expected=reopened.settled_id)
+    assert settled_label(s, item) == ("1B", "Judge")
+
+
+def test_a_criterion_ruled_meanwhile_is_not_replaced(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    first = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    second = ensure_reviewer(db, "Dr. Other", role="adjudicator")
+    run = find_item(db, KB_UID)
+    q = item_questions(db, run)[0]
+    commit_verdicts(db, a, run, [Verdict(q.id, "met")])
+    commit_verdicts(db, b, run, [Verdict(q.id, "not_met")])
+    seen = rubric_queue(db, first)[0].disputes[0]
+    settle(db, None, run, second, "met", "ambiguous_item", question_key=q.key,
+           expected=rubric_queue(db, second)[0].disputes[0].settled_id)
+    with pytest.raises(AdjudicationError, match="this criterion was settled meanwhile by Dr. Other as met"):
+        settle(db, None, run, first, "not_met", "reviewer_error", question_key=q.key,
+               expected=seen.settled_id)
+
+
+def test_a_step_ruled_meanwhile_is_not_replaced(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    first = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    second = ensure_reviewer(db, "Dr. Other", role="adjudicator")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "no_error")
+    seen = step_queue(db, first)[0].disputes[0]
+    settle_step(db, run, 3, second, "unsafe_action", 4, "reviewer_error", expected=seen.settled_id)
+    with pytest.raises(AdjudicationError, match=r"step 3 of this run was settled meanwhile by "
+                                                r"Dr\. Other as unsafe_action \(severity 4\)"):
+        settle_step(db, run, 3, first, "no_error", None, "reviewer_error", expected=seen.settled_id)
+    with pytest.raises(AdjudicationError, match="settled meanwhile"):  # nor by default
+        settle_step(db, run, 3, first, "no_error", None, "reviewer_error")
+    assert db.scalar("SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                     " WHERE r.name = ? AND c.item_id = ? AND c.target = 'step:3'",
+                     (ADJUDICATED, run)) == "unsafe_action"
+
+
+def test_the_screen_says_a_criterion_was_settled_meanwhile_and_keeps_that_ruling(tmp_path, monkeypatch):
+    path, s, a, b, run = adjudication_db(tmp_path)
+    q = item_questions(s, run)[0]
+    commit_verdicts(s, a, run, [Verdict(q.id, "met")])
+    commit_verdicts(s, b, run, [Verdict(q.id, "not_met")])
+    s.close()
+    at = adjudicate_screen(path, monkeypatch, "rubric")  # Dr. Judge has the criterion on screen
+    s = open_store(path)
+    other = ensure_reviewer(s, "Dr. Other", role="adjudicator")
+    settle(s, None, run, other, "met", "ambiguous_item", question_key=q.key)  # meanwhile
+    s.close()
+    at.radio[0].set_value("not_met")
+    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
+    next(x for x in at.button if x.label == "Settle this criterion").click()
+    at.run()
+    assert not at.exception
+    assert any("settled meanwhile by Dr. Other as met" in shown(e.value) for e in at.error)
+    s = open_store(path)
+    assert s.scalar("SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                    " WHERE r.name = ? AND c.item_id = ? AND c.question_id = ?",
+                    (ADJUDICATED, run, q.id)) == "met"
+    s.close()
+
+
+def test_the_screen_says_a_step_was_settled_meanwhile(tmp_path, monkeypatch):
+    path, s, a, b, run = adjudication_db(tmp_path)
+    mark_step(s, a, run, 3, "unsafe_action", 5)
+    mark_step(s, b, run, 3, "no_error")
+    s.close()
+    at = adjudicate_screen(path, monkeypatch, "steps")
+    s = open_store(path)
+    settle_step(s, run, 3, ensure_reviewer(s, "Dr. Other", role="adjudicator"), "unsafe_action", 4,
+                "reviewer_error")
+    s.close()
+    next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
+    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
+    next(x for x in at.button if x.label == "Settle this step").click()
+    at.run()
+    assert not at.exception
+    assert any("step 3 of this run was settled meanwhile by Dr. Other" in shown(e.value)
+               for e in at.error)
+
+
+# -- signing in ---------------------------------------------------------------------
+
+
+def test_first_sign_in_of_one_login_from_two_tabs_at_once_makes_one_reviewer(tmp_path):
+    path = tmp_path / "x.db"
+    holder = open_store(path)
+    results, errors = [], []
+
+    def sign_in():
+        s = open_store(path)
+        try:
+            results.append(reviewer_for_login(s, "ada@example.org", "Ada"))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            s.close()
+
+    # Another write is in progress: both tabs find no such login, then queue for the write lock.
+    with holder.transaction():
+        threads = [threading.Thread(target=sign_in) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len({r.id for r in results}) == 1 and results[0].role == "admin"
+    assert holder.scalar("SELECT COUNT(*) FROM raters WHERE login = 'ada@example.org'") == 1
+    holder.close()
