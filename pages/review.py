@@ -414,7 +414,7 @@ with right:
                   help="Mark the item for a second look")
     nav = st.columns(3)
     nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
-                  width="stretch", on_click=on_open, args=(earlier,))
+                  width="stretch", on_click=on_open, args=(earlier,), disabled=earlier is None)
     withdraws = current is not None and current.status != "skipped"
     with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
         if withdraws:
@@ -435,7 +435,7 @@ with right:
                       help="Answer or skip this item to get the round's next one" if waiting else None)
     else:
         nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
-                      width="stretch", on_click=on_open, args=(later,))
+                      width="stretch", on_click=on_open, args=(later,), disabled=later is None)
 
     if current is not None:
         with st.container(border=True):
