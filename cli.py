@@ -226,6 +226,35 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return _run_llm("extract", args)
 
 
+@command("collect")
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Record the results of batches that runs submitted and never collected
+    (a run stopped while waiting): one run's (--run) or every one left."""
+    from labels.llm import MissingKeyError, RunAborted, collect_batch, uncollected_batches
+
+    store = open_store(args.db)
+    runs = [args.run] if args.run is not None else [b.run_id for b in uncollected_batches(store)]
+    if not runs:
+        print("no batch is waiting to be collected")
+        return 0
+    failed = 0
+    for run_id in runs:
+        try:
+            summary = collect_batch(args.db, run_id, progress=_terminal_progress,
+                                    max_wait=args.wait, poll_interval=min(30.0, max(args.wait, 0.01)))
+        except (RunAborted, MissingKeyError, LookupError) as exc:
+            print(file=sys.stderr)
+            if args.run is not None:
+                raise UsageError(str(exc)) from None
+            print(f"carelens: run {run_id}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(file=sys.stderr)
+        print(summary.text())
+        failed += bool(summary.errors)
+    return 1 if failed else 0
+
+
 @command("search")
 def cmd_search(args: argparse.Namespace) -> int:
     """Full-text search over patient turns, responses, agent steps and notes."""
@@ -372,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
         if task == "judge":
             m.add_argument("--answered-by", help="only what these raters answered, e.g. 'healthbench-physician:*'")
+
+    c = sub.add_parser("collect", help="record the results of batches submitted by runs that stopped waiting")
+    c.add_argument("--run", type=int, help="only this run's batch (default: every batch not collected)")
+    c.add_argument("--wait", type=float, default=24 * 3600.0, metavar="SECONDS",
+                   help="wait at most this long for a batch still in progress (default 24 h)")
 
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')

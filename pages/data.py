@@ -12,9 +12,11 @@ from labels.llm import (
     MissingKeyError,
     PromptError,
     RunAborted,
+    collect_batch,
     plan_run,
     run_plan,
     shipped_versions,
+    uncollected_batches,
 )
 from pages._shared import current_reviewer, labels_gate, store
 from review.demo import load_demo
@@ -211,3 +213,25 @@ if estimate or run:
             st.success(safe_markdown(summary.text()))
             for message in summary.messages:  # may quote a provider's error or a model's reply
                 st.warning(safe_markdown(message))
+
+
+waiting = uncollected_batches(db)
+if waiting:
+    st.warning(safe_markdown(
+        f"{len(waiting)} batch{'es' if len(waiting) > 1 else ''} submitted and not collected yet "
+        "(a run stopped while waiting). Their results are paid for: collect them here, or run "
+        "the same again."), icon=":material/pending:")
+    for batch in waiting:
+        st.caption(safe_markdown(batch.text()))
+    if st.button("Collect batches", icon=":material/download:"):
+        for batch in waiting:
+            bar = st.progress(0.0, text=f"Collecting run {batch.run_id}")
+            try:  # no waiting here: a batch still in progress is left for later
+                summary = collect_batch(
+                    default_db_path(), batch.run_id, keys=_secrets_keys(), max_wait=0.0,
+                    progress=lambda p, bar=bar: bar.progress(p.fraction, text=safe_markdown(p.text())))
+            except (RunAborted, MissingKeyError, LookupError) as exc:
+                st.error(safe_markdown(str(exc)))
+            else:
+                bar.progress(1.0, text="Done")
+                st.success(safe_markdown(summary.text()))

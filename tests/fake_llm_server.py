@@ -19,6 +19,8 @@ Scripting
 - `server.requests` logs every request received (method, path, headers,
   parsed JSON body); `server.model_calls()` keeps only the model calls.
 - `server.batch_polls` is how many status polls a batch stays in progress.
+- `server.batch_errors` maps "submit", "status" or "results" to a `Status`
+  that the batch endpoints of that stage answer with (OpenAI and Anthropic).
 - `server.vary_replies = True` numbers every default reply, so identical
   requests get different answers (a stricter test of "never twice").
 
@@ -92,6 +94,23 @@ class MalformedBody:
 
 
 @dataclass
+class Cut:
+    """A reply cut off at the output limit: OpenAI finish_reason "length",
+    Anthropic stop_reason `stop_reason` ("max_tokens" or
+    "model_context_window_exceeded"), with the start of an answer."""
+
+    stop_reason: str = "max_tokens"
+    text: str = '{"rationale": "The reply adv'
+
+
+@dataclass
+class Refusal:
+    """The model declines: OpenAI `message.refusal`, Anthropic stop_reason "refusal"."""
+
+    text: str = "I can't help with that."
+
+
+@dataclass
 class Status:
     """Any HTTP error status with a JSON error body; `echo_auth` copies the
     received credentials into the message (to prove they are redacted)."""
@@ -101,7 +120,8 @@ class Status:
     echo_auth: bool = False
 
 
-Behaviour = Auto | Reply | Unparseable | RateLimited | ServerError | MalformedBody | Status
+Behaviour = (Auto | Reply | Unparseable | RateLimited | ServerError | MalformedBody | Status | Cut
+             | Refusal)
 
 
 @dataclass
@@ -160,11 +180,15 @@ def _anthropic_tool(body: dict) -> dict | None:
 
 def chat_completion(body: dict, behaviour: Behaviour) -> dict:
     """An OpenAI chat completion answering `body`."""
-    refusal = None
+    refusal, finish = None, "stop"
     if isinstance(behaviour, Reply):
         content = json.dumps(behaviour.obj) if behaviour.obj is not None else behaviour.text
     elif isinstance(behaviour, Unparseable):
         content = behaviour.text
+    elif isinstance(behaviour, Cut):
+        content, finish = behaviour.text, "length"
+    elif isinstance(behaviour, Refusal):
+        content, refusal = None, behaviour.text
     else:
         schema = _openai_schema(body)
         note = behaviour.note if isinstance(behaviour, Auto) else ""
@@ -178,7 +202,7 @@ def chat_completion(body: dict, behaviour: Behaviour) -> dict:
         "model": body.get("model", "fake"),
         "choices": [{
             "index": 0,
-            "finish_reason": "stop",
+            "finish_reason": finish,
             "logprobs": None,
             "message": {"role": "assistant", "content": content, "refusal": refusal},
         }],
@@ -195,7 +219,7 @@ def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
                    "input": behaviour.obj}]
     elif isinstance(behaviour, Reply):
         blocks = [{"type": "text", "text": behaviour.text or json.dumps(behaviour.obj)}]
-    elif isinstance(behaviour, Unparseable):
+    elif isinstance(behaviour, (Unparseable, Cut, Refusal)):
         blocks = [{"type": "text", "text": behaviour.text}]
     elif tool:
         blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
@@ -210,7 +234,9 @@ def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
         "role": "assistant",
         "model": body.get("model", "fake"),
         "content": blocks,
-        "stop_reason": "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn",
+        "stop_reason": (behaviour.stop_reason if isinstance(behaviour, Cut) else
+                        "refusal" if isinstance(behaviour, Refusal) else
+                        "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"),
         "stop_sequence": None,
         "usage": {"input_tokens": prompt_chars // 4,
                   "output_tokens": len(json.dumps(blocks)) // 4},
@@ -218,7 +244,8 @@ def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
 
 
 def _error_body(status: int, message: str) -> dict:
-    kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+    kinds = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+             403: "permission_error", 404: "not_found_error",
              429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
     kind = kinds.get(status, "api_error")
     # One body both SDKs read: OpenAI looks at error.message, Anthropic at error.type.
@@ -239,6 +266,7 @@ class FakeLLMServer:
     def __init__(self, latency: float = 0.0):
         self.latency = latency
         self.batch_polls = 1
+        self.batch_errors: dict[str, Status] = {}
         self.vary_replies = False
         self.requests: list[Received] = []
         self._queue: deque[Behaviour] = deque()
@@ -463,10 +491,26 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def _batch_error(self, req: Received) -> bool:
+        """Answer a batch endpoint with the error `fake.batch_errors` sets for its stage."""
+        parts = req.path.strip("/").split("/")
+        if req.method == "POST":
+            stage = "submit" if req.path in ("/v1/files", "/v1/batches", "/v1/messages/batches") else None
+        elif parts[:2] == ["v1", "files"] or parts[-1] == "results":
+            stage = "results"
+        elif parts[:2] == ["v1", "batches"] or parts[:3] == ["v1", "messages", "batches"]:
+            stage = "status"
+        else:
+            stage = None
+        error = self.fake.batch_errors.get(stage) if stage else None
+        return error is not None and self._error(error)
+
     # -- routes ------------------------------------------------------------
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         req = self._receive()
         fake = self.fake
+        if self._batch_error(req):
+            return
         if req.path in ("/v1/chat/completions", "/v1/messages"):
             if not isinstance(req.body, dict):  # e.g. a client killed mid-request
                 self._send(400, _error_body(400, "the request body is not a JSON object"))
@@ -519,6 +563,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         req = self._receive()
         fake = self.fake
+        if self._batch_error(req):
+            return
         parts = req.path.strip("/").split("/")
         if parts[:2] == ["v1", "batches"] and len(parts) == 3 and parts[2] in fake._batches:
             self._send(200, fake._openai_batch(parts[2]))

@@ -23,7 +23,9 @@ What the command line and the Data screen call:
   read the store and call nothing; `RunPlan.requests` is the dry run.
 - `run_map`, `run_judge`, `run_extract` (all `run_plan`) send, record and
   answer; `progress(RunProgress)` is called from the caller's thread.
-- `collect_batch(path, run_id)` finishes a batch run that was interrupted.
+- `collect_batch(path, run_id)` finishes a batch run that was interrupted;
+  `uncollected_batches(store)` lists what is left to collect. Running the same
+  batch plan again also collects an uncollected batch instead of paying twice.
 - `shipped_versions(task)` lists the prompt versions (mapper-v1, mapper-v2,
   judge-v1, extract-v1); a path to a template file is accepted too.
 - `parse_model_spec("PROVIDER:MODEL")`; keys from ANTHROPIC_API_KEY,
@@ -45,6 +47,7 @@ from labels.llm.prompts import PromptError, load_prompt, shipped_versions
 from labels.llm.providers import CallFailed, provider_for
 from labels.llm.render import RECORD_CHAR_LIMIT, RENDERERS
 from labels.llm.runner import (
+    OpenBatch,
     RunAborted,
     RunProgress,
     RunSummary,
@@ -53,6 +56,7 @@ from labels.llm.runner import (
     run_judge,
     run_map,
     run_plan,
+    uncollected_batches,
 )
 from labels.llm.spec import (
     BASE_URL_VARS,
@@ -74,6 +78,7 @@ __all__ = [
     "MissingKeyError",
     "ModelSpec",
     "ModelSpecError",
+    "OpenBatch",
     "PromptError",
     "RunAborted",
     "RunPlan",
@@ -94,4 +99,5 @@ __all__ = [
     "run_map",
     "run_plan",
     "shipped_versions",
+    "uncollected_batches",
 ]

@@ -3,16 +3,20 @@
 These are list prices for standard (non-cached, non-priority) use as published
 by the providers when this table was written; they are estimates, not bills.
 Batch APIs are priced at `BATCH_DISCOUNT` of the standard price by both
-providers. A model matches the longest table key it starts with, so dated
-names (`claude-sonnet-4-5-20250929`) find their family. Models not listed
-(and every `compatible` endpoint) have no known price: estimates say so
-instead of showing 0.
+providers. A model is priced only when the table names it: exactly, as a
+dated snapshot of a listed name (`claude-sonnet-4-5-20250929`,
+`gpt-4.1-mini-2025-04-14`), or through `ALIASES`. Anything else, a variant
+of a listed family included (`o3-mini` is not `o3`, `gpt-5-pro` is not
+`gpt-5`), and every `compatible` endpoint, has no known price: estimates say
+so instead of showing a wrong number or 0.
 """
 
 from __future__ import annotations
 
+import re
+
 PRICES: dict[str, dict[str, tuple[float, float]]] = {
-    # provider: {model prefix: (input, output) USD per million tokens}
+    # provider: {model: (input, output) USD per million tokens}
     "anthropic": {
         "claude-opus-4-1": (15.0, 75.0),
         "claude-opus-4-0": (15.0, 75.0),
@@ -38,6 +42,16 @@ PRICES: dict[str, dict[str, tuple[float, float]]] = {
     },
     "compatible": {},
 }
+ALIASES: dict[str, dict[str, str]] = {
+    # provider: {another name of a listed model: the listed name}
+    "anthropic": {
+        "claude-sonnet-4-0": "claude-sonnet-4",
+        "claude-3-7-sonnet-latest": "claude-3-7-sonnet",
+        "claude-3-5-haiku-latest": "claude-3-5-haiku",
+    },
+}
+SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+"""A dated snapshot suffix: -20250929 (Anthropic), -2025-04-14 (OpenAI)."""
 BATCH_DISCOUNT = 0.5
 CHARS_PER_TOKEN = 4
 """Rough size of a token for estimates before a run (English text)."""
@@ -46,10 +60,12 @@ CHARS_PER_TOKEN = 4
 def price_for(provider: str, model: str) -> tuple[float, float] | None:
     """(input, output) USD per million tokens, or None when unknown."""
     table = PRICES.get(provider, {})
-    matches = [key for key in table if model == key or model.startswith(key + "-")]
-    if not matches:
-        return None
-    return table[max(matches, key=len)]
+    aliases = ALIASES.get(provider, {})
+    for name in (model, SNAPSHOT.sub("", model)):
+        name = aliases.get(name, name)
+        if name in table:
+            return table[name]
+    return None
 
 
 def cost_usd(provider: str, model: str, input_tokens: int | None, output_tokens: int | None,

@@ -12,9 +12,18 @@ whether it came from a direct call or a batch. Structured output:
   and the Batch API accepts it.)
 
 Retries on 429, 408/409 and 5xx are the SDKs' own: exponential backoff from
-0.5 s (capped at 8 s), honouring retry-after headers, at most `max_retries`
-times (default `DEFAULT_MAX_RETRIES`). Authentication, permission and
-not-found errors are fatal for a run (every item would fail the same way).
+0.5 s (capped at 8 s), at most `max_retries` times (default
+`DEFAULT_MAX_RETRIES`). A retry-after header is honoured up to
+`RETRY_AFTER_LIMIT` seconds; a server asking for a longer wait is not retried
+(the call fails as a 429 and the item is left for the next run), so no worker
+sleeps for hours. Authentication, billing, permission and not-found errors
+are fatal for a run (every item would fail the same way). The batch
+endpoints fail the same way as a direct call (`CallFailed`, redacted).
+
+A reply is type-checked before it is read: JSON of the wrong shape is a
+malformed reply (`CallFailed` with the raw text), never an AttributeError.
+Why the model stopped is kept (`Reply.stop_reason`): a reply cut off at the
+output limit is `Reply.cut_off`, an explicit refusal `Reply.refusal`.
 
 Keys come from `spec.resolve_key` only and are passed to the SDK clients
 explicitly; no header is ever recorded, and error texts are passed through
@@ -25,10 +34,11 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import openai
@@ -38,7 +48,13 @@ from labels.llm.tasks import Task
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 120.0
-FATAL_STATUS = (401, 403, 404)
+FATAL_STATUS = (401, 402, 403, 404)
+"""Bad key, no credit (Anthropic's billing_error), no permission, unknown model."""
+RETRY_AFTER_LIMIT = 60.0
+"""Longest retry-after (seconds) a call waits for; a longer one is not retried."""
+READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError)
+"""What reading a reply of an unexpected shape may raise."""
+T = TypeVar("T")
 
 
 class CallFailed(RuntimeError):
@@ -68,6 +84,12 @@ class Reply:
     retries: int = 0
     """Retries the SDK made before this reply (429 / 5xx)."""
     latency_ms: float | None = None
+    stop_reason: str | None = None
+    """Why the model stopped, as the provider said it (finish_reason / stop_reason)."""
+    cut_off: bool = False
+    """The output hit the token limit (or the context window): the answer is incomplete."""
+    refusal: str | None = None
+    """The model declined to answer: its refusal text, or the stop reason."""
 
     @property
     def raw_text(self) -> str:
@@ -124,24 +146,29 @@ class Provider:
     def _create(self, body: dict[str, Any]) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def _sdk_call(self, fn: Callable[[], T], doing: str = "") -> T:
+        """`fn()`, with the SDKs' errors turned into CallFailed (redacted; 401/402/403/404 fatal)."""
+        prefix = f"{doing}: " if doing else ""
+        try:
+            return fn()
+        except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+            status = exc.status_code
+            raise CallFailed(self.clean(f"{prefix}HTTP {status}: {exc.message}"),
+                             fatal=status in FATAL_STATUS, status=status) from None
+        except (openai.APIError, anthropic.APIError) as exc:
+            raise CallFailed(self.clean(f"{prefix}{type(exc).__name__}: {exc}")) from None
+
     def send(self, body: dict[str, Any], task: Task) -> Reply:
         """One call (with the SDK's bounded retries). Raises CallFailed."""
         started = time.perf_counter()
-        try:
-            raw = self._create(body)
-        except (openai.APIStatusError, anthropic.APIStatusError) as exc:
-            status = exc.status_code
-            raise CallFailed(self.clean(f"HTTP {status}: {exc.message}"),
-                             fatal=status in FATAL_STATUS, status=status) from None
-        except (openai.APIError, anthropic.APIError) as exc:
-            raise CallFailed(self.clean(f"{type(exc).__name__}: {exc}")) from None
+        raw = self._sdk_call(lambda: self._create(body))
         latency = (time.perf_counter() - started) * 1000
         try:
             data = raw.http_response.json()
             if not isinstance(data, dict):
                 raise ValueError("not an object")
             reply = self.read_reply(data, task)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except READ_ERRORS as exc:
             text = raw.http_response.text
             raise CallFailed(self.clean(f"malformed reply from the provider: {exc}"),
                              raw_text=self.clean(text[:20_000]), retries=raw.retries_taken) from None
@@ -150,21 +177,96 @@ class Provider:
         return reply
 
     # -- batches -------------------------------------------------------------
-    def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:  # pragma: no cover
+    # Each raises CallFailed (redacted, fatal for 401/402/403/404) like `send`.
+    def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        """Submit one batch; returns its id."""
+        return self._sdk_call(lambda: self._submit_batch(requests), "submitting the batch")
+
+    def batch_status(self, batch_id: str) -> tuple[bool, str]:
+        """(ended, the provider's status word)."""
+        return self._sdk_call(lambda: self._batch_status(batch_id), f"batch {batch_id}")
+
+    def batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
+        """(custom id, reply or error text) for each request of an ended batch."""
+        doing = f"batch {batch_id} results"
+        results = iter(self._batch_results(batch_id, task))
+        while True:
+            try:
+                item = self._sdk_call(lambda: next(results, None), doing)
+            except CallFailed:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a stream cut or garbled mid-way
+                raise CallFailed(self.clean(f"{doing}: {type(exc).__name__}: {exc}")) from None
+            if item is None:
+                return
+            yield item
+
+    def _read_batch_reply(self, custom_id: Any, data: Any, task: Task) -> tuple[str, Reply | str]:
+        try:
+            if not isinstance(data, dict):
+                raise ValueError("the reply is not an object")
+            return str(custom_id), self.read_reply(data, task)
+        except READ_ERRORS as exc:
+            return str(custom_id), self.clean(f"malformed batch reply: {exc}") or ""
+
+    def _submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:  # pragma: no cover
         raise NotImplementedError(f"{self.name} has no batch API here; run without batch mode")
 
-    def batch_status(self, batch_id: str) -> tuple[bool, str]:  # pragma: no cover
+    def _batch_status(self, batch_id: str) -> tuple[bool, str]:  # pragma: no cover
         raise NotImplementedError
 
-    def batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:  # pragma: no cover
+    def _batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:  # pragma: no cover
         raise NotImplementedError
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not an object")
+    return value
+
+
+def _count(usage: dict[str, Any], name: str) -> int | None:
+    value = usage.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _word(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class _BoundedRetryAfter:
+    """Mixed into the SDK clients: a retry-after longer than `RETRY_AFTER_LIMIT`
+    is not waited for (the call fails with its status), and no wait is longer.
+    (openai refuses more than 120 s itself; anthropic would sleep for any.)"""
+
+    def _should_retry(self, response: Any) -> bool:
+        wait = self._parse_retry_after_header(response.headers)  # type: ignore[attr-defined]
+        if wait is not None and (not math.isfinite(wait) or wait > RETRY_AFTER_LIMIT):
+            return False
+        return super()._should_retry(response)  # type: ignore[misc]
+
+    def _calculate_retry_timeout(self, remaining_retries: int, options: Any,
+                                 response_headers: Any = None) -> float:
+        wait = super()._calculate_retry_timeout(  # type: ignore[misc]
+            remaining_retries, options, response_headers)
+        return min(wait, RETRY_AFTER_LIMIT)
+
+
+class _AnthropicClient(_BoundedRetryAfter, anthropic.Anthropic):
+    pass
+
+
+class _OpenAIClient(_BoundedRetryAfter, openai.OpenAI):
+    pass
 
 
 class AnthropicProvider(Provider):
     name = "anthropic"
 
+    CUT_OFF = ("max_tokens", "model_context_window_exceeded")
+
     def _client(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(
+        return _AnthropicClient(
             api_key=self.key, base_url=self.base_url, max_retries=self.max_retries,
             timeout=self.timeout,
             # No spans, no trace headers: patient text and task ids stay on this machine.
@@ -187,48 +289,62 @@ class AnthropicProvider(Provider):
         return self.client.messages.with_raw_response.create(**body)
 
     def read_reply(self, data: dict[str, Any], task: Task) -> Reply:
-        blocks = data["content"]
+        blocks = data.get("content")
+        if not isinstance(blocks, list):
+            raise ValueError("the reply's content is not a list of blocks")
         structured = None
         texts = []
         for block in blocks:
+            block = _object(block, "a content block")
             if block.get("type") == "tool_use" and block.get("name") == task.tool_name:
                 structured = block.get("input")
                 if not isinstance(structured, dict):
                     structured = None
                     texts.append(json.dumps(block.get("input")))
             elif block.get("type") == "text":
-                texts.append(block.get("text") or "")
-        usage = data.get("usage") or {}
-        return Reply(structured, "\n".join(texts) or None, data,
-                     usage.get("input_tokens"), usage.get("output_tokens"))
+                text = block.get("text")
+                if text is not None and not isinstance(text, str):
+                    raise ValueError("a text block's text is not text")
+                texts.append(text or "")
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        stop = _word(data.get("stop_reason"))
+        text = "\n".join(texts) or None
+        return Reply(structured, text, data, _count(usage, "input_tokens"),
+                     _count(usage, "output_tokens"), stop_reason=stop,
+                     cut_off=stop in self.CUT_OFF,
+                     refusal=(text or stop) if stop == "refusal" else None)
 
-    def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+    def _submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
         batch = self.client.messages.batches.create(
             requests=[{"custom_id": cid, "params": body} for cid, body in requests])
         return batch.id
 
-    def batch_status(self, batch_id: str) -> tuple[bool, str]:
+    def _batch_status(self, batch_id: str) -> tuple[bool, str]:
         batch = self.client.messages.batches.retrieve(batch_id)
         return batch.processing_status == "ended", batch.processing_status
 
-    def batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
+    def _batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
         for line in self.client.messages.batches.results(batch_id):
             result = line.result
             if result.type == "succeeded":
-                yield line.custom_id, self.read_reply(result.message.to_dict(), task)
+                message = getattr(result, "message", None)
+                data = message.to_dict() if hasattr(message, "to_dict") else message
+                yield self._read_batch_reply(line.custom_id, data, task)
             else:
                 detail = getattr(result, "error", None)
-                message = detail.to_json() if detail is not None else result.type
-                yield line.custom_id, self.clean(f"batch request {result.type}: {message}") or ""
+                said = detail.to_json() if detail is not None else result.type
+                yield line.custom_id, self.clean(f"batch request {result.type}: {said}") or ""
 
 
 class OpenAIProvider(Provider):
     name = "openai"
     batch_endpoint = "/v1/chat/completions"
     max_tokens_field = "max_completion_tokens"
+    CUT_OFF = ("length",)
 
     def _client(self) -> openai.OpenAI:
-        return openai.OpenAI(api_key=self.key, base_url=self.base_url,
+        return _OpenAIClient(api_key=self.key, base_url=self.base_url,
                              max_retries=self.max_retries, timeout=self.timeout)
 
     @classmethod
@@ -247,14 +363,30 @@ class OpenAIProvider(Provider):
         return self.client.chat.completions.with_raw_response.create(**body)
 
     def read_reply(self, data: dict[str, Any], task: Task) -> Reply:
-        message = data["choices"][0]["message"]
-        text = message.get("content")
-        if not text and message.get("refusal"):
-            text = f"[refusal] {message['refusal']}"
-        usage = data.get("usage") or {}
-        return Reply(None, text, data, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ValueError("the reply has no choices")
+        choice = _object(choices[0], "the reply's first choice")
+        message = _object(choice.get("message"), "the reply's message")
+        content = message.get("content")
+        if isinstance(content, list):  # content parts, as some compatible servers send
+            parts = [_object(part, "a content part") for part in content]
+            if any(part.get("type") not in ("text", "output_text")
+                   or not isinstance(part.get("text"), str) for part in parts):
+                raise ValueError("the reply's content has a part that is not text")
+            content = "".join(part["text"] for part in parts)
+        elif content is not None and not isinstance(content, str):
+            raise ValueError("the reply's content is not text")
+        stop = _word(choice.get("finish_reason"))
+        refusal = _word(message.get("refusal")) or (
+            (content or stop) if stop == "content_filter" else None)
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return Reply(None, content or None, data, _count(usage, "prompt_tokens"),
+                     _count(usage, "completion_tokens"), stop_reason=stop,
+                     cut_off=stop in self.CUT_OFF, refusal=refusal)
 
-    def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+    def _submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
         lines = [json.dumps({"custom_id": cid, "method": "POST", "url": self.batch_endpoint,
                              "body": body}, ensure_ascii=False) for cid, body in requests]
         data = ("\n".join(lines) + "\n").encode("utf-8")
@@ -264,11 +396,11 @@ class OpenAIProvider(Provider):
                                            completion_window="24h")
         return batch.id
 
-    def batch_status(self, batch_id: str) -> tuple[bool, str]:
+    def _batch_status(self, batch_id: str) -> tuple[bool, str]:
         batch = self.client.batches.retrieve(batch_id)
         return batch.status in ("completed", "failed", "expired", "cancelled"), batch.status
 
-    def batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
+    def _batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
         batch = self.client.batches.retrieve(batch_id)
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
@@ -276,13 +408,14 @@ class OpenAIProvider(Provider):
             for raw in self.client.files.content(file_id).text.splitlines():
                 if not raw.strip():
                     continue
-                line = json.loads(raw)
-                response = line.get("response") or {}
+                try:
+                    line = _object(json.loads(raw), "a batch output line")
+                except ValueError:
+                    continue  # no custom id to give it to: its request counts as missing
+                response = line.get("response")
+                response = response if isinstance(response, dict) else {}
                 if response.get("status_code") == 200 and not line.get("error"):
-                    try:
-                        yield line["custom_id"], self.read_reply(response["body"], task)
-                    except (KeyError, IndexError, TypeError) as exc:
-                        yield line["custom_id"], f"malformed batch reply: {exc}"
+                    yield self._read_batch_reply(line.get("custom_id"), response.get("body"), task)
                 else:
                     detail = line.get("error") or response.get("body")
                     yield line["custom_id"], self.clean(
@@ -296,7 +429,7 @@ class CompatibleProvider(OpenAIProvider):
     name = "compatible"
     max_tokens_field = "max_tokens"
 
-    def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+    def _submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
         raise NotImplementedError("compatible endpoints have no batch API here; run without batch mode")
 
 

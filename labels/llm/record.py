@@ -3,6 +3,8 @@
 Writes, each exactly one `BEGIN IMMEDIATE` transaction on the caller's own
 store (one store per thread):
 - `start_run`: the machine rater (created once) and one `llm_runs` row;
+- `note_batch`, `close_batch`, `finish_run`: what the run submitted, collected
+  and how it ended, in that row's `params` (`batch`, `finished`);
 - `record_outcome`: the calls made for one (item, question) and the
   annotation they produced, together, so that an interrupted run leaves each
   item either fully recorded or not at all;
@@ -77,7 +79,9 @@ class Outcome:
     calls: list[CallRecord] = field(default_factory=list)
     answer: Answer | None = None
     kind: str = "answered"
-    """answered | failed (unreadable, recorded as cannot assess) | error | fatal | cached"""
+    """answered | failed (unreadable, recorded as cannot assess) | refused (recorded as
+    cannot assess) | error (nothing recorded but the calls: a later run asks again,
+    e.g. a reply cut off at the output limit) | fatal | cached | skipped"""
     message: str | None = None
 
 
@@ -139,10 +143,49 @@ def start_run(store: Store, *, task: str, role: str, spec: ModelSpec, prompt: Pr
 
 
 def note_batch(store: Store, run_id: int, batch: dict[str, Any]) -> None:
-    """Remember a submitted batch on its run, so it can be collected after an interruption."""
+    """Remember a submitted batch on its run, so it can be collected after an
+    interruption: `id`, `provider`, `base_url`, `requests` (how many),
+    `custom_ids` ({custom id: request hash}, exactly what was submitted) and
+    `submitted_at`; `collected_at` and `status` are added once it is collected."""
     with store.transaction() as conn:
         conn.execute("UPDATE llm_runs SET params = json_set(params, '$.batch', json(?))"
                      " WHERE id = ?", (to_json(batch), run_id))
+
+
+def close_batch(store: Store, run_id: int, status: str, by_run: int | None = None) -> None:
+    """Mark a run's batch collected (or ended with nothing to collect): it is not resumed again."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE llm_runs SET params = json_set(params, '$.batch.collected_at', ?,"
+            " '$.batch.status', ?, '$.batch.collected_by_run', ?) WHERE id = ?",
+            (utcnow(), status, by_run if by_run is not None else run_id, run_id))
+
+
+def open_batches(store: Store, rater_id: int | None = None,
+                 prompt_hash: str | None = None) -> list[sqlite3.Row]:
+    """Runs (id, task, rater_id, provider, model, prompt_hash, params) whose batch was
+    submitted and never collected, oldest first; optionally of one rater and prompt."""
+    sql = ("SELECT id, task, rater_id, provider, model, prompt_hash, params FROM llm_runs"
+           " WHERE json_extract(params, '$.batch.id') IS NOT NULL"
+           " AND json_extract(params, '$.batch.collected_at') IS NULL")
+    args: list[Any] = []
+    if rater_id is not None:
+        sql += " AND rater_id = ?"
+        args.append(rater_id)
+    if prompt_hash is not None:
+        sql += " AND prompt_hash = ?"
+        args.append(prompt_hash)
+    return store.query(sql + " ORDER BY id", args)
+
+
+def finish_run(store: Store, run_id: int, status: str, error: str | None,
+               counts: dict[str, Any]) -> None:
+    """How a run ended, on its row (`params.finished`): status completed | aborted
+    (RunAborted: bad key, failed batch, ...) | stopped (interrupted), the error, the counts."""
+    finished = {"status": status, "error": error, "at": utcnow(), **counts}
+    with store.transaction() as conn:
+        conn.execute("UPDATE llm_runs SET params = json_set(params, '$.finished', json(?))"
+                     " WHERE id = ?", (to_json(finished), run_id))
 
 
 def cached_calls(store: Store, hashes: list[str]) -> dict[str, sqlite3.Row]:
