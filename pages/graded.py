@@ -18,6 +18,8 @@ from review.blinding import BLIND, DEFAULT_MODE
 from review.rubric_review import (
     is_reviewed,
     item_position,
+    item_questions,
+    my_current_answers,
     neighbour,
     next_unreviewed,
     open_graded,
@@ -60,8 +62,14 @@ theme = head.meta.get("theme")
 if theme:
     facts.append(f":gray-badge[{label_text(str(theme).replace('_', ' '))}]")
 graded = is_reviewed(db, reviewer.id, item_id)
-facts.append(":green-badge[:material/task_alt: graded by you]" if graded
-             else ":orange-badge[not yet graded by you]")
+if graded:
+    facts.append(":green-badge[:material/task_alt: graded by you]")
+else:  # as on the Trajectories screen: how far along I am
+    asked = [q.id for q in item_questions(db, item_id)]
+    mine = my_current_answers(db, reviewer.id, item_id)
+    done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
+    facts.append(f":orange-badge[in progress: {done} of {len(asked)} graded by you]" if done
+                 else ":orange-badge[not yet graded by you]")
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="hb_nav"):
     if in_round:

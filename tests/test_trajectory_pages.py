@@ -405,3 +405,12 @@ def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal
         (REVIEWER,))]
     s.close()
     assert got and phases == ["after_reveal"]
+
+
+def test_a_conversation_graded_in_part_says_how_far(db_path):
+    at = open_page("pages/graded.py", item=COMPLETION_UID)
+    assert "not yet graded by you" in texts(at)
+    at.button(key="rv_met").click().run()
+    at.button(key="rv_commit").click().run()
+    assert not at.exception
+    assert "in progress: 1 of 3 graded by you" in texts(at)
