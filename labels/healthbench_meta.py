@@ -7,7 +7,9 @@ Every (row, physician label) pair contributes one (reference = physician,
 prediction = grader) pair; pairs are pooled; the score is the mean of the F1 of
 the "met" class and the F1 of the "not met" class. The human ceiling is the same
 metric for each physician against each *other* physician on the same row
-(leave-one-out), all ordered pairs pooled.
+(leave-one-out), all ordered pairs pooled. Beside the grader it is computed on the
+rows the grader gave a verdict on (:func:`grader_and_ceiling`), so the two numbers
+describe the same rows.
 
 F1 convention (HealthBench's): a class's F1 is undefined when its precision or its
 recall is (the class was never predicted, or never in the reference), and then
@@ -17,7 +19,7 @@ the macro-F1 is undefined too; F1 is 0 when both are 0.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -184,6 +186,28 @@ def human_ceiling(rows: Iterable[MetaRow], *, n_boot=1000, seed=0) -> MetaScore:
     return _score("physicians", tables, n_boot, seed)
 
 
+def graded_rows(rows: Iterable[MetaRow]) -> list[MetaRow]:
+    """The rows the grader gave a verdict on: the rows its score and the ceiling beside
+    it are computed on."""
+    return [row for row in rows if row.grader_met is not None]
+
+
+def grader_and_ceiling(
+    rows: Iterable[MetaRow], group: str | None = None, *, n_boot=1000, seed=0
+) -> GroupComparison:
+    """The grader and the human ceiling on the same rows: those the grader gave a verdict
+    on. A row without one is left out of both, and both notes say how many."""
+    rows = list(rows)
+    scored = graded_rows(rows)
+    grader = grader_vs_physicians(rows, n_boot=n_boot, seed=seed)  # notes the rows left out
+    ceiling = human_ceiling(scored, n_boot=n_boot, seed=seed)
+    if left_out := len(rows) - len(scored):
+        said = (f"{left_out} {'row' if left_out == 1 else 'rows'} without a grader verdict left "
+                "out, as from the grader's score")
+        ceiling = replace(ceiling, note="; ".join(x for x in (said, ceiling.note) if x))
+    return GroupComparison(group, grader, ceiling)
+
+
 def physician_scores(rows: Iterable[MetaRow], *, n_boot=1000, seed=0) -> dict[str, MetaScore]:
     """Each physician against the other physicians on the rows they share (the
     per-physician breakdown of :func:`human_ceiling`)."""
@@ -216,18 +240,13 @@ def by_group(
 ) -> dict[str | None, GroupComparison]:
     """Grader and human ceiling per group, e.g. per ``"category"``, ``"criterion"``, a tag
     family such as ``"axis"`` (tags "axis:..."), or a function of the row. A row with
-    several tags of the family counts in each; rows with none fall in group None."""
+    several tags of the family counts in each; rows with none fall in group None. In each
+    group both are computed on the rows the grader gave a verdict on
+    (:func:`grader_and_ceiling`)."""
     group_of = _group_fn(key)
     groups: dict[object, list[MetaRow]] = {}
     for row in rows:
         for g in group_of(row):
             groups.setdefault(g, []).append(row)
     ordered = sorted(groups, key=lambda g: (g is None, str(g)))
-    return {
-        g: GroupComparison(
-            g,
-            grader_vs_physicians(groups[g], n_boot=n_boot, seed=seed),
-            human_ceiling(groups[g], n_boot=n_boot, seed=seed),
-        )
-        for g in ordered
-    }
+    return {g: grader_and_ceiling(groups[g], g, n_boot=n_boot, seed=seed) for g in ordered}

@@ -170,12 +170,12 @@ def report_csv(report: ComparisonReport) -> str:
     for c in report.coefficients:
         row("comparison", c, n_units=report.n_units)
     for c in report.ceiling:
-        row("clinicians_ceiling", c)
+        row("clinicians_ceiling", c, n_units=report.ceiling_units)
     for bd in report.breakdowns:
         for r in bd.rows:
             row(f"by_{bd.by}", r.comparison, r.label, r.n_units)
             if r.ceiling is not None:
-                row(f"by_{bd.by}_clinicians_ceiling", r.ceiling, r.label, r.n_units)
+                row(f"by_{bd.by}_clinicians_ceiling", r.ceiling, r.label, r.ceiling_units)
     return buf.getvalue()
 
 
@@ -251,7 +251,8 @@ def _comparison_html(report: ComparisonReport, fig: _Figures) -> str:
               for n in split_notes(report.coefficients)[0]]
     if report.ceiling_raters:
         parts.append(f"<p class='note'>Clinicians' ceiling: {_e(', '.join(report.ceiling_raters))}"
-                     " on the same units.</p>")
+                     f" on {report.ceiling_units} units: those the comparison is about that two or"
+                     " more clinicians rated, tied votes included.</p>")
     if report.confusion is not None:
         parts += ["<h2>Confusion matrix</h2>",
                   fig(confusion_figure(report.confusion, report.a_label, report.b_label or ""))]

@@ -23,6 +23,7 @@ from labels.compare.figures import (
     ranking_figure,
     versions_figure,
 )
+from labels.compare.questions import CANNOT_ASSESS
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.report import report_csv, report_html, report_json
@@ -228,8 +229,9 @@ def compare_tab() -> None:
                    "clinicians' majority for B to see the disagreeing items.")
     bd = report.breakdowns[0]
     st.subheader(f"By {BY_WORDS[by].lower()}: {bd.name}", anchor=False)
-    st.caption("Blue: the comparison. Orange: the clinicians among themselves on the same "
-               "units (the human ceiling). Bars: 95% bootstrap intervals."
+    st.caption("Blue: the comparison. Orange: the clinicians among themselves on the group's "
+               "units that two or more of them rated, tied votes included (the human ceiling). "
+               "Bars: 95% bootstrap intervals."
                if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
     st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
                     config={"displaylogo": False})
@@ -277,10 +279,11 @@ def headline_cards(report) -> None:
     if ceiling is not None:
         cards.append(("Clinicians among themselves", number(ceiling.value),
                       f"{ceiling.name} · {ci_words(ceiling)}",
-                      "The human ceiling: the clinicians' agreement with each other on the same "
-                      "units, by the same statistic as the comparison beside it. A rater compared "
-                      "with the clinicians' majority can score above it: a majority is steadier "
-                      "than any one clinician."))
+                      f"The human ceiling: the clinicians' agreement with each other on the "
+                      f"{report.ceiling_units} units this comparison is about that two or more of "
+                      "them rated (units where they tied included), by the same statistic as the "
+                      "comparison beside it. A rater compared with the clinicians' majority can "
+                      "score above it: a majority is steadier than any one clinician."))
     cards.append(("Units compared", str(report.n_units),
                   f"{len(report.disagreements)} disagree" if report.is_pair
                   else f"{len(report.raters)} raters", None))
@@ -288,6 +291,34 @@ def headline_cards(report) -> None:
                                                        strict=True):
         col.metric(md(label), value, border=True, help=help_text and md(help_text))
         col.caption(md(caption))
+
+
+def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, list[str]]:
+    """A confusion cell of named raters A and B as a Browse view: the pair's answers, the
+    item kinds, and the screen's filters Browse has (dataset, split, model, round). Also
+    what Browse cannot narrow to, as Markdown (data escaped); (None, [why]) when it cannot
+    show the cell at all (Browse pairs raters on whole-item label-set answers, not on
+    criteria or steps)."""
+    if qs.kind != "labelset" or any(u.target for u in units):
+        return None, ["Browse pairs raters on their label for a whole item, not on rubric "
+                      "criteria or single steps, so this cell cannot be opened there."]
+    gaps = []
+    if filters.phase:
+        gaps.append(f"it reads each rater's current answer, not the clinicians' "
+                    f"{filters.phase.replace('_', ' ')} answers")
+    if filters.category:
+        gaps.append(f"it has no category filter (this screen shows {md(filters.category)} only)")
+    if CANNOT_ASSESS in (a_said, b_said):
+        gaps.append("it does not count 'cannot assess' as an answer")
+    query = BrowseQuery(
+        rater_a=a, rater_b=b, a_said=a_said, b_said=b_said,
+        kinds=tuple(sorted({u.item_kind for u in units})),
+        datasets=(filters.dataset,) if filters.dataset else (),
+        splits=(filters.split,) if filters.split else (),
+        models=(filters.model,) if filters.model else (),
+        rounds=(filters.round_id,) if filters.round_id is not None else (),
+    )
+    return query, gaps
 
 
 def confusion_section(report) -> None:
@@ -333,8 +364,16 @@ def confusion_section(report) -> None:
         st.caption("Each opens in a new tab, in the screen where it is reviewed.")
         if a and b and not a.startswith("group:") and not b.startswith("group:"):
             # Named raters: the same cell as a Browse view, to search, tag and export.
-            kinds = tuple(sorted({u.item_kind for u in units}))
-            st.markdown(f"[Open this cell in Browse]({browse_link(BrowseQuery(rater_a=a, rater_b=b, a_said=cm.categories[i], b_said=cm.categories[j], kinds=kinds))})")
+            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units)
+            if query is None:
+                st.caption(gaps[0])
+            elif not gaps:
+                st.markdown(f"[Open this cell in Browse]({browse_link(query)})")
+            else:
+                st.markdown(f"[Open in Browse: not exactly this cell]({browse_link(query)})")
+                st.caption("Browse lists the items where the two raters' answers fall in this "
+                           f"cell under the other filters, but {'; '.join(gaps)}: its "
+                           "list is not these items.")
         with st.container(height=380 if len(units) > 9 else "content", border=True):
             review_links(units[:200])
             if len(units) > 200:
@@ -593,6 +632,8 @@ def meta_tab() -> None:
                    help=p.undefined_reason and md(p.undefined_reason))
     cols[1].caption(f"95% CI {interval(p.ci_low, p.ci_high)} · {p.n_pairs} label pairs")
     cols[2].metric("Criterion rows", m.n_rows, border=True)
+    for note in dict.fromkeys(x for x in (g.note, p.note) if x):
+        st.caption(f"Note: {md(note)}")
     st.caption("HealthBench's metric: the grader compared pairwise with each physician's "
                "label, macro-F1 over met / not met; beside it the human ceiling, each physician "
                "against the others (leave-one-out; every pair counted both ways, hence twice the "

@@ -10,10 +10,12 @@ model ranking, and the rank correlation with the baseline labelling (the
 first reference, responses read by the clinicians).
 
 Every labelling scores the same responses: those every reader labelled and
-whose prefix has the reference label, so a difference in ranking comes from
-the labels, not from coverage. Also: each mapper version's own ordered over-
-and under-triage, with the clinicians' reading of the same responses as the
-truth.
+whose prefix has a label under every reference (a prefix with a tied clinician
+vote has no majority label, so its responses are left out under the gold
+reference too), so a difference in ranking comes from the labels, not from
+coverage; the report counts the responses left out, by reason. Also: each
+mapper version's own ordered over- and under-triage, with the clinicians'
+reading of the same responses as the truth.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from codebook import CAREBENCH, codebook
 from labels.compare.answers import Answers, Filters, load_answers
-from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name
+from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
 from labels.compare.raters import references as reference_raters
 from labels.triage import RankCorrelation, RankedModel, TriageMetric, rank_correlation, rank_models
 from labels.triage import triage_metrics as _triage_metrics
@@ -106,6 +108,8 @@ class TriageReport:
     models: list[str]
     notes: list[str] = field(default_factory=list)
     explanation: str | None = None
+    left_out: dict[str, int] = field(default_factory=dict)
+    """Responses left out of every labelling, by reason (a response can have several)."""
 
     def labelling(self, name: str) -> Labelling | None:
         return next((x for x in self.labellings if x.name == name), None)
@@ -124,6 +128,12 @@ def _labels(answers: Answers, spec: str) -> dict[str, str]:
         raise ValueError(f"{display_name(spec)} is a group of raters; give one label per item")
     return {answers.units[u].item_uid: v for u, v in columns[0].items()
             if answers.units[u].target == ""}
+
+
+def _tied_prefixes(answers: Answers) -> set[str]:
+    """Item uids of the prefixes whose clinician vote is tied (no majority label)."""
+    _, ties = majority_labels(answers)
+    return {answers.units[u].item_uid for u in ties if answers.units[u].target == ""}
 
 
 def _reader_name(spec: str) -> str:
@@ -152,9 +162,11 @@ def triage_comparison(
     ranking under each (by ``rank_by``) and their rank correlation with the baseline.
 
     Defaults: references = the reference raters of the prefix question (gold; not the
-    settled answers, which cover only disputed prefixes), then the clinicians' majority; readers = the clinicians' majority on the response,
-    then every machine rater of the response question. The model filter is ignored (a
-    leaderboard needs every model)."""
+    settled answers, which cover only disputed prefixes), then the clinicians' majority;
+    readers = the clinicians' majority on the response, then every machine rater of the
+    response question. The model filter is ignored (a leaderboard needs every model).
+    Every labelling scores the same responses; ``left_out`` and the notes say how many
+    were left out and why."""
     filters = filters or Filters()
     model_free = replace(filters, model=None)
     prefix_q, response_q = carebench_questions()
@@ -181,18 +193,34 @@ def triage_comparison(
         )
         return report
     read = {spec: _labels(response_answers, spec) for spec in readers}
+    refs = {spec: _labels(prefix_answers, spec) for spec in references}
     response_units = {u.item_uid: u for u in response_answers.units if u.target == ""}
     shared = [uid for uid in sorted(response_units) if all(uid in read[s] for s in readers)]
-    left_out = len(response_units) - len(shared)
-    if left_out:
-        notes.append(f"{left_out} responses without a label from every reader are left out, "
-                     "so every labelling scores the same responses")
+    # One response set for every labelling: a reference without a label on a prefix takes
+    # its responses out of every labelling, not just its own.
+    scored = [uid for uid in shared
+              if all(response_units[uid].parent_uid in refs[r] for r in references)]
+    if unread := len(response_units) - len(shared):
+        report.left_out["without a label from every reader"] = unread
+        notes.append(f"{unread} responses without a label from every reader are left out")
+    tied = _tied_prefixes(prefix_answers) if MAJORITY in references else set()
     for reference in references:
-        ref = _labels(prefix_answers, reference)
-        scored = [uid for uid in shared if response_units[uid].parent_uid in ref]
-        if len(scored) < len(shared):
-            notes.append(f"{len(shared) - len(scored)} responses have no reference label from "
-                         f"{_reference_name(reference)}")
+        missing = [uid for uid in shared if response_units[uid].parent_uid not in refs[reference]]
+        if not missing:
+            continue
+        why = f"no reference label from {_reference_name(reference)}"
+        if reference == MAJORITY:
+            n_tied = sum(1 for uid in missing if response_units[uid].parent_uid in tied)
+            why += (f" ({n_tied} with a tied clinician vote on the prefix, "
+                    f"{len(missing) - n_tied} with no clinician answer on it)")
+        report.left_out[f"no reference label from {_reference_name(reference)}"] = len(missing)
+        notes.append(f"{len(missing)} responses have {why}: left out under every labelling")
+    if len(scored) < len(response_units):
+        notes.append(f"every labelling scores the same {len(scored)} of "
+                     f"{len(response_units)} responses, so a change in ranking comes from the "
+                     "labels, not from which responses were scored")
+    for reference in references:
+        ref = refs[reference]
         for reader in readers:
             by_model: dict[str, tuple[list, list]] = {}
             for uid in scored:

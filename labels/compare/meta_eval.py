@@ -7,7 +7,9 @@ one human rater per anonymized physician id). The metric and the human ceiling
 are those of ``labels.healthbench_meta``: the grader compared pairwise with
 each physician label, macro-F1 over met / not met, beside the physicians'
 leave-one-out agreement — overall, per category, per rubric axis and per
-criterion.
+criterion. The ceiling (and each physician's score against the others) is computed
+on the rows the grader gave a verdict on, so it stands beside the grader on the same
+rows.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from labels.healthbench_meta import (
     MetaRow,
     MetaScore,
     by_group,
-    grader_vs_physicians,
-    human_ceiling,
+    graded_rows,
+    grader_and_ceiling,
     physician_scores,
 )
 from store import Store
@@ -42,6 +44,7 @@ class MetaEvalReport:
     """Criterion answers with at least one physician label."""
     overall: GroupComparison | None = None
     physicians: dict[str, MetaScore] = field(default_factory=dict)
+    """Each physician against the others, on the rows the grader gave a verdict on."""
     by: dict[str, dict[str | None, GroupComparison]] = field(default_factory=dict)
     """"category" | "axis" | "criterion" -> group -> grader and ceiling."""
     explanation: str | None = None
@@ -113,12 +116,9 @@ def meta_eval(
     grader = grader or graders[0]
     rows = meta_rows(answers, grader)
     report = MetaEvalReport(grader, graders, qs, filters, len(rows))
-    report.overall = GroupComparison(
-        None,
-        grader_vs_physicians(rows, n_boot=n_boot, seed=seed),
-        human_ceiling(rows, n_boot=n_boot, seed=seed),
-    )
-    report.physicians = physician_scores(rows, n_boot=n_boot, seed=seed)
+    report.overall = grader_and_ceiling(rows, n_boot=n_boot, seed=seed)
+    # Each physician against the others: the ceiling's breakdown, on the ceiling's rows.
+    report.physicians = physician_scores(graded_rows(rows), n_boot=n_boot, seed=seed)
     for key in by:
         report.by[key] = by_group(rows, key, n_boot=n_boot, seed=seed)
     return report

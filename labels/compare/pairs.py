@@ -4,8 +4,14 @@
 builds the units x raters table from the store, computes the statistics that
 fit the question set's level (``agreement_table``), the confusion matrix with
 the units behind each cell, per-class F1, the clinicians' own agreement on the
-same units (the human ceiling), and optional per-group breakdowns for a
-forest plot.
+units the comparison is about (the human ceiling), and optional per-group
+breakdowns for a forest plot.
+
+The ceiling's units (``_ceiling_table``): the units every named rater of the
+comparison answered (all units when both sides are groups) that two or more
+clinicians rated. A unit where the clinicians tied counts: leaving it out because
+the majority has no label there would keep only the units they agree on, and
+with two clinicians make the ceiling perfect by construction.
 """
 
 from __future__ import annotations
@@ -19,11 +25,15 @@ from labels.compare.answers import Answers, Filters, Unit, load_answers
 from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     CLINICIANS,
+    DERIVED,
     RatingsTable,
     clinicians,
     display_name,
+    group_label,
+    left_out_clinicians,
     normalise_spec,
     table_for,
+    voters,
 )
 from labels.compare.stats import coefficient, coefficient_name, forest_keys, headline_key
 from store import Store, utcnow
@@ -84,7 +94,9 @@ class BreakdownRow:
     comparison: Coefficient
     """A against B on this group's units."""
     ceiling: Coefficient | None
-    """Clinicians among themselves on the same units (None when not applicable)."""
+    """Clinicians among themselves on the group's ceiling units (None when not applicable)."""
+    ceiling_units: int = 0
+    """The group's units the ceiling is computed on (tied clinician votes included)."""
 
 
 @dataclass
@@ -113,8 +125,12 @@ class ComparisonReport:
     """Units compared: answered by both sides (a pair) or by two or more raters (a group)."""
     coefficients: list[Coefficient]
     ceiling: list[Coefficient] = field(default_factory=list)
-    """The clinicians' agreement among themselves on the same units, where it applies."""
+    """The clinicians' agreement among themselves on the units the comparison is about,
+    where it applies (see ``ceiling_units``)."""
     ceiling_raters: list[str] = field(default_factory=list)
+    ceiling_units: int = 0
+    """Units the ceiling is computed on: those the comparison is about that two or more
+    clinicians rated, tied votes included (a note says which)."""
     confusion: Confusion | None = None
     class_scores: list[ClassScore] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
@@ -193,8 +209,9 @@ def breakdown(
     seed: int = 0,
 ) -> Breakdown:
     """The comparison on each group of units (e.g. per category or per criterion), with
-    the clinicians' ceiling on the same units beside it. ``key`` must be a multi-rater
-    coefficient (see ``stats.forest_keys``)."""
+    the clinicians' ceiling on the group's ceiling units beside it (``ceiling_table``'s
+    units in the group: tied votes count there, though the comparison has no majority
+    on them). ``key`` must be a multi-rater coefficient (see ``stats.forest_keys``)."""
     key = key or forest_keys(table.level)[0]
     group_of = _group_fn(by)
     members: dict[str, list[int]] = {}
@@ -203,19 +220,22 @@ def breakdown(
         for value, label in group_of(table.units[i]):
             members.setdefault(value, []).append(i)
             labels[value] = label
-    ceiling_rows: dict[tuple, int] = {}
-    if ceiling_table is not None:
-        ceiling_rows = {_unit_key(u): i for i, u in enumerate(ceiling_table.units)}
+    ceiling_members: dict[str, list[int]] = {}
+    if ceiling_table is not None:  # every ceiling unit of the group, tied votes included
+        for i, unit in enumerate(ceiling_table.units):
+            for value, _ in group_of(unit):
+                ceiling_members.setdefault(value, []).append(i)
     rows = []
     for value in sorted(members, key=lambda v: (v == "", _sort_key(v))):
         part = table.subset(members[value])
         comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed)
-        ceiling = None
+        ceiling, n_ceiling = None, 0
         if ceiling_table is not None:
-            keep = [ceiling_rows[_unit_key(u)] for u in part.units if _unit_key(u) in ceiling_rows]
-            sub = ceiling_table.subset(keep)
+            sub = ceiling_table.subset(ceiling_members.get(value, []))
             ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed)
-        rows.append(BreakdownRow(value, labels[value], len(part.units), comparison, ceiling))
+            n_ceiling = len(sub.units)
+        rows.append(BreakdownRow(value, labels[value], len(part.units), comparison, ceiling,
+                                 n_ceiling))
     return Breakdown(by, key, coefficient_name(key), rows)
 
 
@@ -227,18 +247,46 @@ def _unit_key(u: Unit) -> tuple:
     return (u.item_uid, u.question_key, u.target)
 
 
-def _ceiling_table(answers: Answers, table: RatingsTable, specs: list[str]) -> RatingsTable | None:
-    """The clinicians' own table on the compared units, when a ceiling applies: two or
-    more clinicians, neither side is the clinicians group itself, and the clinicians are
-    not just the two raters being compared."""
+def _ceiling_table(
+    answers: Answers, table: RatingsTable, specs: list[str]
+) -> tuple[RatingsTable | None, str | None]:
+    """The clinicians' own table on the units the comparison is about, and a note saying
+    which units those are; (None, None) when no ceiling applies.
+
+    It applies when two or more clinicians answered, neither side is the clinicians
+    group itself, and the comparison is not already the clinicians' own agreement (each
+    side one clinician, or a majority of one, and no clinician beside them). Its units:
+    those every named rater of the comparison answered (any unit when both sides are
+    groups) that two or more clinicians rated. Units where the clinicians tied count:
+    the majority has no label there, but the clinicians' disagreement is the ceiling's
+    point."""
     members = clinicians(answers)
-    if (any(normalise_spec(s) == CLINICIANS for s in specs) or len(members) < 2
-            or set(members) <= set(table.columns)):
-        return None
+    sides = [normalise_spec(s) for s in specs]
+    if CLINICIANS in sides or len(members) < 2:
+        return None, None
+    left_out = left_out_clinicians(answers, specs)
+    voices = [set(voters(answers, left_out)) if s in DERIVED else {s} for s in sides]
+    if all(len(v) == 1 and v <= set(members) for v in voices) and set(members) <= set().union(
+            *voices):
+        return None, None
+    named = [s for s in sides if s not in DERIVED]
+    about = None
+    if named:
+        columns = [table.columns.index(s) for s in dict.fromkeys(named)]
+        about = {_unit_key(u) for u, row in zip(table.units, table.values, strict=True)
+                 if all(row[c] is not None for c in columns)}
     full = table_for(answers, [CLINICIANS])
-    compared = {_unit_key(table.units[i]) for i in _compared_rows(table)}
-    keep = [i for i, u in enumerate(full.units) if _unit_key(u) in compared]
-    return full.subset(keep)
+    keep = [i for i, (u, row) in enumerate(zip(full.units, full.values, strict=True))
+            if (about is None or _unit_key(u) in about) and sum(v is not None for v in row) >= 2]
+    what = ("both raters answered" if len(set(named)) >= 2 else
+            f"{named[0]} answered" if named else "any clinician answered")
+    n = len(keep)
+    note = (f"the clinicians' ceiling ({', '.join(full.columns)} among themselves) is computed "
+            f"on the {n} unit{'' if n == 1 else 's'} {what} that two or more clinicians rated")
+    if any(s in DERIVED for s in sides):
+        note += (", tied votes included (the comparison itself has no majority label on a "
+                 "tied unit)")
+    return full.subset(keep), note
 
 
 def compare_answers(
@@ -262,8 +310,10 @@ def compare_answers(
     pair = len(table.columns) == 2
     compared = _compared_rows(table)
     coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed)
+    left_out = left_out_clinicians(answers, specs)
     report = ComparisonReport(
-        question_set=qs, a=a, b=b, a_label=display_name(a), b_label=display_name(b) if b else None,
+        question_set=qs, a=a, b=b, a_label=group_label(a, left_out),
+        b_label=group_label(b, left_out) if b else None,
         raters=list(table.columns), filters=answers.filters, n_units=len(compared),
         coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
         created_at=utcnow(),
@@ -284,9 +334,11 @@ def compare_answers(
             f"{len(table.columns)} raters in all: multi-rater coefficients over every member; "
             "compare with the clinicians' majority for a pairwise view"
         )
-    ceiling_table = _ceiling_table(answers, table, specs)
+    ceiling_table, ceiling_note = _ceiling_table(answers, table, specs)
     if ceiling_table is not None:
         report.ceiling_raters = list(ceiling_table.columns)
+        report.ceiling_units = len(ceiling_table.units)
+        report.notes.append(ceiling_note)
         report.ceiling = agreement_table(
             ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed
         )

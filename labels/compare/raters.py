@@ -13,6 +13,11 @@ A comparison names each side with a *rater spec*:
   one, else the clinicians' majority (the report says how many units fell
   back).
 
+Leave-one-out: when a clinician is compared with the majority (or the
+adjudicated answers' majority fallback), that majority is taken over the *other*
+clinicians only, so nobody is compared with a vote that contains their own
+(:func:`table_for` decides this, and the table's notes say so).
+
 Who counts as what (the one place this is decided): clinicians are the human
 raters (reviewers, adjudicators reviewing items of their own, HealthBench
 physicians); settled answers are the answers of the reference rater
@@ -37,6 +42,8 @@ GROUPS = {
     ADJUDICATED: "Adjudicated",
 }
 ALIASES = {"group:humans": CLINICIANS, "group:all": CLINICIANS, "group:consensus": MAJORITY}
+DERIVED = (MAJORITY, ADJUDICATED)
+"""Groups that give one derived answer per unit from the clinicians' answers."""
 ADJUDICATED_RATER = "adjudicated"
 """The reference rater whose answers are the settled ones (review.adjudication.ADJUDICATED;
 labels/ may not import review/, so the name is repeated here and a test holds them equal)."""
@@ -121,20 +128,23 @@ def majority_labels(
     return out, ties
 
 
-def adjudicated_labels(answers: Answers) -> tuple[dict[int, str], dict[int, str], set[int]]:
+def adjudicated_labels(
+    answers: Answers, members: list[str] | None = None
+) -> tuple[dict[int, str], dict[int, str], set[int]]:
     """Settled answers (the ``adjudicated`` rater's) on each unit. Returns (settled,
-    majority fallback for the units without one, tied units left without either)."""
+    majority fallback for the units without one, tied units left without either).
+    ``members``: the clinicians the fallback majority is taken over (default: all)."""
     settled = dict(answers.values.get(ADJUDICATED_RATER, {}))
-    majority, ties = majority_labels(answers)
+    majority, ties = majority_labels(answers, members)
     fallback = {u: v for u, v in majority.items() if u not in settled}
     return settled, fallback, ties - settled.keys()
 
 
-def single_votes(answers: Answers, units) -> int:
-    """How many of these units have one clinician's answer only: a "majority"
-    that is one person's reading."""
+def single_votes(answers: Answers, units, members: list[str] | None = None) -> int:
+    """How many of these units have one clinician's answer only (among ``members``,
+    default all clinicians): a "majority" that is one person's reading."""
     votes = Counter()
-    for name in clinicians(answers):
+    for name in clinicians(answers) if members is None else members:
         votes.update(answers.values.get(name, {}).keys())
     return sum(1 for u in units if votes[u] == 1)
 
@@ -153,23 +163,73 @@ def _tied(ties: set[int]) -> str:
     return f"{_plural(len(ties), 'unit')} with a tied clinician vote {verb} no majority label"
 
 
-def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, str]], list[str]]:
-    """A spec's columns: (names, unit -> answer for each, notes)."""
+def left_out_clinicians(answers: Answers, specs: list[str]) -> list[str]:
+    """The clinicians named on a side of a comparison whose other side is the clinicians'
+    majority or the adjudicated answers: that group is built without them (leave-one-out).
+    Empty when no such group is compared."""
+    specs = [normalise_spec(s) for s in specs]
+    if not any(s in DERIVED for s in specs):
+        return []
+    members = set(clinicians(answers))
+    return [s for s in specs if s in members]
+
+
+def voters(answers: Answers, left_out: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The clinicians a majority is taken over: every clinician but those left out."""
+    return [m for m in clinicians(answers) if m not in left_out]
+
+
+def _without(names: list[str]) -> str:
+    return " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def group_label(spec: str, left_out: list[str] | tuple[str, ...] = ()) -> str:
+    """How a side is named in a table and a report title (a leave-one-out group says whom
+    it leaves out)."""
+    spec = normalise_spec(spec)
+    if spec in DERIVED and left_out:
+        return f"{GROUPS[spec]} without {_without(list(left_out))}"
+    return display_name(spec)
+
+
+def _leave_one_out_note(spec: str, left_out, members: list[str]) -> str:
+    what = "majority" if spec == MAJORITY else "adjudicated answers' majority fallback"
+    others = _without(members) if members else "nobody"
+    return (f"leave-one-out: the clinicians' {what} is taken over the other clinicians "
+            f"({others}), not {_without(list(left_out))}, so no clinician is compared with "
+            "a vote that includes their own")
+
+
+def columns_for(
+    answers: Answers, spec: str, left_out: list[str] | tuple[str, ...] = ()
+) -> tuple[list[str], list[dict[int, str]], list[str]]:
+    """A spec's columns: (names, unit -> answer for each, notes). ``left_out``: clinicians
+    a derived group (majority, adjudicated) is built without (see :func:`table_for`)."""
     spec = normalise_spec(spec)
     if spec == CLINICIANS:
         members = clinicians(answers)
         if not members:
             raise ValueError("no clinician has answered this question set under these filters")
         return members, [answers.values[m] for m in members], []
+    if spec in DERIVED and left_out:
+        members = voters(answers, left_out)
+        if not members and (spec == MAJORITY or not answers.values.get(ADJUDICATED_RATER)):
+            raise ValueError(
+                f"{_without(list(left_out))} is the only clinician who answered here: there is "
+                "no other clinician to take a majority over"
+            )
+        loo = [_leave_one_out_note(spec, left_out, members)]
+    else:
+        members, loo = None, []
     if spec == MAJORITY:
-        labels, ties = majority_labels(answers)
-        notes = [_tied(ties)] if ties else []
-        if one := single_votes(answers, labels):
+        labels, ties = majority_labels(answers, members)
+        notes = loo + ([_tied(ties)] if ties else [])
+        if one := single_votes(answers, labels, members):
             notes.append(_one_voice(one, len(labels)))
-        return [GROUPS[MAJORITY]], [labels], notes
+        return [group_label(spec, left_out)], [labels], notes
     if spec == ADJUDICATED:
-        settled, fallback, ties = adjudicated_labels(answers)
-        notes = []
+        settled, fallback, ties = adjudicated_labels(answers, members)
+        notes = list(loo)
         if not settled:
             notes.append("no adjudicated answer to this question yet: the clinicians' majority "
                          "stands in")
@@ -178,9 +238,9 @@ def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, 
                          "majority stands in")
         if ties:
             notes.append(_tied(ties))
-        if one := single_votes(answers, fallback):
+        if one := single_votes(answers, fallback, members):
             notes.append(_one_voice(one, len(fallback) + len(settled)))
-        return [GROUPS[ADJUDICATED]], [{**fallback, **settled}], notes
+        return [group_label(spec, left_out)], [{**fallback, **settled}], notes
     if spec.startswith("group:"):
         known = ", ".join(GROUPS)
         raise ValueError(f"unknown rater group {spec!r}; groups: {known}")
@@ -195,10 +255,12 @@ def columns_for(answers: Answers, spec: str) -> tuple[list[str], list[dict[int, 
 
 def table_for(answers: Answers, specs: list[str]) -> RatingsTable:
     """The units x raters table of these specs: units any of them answered, in unit order.
-    Answers outside the codebook are left out (and counted in the notes)."""
+    Answers outside the codebook are left out (and counted in the notes). A clinician's
+    majority (or adjudicated fallback) on another side leaves that clinician out."""
     names, columns, notes = [], [], []
+    left_out = left_out_clinicians(answers, specs)
     for spec in specs:
-        n, c, extra = columns_for(answers, spec)
+        n, c, extra = columns_for(answers, spec, left_out)
         for name, column in zip(n, c, strict=True):
             if name in names:  # the same rater on both sides, or inside a group
                 continue
