@@ -16,6 +16,7 @@ from pages._shared import current_reviewer, labels_gate, show_text, store
 from pages._steps import code_span, label_text
 from review.browse import (
     GATE_NAMES,
+    PARAM_NAMES,
     PARENT,
     BrowseQuery,
     ExportOptions,
@@ -144,6 +145,12 @@ clear_col.button("Clear all", key=W + "clear", on_click=go_to, args=(BrowseQuery
                  width="stretch", icon=":material/filter_alt_off:")
 
 page = browse(db, query)
+if page.page != query.page:  # a page past the last (a link kept after the view shrank): the last
+    query = query.with_page(page.page)
+    if page.page > 1:
+        st.query_params[PARAM_NAMES["page"]] = str(page.page)
+    else:
+        st.query_params.pop(PARAM_NAMES["page"], None)
 counts = facets(db, query)
 
 
@@ -314,7 +321,7 @@ def show_item(item: ResultItem, tag_names: list[str]) -> None:
                  f"round {item.round_id}" if item.round_id else None]
         badges = (" :red-badge[failed]" if item.failed else "") + (
             " :orange-badge[:material/flag: flagged]" if item.flagged else "")
-        st.markdown(f"[`{item.uid.replace('`', '')}`]({item_link(item.kind, item.uid)})"
+        st.markdown(f"[{code_span(item.uid)}]({item_link(item.kind, item.uid, item.target or None)})"
                     f" · {plain_markdown(' · '.join(str(f) for f in facts if f))}{badges}")
         where = []
         if item.target:
@@ -362,7 +369,7 @@ def items_tab() -> None:
     if flash:
         st.error(safe_markdown(flash))
     if page.text.ignored:
-        st.caption("Not searched for: " + ", ".join(f"`{t.replace('`', '')}`" for t in page.text.ignored))
+        st.caption("Not searched for: " + ", ".join(code_span(t) for t in page.text.ignored))
     chosen = [f"{f.title}: " + ", ".join(v.label for v in f.values if v.selected)
               for f in counts.values() if any(v.selected for v in f.values)]
     if query.rater_a and query.rater_b:

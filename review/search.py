@@ -260,11 +260,18 @@ class TextQuery:
     leaves out items with that word. Everything else is literal text."""
     raw: str
     match: str | None
-    """The FTS5 MATCH expression, or None when the entry holds nothing to search for."""
+    """The FTS5 MATCH expression of the words searched for (one document of an
+    item - its text, a note on it - must match), or None when the entry holds
+    nothing to search for."""
     terms: tuple[str, ...] = ()
     """The words and phrases searched for (for highlighting and locating)."""
     ignored: tuple[str, ...] = ()
-    """What was left out, e.g. a lone '-word' with nothing to search for beside it."""
+    """What was left out, as typed (whitespace runs as one space), e.g. a lone
+    '-word' with nothing to search for beside it."""
+    exclude: str | None = None
+    """The FTS5 MATCH expression of the -words: an item any of whose documents
+    matches it is left out, whichever document matched the words (see
+    `excluded_item_ids`)."""
 
 
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(\S+)')
@@ -280,11 +287,13 @@ def parse_query(raw: str | None) -> TextQuery:
     raw = (raw or "")[:MAX_QUERY_CHARS]
     groups: list[list[str]] = [[]]  # OR-groups of AND-ed terms
     negated: list[str] = []
+    negated_as_typed: list[str] = []
     terms: list[str] = []
     ignored: list[str] = []
     pending_or = False
     for m in _TOKEN.finditer(raw):
         neg, phrase, word = m.group(1), m.group(2), m.group(3)
+        typed = " ".join(m.group(0).split())
         if word == "OR" and phrase is None:
             pending_or = bool(groups[-1])
             continue
@@ -298,15 +307,16 @@ def parse_query(raw: str | None) -> TextQuery:
             text = phrase
         text = " ".join(text.split())
         if not _WORDY.search(text):
-            if m.group(0).strip() not in ("", "OR"):
-                ignored.append(m.group(0))
+            if typed not in ("", "OR"):
+                ignored.append(typed)
             continue
         if len(terms) + len(negated) >= MAX_TERMS:
-            ignored.append(m.group(0))
+            ignored.append(typed)
             continue
         expr = _quote(text) + (" *" if prefix else "")
         if neg:
             negated.append(expr)
+            negated_as_typed.append(typed)
             continue
         terms.append(text)
         if pending_or:
@@ -316,11 +326,9 @@ def parse_query(raw: str | None) -> TextQuery:
             groups[-1].append(expr)
     groups = [g for g in groups if g]
     if not groups:
-        return TextQuery(raw, None, (), tuple(ignored + negated))
+        return TextQuery(raw, None, (), tuple(ignored + negated_as_typed))
     match = " OR ".join("(" + " AND ".join(g) + ")" for g in groups)
-    if negated:
-        match = f"({match}) NOT ({' OR '.join(negated)})"
-    return TextQuery(raw, match, tuple(terms), tuple(ignored))
+    return TextQuery(raw, match, tuple(terms), tuple(ignored), " OR ".join(negated) or None)
 
 
 _MATCHED_ITEMS = ("SELECT d.item_id FROM search_docs d WHERE d.id IN"
@@ -330,6 +338,13 @@ _MATCHED_ITEMS = ("SELECT d.item_id FROM search_docs d WHERE d.id IN"
 def matched_item_ids(store: Store, match: str) -> list[int]:
     """Items whose own text or notes match an FTS5 expression (see parse_query), unranked."""
     return [r[0] for r in store.query(_MATCHED_ITEMS, (match,))]
+
+
+def excluded_item_ids(store: Store, query: TextQuery) -> set[int]:
+    """Items the query's -words leave out: any of their documents (their text,
+    a note on them) holds one. An item matched through its parent is left out
+    when it is itself excluded, or when its parent is."""
+    return set(matched_item_ids(store, query.exclude)) if query.exclude else set()
 
 
 # -- searching -----------------------------------------------------------------
@@ -379,10 +394,13 @@ def matching_items(store: Store, query: TextQuery, allowed: set[int] | None = No
     then items matched through their parent (a response through the patient's
     words), in their parent's order. `allowed` keeps only those items.
 
-    Every matching document (of the allowed items) is scored, but only the best
-    few hundred are read back at first; more when the page lies further on."""
+    Items the -words exclude (`excluded_item_ids`) are left out, as are items
+    matched through an excluded parent. Every matching document (of the allowed
+    items) is scored, but only the best few hundred are read back at first;
+    more when the page lies further on."""
     if query.match is None:
         return []
+    excluded = excluded_item_ids(store, query)
     need = None if limit is None else offset + limit
     params: tuple = (query.match,) if allowed is None else (query.match, json.dumps(sorted(allowed)))
     sql = _TOP_DOCS if allowed is None else _TOP_ALLOWED_DOCS
@@ -391,7 +409,7 @@ def matching_items(store: Store, query: TextQuery, allowed: set[int] | None = No
         rows = store.query(sql.format(limit=f" LIMIT {batch}" if batch else ""), params)
         own: dict[int, Match] = {}
         for item_id, score, doc_id in rows:
-            if item_id not in own and (allowed is None or item_id in allowed):
+            if item_id not in own and item_id not in excluded and (allowed is None or item_id in allowed):
                 own[item_id] = (item_id, score, doc_id, False)
         exhausted = batch is None or len(rows) < batch
         if exhausted or len(own) >= need:
@@ -400,19 +418,22 @@ def matching_items(store: Store, query: TextQuery, allowed: set[int] | None = No
     ranked = list(own.values())
     if need is None or (len(ranked) < need and exhausted):
         everything = rows if allowed is None else store.query(_TOP_DOCS.format(limit=""), (query.match,))
-        ranked += _through_parent(store, everything, set(own), allowed)
+        ranked += _through_parent(store, everything, set(own), allowed, excluded)
     return ranked[offset:need]
 
 
-def _through_parent(store: Store, rows: list, own: set[int], allowed: set[int] | None) -> list[Match]:
-    """Items not matched themselves whose parent matched, in the parent's order."""
+def _through_parent(store: Store, rows: list, own: set[int], allowed: set[int] | None,
+                    excluded: set[int]) -> list[Match]:
+    """Items not matched themselves whose parent matched, in the parent's order
+    (neither the item nor its parent excluded by the -words)."""
     best: dict[int, tuple[float, int]] = {}
     for item_id, score, doc_id in rows:
-        best.setdefault(item_id, (score, doc_id))
+        if item_id not in excluded:
+            best.setdefault(item_id, (score, doc_id))
     children = store.query("SELECT id, parent_id FROM items WHERE parent_id IN"
                            " (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(list(best)),))
     out = [(c, *best[p], True) for c, p in children
-           if c not in own and (allowed is None or c in allowed)]
+           if c not in own and c not in excluded and (allowed is None or c in allowed)]
     return sorted(out, key=lambda m: (m[1], m[0]))
 
 
@@ -420,9 +441,15 @@ def count_matching(store: Store, query: TextQuery) -> int:
     """How many items `matching_items` lists without filters (counted without ranking)."""
     if query.match is None:
         return 0
+    if query.exclude is None:
+        return store.scalar(
+            f"WITH m AS MATERIALIZED ({_MATCHED_ITEMS}) SELECT COUNT(*) FROM items i"
+            " WHERE i.id IN m OR i.parent_id IN m", (query.match,))
     return store.scalar(
-        f"WITH m AS MATERIALIZED ({_MATCHED_ITEMS}) SELECT COUNT(*) FROM items i"
-        " WHERE i.id IN m OR i.parent_id IN m", (query.match,))
+        f"WITH x AS MATERIALIZED ({_MATCHED_ITEMS}),"
+        f" m AS MATERIALIZED ({_MATCHED_ITEMS} AND d.item_id NOT IN x)"
+        " SELECT COUNT(*) FROM items i WHERE (i.id IN m OR i.parent_id IN m) AND i.id NOT IN x",
+        (query.exclude, query.match))
 
 
 def search(store: Store, query: TextQuery | str, *, allowed: set[int] | None = None,

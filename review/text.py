@@ -114,3 +114,20 @@ def split_long(text: str, limit: int = LONG_TEXT) -> tuple[str, str | None]:
     if cut < limit // 2:
         cut = limit
     return text[:cut], text[cut:]
+
+
+_BACKTICK_RUN = re.compile(r"`+")
+
+
+def inline_code(text: object) -> str:
+    """Data (an id, a name) as Markdown inline code on one line, shown as
+    written: whitespace runs become one space (a line break in a code span
+    could end it: a blank line ends the paragraph), and the span's backtick
+    fence is longer than any run of backticks in the text, so nothing in it
+    can close the span. Markdown reads nothing inside a code span."""
+    body = " ".join(str(text).split())
+    if not body:
+        return ""
+    fence = "`" * (1 + max(map(len, _BACKTICK_RUN.findall(body)), default=0))
+    pad = " " if body.startswith("`") or body.endswith("`") else ""  # CommonMark strips one each side
+    return f"{fence}{pad}{body}{pad}{fence}"

@@ -33,7 +33,7 @@ from review.browse.facts import (
 )
 from review.browse.query import PARENT
 from review.search import item_parts
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 from store import Store
 from store.spreadsheet import safe_cell
 
@@ -308,7 +308,7 @@ def case_study_markdown(cases: Sequence[Case], title: str = "Case studies") -> s
     """A Markdown sheet: per case the words quoted, then a table of labels."""
     out = [f"# {_cell(title)}", ""]
     for c in cases[:CASE_STUDY_LIMIT]:
-        out += [f"## {_cell(_heading(c))}", "", f"Item: `{c.item_id.replace('`', '')}`"
+        out += [f"## {_cell(_heading(c))}", "", f"Item: {inline_code(c.item_id)}"
                 + (f" · dataset {_cell(c.dataset)}" if c.dataset else ""), ""]
         for heading, text in c.blocks:
             out += [f"**{_cell(heading)}**", ""]

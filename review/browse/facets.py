@@ -113,7 +113,7 @@ def facets(store: Store, q: BrowseQuery) -> dict[str, Facet]:
     out["gates"] = Facet("gates", "Failed gate or criterion", _values(
         ix.gates.counts(base("gates")), q.gates, lambda g: GATE_NAMES.get(g, g.replace("_", " "))))
     out["step_errors"], out["severities"] = _step_facets(store, ix, q)
-    out["tags"] = Facet("tags", "Tag", _values(ix.tags.counts(base("tags")), q.tags))
+    out["tags"] = _tag_facet(ix, base("tags"), q.tags)
     n = int(np.count_nonzero(ix.flagged & base("flagged")))
     out["flagged"] = Facet("flagged", "Flagged", _values(
         {"1": n} if n else {}, ["1"] if q.flagged else [], lambda _: "flagged for review"))
@@ -145,6 +145,20 @@ def _pair_facets(store: Store, ix: FacetIndex, q: BrowseQuery) -> tuple[Facet, F
         {str(d): int(c) for d, c in enumerate(n) if c}, q.distances,
         lambda d: "same label" if str(d) == "0" else f"{d} apart", order="natural"))
     return pair, distance
+
+
+def _tag_facet(ix: FacetIndex, base: np.ndarray, chosen: tuple[str, ...]) -> Facet:
+    """Each tag with the items choosing it selects: those carrying it or a tag
+    under it in the taxonomy. A tag chosen in another case (a link's
+    'Unsafe Reassurance') keeps that spelling as its value - the widget's -
+    and is counted and shown as the tag it names."""
+    counts = ix.tag_subtrees.counts(base)
+    respelled = {name: tag for name, tag in ix.stored_tags(chosen).items() if name != tag}
+    for name, tag in respelled.items():
+        counts[name] = counts.get(tag, 0)
+    for tag in set(respelled.values()) - set(chosen):
+        counts.pop(tag, None)  # listed once, under the spelling it was chosen by
+    return Facet("tags", "Tag", _values(counts, chosen, lambda v: respelled.get(v, v)))
 
 
 def _step_facets(store: Store, ix: FacetIndex, q: BrowseQuery) -> tuple[Facet, Facet]:

@@ -8,6 +8,13 @@ imports change, labels and marks when annotations change, tags and flags
 when they change (append-only tables: their largest row id says whether
 anything is new). Text matches come from the search index.
 
+An index, once built, is never changed: bringing it up to date builds a new
+one (sharing the parts that did not change) and `facet_index` swaps it in.
+A Browse run takes one index and reads only it, so another session's
+refresh - on its own thread, for items just imported - cannot change the
+arrays under it (a selection made before and an index read after would
+differ in size).
+
 Selection: within a facet the chosen values are alternatives (OR); across
 facets all must hold (AND); labels of one rater are alternatives, labels of
 different raters must all hold. A facet's counts are taken with every other
@@ -16,6 +23,7 @@ filter applied and its own left out.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -34,7 +42,7 @@ from review.browse.facts import (
     tag_facts,
 )
 from review.browse.query import BrowseQuery, split_label
-from review.search import matched_item_ids, parse_query
+from review.search import excluded_item_ids, matched_item_ids, parse_query
 from store import Store
 
 ATTRIBUTES = {"kinds": "i.kind", "datasets": "d.name", "splits": "i.split", "models": "i.model",
@@ -121,8 +129,11 @@ class FacetIndex:
         self.reviewers = Sets()
         self.tags = Sets()
         self.tag_tree: dict[str, list[str]] = {}
+        self.tag_subtrees = Sets()
+        """tag -> items carrying it or a tag under it (what choosing it selects)."""
         self.flagged = np.zeros(0, bool)
-        self._text: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._text: OrderedDict[tuple[str, str | None], np.ndarray] = OrderedDict()
+        self._text_lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -148,7 +159,8 @@ class FacetIndex:
 
     # -- building ----------------------------------------------------------------
     def refresh(self, store: Store) -> FacetIndex:
-        """Rebuild whatever part is out of date with the store."""
+        """This index when it is up to date with the store, else a new one with
+        the parts that are out of date rebuilt (this one is left as it is)."""
         row = store.query_one(
             "SELECT (SELECT MAX(id) FROM items), (SELECT MAX(id) FROM imports),"
             " (SELECT MAX(id) FROM annotations), (SELECT MAX(id) FROM item_tags),"
@@ -157,15 +169,21 @@ class FacetIndex:
         items = (row[0], row[1])
         wanted = {"items": items, "answers": (*items, row[2]), "tags": (*items, row[3], row[4]),
                   "flags": (*items, row[5]), "text": (*items, row[6], row[7])}
-        for part, load in (("items", self._load_items), ("answers", self._load_answers),
-                           ("tags", self._load_tags), ("flags", self._load_flags)):
-            if self.stamps.get(part) != wanted[part]:
+        if self.stamps == wanted:
+            return self
+        new = copy.copy(self)  # shares the parts that stay: no part is ever changed in place
+        new.stamps = dict(self.stamps)
+        new._text_lock = threading.Lock()
+        with self._text_lock:
+            new._text = OrderedDict(self._text) if self.stamps.get("text") == wanted["text"] \
+                else OrderedDict()
+        for part, load in (("items", new._load_items), ("answers", new._load_answers),
+                           ("tags", new._load_tags), ("flags", new._load_flags)):
+            if new.stamps.get(part) != wanted[part]:
                 load(store)
-                self.stamps[part] = wanted[part]
-        if self.stamps.get("text") != wanted["text"]:
-            self._text.clear()
-            self.stamps["text"] = wanted["text"]
-        return self
+                new.stamps[part] = wanted[part]
+        new.stamps["text"] = wanted["text"]
+        return new
 
     def _load_items(self, store: Store) -> None:
         rows = store.query("SELECT i.id, i.parent_id, " + ", ".join(ATTRIBUTES.values())
@@ -214,6 +232,8 @@ class FacetIndex:
         for _, name, parent in rows:
             if parent in names:
                 self.tag_tree[names[parent]].append(name)
+        self.tag_subtrees = Sets({name: self.tags.mask(self.narrower_tags([name]), self.size)
+                                  for name in self.tag_tree})
 
     def _load_flags(self, store: Store) -> None:
         self.flagged = self.mask_of(r[0] for r in store.query(*flagged_facts()))
@@ -231,27 +251,45 @@ class FacetIndex:
 
     # -- selecting ---------------------------------------------------------------
     def text_mask(self, store: Store, text: str) -> np.ndarray | None:
-        """Items whose text or notes match, or whose parent's do; None: nothing to search for."""
-        match = parse_query(text).match
-        if match is None:
+        """Items whose text or notes match, or whose parent's do, less the items
+        the -words exclude (see review.search.matching_items); None: nothing to
+        search for."""
+        query = parse_query(text)
+        if query.match is None:
             return None
-        if match not in self._text:
-            hit = self.mask_of(matched_item_ids(store, match))
+        key = (query.match, query.exclude)
+        with self._text_lock:
+            found = self._text.get(key)
+        if found is None:
+            hit = self.mask_of(matched_item_ids(store, query.match))
+            if query.exclude is not None:
+                out = self.mask_of(excluded_item_ids(store, query))
+                hit &= ~out
             via_parent = (self.parent >= 0) & hit[np.maximum(self.parent, 0)]
-            self._text[match] = hit | via_parent
-            while len(self._text) > TEXT_MEMO:
-                self._text.popitem(last=False)
-        return self._text[match]
+            found = hit | via_parent
+            if query.exclude is not None:
+                found &= ~out
+            found.flags.writeable = False  # shared by every run that reads this index
+            with self._text_lock:
+                self._text[key] = found
+                while len(self._text) > TEXT_MEMO:
+                    self._text.popitem(last=False)
+        return found
+
+    def stored_tags(self, names: Iterable[str]) -> dict[str, str]:
+        """Each name that is a tag (in any case) -> the tag's name as stored."""
+        folded = {n.casefold(): n for n in self.tag_tree}
+        return {n: folded[n.casefold()] for n in names if n.casefold() in folded}
 
     def narrower_tags(self, names: Iterable[str]) -> list[str]:
-        """The tags named and every tag under them in the taxonomy."""
-        folded = {n.casefold(): n for n in self.tag_tree}
-        out, stack = [], [folded[n.casefold()] for n in names if n.casefold() in folded]
+        """The tags named (in any case) and every tag under them in the taxonomy."""
+        out, stack = [], list(self.stored_tags(names).values())
         while stack:
             name = stack.pop()
-            out.append(name)
-            stack.extend(self.tag_tree.get(name, []))
-        return list(dict.fromkeys(out))
+            if name not in out:  # a loop in the taxonomy ends here
+                out.append(name)
+                stack.extend(self.tag_tree.get(name, []))
+        return out
 
     def pair(self, a: str, b: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(both labelled from one codebook, A's codes, B's codes) over all items."""
@@ -328,9 +366,14 @@ _guard = threading.Lock()
 
 
 def facet_index(store: Store) -> FacetIndex:
-    """The store's facet index, brought up to date (one per database file per process)."""
+    """The store's facet index, up to date (one per database file per process,
+    shared by every session). Read only the index it returns for the whole of
+    one run: a newer one may be swapped in meanwhile, this one never changes."""
     key = store.path if store.path != ":memory:" else f":memory:{id(store.conn)}"
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
-        return _indexes.setdefault(key, FacetIndex()).refresh(store)
+        current = _indexes.get(key)
+        current = FacetIndex() if current is None else current
+        _indexes[key] = fresh = current.refresh(store)
+        return fresh

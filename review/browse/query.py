@@ -132,8 +132,17 @@ def browse_link(query: BrowseQuery, page_path: str = "browse") -> str:
     return f"/{page_path}" + (f"?{qs}" if qs else "")
 
 
-def item_link(kind: str, uid: str) -> str:
-    """A relative link that opens the item on its review screen."""
-    return "/?" + urlencode({"kind": kind, "item": uid}, quote_via=quote)
+def item_link(kind: str, uid: str, step: int | str | None = None) -> str:
+    """A relative link that opens the item on the screen that reviews its kind:
+    an agent run on Trajectories (at `step`, a step id or 'step:N', when given),
+    a graded conversation on Graded conversations, a prefix or a response on Review."""
+    screen = {"trajectory": "trajectories", "graded_conversation": "graded"}.get(kind)
+    if screen is None:
+        return "/?" + urlencode({"kind": kind, "item": uid}, quote_via=quote)
+    params = {"item": uid}
+    at = str(step).removeprefix("step:") if step is not None else ""
+    if kind == "trajectory" and at:
+        params["step"] = at
+    return f"/{screen}?" + urlencode(params, quote_via=quote)
 
 

@@ -75,12 +75,15 @@ class BrowsePage:
 
 def browse(store: Store, q: BrowseQuery, per_page: int = PER_PAGE) -> BrowsePage:
     """The items the view selects, one page of them: best matches first when
-    words are searched for, else in import order."""
-    ix = facet_index(store)
+    words are searched for, else in import order. A page past the last (a link
+    kept after the view shrank) shows the last page."""
+    ix = facet_index(store)  # this run reads this index only (see review.browse.index)
     text = parse_query(q.text)
     chosen = ix.select(store, q)
     total = int(np.count_nonzero(chosen))
-    offset = (q.page - 1) * per_page
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, q.page), pages)
+    offset = (page - 1) * per_page
     if text.match is not None:
         found = matching_items(store, text, _within(ix, store, q), per_page, offset)
         hits = search_hits(store, text, found)
@@ -88,8 +91,7 @@ def browse(store: Store, q: BrowseQuery, per_page: int = PER_PAGE) -> BrowsePage
         ids = ix.ids[chosen][offset:offset + per_page].tolist()
         excerpts = item_excerpt(store, ids)
         hits = [SearchHit(i, "", "", 0.0, excerpts.get(i, "")) for i in ids]
-    pages = max(1, -(-total // per_page))
-    return BrowsePage(total, q.page, pages, _result_items(store, hits), text)
+    return BrowsePage(total, page, pages, _result_items(store, hits), text)
 
 
 def _within(ix: FacetIndex, store: Store, q: BrowseQuery) -> set[int] | None:
