@@ -25,7 +25,7 @@ from review.adjudication import (
 from review.items import load_item
 from review.reviewers import Reviewer, can_adjudicate
 from review.rounds import is_rubric_round, list_rounds
-from review.rubric_review import NO_ERROR, STEP_CODEBOOK, severity_levels
+from review.rubric_review import NO_ERROR, severity_levels, step_codebook
 from review.text import safe_markdown
 from review.trajectory import load_graded_conversation, load_trajectory
 
@@ -263,7 +263,7 @@ def steps_mode() -> None:
     case = queue[pos]
     st.markdown(f"{code_span(case.item_uid)} · {len(case.disputes)} disputed "
                 f"step{'s' * (len(case.disputes) != 1)}")
-    book = builtin_codebooks()[STEP_CODEBOOK]
+    book = step_codebook(db)  # the wording in force, as the Trajectories screen shows it
     codes = book.codes
     levels = {lv["level"]: lv["name"] for lv in severity_levels()}
     view = load_trajectory(db, case.item_uid)

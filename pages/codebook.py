@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from codebook import CodebookError, builtin_codebooks
+from codebook import CodebookError, Label, builtin_codebooks
 from pages._shared import current_reviewer, store
 from review.codebook_versions import codebook_history, current_codebook, edit_label
-from review.reviewers import is_admin
+from review.reviewers import Reviewer, is_admin
 from review.text import safe_markdown
 
 st.title("Codebook", anchor=False)
@@ -48,29 +48,46 @@ st.dataframe([{"version": v.version, "answers given under it": v.answers, "note"
                "by": v.created_by, "when": v.created_at[:16].replace("T", " ")} for v in history],
              hide_index=True, width="stretch")
 
+FLASH = "codebook_flash"
+
+
+def save_edit(form: str, admin: Reviewer, key: str, label: Label, seen: str) -> None:
+    """The form's save: the fields changed from `label` as shown in version `seen`.
+    A callback, so it runs with the version the admin saw even when another
+    admin's edit has changed the page since."""
+    values = {"short": st.session_state.get(f"{form}:short", ""),
+              "definition": st.session_state.get(f"{form}:definition", ""),
+              "rules": tuple(r.strip() for r in (st.session_state.get(f"{form}:rules") or "")
+                             .splitlines() if r.strip()),
+              "example": st.session_state.get(f"{form}:example", "")}
+    changes = {k: list(v) if k == "rules" else v for k, v in values.items()
+               if v != getattr(label, k)}
+    try:
+        version = edit_label(store(), admin, key, label.code, changes,
+                             st.session_state.get(f"{form}:note") or "", base_version=seen)
+    except CodebookError as exc:
+        st.session_state[FLASH] = ("error", safe_markdown(str(exc)))
+    else:
+        st.session_state[FLASH] = ("success", f"Saved as version {safe_markdown(version)}.")
+
+
 if is_admin(me):
+    flash = st.session_state.pop(FLASH, None)
+    if flash:
+        getattr(st, flash[0])(flash[1])
     with st.expander("Edit a label's wording (makes a new version)", icon=":material/edit:"):
         st.caption("Codes stay fixed so that earlier answers keep their meaning; each answer keeps "
                    "the version it was given under.")
         code = st.selectbox("Label", book.codes,
                             format_func=lambda c: f"{book.label(c).short} — {c}")
         label = book.label(code)
-        with st.form(f"edit:{key}:{code}:{book.version}"):
-            short = st.text_input("Short name", label.short)
-            definition = st.text_area("Definition", label.definition)
-            rules = st.text_area("Decision rules, one per line", "\n".join(label.rules))
-            example = st.text_area("Example (invented, never patient text)", label.example)
-            note = st.text_input("Change note", placeholder="What changed and why")
-            if st.form_submit_button("Save as a new version", type="primary"):
-                changes = {"short": short, "definition": definition,
-                           "rules": [r.strip() for r in rules.splitlines() if r.strip()],
-                           "example": example}
-                changes = {k: v for k, v in changes.items() if v != getattr(label, k) and
-                           not (k == "rules" and tuple(v) == label.rules)}
-                try:
-                    version = edit_label(db, me, key, code, changes, note)
-                except CodebookError as exc:
-                    st.error(safe_markdown(str(exc)))
-                else:
-                    st.success(f"Saved as version {safe_markdown(version)}.")
-                    st.rerun()
+        form = f"edit:{key}:{code}:{book.version}"
+        with st.form(form):
+            st.text_input("Short name", label.short, key=f"{form}:short")
+            st.text_area("Definition", label.definition, key=f"{form}:definition")
+            st.text_area("Decision rules, one per line", "\n".join(label.rules), key=f"{form}:rules")
+            st.text_area("Example (invented, never patient text)", label.example,
+                         key=f"{form}:example")
+            st.text_input("Change note", placeholder="What changed and why", key=f"{form}:note")
+            st.form_submit_button("Save as a new version", type="primary", on_click=save_edit,
+                                  args=(form, me, key, label, book.version))

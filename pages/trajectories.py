@@ -13,7 +13,6 @@ import time
 
 import streamlit as st
 
-from codebook import builtin_codebooks
 from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
@@ -29,7 +28,6 @@ from review.blinding import DEFAULT_MODE
 from review.rounds import full_text, late_for_round
 from review.rubric_review import (
     NO_ERROR,
-    STEP_CODEBOOK,
     is_reviewed,
     item_position,
     item_questions,
@@ -39,6 +37,7 @@ from review.rubric_review import (
     next_unreviewed,
     open_run,
     severity_levels,
+    step_codebook,
 )
 from review.text import safe_markdown
 
@@ -147,6 +146,8 @@ if tl.cost_usd is not None:
     summary.append(f"\\${tl.cost_usd:.4f}")
 if tl.duration_s is not None:
     summary.append(f"{tl.duration_s / 60:.1f} min")
+summary += [f"{key} in the file is not a number: {code_span(str(raw)[:40])}"
+            for key, raw in tl.unread.items()]
 st.caption(" · ".join(summary))
 if view.steps:
     timeline(view, current, screen.marks, key=f"trj_tl:{item_id}:{current}", on_pick=on_timeline)
@@ -156,8 +157,8 @@ if flash:
     getattr(st, flash[0])(flash[1])
 
 # -- marking a step -------------------------------------------------------------------
-book = builtin_codebooks()[STEP_CODEBOOK]
-levels = {lv["level"]: lv for lv in severity_levels()}
+book = step_codebook(db)  # the version in force: the one a mark records
+levels = {lv["level"]: lv for lv in severity_levels(db)}
 
 
 def save_mark(sid: int) -> None:

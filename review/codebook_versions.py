@@ -55,9 +55,37 @@ def _next_version(version: str, taken: set[str]) -> str:
     return f"{major}.{n}"
 
 
+def _same(a: object, b: object) -> bool:
+    """Whether two values of a label field say the same (rules: a list or a tuple)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) == list(b)
+    return a == b
+
+
+def _edited_since(store: Store, key: str, base_version: str) -> str:
+    """Who saved the versions after `base_version` (everyone, when it is unknown)."""
+    rows = store.query(
+        "SELECT created_by FROM codebook_versions WHERE codebook = ? AND id > coalesce("
+        "(SELECT id FROM codebook_versions WHERE codebook = ? AND version = ?), 0)"
+        " GROUP BY created_by ORDER BY MIN(id)",
+        (key, key, base_version))
+    return ", ".join(r[0] for r in rows) or "another admin"
+
+
 def edit_label(store: Store, admin: Reviewer, key: str, code: str, changes: dict,
-               note: str) -> str:
-    """Change the wording of one label; returns the new version string."""
+               note: str, *, base_version: str | None = None) -> str:
+    """Change the wording of one label; returns the new version string.
+
+    `base_version`: the version the editor was shown. When another edit has
+    been saved since, the save is refused (CodebookError: reload to see it)
+    rather than overwriting wording the editor never saw. Without it, the
+    change applies to the newest version at the moment of saving.
+
+    Reading the newest version, choosing the next version number and writing
+    the new version are one write transaction, so an edit saved meanwhile is
+    never dropped and two saves never take the same number. An edit that
+    changes nothing is refused: it would make a version that differs in name only.
+    """
     if not is_admin(admin):
         raise CodebookError("only an admin can edit the codebook")
     if not note.strip():
@@ -65,26 +93,36 @@ def edit_label(store: Store, admin: Reviewer, key: str, code: str, changes: dict
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise CodebookError(f"only {', '.join(EDITABLE)} can change; not {', '.join(sorted(unknown))}")
-    book = current_codebook(store, key)
-    if book is None:
-        raise CodebookError(f"no codebook {key!r}")
-    content = book.to_dict()
-    for label in content["labels"]:
-        if label["code"] == code:
-            label.update({k: v for k, v in changes.items()})
-            break
-    else:
-        raise CodebookError(f"codebook {key!r} has no label {code!r}")
-    taken = {v.version for v in codebook_history(store, key)}
-    content["version"] = _next_version(book.version, taken)
-    parse_codebook(content, source=f"edit of {key}")  # validate before writing
+    if not changes:
+        raise CodebookError(f"nothing changed in label {code!r}: no new version was made")
     with store.transaction() as conn:
+        book = current_codebook(store, key)  # read under the write lock: nobody saves meanwhile
+        if book is None:
+            raise CodebookError(f"no codebook {key!r}")
+        if base_version is not None and book.version != base_version:
+            raise CodebookError(
+                f"{book.title} was edited meanwhile by {_edited_since(store, key, base_version)}"
+                f" (you saw version {base_version}; it is now {book.version}); reload to see it,"
+                " then make your change again")
+        content = book.to_dict()
+        old = next((lb for lb in content["labels"] if lb["code"] == code), None)
+        if old is None:
+            raise CodebookError(f"codebook {key!r} has no label {code!r}")
+        changed = {k: v for k, v in changes.items() if not _same(v, old.get(k))}
+        if not changed:
+            raise CodebookError(f"nothing changed in label {code!r}: it already reads like this"
+                                f" in version {book.version}; no new version was made")
+        before = {k: old.get(k) for k in changed}
+        old.update(changed)
+        taken = {r[0] for r in conn.execute(
+            "SELECT version FROM codebook_versions WHERE codebook = ?", (key,))}
+        content["version"] = _next_version(book.version, taken)
+        parse_codebook(content, source=f"edit of {key}")  # validate before writing
         cur = conn.execute(
             "INSERT INTO codebook_versions (codebook, version, content, note, created_by, created_at)"
             " VALUES (?,?,?,?,?,?)",
             (key, content["version"], to_json(content), note.strip(), admin.name, utcnow()))
-        old = next(lb for lb in book.to_dict()["labels"] if lb["code"] == code)
         store.audit(admin.name, "codebook_edit", "codebook_versions", cur.lastrowid,
-                    {"version": book.version, **{k: old.get(k) for k in changes}},
-                    {"version": content["version"], "code": code, **changes, "note": note.strip()})
+                    {"version": book.version, **before},
+                    {"version": content["version"], "code": code, **changed, "note": note.strip()})
     return content["version"]

@@ -25,12 +25,14 @@ that asks nothing as a whole counts as reviewed once any step is marked.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, builtin_codebooks
 from review.blinding import DEFAULT_MODE, labels_visible
+from review.codebook_versions import current_codebook
 from review.items import AnswerSpec, commit_answers
 from review.queue import Progress, QueueFilter
 from review.reviewers import Reviewer
@@ -84,10 +86,9 @@ class ItemQuestion:
     codebook: str
     criterion: CriterionView | None = None
     """Points, MUST-NOT flag, axis and group, for criteria."""
-
-    @property
-    def book(self) -> Codebook | None:
-        return builtin_codebooks().get(self.codebook)
+    book: Codebook | None = field(default=None, compare=False)
+    """The codebook in force (its newest version, in-app edits included): the
+    wording a reviewer is shown and the version their answer records."""
 
 
 def item_header(store: Store, item_id: int) -> ItemHeader | None:
@@ -147,10 +148,18 @@ def item_questions(store: Store, item_id: int) -> list[ItemQuestion]:
         " WHERE kind = 'criterion' AND item_id IN (?, ?) ORDER BY id",
         (item_id, head.parent_id if head.parent_id is not None else item_id),
     )
+    books: dict[str, Codebook | None] = {}
+
+    def book(key: str) -> Codebook | None:
+        if key not in books:
+            books[key] = current_codebook(store, key)
+        return books[key]
+
     criteria = [ItemQuestion(r["id"], r["key"], "criterion", r["text"], r["codebook"],
-                             criterion_view(r)) for r in rows]
+                             criterion_view(r), book(r["codebook"])) for r in rows]
     criteria.sort(key=lambda q: q.criterion.index)  # stable: import order within an index
-    outcome = [ItemQuestion(r["id"], r["key"], "labelset", r["text"], r["codebook"])
+    outcome = [ItemQuestion(r["id"], r["key"], "labelset", r["text"], r["codebook"],
+                            book=book(r["codebook"]))
                for r in _outcome_questions(store, head.kind)
                if asks_outcome(r["key"], head.uid, head.dataset_kind)]
     return criteria + outcome
@@ -396,7 +405,7 @@ def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, erro
         raise ValueError("the trajectory-errors codebook is not loaded")
     if not 1 <= int(step_id) <= _step_count(store, item_id):
         raise ValueError(f"this run has no step {step_id}")
-    book = builtin_codebooks()[STEP_CODEBOOK]
+    book = step_codebook(store)
     error = book.normalise(error)
     if error == NO_ERROR:
         severity = None
@@ -409,9 +418,21 @@ def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, erro
                           seconds_on_task=seconds_on_task, round_id=round_id)[0]
 
 
-def severity_levels() -> list[dict[str, Any]]:
-    """The codebook's severity scale: [{level, name, definition}], mildest first."""
-    return builtin_codebooks()[STEP_CODEBOOK].severity
+def step_codebook(store: Store) -> Codebook:
+    """The step-error codebook in force (its newest version, in-app edits
+    included): what the screens show and what a step mark records."""
+    book = current_codebook(store, STEP_CODEBOOK)
+    if book is None:
+        raise ValueError("the trajectory-errors codebook is not loaded")
+    return book
+
+
+def severity_levels(store: Store | None = None) -> list[dict[str, Any]]:
+    """The codebook's severity scale: [{level, name, definition}], mildest first
+    (of the version in force when `store` is given; in-app edits change only
+    label wording, so the shipped scale otherwise)."""
+    book = step_codebook(store) if store is not None else builtin_codebooks()[STEP_CODEBOOK]
+    return book.severity
 
 
 # -- the reveal -----------------------------------------------------------------------
@@ -569,8 +590,20 @@ def evidence_steps(view: TrajectoryView, evidence: Iterable[str]) -> dict[str, l
     An id found nowhere maps to [] (a citation the run never retrieved)."""
     out: dict[str, list[int]] = {}
     for ev in evidence:
-        out[ev] = [s.index for s in view.steps if any(ev in r.content for r in s.results)]
+        found = _cited_id(str(ev)).search if str(ev) else None
+        out[ev] = [s.index for s in view.steps
+                   if found and any(found(r.content) for r in s.results)]
     return out
+
+
+def _cited_id(ev: str) -> re.Pattern[str]:
+    """`ev` as a whole identifier: `obs-1` is not found inside `obs-12`,
+    `obs-12b` or `1.2` inside `1.2.840`, but is inside `Observation/obs-1` and
+    at the end of a sentence (`... obs-1.`). Letters, digits, `_` and `-`
+    (and a `.` followed by one of them) continue an identifier."""
+    head = r"(?<![\w-])(?<!\w\.)" if re.match(r"[\w-]", ev[0]) else ""
+    tail = r"(?![\w-]|\.\w)" if re.match(r"[\w-]", ev[-1]) else ""
+    return re.compile(head + re.escape(ev) + tail)
 
 
 # -- screens that show every rater's labels ------------------------------------------

@@ -32,6 +32,7 @@ observation of a `say` as the patient's reply.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,9 @@ SAY_TOOLS = ("say", "clinic_say", "ask_patient", "talk_to_patient", "speak")
 SAY_KEYS = ("text", "message", "utterance", "question", "content")
 STEP_ERROR_QUESTION = "trajectory.step_error"
 """The question a reviewer answers about one step (codebook trajectory-errors), target `step:<id>`."""
+RUN_TOTALS = ("total_prompt_tokens", "total_completion_tokens", "total_cached_tokens",
+              "total_cost_usd")
+"""The run totals of ATIF `final_metrics` the timeline shows."""
 RUBRIC_KINDS = ("trajectory", "graded_conversation")
 """Item kinds answered criterion by criterion (gates, must-ask topics, verifier
 checks, process and HealthBench rubrics, the CliniCARE verdict)."""
@@ -165,6 +169,9 @@ class Timeline:
     started_at: str | None = None
     finished_at: str | None = None
     duration_s: float | None = None
+    unread: dict[str, Any] = field(default_factory=dict)
+    """Run totals (`final_metrics`) given in a form that is not a number (e.g.
+    "n/a"), as the file gives them; the steps' sums stand in for them."""
 
 
 @dataclass(slots=True)
@@ -226,9 +233,9 @@ def trajectory_view(payload: Mapping[str, Any],
             seen_user = True
         steps.append(step)
         for key in totals:
-            totals[key] += int(step.metrics.get(key) or 0)
+            totals[key] += step.metrics.get(key) or 0
         if "cost_usd" in step.metrics:
-            cost = (cost or 0.0) + float(step.metrics["cost_usd"])
+            cost = (cost or 0.0) + step.metrics["cost_usd"]
         counts["steps"] += 1
         counts["agent_steps"] += step.source == "agent"
         counts["tool_calls"] += sum(c.kind != "say" for c in step.tool_calls)
@@ -248,23 +255,31 @@ def trajectory_view(payload: Mapping[str, Any],
     final = _final_answer(payload, steps)
     if final is not None and final.step_index is not None and final.step_index < len(marks):
         marks[final.step_index].kind = "answer"
-    metrics = payload.get("final_metrics") or {}
+    metrics = payload.get("final_metrics")
+    metrics = metrics if isinstance(metrics, Mapping) else {}
+    given = {key: (_count if key.endswith("_tokens") else _number)(metrics.get(key))
+             for key in RUN_TOTALS}
+    total_cost = given["total_cost_usd"]
     timeline = Timeline(
         marks=marks, counts=counts,
-        prompt_tokens=int(metrics.get("total_prompt_tokens") or totals["prompt_tokens"]),
-        completion_tokens=int(metrics.get("total_completion_tokens") or totals["completion_tokens"]),
-        cached_tokens=int(metrics.get("total_cached_tokens") or totals["cached_tokens"]),
-        cost_usd=metrics.get("total_cost_usd", cost),
+        prompt_tokens=given["total_prompt_tokens"] or totals["prompt_tokens"],
+        completion_tokens=given["total_completion_tokens"] or totals["completion_tokens"],
+        cached_tokens=given["total_cached_tokens"] or totals["cached_tokens"],
+        cost_usd=float(total_cost) if total_cost is not None else cost,
+        unread={key: metrics[key] for key in RUN_TOTALS
+                if metrics.get(key) is not None and given[key] is None},
     )
     stamps = [s.timestamp for s in steps if s.timestamp]
     if stamps:
         timeline.started_at, timeline.finished_at = stamps[0], stamps[-1]
         timeline.duration_s = _seconds_between(stamps[0], stamps[-1])
-    agent = payload.get("agent") or {}
+    agent = payload.get("agent")
+    agent = agent if isinstance(agent, Mapping) else {}
     return TrajectoryView(
         steps=steps, timeline=timeline, dialogue=dialogue_turns(payload.get("transcript") or []),
         final_answer=final,
-        agent={k: agent.get(k) for k in ("name", "version", "model_name") if agent.get(k)},
+        agent={k: _text(agent.get(k)) for k in ("name", "version", "model_name")
+               if _text(agent.get(k))},
         subagent_count=len(subagents), error=payload.get("error"),
         schema_version=payload.get("schema_version"),
     )
@@ -348,17 +363,48 @@ def _step_view(index: int, raw: Mapping[str, Any], embedded: Mapping[str, int]) 
             truncated=len(content) > PREVIEW_CHARS, from_patient=call_id in said_ids,
             subagents=refs,
         ))
-    metrics = raw.get("metrics") or {}
+    metrics = raw.get("metrics")
+    metrics = metrics if isinstance(metrics, Mapping) else {}
+    numbers = {k: (_count if k.endswith("_tokens") else _number)(metrics.get(k))
+               for k in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd")}
     return StepView(
         index=index, step_id=int(raw.get("step_id") or index + 1),
         source=str(raw.get("source") or "agent"), message=text, reasoning=reasoning or None,
         timestamp=raw.get("timestamp"), model=raw.get("model_name"), tool_calls=calls,
         results=results, subagents=refs_all,
-        metrics={k: metrics[k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens",
-                                         "cost_usd") if metrics.get(k) is not None},
+        metrics={k: v for k, v in numbers.items() if v is not None},
         said_to_patient=[c.said for c in calls if c.kind == "say" and c.said],
         done=done,
     )
+
+
+def _number(value: Any) -> float | None:
+    """A metric as a number: a number, or text that reads as one ("0.0123");
+    None for anything else (null, true/false, "n/a", a list, infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a whole number ("300" and 300.0 included); None otherwise."""
+    number = _number(value)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def _text(value: Any) -> str | None:
+    """A name or version as text: `"version": 2` reads as "2"; None when empty."""
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _structured_reply(message: Any) -> dict[str, Any] | None:

@@ -17,6 +17,11 @@ What is checked (the rules a reviewer relies on to read a run correctly):
 - every observation result's `source_call_id` names a tool call of the same
   step (null is allowed: a result of no tool call);
 - token counts are whole numbers and costs are numbers;
+- the agent's `version` and `model_name` are text or a number (`"version": 2`
+  reads as "2"), and the run totals of `final_metrics` are numbers, text or
+  null: a total given as text ("0.0123") is read as the number it spells,
+  one that spells none ("n/a") is shown as given and the steps' sums stand
+  in for it; a list, an object or true/false in either place is refused;
 - embedded `subagent_trajectories` (v1.7+) are checked the same way, and a
   `subagent_trajectory_ref` that gives a `trajectory_id` and no
   `trajectory_path` names one of them.
@@ -40,6 +45,8 @@ NEWEST_MINOR = 8
 SOURCES = ("system", "user", "agent")
 PART_TYPES = ("text", "image", "audio")
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+RUN_TOTALS = ("total_prompt_tokens", "total_completion_tokens", "total_cached_tokens",
+              "total_cost_usd", "total_steps")
 
 
 def read_json_file(path: Path, where: str) -> Any:
@@ -94,6 +101,8 @@ def check_trajectory(doc: Any, where: str, path: str = "") -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise _fail(where, f"{dot}agent.name", "missing required field" if name is None
                     else f"expected a non-empty string, got {_type_name(name)}")
+    for key in ("version", "model_name"):
+        _expect_scalar(agent.get(key), where, f"{dot}agent.{key}", "text or a number")
     for key in ("session_id", "trajectory_id"):
         if doc.get(key) is not None:
             _expect(doc[key], str, where, f"{dot}{key}", "a string")
@@ -109,7 +118,15 @@ def check_trajectory(doc: Any, where: str, path: str = "") -> dict[str, Any]:
     metrics = doc.get("final_metrics")
     if metrics is not None:
         _expect(metrics, dict, where, f"{dot}final_metrics", "an object")
+        for key in RUN_TOTALS:
+            _expect_scalar(metrics.get(key), where, f"{dot}final_metrics.{key}", "a number")
     return doc
+
+
+def _expect_scalar(value: Any, where: str, path: str, what: str) -> None:
+    """Null, a number or text (read leniently by the display); nothing else."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
+        raise _fail(where, path, f"expected {what}, got {_type_name(value)}")
 
 
 def check_steps(steps: Any, where: str, path: str = "steps",
