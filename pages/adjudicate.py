@@ -6,7 +6,6 @@ import re
 
 import streamlit as st
 
-from codebook import builtin_codebooks
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
@@ -22,6 +21,7 @@ from review.adjudication import (
     settle_unanimous_steps,
     step_queue,
 )
+from review.codebook_versions import current_codebook
 from review.items import load_item
 from review.reviewers import Reviewer, can_adjudicate
 from review.rounds import is_rubric_round, list_rounds
@@ -190,9 +190,8 @@ def rubric_mode() -> None:
     head[1].page_link(page, label="Read the item (answering there makes you its reviewer)",
                       icon=":material/open_in_new:", query_params={"item": case.item_uid})
     evidence(case)
-    books = builtin_codebooks()
     for d in case.disputes:
-        book = books.get(d.codebook)
+        book = current_codebook(db, d.codebook)  # the wording in force
         with st.container(border=True, key=f"adj_c_{d.question_id}"):
             st.markdown(f"**{safe_markdown(d.text)}**")
             if d.reopened:
