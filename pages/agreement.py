@@ -8,8 +8,6 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlencode
-
 import streamlit as st
 
 from labels import comparisons as cmp
@@ -28,14 +26,10 @@ from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.report import report_csv, report_html, report_json
 from pages._shared import current_reviewer, labels_gate, store
-from review.browse import BrowseQuery, browse_link
+from review.browse import SCREENS, BrowseQuery, browse_link, item_link
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
-# The screen that opens each kind of item (app.py's url paths): the Review page is the
-# default page and takes ?kind=...&item=...; the others take ?item=...
-SCREENS = {"prefix": "", "response": "", "graded_conversation": "graded",
-           "trajectory": "trajectories"}
 PHASES = {None: "Current answers", "blind": "Blind answers only",
           "after_reveal": "After-reveal answers only"}
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
@@ -70,15 +64,6 @@ def md(value: object) -> str:
     return safe_markdown(str(value))
 
 
-def review_href(uid: str, kind: str, reviewer: str | None) -> str:
-    """The address of the screen that opens an item, relative (``./``) so that a server
-    base path is kept, with the item uid URL-encoded and the reviewer carried."""
-    params = {"item": uid, **({"reviewer": reviewer} if reviewer else {})}
-    if SCREENS[kind] == "":
-        params = {"kind": kind, **params}
-    return f"./{SCREENS[kind]}?" + urlencode(params, quote_via=quote)
-
-
 def review_links(units) -> None:
     """Items as links to the screen that opens them (a new tab, so this list stays open);
     items of a kind no screen opens are listed by id."""
@@ -87,7 +72,7 @@ def review_links(units) -> None:
     for unit in units:
         text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
         if unit.item_kind in SCREENS:
-            href = review_href(unit.item_uid, unit.item_kind, who.name if who else None)
+            href = item_link(unit.item_kind, unit.item_uid, reviewer=who.name if who else None)
             lines.append(f"- [{text}]({href})")
         else:
             lines.append(f"- {text}")

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from labels.compare.figures import text as plotly_text
-from pages._shared import current_reviewer, labels_gate, show_text, store
+from pages._shared import current_reviewer, labels_gate, server_mode, show_text, store
 from pages._steps import code_span, label_text
 from review.browse import (
     GATE_NAMES,
@@ -60,6 +60,8 @@ KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "traject
 
 db = store()
 reviewer = current_reviewer()
+# Carried in item links, so a link opened in a new tab comes back as this reviewer.
+me_name = reviewer.name if reviewer is not None and not server_mode() else None
 pending = unindexed_count(db)
 if pending:
     with st.spinner(f"Adding {pending:,} items to the search index…"):
@@ -229,7 +231,7 @@ def show_side_by_side(uid: str) -> None:
             head.warning(f"No item {code_span(uid)} to show side by side.")
         else:
             head.markdown(f"**Side by side** · all responses to "
-                          f"[{plain_markdown(view.prefix_uid)}]({item_link('prefix', view.prefix_uid)})")
+                          f"[{plain_markdown(view.prefix_uid)}]({item_link('prefix', view.prefix_uid, reviewer=me_name)})")
         close.button("Close", key=W + "close_side", on_click=go_to, args=(replace(query, side=None),),
                      icon=":material/close:", width="stretch")
         if view is None:
@@ -321,7 +323,7 @@ def show_item(item: ResultItem, tag_names: list[str]) -> None:
                  f"round {item.round_id}" if item.round_id else None]
         badges = (" :red-badge[failed]" if item.failed else "") + (
             " :orange-badge[:material/flag: flagged]" if item.flagged else "")
-        st.markdown(f"[{code_span(item.uid)}]({item_link(item.kind, item.uid, item.target or None)})"
+        st.markdown(f"[{code_span(item.uid)}]({item_link(item.kind, item.uid, item.target or None, reviewer=me_name)})"
                     f" · {plain_markdown(' · '.join(str(f) for f in facts if f))}{badges}")
         where = []
         if item.target:

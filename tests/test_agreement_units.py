@@ -228,7 +228,7 @@ def browse_links(at) -> list[tuple[str, str]]:
     out = []
     for m in at.markdown:
         for line in m.value.splitlines():
-            if "](/browse" in line:
+            if "](./browse" in line:
                 text, href = line.split("](", 1)
                 out.append((text.lstrip("["), urlsplit(href.rstrip(")")).query))
     return out

@@ -79,13 +79,16 @@ def result_lines(at: AppTest) -> list[str]:
 # -- 1. a result opens the item it names ------------------------------------------------
 
 def test_item_link_goes_to_the_screen_of_the_items_kind():
-    assert item_link("prefix", "c1_r01") == "/?kind=prefix&item=c1_r01"
-    assert item_link("response", "c1_r01::m") == "/?kind=response&item=c1_r01%3A%3Am"
-    assert item_link("trajectory", "kb:x/1") == "/trajectories?item=kb%3Ax%2F1"
-    assert item_link("trajectory", "kb:x/1", "step:7") == "/trajectories?item=kb%3Ax%2F1&step=7"
-    assert item_link("trajectory", "kb:x/1", 3) == "/trajectories?item=kb%3Ax%2F1&step=3"
-    assert item_link("graded_conversation", "hb:1") == "/graded?item=hb%3A1"
-    assert item_link("graded_conversation", "hb:1", "step:2") == "/graded?item=hb%3A1"
+    assert item_link("prefix", "c1_r01") == "./?kind=prefix&item=c1_r01"
+    assert item_link("response", "c1_r01::m") == "./?kind=response&item=c1_r01%3A%3Am"
+    assert item_link("trajectory", "kb:x/1") == "./trajectories?item=kb%3Ax%2F1"
+    assert item_link("trajectory", "kb:x/1", "step:7") == "./trajectories?item=kb%3Ax%2F1&step=7"
+    assert item_link("trajectory", "kb:x/1", 3) == "./trajectories?item=kb%3Ax%2F1&step=3"
+    assert item_link("graded_conversation", "hb:1") == "./graded?item=hb%3A1"
+    assert item_link("graded_conversation", "hb:1", "step:2") == "./graded?item=hb%3A1"
+    # The reviewer is carried (a link opened in a new tab comes back as them).
+    assert item_link("trajectory", "kb:x/1", reviewer="Dr. A") == \
+        "./trajectories?item=kb%3Ax%2F1&reviewer=Dr.%20A"
 
 
 @pytest.mark.parametrize("kind", ["trajectory", "graded_conversation"])
@@ -93,7 +96,7 @@ def test_a_result_link_opens_that_item(db, monkeypatch, kind):
     with open_store(db) as s:
         uid = s.scalar("SELECT uid FROM items WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,))
     link = urlparse(item_link(kind, uid))
-    page = f"pages/{link.path.strip('/') or 'review'}.py"
+    page = f"pages/{link.path.strip('./') or 'review'}.py"
     at = open_page(db, monkeypatch, page, {k: v[0] for k, v in parse_qs(link.query).items()})
     assert not at.exception
     assert not at.warning, [w.value for w in at.warning]
@@ -106,7 +109,8 @@ def test_a_run_found_by_a_step_opens_at_that_step(db, monkeypatch):
     (line,) = result_lines(at)
     link = urlparse(line[line.index("](") + 2:line.index(")", line.index("](")) ])
     params = {k: v[0] for k, v in parse_qs(link.query).items()}
-    assert link.path == "/trajectories" and params["step"] == "7", line
+    assert link.path == "./trajectories" and params["step"] == "7", line
+    assert params["reviewer"] == "Dr. Browse Test", line  # carried: a new tab comes back as them
     run = open_page(db, monkeypatch, "pages/trajectories.py", params)
     assert not run.exception
     assert run.query_params["item"] == params["item"] and run.query_params["step"] == "7"

@@ -29,7 +29,7 @@ from review.browse.facets import (
     rater_name,
 )
 from review.browse.index import FacetIndex, facet_index
-from review.browse.query import PARAM_NAMES, PARENT, BrowseQuery, browse_link, item_link
+from review.browse.query import PARAM_NAMES, PARENT, SCREENS, BrowseQuery, browse_link, item_link
 from review.browse.results import (
     PER_PAGE,
     BrowsePage,
@@ -58,7 +58,7 @@ __all__ = [
     "Facet", "FacetValue", "LabelCell", "ResponseColumn", "ResultItem", "SavedView", "SideBySide",
     "Tag", "TagCount", "TagEvent", "add_tag", "browse", "browse_link", "case_rows",
     "case_study_html", "case_study_markdown", "comparable_raters", "create_tag", "facet_index",
-    "facets", "gather_cases", "item_link", "label_name", "list_tags", "ordinal_rank", "rater_name",
+    "SCREENS", "facets", "gather_cases", "item_link", "label_name", "list_tags", "ordinal_rank", "rater_name",
     "remove_tag",
     "save_view", "saved_views", "selected_item_ids", "side_by_side", "tag_counts", "tag_history",
     "tags_on", "to_csv", "to_jsonl", "FacetIndex", "view_item_ids",

@@ -127,22 +127,33 @@ def split_label(pair: str) -> tuple[str, str]:
 
 
 def browse_link(query: BrowseQuery, page_path: str = "browse") -> str:
-    """A relative link that opens this view on the Browse page."""
+    """A relative link (``./``, so a server's base path is kept) that opens
+    this view on the Browse page."""
     qs = query.query_string()
-    return f"/{page_path}" + (f"?{qs}" if qs else "")
+    return f"./{page_path}" + (f"?{qs}" if qs else "")
 
 
-def item_link(kind: str, uid: str, step: int | str | None = None) -> str:
-    """A relative link that opens the item on the screen that reviews its kind:
-    an agent run on Trajectories (at `step`, a step id or 'step:N', when given),
-    a graded conversation on Graded conversations, a prefix or a response on Review."""
-    screen = {"trajectory": "trajectories", "graded_conversation": "graded"}.get(kind)
-    if screen is None:
-        return "/?" + urlencode({"kind": kind, "item": uid}, quote_via=quote)
-    params = {"item": uid}
+SCREENS = {"prefix": "", "response": "", "trajectory": "trajectories",
+           "graded_conversation": "graded"}
+"""The screen that reviews each kind of item (app.py's url paths; '' is the
+Review page, the default, which also takes ?kind=)."""
+
+
+def item_link(kind: str, uid: str, step: int | str | None = None,
+              reviewer: str | None = None) -> str:
+    """A relative link (``./``) that opens the item on the screen that reviews
+    its kind: an agent run on Trajectories (at `step`, a step id or 'step:N',
+    when given), a graded conversation on Graded conversations, a prefix or a
+    response on Review; carrying the reviewer, where given, so that a link
+    opened in a new tab comes back as them (local mode)."""
+    screen = SCREENS.get(kind, "")
+    params = {"kind": kind} if screen == "" else {}
+    params["item"] = uid
     at = str(step).removeprefix("step:") if step is not None else ""
     if kind == "trajectory" and at:
         params["step"] = at
-    return f"/{screen}?" + urlencode(params, quote_via=quote)
+    if reviewer:
+        params["reviewer"] = reviewer
+    return f"./{screen}?" + urlencode(params, quote_via=quote)
 
 
