@@ -123,7 +123,8 @@ def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
 def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
                             mode: str = DEFAULT_MODE) -> list[RevealedLabel] | None:
     """Machine and reference labels for the item, or None while the blinding
-    rule hides them. Never includes another reviewer's answer."""
+    rule hides them. Never includes another reviewer's answer, nor the settled
+    answer adjudication made of theirs."""
     committed = bool(item.question_id) and store.scalar(
         "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
         " AND status != 'skipped' LIMIT 1",
@@ -142,6 +143,8 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
             " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
             " WHERE c.item_id = ? AND r.kind IN ('machine', 'reference') AND c.target = ''"
             " AND c.status != 'skipped'"  # e.g. a settled answer withdrawn: no label
+            # The settled answer is made of other clinicians' answers: never revealed.
+            " AND coalesce(r.role, '') != 'adjudicated'"
             " AND q.item_id IS NULL ORDER BY r.kind DESC, r.name",
             (target_id,),
         )
@@ -283,14 +286,20 @@ def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: in
                         question_id: int, target: str) -> bool:
     """Whether this reviewer has seen the item's labels before this answer,
     whatever answer is in force now: an earlier answer of theirs was given
-    where the labels are shown once it is committed (or up front); they
-    settled the item as its adjudicator; or they chose to see every rater's
-    labels (Browse, Agreement) while the item was there."""
-    if conn.execute(
-        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-        " AND target = ? AND status != 'skipped'"
-        " AND coalesce(json_extract(extra, '$.blinding'), '') != 'blind' LIMIT 1",
-        (item_id, question_id, reviewer.id, target)).fetchone():
+    where the labels are shown once it is committed (or up front) - on this
+    item, or on another run of the same task, whose reveal shows the task's
+    expected verdict too; they settled the item as its adjudicator; or they
+    chose to see every rater's labels (Browse, Agreement) while the item was
+    there. A step mark is revealed nothing on the review screens: only the
+    last two count for it (a corrected mark is not an answer after a reveal)."""
+    if not target and conn.execute(
+        "SELECT 1 FROM annotations a WHERE a.question_id = ?1 AND a.rater_id = ?2"
+        " AND a.target = '' AND a.status != 'skipped'"
+        " AND coalesce(json_extract(a.extra, '$.blinding'), '') != 'blind'"
+        " AND (a.item_id = ?3 OR a.item_id IN (SELECT s.id FROM items s JOIN items i"
+        " ON i.parent_id = s.parent_id WHERE i.id = ?3 AND i.kind = 'trajectory'"
+        " AND s.kind = 'trajectory')) LIMIT 1",
+        (question_id, reviewer.id, item_id)).fetchone():
         return True
     from review.adjudication import ADJUDICATED
     from review.rubric_review import labels_opened
@@ -332,7 +341,7 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
     if prev is not None and _same_answer(prev, status, value, rationale, confidence, round_id,
                                          answer.extra):
         return prev[0]  # the same answer again (a double click): nothing new to record
-    seen = answer.labels_seen or (prev is not None and prev[1] != "skipped"
+    seen = answer.labels_seen or (not target and prev is not None and prev[1] != "skipped"
                                   and labels_visible(mode, True)) \
         or _labels_seen_before(store, conn, reviewer, item_id, question_id, target)
     version = conn.execute(

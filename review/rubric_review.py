@@ -458,7 +458,8 @@ def revealed_verdicts(store: Store, reviewer_id: int, item_id: int,
     """{question id: machine and reference answers} for the questions whose
     answers the blinding rule lets this reviewer see now - under the default
     mode, those they have committed an answer to. Questions still hidden are
-    absent. Never includes another human reviewer's answer."""
+    absent. Never includes another human reviewer's answer, nor the settled
+    answer adjudication made of theirs."""
     questions = item_questions(store, item_id)
     mine = my_current_answers(store, reviewer_id, item_id)
     visible = [q for q in questions
@@ -478,6 +479,9 @@ def revealed_verdicts(store: Store, reviewer_id: int, item_id: int,
             " FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
             f" WHERE c.item_id = ? AND c.target = '' AND c.question_id IN ({marks})"
             " AND r.kind IN ('machine', 'reference') AND c.status = 'answered'"
+            # The settled answer comes from other clinicians' answers (and its note may
+            # name them): never part of a reviewer's reveal.
+            " AND coalesce(r.role, '') != 'adjudicated'"
             " ORDER BY r.kind DESC, r.name",
             (target_id, *ids),
         )
