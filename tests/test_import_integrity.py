@@ -62,8 +62,10 @@ def test_generations_after_the_mapped_file_fill_in_the_response(store, tmp_path)
 
 def test_generations_before_the_mapped_file_are_kept_as_they_are(store, tmp_path):
     import_file(store, write_jsonl(tmp_path / "gens.jsonl", [GENERATION]))
-    import_file(store, write_jsonl(tmp_path / "mapped.jsonl", [
+    # A mapped file that carries the reply too is a mapped file (its labels count).
+    mapped = import_file(store, write_jsonl(tmp_path / "mapped.jsonl", [
         {**MAPPED, "raw_model_response": "a mapper's copy of the reply"}]))
+    assert (mapped.format, mapped.annotations) == ("carebench-mapped", 1)
     payload = store.scalar("SELECT payload FROM items WHERE uid = 'inv_v1_case_0001_r01::model-a'")
     assert json.loads(payload)["response"] == GENERATION["raw_model_response"]
 
@@ -192,8 +194,7 @@ def test_a_mapped_file_error_names_the_file(store, tmp_path):
 
 def test_an_item_given_twice_with_other_content_is_refused_naming_both_lines(store, tmp_path):
     rows = [PREFIX, {**PREFIX, "prefix_id": "inv_v1_case_0002_r01"},
-            {**PREFIX, "gold_label": "1B_ESCALATION_URGENT_CARE",
-             "input_patient_turns": ["Invented crushing chest pain."]}]
+            {**PREFIX, "input_patient_turns": ["Invented crushing chest pain."]}]
     message = refused(store, write_jsonl(tmp_path / "p.jsonl", rows), 3)
     assert "'inv_v1_case_0001_r01' again, with other content than line 1" in message
 
@@ -267,3 +268,35 @@ def test_prefix_turns_in_a_csv_cell_as_a_json_list_stay_turns(store, tmp_path):
     import_file(store, path)
     turns = [json.loads(p)["turns"] for (p,) in store.query("SELECT payload FROM items ORDER BY uid")]
     assert turns == [["An invented headache.", "Now I see double."], ["[Redacted] an invented rash."]]
+
+
+def test_a_prefix_given_twice_with_two_gold_labels_is_refused(store, tmp_path):
+    rows = [PREFIX, {**PREFIX, "gold_label": "1B_ESCALATION_URGENT_CARE"}]
+    message = refused(store, write_jsonl(tmp_path / "p.jsonl", rows), 2)
+    assert "line 1 gave it '0A_NO_ESCALATION_INFO_NEEDED'" in message
+
+
+def test_a_csv_that_is_not_utf8_names_its_first_bad_line(store, tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_bytes("item_id,rater,value\nx,Dr A,0A\nx,Dr Müller,0A\n".encode("latin-1"))
+    assert "not UTF-8 text" in refused(store, path, 3)
+
+
+def test_a_bad_field_on_a_generation_names_its_line(store, tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [GENERATION, {**GENERATION, "prefix_id": "inv_v1_case_0002_r01",
+                                                           "split": ["dev"]}])
+    assert "field 'split'" in refused(store, path, 2)
+
+
+def test_a_cut_off_json_line_is_placed_on_that_line(store, tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(PREFIX) + "\n" + json.dumps(PREFIX)[:40] + "\n")
+    message = refused(store, path, 2)
+    assert "(column 1)" not in message and "not valid JSON" in message
+
+
+def test_the_rubric_codebook_names_the_keys_the_screens_bind():
+    from codebook import builtin_codebooks
+
+    book = builtin_codebooks()["rubric"]
+    assert {lab.code: lab.shortcut for lab in book.labels} == {"met": "y", "not_met": "n"}

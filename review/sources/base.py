@@ -122,7 +122,8 @@ def detect_format(path: Path) -> Format:
     shown = ", ".join(sorted(fields)) or "none"
     raise InputError(
         f"{path}: cannot tell the format from its content (fields: {shown}); "
-        f"give --format, one of: {', '.join(FORMATS)}"
+        "choose its format (--format on the command line, the Format box on the Data screen),"
+        f" one of: {', '.join(FORMATS)}"
     )
 
 
@@ -236,7 +237,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         try:
             format_ = detect_format(path)
         except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise _not_utf8(path, exc) from None
     elif fmt in FORMATS:
         format_ = FORMATS[fmt]
     else:
@@ -294,7 +295,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         listener.reraise()
         return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise _not_utf8(path, exc) from None
     except RecursionError:
         raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
@@ -308,6 +309,15 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         result.index_seconds = time.perf_counter() - started
     listener.reraise()
     return result
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
+    """A file that is not UTF-8 text, with the first line that is not."""
+    if path.is_file():
+        from review.sources.readers import not_utf8
+
+        return not_utf8(path)
+    return InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
 
 
 def _reopen_broken(store: Store, conn, import_id: int) -> None:

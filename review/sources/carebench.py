@@ -73,9 +73,16 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
                       meta={"about": "CARE-Bench gold label of each prefix"})
     name = str(path)
+    golds: dict[str, tuple[int, Any]] = {}
+    """The gold label each prefix was given, and on which line."""
     for line, row in read_rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
+        gold = pick(row, "gold_label")
+        first = golds.setdefault(prefix_id, (line, gold))
+        if first[1] != gold:  # one prefix, two gold labels: which one is the reference?
+            raise InputError(f"{where}: prefix {prefix_id!r} again, with gold label {gold!r};"
+                             f" line {first[0]} gave it {first[1]!r}")
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
         meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}
@@ -84,10 +91,15 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
             case_id=case_id, round_id=round_id, split=pick(row, "split"), meta=meta,
             replace_stub=True, line=line,
         )
-        gold = pick(row, "gold_label")
         if gold is not None:
             yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION,
                                    rater=GOLD_RATER, value=str(gold), line=line)
+
+
+def _line(where: str) -> int | None:
+    """The line of a `file:line` place, for a record made from that row."""
+    tail = where.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None
 
 
 def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRecord:
@@ -98,7 +110,7 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
     case_id, round_id = _case_and_round(prefix_id, row, where)
     return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
                       case_id=case_id, round_id=round_id, split=pick(row, "split"),
-                      meta={"stub": True})
+                      meta={"stub": True}, line=_line(where))
 
 
 GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested")
@@ -191,14 +203,19 @@ register(Format(
     lambda p, f: has_field(f, "prefix_id") and has_field(f, "input_patient_turns"),
     "evaluation prefixes (JSONL, Parquet or CSV) with gold labels",
 ))
+def _mapped(fields: set[str]) -> bool:
+    """A mapped-responses file: it may carry the reply too, but its labels make it one."""
+    return "mapped_label" in fields or "mapper_label" in fields
+
+
 register(Format(
     "carebench-generations", FAMILY, read_generations,
-    lambda p, f: has_field(f, "prefix_id") and "raw_model_response" in f,
+    lambda p, f: has_field(f, "prefix_id") and "raw_model_response" in f and not _mapped(f),
     "raw generations JSONL: one response item per row, failures kept",
 ))
 register(Format(
     "carebench-mapped", FAMILY, read_mapped,
-    lambda p, f: has_field(f, "prefix_id") and ("mapped_label" in f or "mapper_label" in f),
+    lambda p, f: has_field(f, "prefix_id") and _mapped(f),
     "mapped responses JSONL: the mapper's label of each response",
 ))
 register(Format(

@@ -54,6 +54,7 @@ def _slow_row(path: Path, line_no: int, line: bytes) -> Any:
         text = text.removeprefix("\ufeff")
     if not text.strip():
         return None
+    text = text.rstrip("\r\n")  # an error in a cut-off line is placed on that line
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -179,6 +180,20 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             what = ("a quoted field is never closed (is the file cut off?)"
                     if "unexpected end of data" in str(exc) else f"not valid CSV: {exc}")
             raise InputError(f"{path}:{line_no + 1}: {what}") from None
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+
+
+def not_utf8(path: Path) -> InputError:
+    """The error for a text file that is not UTF-8, naming the first line that is not."""
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return InputError(f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} of the"
+                                  " line); save the file as UTF-8")
+    return InputError(f"{path}: not UTF-8 text; save the file as UTF-8")
 
 
 def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
