@@ -18,9 +18,10 @@ from labels.llm import (
     shipped_versions,
     uncollected_batches,
 )
-from pages._shared import current_reviewer, labels_gate, store
+from pages._shared import current_reviewer, labels_gate, server_mode, store
 from review.demo import load_demo
 from review.export import export_annotations, export_carebench_labels
+from review.reviewers import is_admin
 from review.sources import FORMATS, ImportOptions, InputError, import_file
 from review.text import safe_markdown
 from review.workspace import default_db_path
@@ -29,6 +30,12 @@ st.title("Data", anchor=False)
 db = store()
 reviewer = current_reviewer()
 actor = reviewer.name if reviewer else "app"
+# On a server (people sign in), importing and paid LLM runs with the server's keys are an
+# admin's; local mode trusts this machine's users, as everywhere.
+manages = not server_mode() or is_admin(reviewer)
+if not manages:
+    st.info("Importing files and running LLM raters are done by an admin on this server.",
+            icon=":material/admin_panel_settings:")
 
 counts_box = st.container()  # filled after any import below, so it shows the new counts
 
@@ -61,14 +68,19 @@ st.subheader("Import", anchor=False)
 with st.form("import", clear_on_submit=False):
     uploads = st.file_uploader("Files", accept_multiple_files=True,
                                type=["jsonl", "json", "csv", "tsv", "parquet"])
-    fmt = st.selectbox("Format", ["detect from content", *FORMATS],
-                       help="\n".join(f"- **{f.name}**: {f.description}" for f in FORMATS.values()))
+    # A folder (Harbor, CliniCARE) cannot be uploaded: those formats come in by the CLI.
+    files = [f for f in FORMATS.values() if not f.takes_directory]
+    fmt = st.selectbox("Format", ["detect from content", *(f.name for f in files)],
+                       help="\n".join(f"- **{f.name}**: {f.description}" for f in files)
+                       + "\n\nFolders (Harbor jobs, CliniCARE trials): `carelens import FOLDER`.")
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
     go = st.form_submit_button("Import", type="primary")
-if go and not uploads:
+if go and not manages:
+    st.error("Only an admin imports files on this server.")
+elif go and not uploads:
     st.warning("Choose one or more files to import first (drop them on the box above).",
                icon=":material/upload_file:")
-if go and uploads:
+elif go and uploads:
     with tempfile.TemporaryDirectory() as tmp:
         for up in uploads:
             path = Path(tmp) / Path(up.name).name
@@ -163,16 +175,17 @@ st.caption("Run the blinded mapper or a rubric judge yourself. Keys come from th
            "running the same prompt on the same items again costs nothing.")
 TASK_WORDS = {"map": "Map CARE-Bench responses (the mapper)", "judge": "Judge rubric criteria",
               "extract": "Read CliniCARE verdicts from reports"}
+# Outside the form: the prompt versions offered follow the task chosen.
+task = st.selectbox("Task", list(TASK_WORDS), format_func=TASK_WORDS.get)
 with st.form("llm_run"):
-    c = st.columns([3, 3, 2])
-    task = c[0].selectbox("Task", list(TASK_WORDS), format_func=TASK_WORDS.get)
-    model_spec = c[1].text_input("Model", "anthropic:claude-haiku-4-5",
+    c = st.columns([6, 2])
+    model_spec = c[0].text_input("Model", "anthropic:claude-haiku-4-5",
                                  help="anthropic:MODEL, openai:MODEL, compatible:MODEL or "
                                       "compatible:http://host:port/v1#MODEL")
-    limit = c[2].number_input("At most (0 = all)", 0, 1_000_000, 20)
+    limit = c[1].number_input("At most (0 = all)", 0, 1_000_000, 20)
     c = st.columns([3, 3, 2])
-    version = c[0].selectbox("Prompt version", [v for t in TASK_WORDS for v in shipped_versions(t)],
-                             help="Shipped versions (the form checks it fits the task); "
+    version = c[0].selectbox("Prompt version", shipped_versions(task),
+                             help="The shipped versions of this task's prompt; "
                                   "the CLI also takes a path to your own template")
     dataset = c[1].text_input("Dataset (optional)")
     concurrency = c[2].number_input("Concurrency", 1, 64, 8)
@@ -189,7 +202,9 @@ def _secrets_keys() -> dict[str, str]:
         return {}
 
 
-if estimate or run:
+if (estimate or run) and not manages:
+    st.error("Only an admin runs LLM raters on this server (they are paid with its keys).")
+elif estimate or run:
     if not version.startswith({"map": "mapper", "judge": "judge", "extract": "extract"}[task]):
         st.error(safe_markdown(f"Prompt version {version} is not a {task} prompt."))
         st.stop()
@@ -223,7 +238,7 @@ if waiting:
         "the same again."), icon=":material/pending:")
     for batch in waiting:
         st.caption(safe_markdown(batch.text()))
-    if st.button("Collect batches", icon=":material/download:"):
+    if st.button("Collect batches", icon=":material/download:", disabled=not manages):
         for batch in waiting:
             bar = st.progress(0.0, text=f"Collecting run {batch.run_id}")
             try:  # no waiting here: a batch still in progress is left for later

@@ -418,3 +418,15 @@ def test_a_reviewer_reads_only_their_own_audit_entries(demo_copy, monkeypatch):
 
     assert "COLLEAGUE-SECRET" not in log_as("Dr. Newcomer")
     assert "COLLEAGUE-SECRET" in log_as("Dr. Sam Rivera")
+
+
+def test_the_prompt_versions_offered_follow_the_llm_task(demo_copy, monkeypatch):
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/data.py").run()
+    versions = next(sb for sb in at.selectbox if sb.label == "Prompt version")
+    assert versions.options and all(v.startswith("mapper") for v in versions.options)
+    next(sb for sb in at.selectbox if sb.label == "Task").set_value("judge").run()
+    versions = next(sb for sb in at.selectbox if sb.label == "Prompt version")
+    assert versions.options and all(v.startswith("judge") for v in versions.options)
+    formats = next(sb for sb in at.selectbox if sb.label == "Format").options
+    assert "harbor" not in formats and "carebench-prefixes" in formats  # folders come by the CLI
