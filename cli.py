@@ -2,7 +2,8 @@
 
 A thin layer over the library: it opens the store and calls the same
 functions the app's pages call. Errors in the user's input print one line
-naming file, line or field, and exit with status 2; so does a database the
+naming file, line or field, and exit with status 2 (`import` tries every
+file it is given first, and reports each); so does a database the
 command cannot use (missing, in a missing folder, not a database, locked)
 and an output file in a missing folder. Only `demo`, `import` and `serve`
 make a new database; every other command refuses one that does not exist,
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from labels.triage import METRIC_KEYS
 from review.workspace import default_db_path, open_store
 
 ROOT = Path(__file__).resolve().parent
@@ -105,12 +107,19 @@ def database_problem(exc: sqlite3.Error) -> str | None:
 
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from review.demo import is_empty, load_demo
+    """Load the demo; into a database holding other items only with --force."""
+    from review.demo import is_empty, items_beside_the_demo, load_demo
 
     store = open_store(args.db)
     if args.if_empty and not is_empty(store):
         print(f"{args.db}: already holds items; demo not loaded")
         return 0
+    others = items_beside_the_demo(store)
+    if others and not args.force:
+        held = ", ".join(f"{n:,} in {name}" for name, n in others.items())
+        raise UsageError(f"{args.db}: holds items that are not demo items ({held}); the demo "
+                         "would add invented patients, clinicians and gold labels among them. "
+                         "Load it into a new --db, or add --force")
     out_dir = Path(args.files or Path(args.db).resolve().parent / "carelens-demo-files")
     for line in load_demo(store, out_dir):
         print(line)
@@ -119,19 +128,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
-    from review.sources import ImportOptions, import_file
+    """Each file in its own transaction: every file is tried, one line each (its
+    summary on stdout, or why it was refused on stderr), then the tally. Exit 2
+    when any file was refused."""
+    from review.sources import ImportOptions, InputError
 
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    imported = already = refused = 0
     for path in args.files:
-        progress = _import_progress(str(path)) if sys.stderr.isatty() else None
         try:
-            result = import_file(store, path, args.format, options, progress=progress)
-        finally:
-            if progress is not None:
-                print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
-        print(result.summary())
-    return 0
+            result = _import_one(store, path, args.format, options)
+        except InputError as exc:
+            refused += 1
+            print(f"carelens: {exc}", file=sys.stderr, flush=True)
+            continue
+        if result.already_imported:
+            already += 1
+        else:
+            imported += 1
+        print(result.summary(), flush=True)
+    print(f"{imported} imported, " + (f"{already} already imported, " if already else "")
+          + f"{refused} refused")
+    return 2 if refused else 0
+
+
+def _import_one(store, path: str, fmt: str | None, options):
+    """One file, its progress shown on a terminal's stderr and cleared when it ends."""
+    from review.sources import import_file
+
+    progress = _import_progress(str(path)) if sys.stderr.isatty() else None
+    try:
+        return import_file(store, path, fmt, options, progress=progress)
+    finally:
+        if progress is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
 
 
 def _import_progress(name: str):
@@ -154,18 +185,25 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 @command("export")
 def cmd_export(args: argparse.Namespace) -> int:
-    from review.export import export_annotations, export_carebench_labels
+    from review.export import ExportError, export_annotations, export_carebench_labels, export_kind
 
+    if args.rater and args.what == "annotations":
+        raise UsageError("--rater is for --what carebench-labels; an annotations export "
+                         "holds every rater's answers")
     out = output_file(args.out)
-    store = open_store(args.db)
-    if args.what == "annotations":
-        n = export_annotations(store, out, with_identifiers=args.with_identifiers)
-        print(f"{out}: {n} annotations")
-    else:
-        n, ties = export_carebench_labels(store, out, args.rater)
-        print(f"{out}: {n} prefix labels")
-        for tie in ties:
-            print(f"left out, no majority: {tie}", file=sys.stderr)
+    try:
+        export_kind(out)
+        store = open_store(args.db)
+        if args.what == "annotations":
+            n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+            print(f"{out}: {n} annotations")
+        else:
+            n, ties = export_carebench_labels(store, out, args.rater)
+            print(f"{out}: {n} prefix labels")
+            for tie in ties:
+                print(f"left out, no majority: {tie}", file=sys.stderr)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from None
     return 0
 
 
@@ -357,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="load the deterministic demo dataset")
     d.add_argument("--if-empty", action="store_true", help="only when the database has no items")
+    d.add_argument("--force", action="store_true",
+                   help="load it even beside items that are not demo items")
     d.add_argument("--files", help="folder for the generated demo files")
 
     i = sub.add_parser("import", help="import files (format detected from content)")
@@ -371,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export annotations or CARE-Bench labels")
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
-    e.add_argument("--rater", help="carebench-labels: one reviewer's labels (default: majority)")
+    e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
+                                   "answer, else the clinicians' majority)")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
 
@@ -429,7 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     t.add_argument("--dataset")
-    t.add_argument("--rank-by", default="macro_f1")
+    t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
+                   help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--json", action="store_true")
 
     s = sub.add_parser("serve", help="start the app on this database")
@@ -442,7 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     from codebook import CodebookError
     from store.writer import InputError
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage and what is wrong (or --help)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         if args.command not in NO_DATABASE:
             check_database(args.db, may_make=args.command in MAKE_DATABASE)

@@ -12,14 +12,26 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from labels.agreement import macro_f1
-
 CAREBENCH_ORDER = (
     "0A_NO_ESCALATION_INFO_NEEDED",
     "0B_NO_ESCALATION_SELF_CARE_MONITOR",
     "1A_ESCALATION_NONURGENT_CARE",
     "1B_ESCALATION_URGENT_CARE",
 )
+
+METRIC_KEYS = (
+    "macro_f1",
+    "accuracy",
+    "over_triage",
+    "under_triage",
+    "missed_care",
+    "unnecessary_care",
+    "urgent_false_negative",
+    "false_urgent_escalation",
+    "coverage",
+)
+"""Every number :func:`triage_metrics` gives, in the order it reports them: the
+metrics a ranking of models may be by (`carelens triage-metrics --rank-by`)."""
 
 LOWER_IS_BETTER = frozenset(
     {
@@ -156,6 +168,10 @@ def triage_metrics(
     def count(cond):
         return sum(1 for g, p in pairs if cond(g, p))
 
+    # local import: labels.agreement loads scipy, and every `carelens` command reads
+    # METRIC_KEYS from this module
+    from labels.agreement import macro_f1
+
     gold_esc = count(lambda g, p: g in esc)
     gold_urgent = count(lambda g, p: g == urgent)
     f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=n_boot, seed=seed)
@@ -209,8 +225,10 @@ def rank_models(
     """Models ordered best first on one metric (lower is better for the error rates).
 
     Ties share the mean of their positions; models whose metric is undefined come
-    last with rank None.
+    last with rank None. A key that is not one of :data:`METRIC_KEYS` is a ValueError.
     """
+    if key not in METRIC_KEYS:
+        raise ValueError(f"cannot rank by {key!r}: choose one of {', '.join(METRIC_KEYS)}")
     lower = key in LOWER_IS_BETTER
     scored = [(m, metrics[key].value) for m, metrics in metrics_by_model.items()]
     ci = {m: (metrics[key].ci_low, metrics[key].ci_high) for m, metrics in metrics_by_model.items()}

@@ -30,6 +30,9 @@ from store import Store
 
 SEED = 20261130
 DATASET = "demo"
+"""Every demo item is in this dataset, and only demo items are: imports name
+their dataset after the format family (`carebench`, `healthbench`, ...)
+unless told otherwise (see `items_beside_the_demo`)."""
 MODELS = ("aster-7b", "borealis-large", "cobalt-mini")
 MAPPERS = ("demo:mapper@v1", "demo:mapper@v2")
 CLINICIANS = (
@@ -235,3 +238,14 @@ def load_demo(store: Store, out_dir: Path, actor: str = "demo") -> list[str]:
 
 def is_empty(store: Store) -> bool:
     return not store.scalar("SELECT 1 FROM items LIMIT 1")
+
+
+def items_beside_the_demo(store: Store) -> dict[str, int]:
+    """Items that are not demo items, counted by dataset: what loading the demo
+    would mix invented patients, clinicians and gold labels into. A demo item
+    is one in the dataset `DATASET`; so an import told `--dataset demo` is
+    taken for demo data."""
+    rows = store.query(
+        """SELECT d.name, COUNT(*) FROM items i JOIN datasets d ON d.id = i.dataset_id
+           WHERE d.name != ? GROUP BY d.name ORDER BY d.name""", (DATASET,))
+    return {name: n for name, n in rows}

@@ -4,7 +4,8 @@ Exports are written only when a user asks; identifying fields (item meta
 marked `identifying`, e.g. CliniCARE task ids) are withheld unless asked.
 CSV cells that a spreadsheet would run as a formula are quoted
 (`store.spreadsheet.safe_cell`); the labels-long importer takes the quote
-off again.
+off again. The file's extension says how it is written: `.csv` or `.jsonl`
+(one JSON object a line); any other is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,26 @@ from codebook import CAREBENCH, codebook
 from review.adjudication import ADJUDICATED
 from store import Store
 from store.spreadsheet import safe_cell
+
+FILE_KINDS = {".csv": "csv", ".jsonl": "jsonl"}
+"""The extensions an export may have, and how each is written."""
+CAREBENCH_QUESTION = "carebench.escalation_needed"
+"""The question whose answers are a prefix's CARE-Bench label."""
+
+
+class ExportError(ValueError):
+    """An export that cannot be written as asked; the message says why, in one line."""
+
+
+def export_kind(out: Path) -> str:
+    """'csv' or 'jsonl', by the file's extension; ExportError for any other."""
+    kind = FILE_KINDS.get(out.suffix.lower())
+    if kind is None:
+        given = f"'{out.suffix}' files" if out.suffix else "a file without an extension"
+        raise ExportError(f"{out}: cannot write {given}: give a file name ending in "
+                          f"{' or '.join(FILE_KINDS)}")
+    return kind
+
 
 ANNOTATION_COLUMNS = [
     "annotation_id", "item_id", "item_kind", "dataset", "split", "case_id", "round_id", "model",
@@ -64,7 +85,7 @@ def annotation_rows(store: Store) -> Iterator[dict]:
 
 
 def export_annotations(store: Store, out: Path, with_identifiers: bool = False) -> int:
-    """Write all annotations as CSV or JSONL (by the file's suffix).
+    """Write all annotations as CSV or JSONL (by the file's suffix, `export_kind`).
 
     On an item marked identifying, unless `with_identifiers`, the item id,
     case id and the path of the file it was imported from (a CliniCARE trial
@@ -78,7 +99,7 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
     and ignores the other columns. Withheld items cannot be matched again, so
     export with identifiers to move such labels between databases."""
     n = 0
-    jsonl = out.suffix.lower() in (".jsonl", ".ndjson", ".json")
+    jsonl = export_kind(out) == "jsonl"
     with out.open("w", encoding="utf-8", newline="") as fh:
         writer = None if jsonl else csv.DictWriter(fh, fieldnames=ANNOTATION_COLUMNS)
         if writer:
@@ -103,21 +124,25 @@ def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple
     With `rater`, that reviewer's labels. Without, the settled answer where
     one is in force (rater `adjudicated`; a withdrawn settlement is not),
     else the single human label where one reviewer answered, else the
-    majority; ties are left out and reported in the second return value."""
+    majority; ties are left out and reported in the second return value.
+    A `rater` with no label on the question is an ExportError naming those
+    who have labels (a mistyped name is not an empty export)."""
     book = codebook(CAREBENCH)
     if rater:
-        cond, params = "r.name = ?", [rater]
+        cond, params = "r.name = ?", [CAREBENCH_QUESTION, rater]
     else:
-        cond, params = "(r.kind = 'human' OR r.name = ?)", [ADJUDICATED]
+        cond, params = "(r.kind = 'human' OR r.name = ?)", [CAREBENCH_QUESTION, ADJUDICATED]
     rows = store.query(
         f"""SELECT i.uid, c.value, r.name FROM current_annotations c
             JOIN items i ON i.id = c.item_id JOIN raters r ON r.id = c.rater_id
             JOIN questions q ON q.id = c.question_id
-            WHERE q.key = 'carebench.escalation_needed' AND c.status = 'answered'
+            WHERE q.key = ? AND c.status = 'answered'
               AND c.target = '' AND {cond}
             ORDER BY i.id""",
         params,
     )
+    if rater and not rows:
+        raise ExportError(_no_labels(rater, raters_with_carebench_labels(store)))
     by_item: dict[str, Counter] = {}
     settled: dict[str, str] = {}
     for uid, value, name in rows:
@@ -139,10 +164,35 @@ def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple
     return labels, ties
 
 
+def raters_with_carebench_labels(store: Store) -> list[str]:
+    """Raters with at least one CARE-Bench label in force, by name."""
+    return [name for (name,) in store.query(
+        """SELECT DISTINCT r.name FROM current_annotations c
+           JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id
+           WHERE q.key = ? AND c.status = 'answered' AND c.target = ''
+           ORDER BY r.name""", (CAREBENCH_QUESTION,))]
+
+
+def _no_labels(rater: str, raters: list[str], shown: int = 12) -> str:
+    if not raters:
+        return f"{rater!r} has no label on {CAREBENCH_QUESTION}; no rater has one yet"
+    names = ", ".join(raters[:shown]) + (f" and {len(raters) - shown} more" if len(raters) > shown else "")
+    return f"{rater!r} has no label on {CAREBENCH_QUESTION}; raters who have: {names}"
+
+
 def export_carebench_labels(store: Store, out: Path, rater: str | None = None) -> tuple[int, list[str]]:
+    """Write `carebench_labels` as `prefix_id,predicted_label` CSV, or as JSONL
+    objects with those two fields (by the file's suffix, `export_kind`).
+    Nothing is written when the extension or the rater is refused."""
+    kind = export_kind(out)
     labels, ties = carebench_labels(store, rater)
     with out.open("w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["prefix_id", "predicted_label"])
-        w.writerows(labels)
+        if kind == "jsonl":
+            for prefix_id, label in labels:
+                fh.write(json.dumps({"prefix_id": prefix_id, "predicted_label": label},
+                                    ensure_ascii=False) + "\n")
+        else:
+            w = csv.writer(fh)
+            w.writerow(["prefix_id", "predicted_label"])
+            w.writerows(labels)
     return len(labels), ties
