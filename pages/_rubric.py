@@ -208,7 +208,24 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
 def _leave_round_item(round_id: int | None) -> None:
     for key in [k for k in st.session_state if str(k).endswith(f"_item:r{round_id}")]:
         del st.session_state[key]
+    _leave_item_in_url()
+
+
+def _leave_item_in_url() -> None:
+    """The URL stops naming the item, and the step of it (an agent run's
+    `?step=`): the next item opens at its own first step, not at this one's."""
     st.query_params.pop("item", None)
+    st.query_params.pop("step", None)
+
+
+def flag_button(reviewer: Reviewer, item_id: int, where: Any = st, width: str = "stretch") -> None:
+    """Flag (F): mark the item to come back to, or Unflag it. Every item has it,
+    whether or not it asks anything."""
+    flagged = is_flagged(store(), reviewer.id, item_id)
+    where.button("Unflag" if flagged else "Flag", key="rv_flag", shortcut="F", width=width,
+                 icon=":material/flag:", type="primary" if flagged else "secondary",
+                 on_click=_flag, args=(reviewer, item_id, not flagged),
+                 help="Mark this item to come back to (yours alone; Browse can list flagged items)")
 
 
 # -- layout -------------------------------------------------------------------------
@@ -291,14 +308,16 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               mine: dict[int, MyAnswer], revealed: dict[int, list[RaterVerdict]], *,
               mode: str, started_key: str, show_scores: bool = False,
               list_height: int | None = None, read_only: bool = False,
-              round_id: int | None = None, reference_shown: bool = False) -> None:
+              round_id: int | None = None, reference_shown: bool = False,
+              flag: bool = True) -> None:
     """The whole rubric of one item: answer, commit, and after commit the reveal.
     `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
     long list of criteria scrolls in a pane `list_height` pixels high. With
     `read_only` (nothing to grade) the criteria are shown for reference. In a
     review round (`round_id`) the commit takes the reviewer's place on the item.
     `reference_shown`: a reference answer is on the page (answers given now are
-    given after a reveal)."""
+    given after a reveal). `flag`: draw the Flag button (F) under the commit
+    (False when the page draws it elsewhere, see `flag_button`)."""
     restored = _seed_drafts(reviewer, item_id, questions, mine)
     if restored:
         st.caption(f"Your uncommitted verdicts were restored (saved {restored[:16].replace('T', ' ')}"
@@ -396,7 +415,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
               help="Record your answers" + (
                   "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
-    row = st.columns([3, 2], vertical_alignment="center")
+    row = st.columns([3, 2], vertical_alignment="center") if flag else [st]
     committed = sum(1 for q in questions if q.id in mine)
     if committed < len(questions):
         row[0].caption(f"{answered} of {len(questions)} answered, {committed} committed · "
@@ -405,11 +424,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     else:
         row[0].caption(f"All {len(questions)} committed · a changed answer is kept as a revision"
                        + ("" if mode == BLIND else " after the reveal"))
-    flagged = is_flagged(store(), reviewer.id, item_id)
-    row[1].button("Unflag" if flagged else "Flag", key="rv_flag", shortcut="F", width="stretch",
-                  icon=":material/flag:", type="primary" if flagged else "secondary",
-                  on_click=_flag, args=(reviewer, item_id, not flagged),
-                  help="Mark this item to come back to (yours alone; Browse can list flagged items)")
+    if flag:
+        flag_button(reviewer, item_id, row[1])
     if show_scores and any(q.id in mine for q in criteria):
         _scores(questions, mine, revealed, reviewer.name)
     _agreement_line(criteria, mine, revealed)
@@ -491,7 +507,7 @@ def _next_in_round(prefix: str) -> None:
     """Leave the item open in this round; the page then takes the next one."""
     round_id = st.session_state.get(f"{prefix}_round")
     st.session_state.pop(f"{prefix}_item:r{round_id}", None)
-    st.query_params.pop("item", None)
+    _leave_item_in_url()
 
 
 def next_in_round_button(prefix: str, label: str, reviewed: bool, noun: str) -> None:
@@ -532,7 +548,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     if st.session_state.get(filter_key) != (filt, scope):
         if filter_key in st.session_state:  # the filter or round changed: start from its queue
             st.session_state.pop(item_key, None)
-            st.query_params.pop("item", None)
+            _leave_item_in_url()
         st.session_state[filter_key] = (filt, scope)
 
     head_l, head_r = st.columns(list(title_ratio), vertical_alignment="bottom")
@@ -594,7 +610,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     screen = opener(db, reviewer.id, item_id, review_mode)
     if screen is None:
         st.session_state.pop(item_key, None)
-        st.query_params.pop("item", None)
+        _leave_item_in_url()
         st.rerun()
     st.session_state[item_key] = item_id
     st.session_state[uid_key] = screen.header.uid

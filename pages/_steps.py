@@ -1,5 +1,7 @@
 """How an agent run is shown: one step, the timeline of the whole run, the
-dialogue, the final answer and an embedded subagent run.
+dialogue, the final answer and an embedded subagent run (inline, under the
+result that delegated to it: a dialog over the page would leave the page's
+keys marking the run hidden behind it).
 
 Layout only. Text from the data is never HTML: messages go through
 `show_text` (safe Markdown), tool arguments through `st.json`, commands and
@@ -125,21 +127,41 @@ def _result(result: ResultView, key: str, item_id: int | None) -> None:
             where = ref.path or name or "unknown"
             st.caption(f"Delegated to a subagent run: {code_span(where)}"
                        + ("" if ref.embedded_index is not None else " (kept outside this file)"))
-        elif st.button(f"Open subagent run {safe_markdown(name)}" if name else "Open subagent run",
-                       key=f"sub:{key}:{ref.embedded_index}", icon=":material/account_tree:"):
-            subagent_dialog(item_id, ref.embedded_index)
+        else:
+            open_key = subagent_key(item_id, key, ref.embedded_index)
+            shown = bool(st.session_state.get(open_key))
+            words = ("Close" if shown else "Open") + " subagent run"
+            st.button(f"{words} {safe_markdown(name)}" if name else words,
+                      key=f"sub:{key}:{ref.embedded_index}", icon=":material/account_tree:",
+                      type="primary" if shown else "secondary", on_click=_toggle, args=(open_key,))
+            if shown:
+                subagent_run(item_id, ref.embedded_index, name)
 
 
-@st.dialog("Subagent run", width="large", position="right")
-def subagent_dialog(item_id: int, index: int) -> None:
+def subagent_key(item_id: int, key: str, index: int) -> str:
+    """Session key: the subagent run `index`, delegated to from the result `key`, is open."""
+    return f"sub_open:{item_id}:{key}:{index}"
+
+
+def _toggle(state_key: str) -> None:
+    st.session_state[state_key] = not st.session_state.get(state_key)
+
+
+def subagent_run(item_id: int, index: int, name: str | None) -> None:
+    """An embedded subagent run, read in place under the result that delegated to
+    it. It is context for the step: marks and verdicts stay on the run under review."""
     view = load_subagent(store(), item_id, index)
-    if view is None:
-        st.warning("This subagent run is not embedded in the trajectory.")
-        return
-    agent = " · ".join(safe_markdown(str(v)) for v in view.agent.values())
-    st.caption(f"{len(view.steps)} steps" + (f" · {agent}" if agent else ""))
-    for step in view.steps:
-        with st.container(border=True):
+    with st.container(border=True, key=f"subagent_{item_id}_{index}"):
+        if view is None:
+            st.warning("This subagent run is not embedded in the trajectory.")
+            return
+        agent = " · ".join(safe_markdown(str(v)) for v in view.agent.values())
+        st.markdown(f"**Subagent run {code_span(name)}**" if name else "**Subagent run**")
+        st.caption(f"{len(view.steps)} steps" + (f" · {agent}" if agent else "")
+                   + " · part of this step: your marks and verdicts stay on the run under review")
+        for n, step in enumerate(view.steps):
+            if n:
+                st.divider()
             show_step(step, view, key=f"subagent:{index}", item_id=None, compact=True)
 
 

@@ -4,7 +4,8 @@ verifiers until committed, then shown beside them.
 
 Keys: Left / Right previous and next step; 0-6 pick an error type for the
 step, Shift+1..5 its severity, M saves the mark; Y / N / U answer the current
-criterion, Up / Down move between criteria, Ctrl+Enter commits.
+criterion, Up / Down move between criteria, Ctrl+Enter commits; F flags the run.
+A step mark begun and not saved is a draft in the database, like a verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import streamlit as st
 
-from pages._rubric import checklist, next_in_round_button, open_from_queue
+from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
     code_span,
@@ -25,6 +26,7 @@ from pages._steps import (
     timeline,
 )
 from review.blinding import DEFAULT_MODE
+from review.drafts import drop_step_draft, load_step_draft, save_step_draft
 from review.rounds import full_text, late_for_round
 from review.rubric_review import (
     NO_ERROR,
@@ -38,6 +40,8 @@ from review.rubric_review import (
     open_run,
     severity_levels,
     step_codebook,
+    step_marks,
+    step_question_id,
 )
 from review.text import safe_markdown
 
@@ -60,11 +64,16 @@ head, view = screen.header, screen.view
 started_key = f"trj_started:{item_id}"
 
 # -- the step shown -----------------------------------------------------------------
-step_key = f"trj_step:{item_id}"
-if step_key not in st.session_state:
-    asked = st.query_params.get("step")
+# The URL's ?step= is followed when the run is first opened in this session and
+# whenever it differs from the step this page last wrote there (a link to a step
+# of a run already open, e.g. from Adjudicate); otherwise the session's step holds.
+step_key, url_step_key = f"trj_step:{item_id}", f"trj_url_step:{item_id}"
+asked = st.query_params.get("step")
+if step_key not in st.session_state or (
+        asked and asked != st.session_state.get(url_step_key)):
     st.session_state[step_key] = next(
-        (s.index for s in view.steps if asked and str(s.step_id) == asked), 0)
+        (s.index for s in view.steps if asked and str(s.step_id) == asked),
+        st.session_state.get(step_key, 0))
 last = max(len(view.steps) - 1, 0)
 current = min(st.session_state[step_key], last)
 
@@ -91,8 +100,10 @@ def on_timeline() -> None:
 
 
 step = view.steps[current] if view.steps else None
-if step is not None and st.query_params.get("step") != str(step.step_id):
-    st.query_params["step"] = str(step.step_id)
+if step is not None:
+    if st.query_params.get("step") != str(step.step_id):
+        st.query_params["step"] = str(step.step_id)
+    st.session_state[url_step_key] = str(step.step_id)
 
 # -- the run at a glance --------------------------------------------------------------
 position, total = item_position(db, item_id, filt)
@@ -128,6 +139,7 @@ with st.container(horizontal=True, gap="small", key="trj_runs"):
                   on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
         st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+    flag_button(reviewer, item_id, width="content")  # every run, with criteria or without
 
 tl = view.timeline
 counts = tl.counts
@@ -159,6 +171,33 @@ if flash:
 # -- marking a step -------------------------------------------------------------------
 book = step_codebook(db)  # the version in force: the one a mark records
 levels = {lv["level"]: lv for lv in severity_levels(db)}
+step_qid = step_question_id(db)
+
+
+def mark_keys(sid: int) -> tuple[str, str, str]:
+    """Session keys of a step mark being made: error type, severity, note. Per
+    reviewer: another reviewer in this browser never inherits a half-made mark."""
+    return (f"trj_err:{reviewer.id}:{item_id}:{sid}", f"trj_sev:{reviewer.id}:{item_id}:{sid}",
+            f"trj_note:{reviewer.id}:{item_id}:{sid}")
+
+
+def keep_step_draft(sid: int) -> None:
+    """Keep the mark begun on step `sid` as a draft in the database (a reload, a
+    closed tab or another browser brings it back), or drop the draft when it is
+    back to the saved mark or to nothing. Saving the mark removes it."""
+    if step_qid is None:
+        return
+    err_key, sev_key, note_key = mark_keys(sid)
+    err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
+    note = (st.session_state.get(note_key) or "").strip()
+    s = store()
+    saved = step_marks(s, reviewer.id, item_id).get(sid)
+    if (saved is not None and (saved.error, saved.severity, saved.note or "") == (
+            err, None if err == NO_ERROR else sev, note)) or (
+            saved is None and err is None and not note):
+        drop_step_draft(s, reviewer, item_id, step_qid, sid)
+    else:
+        save_step_draft(s, reviewer, item_id, step_qid, sid, err, sev, note or None)
 
 
 def save_mark(sid: int) -> None:
@@ -185,6 +224,7 @@ def save_mark(sid: int) -> None:
 
 def pick(name: str, sid: int, value: object) -> None:
     st.session_state[f"trj_{name}:{reviewer.id}:{item_id}:{sid}"] = value
+    keep_step_draft(sid)
 
 
 SOURCE_WORDS = {"system": "system prompt", "user": "task as given", "patient": "patient's reply"}
@@ -193,14 +233,20 @@ SOURCE_WORDS = {"system": "system prompt", "user": "task as given", "patient": "
 def mark_panel(sid: int) -> None:
     """Error type (keys 0-6), severity (Shift+1..5), note, save (M)."""
     saved = screen.marks.get(sid)
-    # Per reviewer: another reviewer in this browser never inherits a half-made mark.
-    err_key, sev_key, note_key = (f"trj_err:{reviewer.id}:{item_id}:{sid}",
-                                  f"trj_sev:{reviewer.id}:{item_id}:{sid}",
-                                  f"trj_note:{reviewer.id}:{item_id}:{sid}")
-    if saved is not None and err_key not in st.session_state:
-        st.session_state[err_key] = saved.error
-        st.session_state[sev_key] = saved.severity
-        st.session_state.setdefault(note_key, saved.note or "")
+    err_key, sev_key, note_key = mark_keys(sid)
+    restored_key = f"trj_restored:{reviewer.id}:{item_id}:{sid}"
+    if err_key not in st.session_state:
+        # The mark begun and not saved (a draft in the database), else the saved one.
+        draft = load_step_draft(db, reviewer.id, item_id, step_qid, sid) if step_qid else None
+        if draft is not None:
+            st.session_state[err_key] = draft.error
+            st.session_state[sev_key] = draft.severity
+            st.session_state.setdefault(note_key, draft.note or "")
+            st.session_state[restored_key] = draft.updated_at
+        elif saved is not None:
+            st.session_state[err_key] = saved.error
+            st.session_state[sev_key] = saved.severity
+            st.session_state.setdefault(note_key, saved.note or "")
     err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
     with st.container(border=True, key="trj_mark"):
         if saved is None:
@@ -232,9 +278,16 @@ def mark_panel(sid: int) -> None:
         unchanged = saved is not None and saved.error == err and saved.severity == (
             None if err == NO_ERROR else sev) and (saved.note or "") == (
             st.session_state.get(note_key) or "")
+        if unchanged:
+            st.session_state.pop(restored_key, None)
+        elif st.session_state.get(restored_key):
+            st.caption(f"Your unsaved mark on step {sid} was restored (kept "
+                       f"{st.session_state[restored_key][:16].replace('T', ' ')} UTC); "
+                       "save it (M) when you are ready.")
         row = st.columns([3, 2], vertical_alignment="center")
         row[0].text_input("Note", key=note_key, label_visibility="collapsed",
-                          placeholder="Note on this step (optional)", persist_state="session")
+                          placeholder="Note on this step (optional)", persist_state="session",
+                          on_change=keep_step_draft, args=(sid,))
         row[1].button(f"Save step {sid}", key="trj_save_mark", shortcut="M",
                       help=f"Save the mark on step {sid} (M)",
                       type="primary", width="stretch", disabled=not ready or unchanged,
@@ -287,4 +340,4 @@ with right:
     else:
         checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
                   mode=opened.mode, started_key=started_key, list_height=560,
-                  round_id=opened.round_id)
+                  round_id=opened.round_id, flag=False)

@@ -512,3 +512,15 @@ def m009_imports_filled_in(db: Database) -> None:
 ALTER TABLE imports ADD COLUMN n_completed INTEGER NOT NULL DEFAULT 0;
 """
     )
+
+
+@migrations()
+def m010_draft_severity(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A step mark begun: the severity picked (1 negligible .. 5 critical) beside
+-- the error type (value) and the note (rationale), until the mark is saved.
+ALTER TABLE drafts ADD COLUMN severity INTEGER CHECK (severity IS NULL OR severity BETWEEN 1 AND 5);
+"""
+    )

@@ -8,7 +8,7 @@ import pytest
 from review.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
-from tests.review_fixtures import IMG, KB_UID, SCRIPT, import_all
+from tests.review_fixtures import HARBOR_UID, IMG, KB_UID, SCRIPT, import_all
 
 pytestmark = pytest.mark.browser
 REVIEWER = "Dr. Keys"
@@ -165,3 +165,27 @@ def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db):
         wait_text(second, "Committed 3 answers.")
         got = [a[1:3] for a in mine(db, "a.target = ''")]
         assert got == [("answered", "met"), ("answered", "not_met"), ("cannot_assess", None)]
+
+
+def test_a_subagent_run_is_read_in_place_and_the_keys_act_on_what_is_in_view(db):
+    """A subagent run opens under the result that delegated to it, not in a
+    dialog over the page: no key acts on a run hidden behind it. Y answers the
+    run's criterion in plain view, and the subagent run stays open."""
+    child = "Child agent: the chart shows no fever."
+    with running_app(db) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 1400})
+        page.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={HARBOR_UID}&step=3")
+        wait_text(page, "step 3 of 4")
+        ready_for_keys(page)
+        page.get_by_role("button", name="Open subagent run child-1").click()
+        page.get_by_text(child).wait_for()
+        wait_for_app(page)
+        assert page.get_by_test_id("stDialog").count() == 0, "a dialog covers the run under review"
+        assert page.locator(".st-key-trj_step").get_by_text(child).is_visible()
+        press(page, "y")
+        wait_text(page, "Commit 1 answer")
+        main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")
+        assert child in main and page.get_by_test_id("stDialog").count() == 0
+        page.get_by_role("button", name="Close subagent run child-1").click()
+        wait_for_app(page)
+        assert child not in page.get_by_test_id("stMain").inner_text().replace("\u2060", "")
