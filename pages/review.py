@@ -412,30 +412,35 @@ with right:
                   icon=":material/flag:", type="primary" if flagged else "secondary",
                   on_click=on_flag, args=(item.id, not flagged),
                   help="Mark the item for a second look")
-    nav = st.columns(3)
+    nav = st.columns(2)
     nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
                   width="stretch", on_click=on_open, args=(earlier,), disabled=earlier is None)
-    withdraws = current is not None and current.status != "skipped"
-    with nav[1].popover("Skip", icon=":material/skip_next:", width="stretch"):
-        if withdraws:
-            st.caption("You answered this item: skipping it withdraws your answer, which then "
-                       "counts nowhere (it stays in the item's history). To change it, choose "
-                       "another label instead.")
-        st.text_input("Why skip?", key=f"skip_reason:{item.id}",
-                      placeholder="e.g. outside my specialty")
-        st.button("Withdraw my answer and skip" if withdraws else "Skip this item", key="skip",
-                  on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
-                  type="primary" if withdraws else "secondary")
     if this_round is not None and later is None:
         # Past my last round item: the round's next item for me, once this one is done
         # (until then the round keeps giving me this one).
         waiting = current is None
-        nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+        nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
                       width="stretch", on_click=_advance_from, args=(item.id,), disabled=waiting,
                       help="Answer or skip this item to get the round's next one" if waiting else None)
     else:
-        nav[2].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+        nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
                       width="stretch", on_click=on_open, args=(later,), disabled=later is None)
+    # Skipping, in place (not in a popover: opening one left the focus on its button, so
+    # a reason typed next was read as shortcuts - a digit answered, F flagged).
+    withdraws = current is not None and current.status != "skipped"
+    if withdraws:
+        st.caption("You answered this item: skipping it withdraws your answer, which then "
+                   "counts nowhere (it stays in the item's history). To change it, choose "
+                   "another label instead.")
+    skip = st.columns([3, 2], vertical_alignment="bottom")
+    skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}", label_visibility="collapsed",
+                       placeholder="Why skip it?")
+    skip[1].button("Withdraw and skip" if withdraws else "Skip", key="skip",
+                   icon=":material/skip_next:", width="stretch",
+                   on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
+                   type="primary" if withdraws else "secondary",
+                   help="Withdraw my answer and pass over this item" if withdraws
+                   else "Pass over this item, with the reason typed beside")
 
     if current is not None:
         with st.container(border=True):

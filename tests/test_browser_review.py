@@ -171,3 +171,30 @@ def test_add_and_switch_while_working_as_someone_makes_the_new_reviewer_current(
         wait_for_progress(page, "1 of 85")
     assert [a[0] for a in answers_of(demo_copy, "Dr. Hand C")] == ["demo_case_0001_r01"]
     assert answers_of(demo_copy, "Dr. Hand A") == []
+
+
+def test_a_skip_reason_typed_is_a_reason_not_shortcuts(demo_copy):
+    """The reason box sits on the screen: typing "Foreign language 2" in it
+    neither flags the item (F) nor answers it (2); Skip passes over it."""
+    from review.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Skipper")
+    s.close()
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/?reviewer=Dr.+Skipper")
+        wait_for_app(page)
+        box = page.get_by_placeholder("Why skip it?")
+        box.click()
+        page.keyboard.type("Foreign language 2", delay=60)
+        page.get_by_role("button", name="Skip", exact=True).click()
+        wait_for_progress(page, "1 of 85")
+    s = open_store(demo_copy)
+    rows = [tuple(r) for r in s.query(
+        "SELECT a.status, a.value, a.rationale FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " WHERE r.name = 'Dr. Skipper'")]
+    flags = s.scalar("SELECT COUNT(*) FROM flags f JOIN raters r ON r.id = f.rater_id"
+                     " WHERE r.name = 'Dr. Skipper'")
+    s.close()
+    assert rows == [("skipped", None, "Foreign language 2")] and flags == 0

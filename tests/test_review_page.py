@@ -177,7 +177,7 @@ def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
     app.button(key="label:0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
     app.button(key="reopen_last").click().run()
     skip = app.button(key="skip")
-    assert skip.label == "Withdraw my answer and skip"
+    assert skip.label == "Withdraw and skip"
     assert any("skipping it withdraws your answer" in c.value for c in app.caption)
     app.text_input(key="skip_reason:1").input("answered the wrong case")
     app.button(key="skip").click().run()
@@ -185,4 +185,4 @@ def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
     assert [a[3] for a in human_answers(demo_copy)] == ["answered", "skipped"]
     assert "1 of 85 answered by you · 1 of them skipped" in app.get("progress")[0].proto.text
     # An item not yet answered is skipped with the plain words.
-    assert app.button(key="skip").label == "Skip this item"
+    assert app.button(key="skip").label == "Skip"
