@@ -44,6 +44,8 @@ rounds = list_rounds(db)
 st.subheader("Rounds", anchor=False)
 if "rounds_flash" in st.session_state:  # said before the rerun that shows the new round
     st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
+if "rounds_warning" in st.session_state:
+    st.warning(st.session_state.pop("rounds_warning"), icon=":material/group_add:")
 if rounds:
     st.dataframe(
         [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or question_words(r.question_key),
@@ -113,6 +115,11 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                           "Graded conversations" if is_rubric_round(question) else "Review")
                 st.session_state["rounds_flash"] = (
                     f"Round created (id {rid}). Reviewers find it on the {screen} screen.")
+                people = len(list_reviewers(db))
+                if int(k) > people:  # people may still join (a server's sign-ins), so not refused
+                    st.session_state["rounds_warning"] = (
+                        f"It asks {int(k)} reviewers per item and there are {people} people here: "
+                        "no item can be completed, nor adjudicated, until more join.")
                 st.rerun()
 
 st.subheader("People", anchor=False)

@@ -108,6 +108,14 @@ def grant_role(store: Store, admin: Reviewer, name: str, role: str) -> Reviewer:
     if target.id == admin.id and role != "admin":
         raise ValueError("an admin cannot take their own admin role away")
     with store.transaction() as conn:
+        # Again, under the write lock: the admin may have been demoted meanwhile, and
+        # no grant may leave the database without an admin.
+        if conn.execute("SELECT role FROM raters WHERE id = ?", (admin.id,)).fetchone()[0] != "admin":
+            raise ValueError("only an admin can grant roles (yours was changed meanwhile)")
+        admins = conn.execute(f"SELECT COUNT(*) FROM raters WHERE {PEOPLE} AND role = 'admin'"
+                              " AND id != ?", (target.id,)).fetchone()[0]
+        if role != "admin" and admins == 0:
+            raise ValueError("that would leave no admin: make someone else an admin first")
         conn.execute("UPDATE raters SET role = ? WHERE id = ?", (role, target.id))
         store.audit(admin.name, "grant_role", "raters", target.id, {"role": target.role},
                     {"role": role})

@@ -93,6 +93,11 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
+    twin = next((r.name for r in list_rounds(store)
+                 if r.name.casefold() == spec.name.strip().casefold()), None)
+    if twin is not None:
+        raise RoundError(f"a round named {twin!r} exists already (the names differ only in"
+                         " capitals): choose another name")
     if spec.reviewers_per_item < 1:
         raise RoundError("each item needs at least one reviewer")
     if spec.overlap_share is not None and not 0 <= spec.overlap_share <= 1:
@@ -153,10 +158,10 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     for ids in strata.values():
         rng.shuffle(ids)
     if spec.limit:
-        # Proportional allocation, at least one per stratum while any remain.
-        total = len(rows)
+        # Proportional allocation that adds up to exactly the limit (or every item).
+        sizes = _apportion(min(spec.limit, len(rows)), {k: len(v) for k, v in strata.items()})
         for key, ids in strata.items():
-            strata[key] = ids[: max(1, round(spec.limit * len(ids) / total))]
+            strata[key] = ids[: sizes[key]]
     # Interleave strata so that a half-done round is balanced across them.
     order: list[tuple[int, str]] = []
     queues = {k: list(v) for k, v in sorted(strata.items())}
@@ -169,9 +174,13 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     k = spec.reviewers_per_item
     overlap: set[int] = set()
     if spec.overlap_share is not None:
-        for key in strata:
-            chosen = [i for i, s in order if s == key]
-            overlap.update(chosen[: round(len(chosen) * spec.overlap_share)])
+        # The share of the whole round, split across strata (rounding each stratum alone
+        # lost it: half of four one-item strata was none).
+        chosen = {key: [i for i, s in order if s == key] for key in strata}
+        wanted = _apportion(round(len(order) * spec.overlap_share),
+                            {k: len(v) for k, v in chosen.items()})
+        for key, ids in chosen.items():
+            overlap.update(ids[: wanted[key]])
     with store.transaction() as conn:
         try:
             cur = conn.execute(
@@ -198,6 +207,40 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         store.audit(admin.name, "create_round", "review_rounds", round_id, None,
                     {**asdict(spec), "items": len(order)})
     return round_id
+
+
+def _apportion(total: int, sizes: dict[str, int]) -> dict[str, int]:
+    """`total` split across groups in proportion to their sizes (largest
+    remainder), never more than a group holds; sums to `total` (or to all
+    there is). Each group gets one first while the total allows, so that no
+    stratum is left out of a small round."""
+    total = min(total, sum(sizes.values()))
+    out = {k: 0 for k in sizes}
+    if total <= 0:
+        return out
+    keys = sorted(sizes)
+    if total >= len([k for k in keys if sizes[k]]):
+        for k in keys:
+            out[k] = 1 if sizes[k] else 0
+    left = total - sum(out.values())
+    whole = sum(sizes.values())
+    shares = {k: left * sizes[k] / whole for k in keys}
+    for k in keys:
+        out[k] += min(int(shares[k]), sizes[k] - out[k])
+    rest = total - sum(out.values())
+    for k in sorted(keys, key=lambda k: (-(shares[k] - int(shares[k])), k)):
+        if rest <= 0:
+            break
+        room = sizes[k] - out[k]
+        if room > 0:
+            out[k] += 1
+            rest -= 1
+    while rest > 0:  # rounding left room only in some groups
+        for k in keys:
+            if rest and out[k] < sizes[k]:
+                out[k] += 1
+                rest -= 1
+    return out
 
 
 def list_rounds(store: Store) -> list[RoundInfo]:

@@ -569,3 +569,34 @@ def test_a_run_that_asks_nothing_as_a_whole_completes_its_round_review_with_step
     assert s.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 1
     assert reserve_next_item(s, rid, me) not in (run, None)
     s.close()
+
+
+@pytest.mark.parametrize("limit", [6, 17, 22])
+def test_a_round_of_n_items_has_n_items_when_more_match(demo, limit):
+    rid = create_round(demo, RoundSpec(f"n{limit}", Q, limit=limit), admin(demo))
+    assert demo.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,)) == limit
+
+
+def test_the_overlap_share_is_of_the_whole_round_however_it_is_stratified(demo):
+    rid = create_round(demo, RoundSpec("half", Q, limit=4, overlap_share=0.5), admin(demo))
+    needs = [r[0] for r in demo.query(
+        "SELECT answers_needed FROM round_items WHERE round_id = ?", (rid,))]
+    assert sorted(needs) == [1, 1, 2, 2]  # four one-item strata: half of them doubled, not none
+    rid = create_round(demo, RoundSpec("quarter", Q, limit=12, overlap_share=0.25), admin(demo))
+    assert demo.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ? AND answers_needed = 2",
+                       (rid,)) == 3
+
+
+def test_round_names_differing_only_in_capitals_are_refused(demo):
+    create_round(demo, RoundSpec("Validation", Q, limit=2), admin(demo))
+    with pytest.raises(RoundError, match="differ only in capitals"):
+        create_round(demo, RoundSpec("validation", Q, limit=2), admin(demo))
+
+
+def test_no_grant_leaves_the_database_without_an_admin(demo):
+    first = admin(demo)
+    second = grant_role(demo, first, "Dr. Sam Rivera", "admin")
+    grant_role(demo, second, "Jordan Lee", "reviewer")  # second demotes first ...
+    with pytest.raises(ValueError, match="only an admin"):  # ... whose screen still says admin
+        grant_role(demo, first, "Dr. Sam Rivera", "reviewer")
+    assert demo.scalar("SELECT role FROM raters WHERE name = 'Dr. Sam Rivera'") == "admin"

@@ -430,3 +430,15 @@ def test_the_prompt_versions_offered_follow_the_llm_task(demo_copy, monkeypatch)
     assert versions.options and all(v.startswith("judge") for v in versions.options)
     formats = next(sb for sb in at.selectbox if sb.label == "Format").options
     assert "harbor" not in formats and "carebench-prefixes" in formats  # folders come by the CLI
+
+
+def test_a_round_asking_more_reviewers_than_there_are_people_says_so(demo_copy, monkeypatch):
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/rounds.py").run()
+    at.text_input[0].input("Too many")
+    next(n for n in at.number_input if n.label.startswith("Reviewers per item")).set_value(10)
+    at.button[0].click()  # the form's submit button
+    at.run()
+    assert not at.exception
+    assert any("10 reviewers per item" in w.value and "no item can be completed" in w.value
+               for w in at.warning)
