@@ -654,10 +654,11 @@ def labels_opened(store: Store, reviewer_id: int) -> tuple[int, int, int] | None
     """The `labels_mark` this reviewer's last choice to see every rater's
     labels covered; None if they never chose to (or chose before choices
     recorded all of what they covered: they are asked about everything again)."""
-    row = store.query_one(
+    row = store.query_one(  # the action spelled out: it is what the partial index covers
         "SELECT " + ", ".join(f"json_extract(a.new, '$.{k}')" for k in MARK_KEYS) +
-        " FROM audit_log a JOIN raters r ON r.name = a.actor WHERE r.id = ? AND a.action = ?"
-        " ORDER BY a.id DESC LIMIT 1", (reviewer_id, LABELS_OPENED))
+        f" FROM audit_log a WHERE a.action = '{LABELS_OPENED}'"
+        " AND a.actor = (SELECT name FROM raters WHERE id = ?) ORDER BY a.id DESC LIMIT 1",
+        (reviewer_id,))
     if row is None or any(v is None for v in row):
         return None
     return int(row[0]), int(row[1]), int(row[2])

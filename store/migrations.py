@@ -524,3 +524,16 @@ def m010_draft_severity(db: Database) -> None:
 ALTER TABLE drafts ADD COLUMN severity INTEGER CHECK (severity IS NULL OR severity BETWEEN 1 AND 5);
 """
     )
+
+
+@migrations()
+def m011_labels_opened_index(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A reviewer's choices to see every rater's labels (review.rubric_review.
+-- labels_opened), read on every answer they commit: found without walking
+-- the rest of their audit trail.
+CREATE INDEX audit_log_labels_opened ON audit_log (actor, id) WHERE action = 'labels_opened';
+"""
+    )
