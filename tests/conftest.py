@@ -69,6 +69,16 @@ def demo_copy(demo_db, tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def demo(demo_copy):
+    """The demo database's private copy, open (modules may override it)."""
+    from review.workspace import open_store
+
+    s = open_store(demo_copy)
+    yield s
+    s.close()
+
+
 def chromium_or_skip() -> str:
     if not os.path.exists(CHROMIUM):
         if os.environ.get("CARELENS_REQUIRE_BROWSER"):

@@ -117,3 +117,53 @@ def shown(markdown: str) -> str:
 
     text = markdown.replace("  \n", "\n").replace("&#58;", ":").replace("&#160;", " ")
     return re.sub(r"\\([" + re.escape(string.punctuation) + "])", r"\1", text).replace(WORD_JOINER, "")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`carelens ARGV...` in-process: (exit status, stdout, stderr). A traceback,
+    which a user would see instead of a message, fails the test."""
+    import pytest
+
+    import cli
+
+    try:
+        code = cli.main(list(argv))
+    except BaseException as exc:  # noqa: BLE001 - what the user would see as a traceback
+        pytest.fail(f"traceback instead of a message: {type(exc).__name__}: {exc}")
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line(err: str) -> str:
+    """A command line error as the user sees it: one line, `carelens: ...`."""
+    assert err.startswith("carelens: ") and err.count("\n") == 1, err
+    return err
+
+
+def open_app(page: str, reviewer: str | None, **params: str):
+    """The app (AppTest, the real script) on `page` as a new browser session
+    would open it from a link: as `reviewer`, with these query parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    if reviewer:
+        at.query_params["reviewer"] = reviewer
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def rows(path: Path, sql: str, params=()) -> list[tuple]:
+    """The rows of a query, on a connection of its own (the app holds another)."""
+    from review.workspace import open_store
+
+    s = open_store(path)
+    out = [tuple(r) for r in s.query(sql, params)]
+    s.close()
+    return out
+

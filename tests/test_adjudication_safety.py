@@ -31,13 +31,6 @@ Q = "carebench.escalation_needed"
 
 
 @pytest.fixture
-def demo(demo_copy):
-    s = open_store(demo_copy)
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def prefixes(store):
     from tests.helpers import write_prefixes
 

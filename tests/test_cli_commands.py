@@ -11,24 +11,9 @@ import json
 
 import pytest
 
-import cli
 from labels.triage import CAREBENCH_ORDER, METRIC_KEYS, rank_models, triage_metrics
 from review.workspace import open_store
-from tests.helpers import CODES, table_counts, write_jsonl
-
-
-def run(capsys, *argv):
-    try:
-        code = cli.main(list(argv))
-    except BaseException as exc:  # noqa: BLE001 - what the user would see as a traceback
-        pytest.fail(f"traceback instead of a message: {type(exc).__name__}: {exc}")
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(err: str) -> str:
-    assert err.startswith("carelens: ") and err.count("\n") == 1, err
-    return err
+from tests.helpers import CODES, one_line, run_cli, table_counts, write_jsonl
 
 
 def prefixes(folder, name: str, n: int = 3, bad_line: int | None = None):
@@ -49,7 +34,7 @@ def test_import_tries_every_file_and_says_what_became_of_each(tmp_path, capsys):
     db = tmp_path / "x.db"
     good, bad, third = (prefixes(tmp_path, "good"), prefixes(tmp_path, "bad", 5, bad_line=3),
                         prefixes(tmp_path, "third"))
-    code, out, err = run(capsys, "--db", str(db), "import", str(good), str(bad), str(third))
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(good), str(bad), str(third))
     assert code == 2
     assert items_named(db, "good") == 3 and items_named(db, "third") == 3
     assert items_named(db, "bad") == 0  # the bad file is its own transaction
@@ -63,9 +48,9 @@ def test_import_tries_every_file_and_says_what_became_of_each(tmp_path, capsys):
 def test_import_counts_a_file_already_imported_and_exits_0_when_none_is_refused(tmp_path, capsys):
     db = tmp_path / "x.db"
     good, other = prefixes(tmp_path, "good"), prefixes(tmp_path, "other")
-    code, out, err = run(capsys, "--db", str(db), "import", str(good))
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(good))
     assert code == 0 and err == "" and out.splitlines()[-1] == "1 imported, 0 refused"
-    code, out, err = run(capsys, "--db", str(db), "import", str(good), str(other))
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(good), str(other))
     assert code == 0 and err == ""
     assert out.splitlines() == [
         f"{good}: already imported as carebench-prefixes; nothing changed",
@@ -78,7 +63,7 @@ def test_import_counts_a_file_already_imported_and_exits_0_when_none_is_refused(
 def test_import_of_files_all_refused(tmp_path, capsys):
     db = tmp_path / "x.db"
     missing, bad = tmp_path / "missing.jsonl", prefixes(tmp_path, "bad", 2, bad_line=1)
-    code, out, err = run(capsys, "--db", str(db), "import", str(missing), str(bad))
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(missing), str(bad))
     assert code == 2 and out == "0 imported, 2 refused\n"
     assert err.splitlines() == [f"carelens: {missing}: no such file",
                                 err.splitlines()[1]]
@@ -90,10 +75,10 @@ def test_import_of_files_all_refused(tmp_path, capsys):
 
 def test_demo_refuses_a_database_holding_other_items(tmp_path, capsys):
     db = tmp_path / "real.db"
-    assert run(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    assert run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
     before = table_counts(open_store(db))
     files = tmp_path / "demo-files"
-    code, out, err = run(capsys, "--db", str(db), "demo", "--files", str(files))
+    code, out, err = run_cli(capsys, "--db", str(db), "demo", "--files", str(files))
     assert code == 2 and out == ""
     assert one_line(err) == (
         f"carelens: {db}: holds items that are not demo items (3 in carebench); the demo would "
@@ -101,7 +86,7 @@ def test_demo_refuses_a_database_holding_other_items(tmp_path, capsys):
         "--db, or add --force\n")
     assert table_counts(open_store(db)) == before and not files.exists()
     # `make run` calls `demo --if-empty` on whatever database the user has: still exit 0
-    code, out, err = run(capsys, "--db", str(db), "demo", "--if-empty")
+    code, out, err = run_cli(capsys, "--db", str(db), "demo", "--if-empty")
     assert code == 0 and err == "" and out == f"{db}: already holds items; demo not loaded\n"
     assert table_counts(open_store(db)) == before
 
@@ -110,19 +95,19 @@ def test_demo_tells_demo_items_from_others_by_their_dataset(demo_copy, tmp_path,
     """Demo items (dataset `demo`) do not stop the demo: loading it again changes
     nothing. One file of the user's (dataset `carebench`) does."""
     before = table_counts(open_store(demo_copy))
-    code, out, err = run(capsys, "--db", str(demo_copy), "demo", "--files", str(tmp_path / "d"))
+    code, out, err = run_cli(capsys, "--db", str(demo_copy), "demo", "--files", str(tmp_path / "d"))
     assert code == 0 and err == ""
     assert out.count("already imported") == len(out.splitlines()) > 5
     assert table_counts(open_store(demo_copy)) == before
-    assert run(capsys, "--db", str(demo_copy), "import", str(prefixes(tmp_path, "real")))[0] == 0
-    code, _, err = run(capsys, "--db", str(demo_copy), "demo", "--files", str(tmp_path / "d"))
+    assert run_cli(capsys, "--db", str(demo_copy), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    code, _, err = run_cli(capsys, "--db", str(demo_copy), "demo", "--files", str(tmp_path / "d"))
     assert code == 2 and "(3 in carebench)" in one_line(err)
 
 
 def test_demo_with_force_loads_beside_other_items(tmp_path, capsys):
     db = tmp_path / "real.db"
-    assert run(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
-    code, out, _ = run(capsys, "--db", str(db), "demo", "--force", "--files", str(tmp_path / "d"))
+    assert run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    code, out, _ = run_cli(capsys, "--db", str(db), "demo", "--force", "--files", str(tmp_path / "d"))
     assert code == 0 and "carebench-prefixes: 85 rows" in out
     assert items_named(db, "demo_") > 85 and items_named(db, "real") == 3
 
@@ -130,11 +115,11 @@ def test_demo_with_force_loads_beside_other_items(tmp_path, capsys):
 # -- triage-metrics --rank-by: a fixed list ------------------------------------------------
 
 def test_triage_metrics_refuses_an_unknown_metric_naming_the_allowed_ones(demo_copy, capsys):
-    code, out, err = run(capsys, "--db", str(demo_copy), "triage-metrics", "--rank-by", "bogus")
+    code, out, err = run_cli(capsys, "--db", str(demo_copy), "triage-metrics", "--rank-by", "bogus")
     assert code == 2 and out == ""
     assert "argument --rank-by: invalid choice: 'bogus'" in err
     assert all(f"'{key}'" in err for key in METRIC_KEYS)
-    code, out, _ = run(capsys, "--db", str(demo_copy), "triage-metrics", "--rank-by",
+    code, out, _ = run_cli(capsys, "--db", str(demo_copy), "triage-metrics", "--rank-by",
                        "missed_care", "--json")
     assert code == 0 and json.loads(out)["rank_by"] == "missed_care"
 
@@ -151,7 +136,7 @@ def test_the_metrics_a_ranking_may_be_by_are_the_metrics_there_are():
 def test_carebench_labels_are_written_as_jsonl_to_a_jsonl_file(demo_copy, tmp_path, capsys):
     as_csv, as_jsonl = tmp_path / "labels.csv", tmp_path / "labels.jsonl"
     for out in (as_csv, as_jsonl):
-        code, _, _ = run(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
+        code, _, _ = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
                          "--out", str(out))
         assert code == 0
     with as_csv.open(newline="", encoding="utf-8") as fh:
@@ -166,7 +151,7 @@ def test_carebench_labels_are_written_as_jsonl_to_a_jsonl_file(demo_copy, tmp_pa
 def test_an_export_to_another_extension_is_refused_and_nothing_written(demo_copy, tmp_path, capsys,
                                                                        what, name):
     out = tmp_path / name
-    code, stdout, err = run(capsys, "--db", str(demo_copy), "export", "--what", what,
+    code, stdout, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", what,
                             "--out", str(out))
     assert code == 2 and stdout == "" and not out.exists()
     assert one_line(err).startswith(f"carelens: {out}: cannot write ")
@@ -176,13 +161,13 @@ def test_an_export_to_another_extension_is_refused_and_nothing_written(demo_copy
 def test_an_export_of_a_rater_without_labels_is_refused_naming_those_with(demo_copy, tmp_path,
                                                                           capsys):
     out = tmp_path / "labels.csv"
-    code, stdout, err = run(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
+    code, stdout, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
                             "--rater", "Dr. Mei Tanka", "--out", str(out))
     assert code == 2 and stdout == "" and not out.exists()
     assert one_line(err) == (
         "carelens: 'Dr. Mei Tanka' has no label on carebench.escalation_needed; raters who have: "
         "Dr. Amara Okafor, Dr. Lukas Brenner, Dr. Mei Tanaka, carebench-gold\n")
-    code, stdout, _ = run(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
+    code, stdout, _ = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
                           "--rater", "Dr. Mei Tanaka", "--out", str(out))
     n = int(stdout.split(": ")[1].split()[0])
     assert code == 0 and n > 50 and len(out.read_text().splitlines()) == n + 1
@@ -191,7 +176,7 @@ def test_an_export_of_a_rater_without_labels_is_refused_naming_those_with(demo_c
 def test_an_export_of_an_empty_database_names_no_raters(tmp_path, capsys):
     db = tmp_path / "empty.db"
     open_store(db).close()
-    code, _, err = run(capsys, "--db", str(db), "export", "--what", "carebench-labels",
+    code, _, err = run_cli(capsys, "--db", str(db), "export", "--what", "carebench-labels",
                        "--rater", "Dr A", "--out", str(tmp_path / "l.csv"))
     assert code == 2 and one_line(err) == (
         "carelens: 'Dr A' has no label on carebench.escalation_needed; no rater has one yet\n")
@@ -199,6 +184,6 @@ def test_an_export_of_an_empty_database_names_no_raters(tmp_path, capsys):
 
 def test_rater_is_refused_for_an_annotations_export(demo_copy, tmp_path, capsys):
     out = tmp_path / "a.csv"
-    code, _, err = run(capsys, "--db", str(demo_copy), "export", "--what", "annotations",
+    code, _, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "annotations",
                        "--rater", "Dr. Mei Tanaka", "--out", str(out))
     assert code == 2 and not out.exists() and "--rater is for --what carebench-labels" in one_line(err)

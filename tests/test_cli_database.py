@@ -10,24 +10,14 @@ import pytest
 
 import cli
 from review.workspace import open_store
-from tests.helpers import write_jsonl
+from tests.helpers import one_line, run_cli, write_jsonl
 
 PREFIX = {"prefix_id": "meb_v1_case_0001_r01", "input_patient_turns": ["x"],
           "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}
 
 
-def run(capsys, *argv):
-    try:
-        code = cli.main(list(argv))
-    except BaseException as exc:  # noqa: BLE001 - what the user would see as a traceback
-        pytest.fail(f"traceback instead of a message: {type(exc).__name__}: {exc}")
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def one_line(err: str) -> str:
-    assert err.startswith("carelens: ") and err.count("\n") == 1, err
-    return err
 
 
 @pytest.fixture
@@ -49,7 +39,7 @@ def test_a_command_that_reads_refuses_a_database_that_does_not_exist(tmp_path, c
                                                                      monkeypatch):
     monkeypatch.chdir(tmp_path)
     missing = tmp_path / "typo.db"
-    code, out, err = run(capsys, "--db", str(missing), *argv)
+    code, out, err = run_cli(capsys, "--db", str(missing), *argv)
     assert code == 2 and not missing.exists() and out == ""
     assert one_line(err) == (f"carelens: {missing}: no such database (check --db or $CARELENS_DB; "
                              "`carelens import` or `carelens demo` makes a new one)\n")
@@ -57,10 +47,10 @@ def test_a_command_that_reads_refuses_a_database_that_does_not_exist(tmp_path, c
 
 def test_import_makes_a_new_database_but_not_its_folder(tmp_path, capsys):
     prefixes = write_jsonl(tmp_path / "p.jsonl", [PREFIX])
-    code, _, err = run(capsys, "--db", str(tmp_path / "nope" / "x.db"), "import", str(prefixes))
+    code, _, err = run_cli(capsys, "--db", str(tmp_path / "nope" / "x.db"), "import", str(prefixes))
     assert code == 2 and not (tmp_path / "nope").exists()
     assert f"folder {tmp_path / 'nope'} does not exist" in one_line(err)
-    code, out, _ = run(capsys, "--db", str(tmp_path / "new.db"), "import", str(prefixes))
+    code, out, _ = run_cli(capsys, "--db", str(tmp_path / "new.db"), "import", str(prefixes))
     assert code == 0 and "1 new items" in out
 
 
@@ -69,14 +59,14 @@ def test_a_file_that_is_not_a_database(tmp_path, capsys):
     bad.write_text("not a database\n")
     for argv in (["export", "--what", "annotations", "--out", str(tmp_path / "a.csv")],
                  ["import", str(write_jsonl(tmp_path / "p.jsonl", [PREFIX]))]):
-        code, _, err = run(capsys, "--db", str(bad), *argv)
+        code, _, err = run_cli(capsys, "--db", str(bad), *argv)
         assert code == 2 and one_line(err) == (
             f"carelens: {bad}: not a database (a carelens database is an SQLite file)\n")
     assert bad.read_text() == "not a database\n" and not (tmp_path / "a.csv").exists()
 
 
 def test_a_folder_given_as_the_database(tmp_path, capsys):
-    code, _, err = run(capsys, "--db", str(tmp_path), "search", "x")
+    code, _, err = run_cli(capsys, "--db", str(tmp_path), "search", "x")
     assert code == 2 and "is a folder" in one_line(err)
 
 
@@ -87,7 +77,7 @@ def test_a_locked_database(db, tmp_path, capsys, monkeypatch):
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")                        # another program writing
     try:
-        code, _, err = run(capsys, "--db", str(db), "import",
+        code, _, err = run_cli(capsys, "--db", str(db), "import",
                            str(write_jsonl(tmp_path / "p.jsonl", [PREFIX])))
     finally:
         holder.execute("ROLLBACK")
@@ -99,7 +89,7 @@ def test_an_output_file_in_a_folder_that_does_not_exist(db, tmp_path, capsys):
     for argv in (["export", "--what", "annotations", "--out", str(tmp_path / "nope" / "a.csv")],
                  ["agreement", "--question-set", "carebench.escalation_needed",
                   "--a", "group:clinicians", "--html", str(tmp_path / "nope" / "r.html")]):
-        code, out, err = run(capsys, "--db", str(db), *argv)
+        code, out, err = run_cli(capsys, "--db", str(db), *argv)
         assert code == 2 and out == ""
         assert f"folder {tmp_path / 'nope'} does not exist" in one_line(err)
 

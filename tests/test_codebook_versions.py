@@ -8,16 +8,8 @@ from codebook import CodebookError
 from review.codebook_versions import codebook_history, current_codebook, edit_label
 from review.items import commit_answer
 from review.reviewers import ensure_reviewer
-from review.workspace import open_store
 
 KEY, CODE = "carebench-escalation", "1B_ESCALATION_URGENT_CARE"
-
-
-@pytest.fixture
-def demo(demo_copy):
-    s = open_store(demo_copy)
-    yield s
-    s.close()
 
 
 def test_an_edit_makes_a_version_and_answers_keep_theirs(demo):

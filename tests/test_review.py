@@ -16,14 +16,6 @@ from review.items import (
 )
 from review.queue import QueueFilter, next_unreviewed_item, queue_progress
 from review.reviewers import ensure_reviewer
-from review.workspace import open_store
-
-
-@pytest.fixture
-def demo(demo_copy):
-    s = open_store(demo_copy)
-    yield s
-    s.close()
 
 
 def test_queue_walks_items_in_order_and_counts_progress(demo):

@@ -31,13 +31,6 @@ from tests.helpers import work_at_once
 Q = "carebench.escalation_needed"
 
 
-@pytest.fixture
-def demo(demo_copy):
-    s = open_store(demo_copy)
-    yield s
-    s.close()
-
-
 def admin(s):
     return ensure_reviewer(s, "Jordan Lee")
 

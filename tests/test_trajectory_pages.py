@@ -15,7 +15,7 @@ from review.sources import import_file
 from review.sources.clinicare import trial_uid
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import shown
+from tests.helpers import open_app, rows, shown
 from tests.review_fixtures import HOSTILE, IMG, KB_UID, LONG_OUTPUT, SCRIPT, import_all
 
 REVIEWER = "Dr. Screen Test"
@@ -36,14 +36,7 @@ def db_path(tmp_path, monkeypatch) -> Path:
 
 
 def open_page(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["reviewer"] = REVIEWER
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, REVIEWER, **params)
 
 
 def sent(at: AppTest) -> str:
@@ -56,13 +49,6 @@ def sent(at: AppTest) -> str:
 def texts(at: AppTest) -> str:
     """What a reader sees of it (see `tests.helpers.shown`)."""
     return shown(sent(at))
-
-
-def rows(path: Path, sql: str, params=()) -> list[tuple]:
-    s = open_store(path)
-    out = [tuple(r) for r in s.query(sql, params)]
-    s.close()
-    return out
 
 
 def my_annotations(path: Path) -> list[tuple]:
@@ -391,7 +377,7 @@ def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal
     at.query_params["reviewer"] = REVIEWER
     at.run()
     at.switch_page("pages/trajectories.py")
-    at.query_params["round"] = str(rid)
+    at.query_params["round"] = str(rid)  # chosen on the page, after the app opened
     at.run()
     uid = at.query_params["item"]
     at.button(key="rv_met").click().run()  # the judges are on screen in a 'suggest' round

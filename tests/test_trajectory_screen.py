@@ -17,7 +17,7 @@ from review.rubric_review import item_questions
 from review.sources import import_file
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import shown
+from tests.helpers import open_app, rows, shown
 from tests.review_fixtures import HARBOR_UID, KB_UID, import_all
 from tests.test_sources_trajectories import atif_doc, make_trial
 
@@ -38,19 +38,8 @@ def db_path(tmp_path, monkeypatch) -> Path:
 
 def open_page(page: str = "pages/trajectories.py", **params: str) -> AppTest:
     """A new browser session (a reload, a closed tab, another browser) on `page`."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params.update({"reviewer": REVIEWER, **params})
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def rows(path: Path, sql: str, params=()) -> list[tuple]:
-    s = open_store(path)
-    out = [tuple(r) for r in s.query(sql, params)]
-    s.close()
-    return out
+    params = {"reviewer": REVIEWER, **params}  # a test may name another reviewer
+    return open_app(page, params.pop("reviewer"), **params)
 
 
 def step_drafts(path: Path) -> list[tuple]:
@@ -142,7 +131,7 @@ def test_the_next_run_of_a_round_opens_at_its_first_step(db_path):
     at.query_params["reviewer"] = REVIEWER
     at.run()
     at.switch_page("pages/trajectories.py")
-    at.query_params["round"] = str(rid)
+    at.query_params["round"] = str(rid)  # chosen on the page, after the app opened
     at.run()
     first = qp(at, "item")
     at.button(key="trj_next").click().run()
