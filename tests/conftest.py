@@ -19,12 +19,21 @@ UNREACHABLE = "http://127.0.0.1:9/"
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CARELENS_DB", str(tmp_path / "carelens.db"))
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY"):
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY",
+                "CARELENS_COMPATIBLE_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     yield
+
+
+@pytest.fixture
+def fake():
+    """The loopback fake of the providers' APIs (tests.fake_llm_server)."""
+    from tests.conftest_llm import fake_server
+
+    yield from fake_server()
 
 
 @pytest.fixture

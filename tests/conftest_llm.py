@@ -1,9 +1,8 @@
 """Helpers for the LLM rater tests (imported by tests/test_llm_*.py).
 
-- `go_offline(monkeypatch)`: no real keys, and both SDKs' base-URL variables
-  point at a closed local port, so a client that is not pointed at the fake
-  server explicitly cannot reach anything.
-- `fake_server()`: a running `FakeLLMServer` (see tests/fake_llm_server.py).
+- `fake_server()`: a running `FakeLLMServer` (see tests/fake_llm_server.py;
+  the `fake` fixture in tests/conftest.py). No test reaches a real provider:
+  tests/conftest.py removes every key and points both SDKs at a closed port.
 - `write_carebench(store, ...)`: invented CARE-Bench prefixes (with gold
   labels) and responses, written through the real writer.
 """
@@ -21,14 +20,6 @@ UNREACHABLE = "http://127.0.0.1:9/"
 KEYS = {"openai": "sk-test-openai-0123456789abcdef", "anthropic": "sk-ant-test-fedcba9876543210"}
 CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
          "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
-
-
-def go_offline(monkeypatch) -> None:
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY",
-                "CARELENS_COMPATIBLE_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
 
 
 def fake_server(latency: float = 0.0) -> Iterator[FakeLLMServer]:

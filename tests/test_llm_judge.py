@@ -15,17 +15,6 @@ from store.writer import RecordWriter
 from tests import conftest_llm as llm
 from tests.fake_llm_server import Reply, Unparseable
 
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    llm.go_offline(monkeypatch)
-
-
-@pytest.fixture
-def fake():
-    yield from llm.fake_server()
-
-
 CRITERIA = [("Advises seeing a clinician if the rash spreads.", 5.0),
             ("Recommends antibiotics without an examination.", -6.0)]
 

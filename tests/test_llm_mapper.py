@@ -22,14 +22,6 @@ PROVIDERS = {  # model spec, how the test reaches the fake server
 }
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    llm.go_offline(monkeypatch)
-
-
-@pytest.fixture
-def fake():
-    yield from llm.fake_server()
 
 
 @pytest.fixture

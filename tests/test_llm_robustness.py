@@ -39,14 +39,6 @@ URLS = {"openai": "openai_base_url", "anthropic": "base_url"}
 SPECS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-haiku-4-5"}
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    llm.go_offline(monkeypatch)
-
-
-@pytest.fixture
-def fake():
-    yield from llm.fake_server()
 
 
 @pytest.fixture

@@ -35,14 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CODES = llm.CODES
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    llm.go_offline(monkeypatch)
-
-
-@pytest.fixture
-def fake():
-    yield from llm.fake_server()
 
 
 @pytest.fixture

@@ -34,10 +34,6 @@ from tests import conftest_llm as llm
 CODES = llm.CODES
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    llm.go_offline(monkeypatch)
-
 
 # -- model specs and keys ------------------------------------------------------
 
