@@ -229,7 +229,7 @@ def _run_llm(task: str, args: argparse.Namespace) -> int:
     store = open_store(args.db)
     try:
         plan = plan_run(store, task, args.model, args.prompt_version, args.limit, filters,
-                        include_answered=args.again)
+                        include_answered=args.again, max_output_tokens=args.max_output_tokens)
     except (ValueError, PromptError, MissingKeyError) as exc:
         raise UsageError(str(exc)) from None
     if args.dry_run:
@@ -431,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
         m.add_argument("--dry-run", action="store_true",
                        help="print each request that would be sent, one JSON object a line; call nothing")
         m.add_argument("--concurrency", type=int, default=8)
+        m.add_argument("--max-output-tokens", type=int, metavar="N",
+                       help="room for each reply (default 2048); a reply cut off at the limit is"
+                            " left unanswered: run again with a larger one")
         m.add_argument("--batch", action="store_true", help="use the provider's batch API")
         m.add_argument("--again", action="store_true",
                        help="also items this rater answered (repeated requests come from the cache)")

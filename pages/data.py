@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from labels.llm import (
+    MAX_OUTPUT_TOKENS,
+    TASKS,
     MissingKeyError,
     PromptError,
     RunAborted,
@@ -183,12 +185,16 @@ with st.form("llm_run"):
                                  help="anthropic:MODEL, openai:MODEL, compatible:MODEL or "
                                       "compatible:http://host:port/v1#MODEL")
     limit = c[1].number_input("At most (0 = all)", 0, 1_000_000, 20)
-    c = st.columns([3, 3, 2])
+    c = st.columns([3, 3, 2, 2])
     version = c[0].selectbox("Prompt version", shipped_versions(task),
                              help="The shipped versions of this task's prompt; "
                                   "the CLI also takes a path to your own template")
     dataset = c[1].text_input("Dataset (optional)")
     concurrency = c[2].number_input("Concurrency", 1, 64, 8)
+    max_output_tokens = c[3].number_input(
+        "Output limit (tokens)", 1, MAX_OUTPUT_TOKENS, TASKS[task].max_output_tokens, step=1024,
+        help="Room for each reply. A reply cut off at the limit is left unanswered: "
+             "run again with a larger limit")
     use_batch = st.checkbox("Use the provider's batch API (cheaper, slower)")
     estimate = st.form_submit_button("Estimate", icon=":material/calculate:")
     run = st.form_submit_button("Run", type="primary", icon=":material/play_arrow:")
@@ -210,7 +216,8 @@ elif estimate or run:
         st.stop()
     try:
         plan = plan_run(db, task, model_spec, version, int(limit) or None,
-                        {"dataset": dataset} if dataset else None)
+                        {"dataset": dataset} if dataset else None,
+                        max_output_tokens=int(max_output_tokens))
     except (ValueError, PromptError, MissingKeyError) as exc:
         st.error(safe_markdown(str(exc)))
         st.stop()

@@ -366,6 +366,69 @@ def test_collect_counts_only_what_the_batch_held(db, fake):
         collect_batch(db, run_id, keys=llm.KEYS, base_url=fake.openai_base_url)
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_direct_run_collects_an_ended_batch_instead_of_paying_twice(db, fake, provider):
+    interrupted_batch(db, fake, provider, limit=5)
+    summary = run_map(db, plan(db, SPECS[provider]), keys=llm.KEYS, base_url=url(fake, provider))
+    assert (summary.answered, summary.errors) == (30, 0)
+    assert len(fake.model_calls()) == 25  # the 5 the batch held came from it
+    with open_store(db) as store:
+        assert uncollected_batches(store) == []
+        assert store.scalar("SELECT COUNT(*) FROM llm_calls WHERE run_id = 1") == 5
+
+
+def test_a_direct_run_leaves_what_a_running_batch_holds_to_it(db, fake, capsys, monkeypatch):
+    interrupted_batch(db, fake, limit=5)
+    fake.batch_polls = 10  # still running
+    summary = run_map(db, plan(db), keys=llm.KEYS, base_url=fake.openai_base_url)
+    assert (summary.answered, summary.errors) == (25, 5) and len(fake.model_calls()) == 25
+    (message,) = summary.messages
+    assert "held by batch" in message and "carelens collect --run 1" in message
+    with open_store(db) as store:
+        assert len(uncollected_batches(store)) == 1
+    fake.batch_polls = 0
+    assert collect_batch(db, 1, poll_interval=0.01, keys=llm.KEYS,
+                         base_url=fake.openai_base_url).answered == 5
+    assert len(annotations(db)) == 30 and len(fake.model_calls()) == 25
+
+
+@pytest.mark.parametrize("provider, field", [("openai", "max_completion_tokens"),
+                                             ("anthropic", "max_tokens")])
+def test_a_reply_cut_off_is_answered_by_a_run_with_a_larger_output_limit(db, fake, provider, field):
+    fake.script(Cut())
+    summary = run_map(db, plan(db, SPECS[provider], limit=1), keys=llm.KEYS,
+                      base_url=url(fake, provider))
+    assert summary.errors == 1 and "2048 tokens" in summary.messages[0]
+    larger = plan(db, SPECS[provider], limit=1, max_output_tokens=8192)
+    assert larger.units[0].body[field] == 8192 and runs(db)[0]["max_output_tokens"] == 2048
+    summary = run_map(db, larger, keys=llm.KEYS, base_url=url(fake, provider))
+    assert summary.answered == 1 and runs(db)[1]["max_output_tokens"] == 8192
+    assert [c.body[field] for c in fake.model_calls()] == [2048, 8192]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10 ** 9, 1.5])
+def test_an_output_limit_out_of_range_is_refused_before_anything_is_sent(db, bad):
+    with pytest.raises(ValueError, match="output limit"):
+        plan(db, max_output_tokens=bad)
+
+
+def test_a_batch_sent_with_a_larger_output_limit_is_collected_with_it(db, fake):
+    interrupted_batch(db, fake, limit=3, max_output_tokens=4096)
+    assert runs(db)[0]["max_output_tokens"] == 4096
+    summary = collect_batch(db, 1, poll_interval=0.01, keys=llm.KEYS, base_url=fake.openai_base_url)
+    assert summary.answered == 3 and summary.errors == 0
+
+
+def test_the_command_line_takes_an_output_limit(db, capsys):
+    code = main(["--db", db, "map", "--model", "openai:gpt-4.1-mini", "--limit", "1", "--dry-run",
+                 "--max-output-tokens", "5000"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["request"]["max_completion_tokens"] == 5000
+    assert main(["--db", db, "map", "--model", "openai:gpt-4.1-mini", "--dry-run",
+                 "--max-output-tokens", "0"]) == 2
+    assert "output limit" in capsys.readouterr().err
+
+
 def test_the_collect_command_collects_what_is_waiting(db, fake, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
     interrupted_batch(db, fake, limit=3)
@@ -411,6 +474,25 @@ def test_the_data_screen_offers_to_collect_a_waiting_batch(demo_copy, fake, monk
     assert any(f"{waiting.requests} answered" in s.value for s in at.success)
     with open_store(demo_copy) as store:
         assert uncollected_batches(store) == []
+
+
+def test_the_data_screen_runs_with_the_output_limit_given(demo_copy, fake, monkeypatch):
+    from tests.test_team_pages import app_as
+
+    monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/data.py").run()
+    (limit,) = [n for n in at.number_input if n.label == "Output limit (tokens)"]
+    assert limit.value == 2048
+    [t for t in at.text_input if t.label == "Model"][0].input("openai:gpt-4.1-mini")
+    [n for n in at.number_input if n.label.startswith("At most")][0].set_value(2)
+    limit.set_value(6000)
+    [b for b in at.button if b.label == "Run"][0].click()
+    at.run(timeout=60)
+    assert not at.exception and any("2 answered" in s.value for s in at.success), \
+        [e.value for e in (*at.error, *at.info, *at.success)]
+    assert [c.body["max_completion_tokens"] for c in fake.model_calls()] == [6000, 6000]
 
 
 # -- prices -------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ What the command line and the Data screen call:
 
 from labels.llm.judge import VERDICTS, judge_values
 from labels.llm.plan import (
+    MAX_OUTPUT_TOKENS,
     TASKS,
     RunPlan,
     Unit,
@@ -70,6 +71,7 @@ from labels.llm.spec import (
 __all__ = [
     "BASE_URL_VARS",
     "KEY_VARS",
+    "MAX_OUTPUT_TOKENS",
     "RECORD_CHAR_LIMIT",
     "RENDERERS",
     "TASKS",

@@ -43,8 +43,8 @@ def read_reply(task: Task, call: CallRecord, reply: Reply) -> tuple[str, Answer 
     if reply.cut_off:
         call.status, call.error = "error", (
             f"the reply was cut off at the output limit ({task.max_output_tokens} tokens, "
-            f"stop reason {reply.stop_reason}): not asked again with the same budget; "
-            "left unanswered for a run with a larger one")
+            f"stop reason {reply.stop_reason}): not asked again with the same limit; "
+            "left unanswered for a run with a larger output limit")
         return "cut_off", None
     if reply.refusal is not None:
         call.status, call.error = "error", f"the model refused: {reply.refusal}"[:2000]

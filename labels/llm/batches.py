@@ -140,7 +140,8 @@ def batch_units(store: Store, run: Any, params: dict[str, Any], known: dict[str,
     if submitted is not None and len(units) == len(submitted):
         return units
     plan = plan_run(store, run["task"], f"{run['provider']}:{run['model']}", params["prompt"],
-                    None, params.get("filters"), include_answered=True, base_url=base_url)
+                    None, params.get("filters"), include_answered=True, base_url=base_url,
+                    max_output_tokens=params.get("max_output_tokens"))
     if plan.prompt.sha256 != run["prompt_hash"]:
         raise RunAborted(f"the prompt of run {run['id']} has changed since the batch was sent")
     if submitted is None:
@@ -152,10 +153,13 @@ def batch_units(store: Store, run: Any, params: dict[str, Any], known: dict[str,
 
 def resume_batches(store: Store, store_path: str, ctx: RunContext, task: Task,
                    provider: Provider, units: list[Unit], tally: Tally, base_url: str | None,
-                   **collect: Any) -> tuple[list[Unit], str | None]:
+                   wait: bool = True, **collect: Any) -> tuple[list[Unit], str | None]:
     """Collect every uncollected batch of this rater and prompt holding some of
     `units` (they were paid for); returns (the units no such batch holds, the
-    last batch collected)."""
+    last batch collected). `wait` False (a run that asks directly, not by
+    batch): a batch still running is not waited for; the units it holds are
+    left unanswered, with a message saying how to collect them, instead of
+    being asked (and paid for) a second time."""
     rest = {unit.custom_id: unit for unit in units}
     collected = None
     for run in open_batches(store, ctx.rater_id, ctx.prompt.sha256):
@@ -174,12 +178,26 @@ def resume_batches(store: Store, store_path: str, ctx: RunContext, task: Task,
             its_units = [rest[cid] for cid in held]  # the run cannot be planned again
         for cid in held:
             del rest[cid]
+        if not wait and not _has_ended(provider, batch["id"]):
+            message = (f"held by batch {batch['id']} of run {run['id']}, not ended yet: not asked"
+                       f" again; {_collect_later(run['id'])}")
+            for unit in its_units:
+                tally.add(Outcome(unit.work, kind="error", message=message))
+            continue
         tally.report(f"collecting batch {batch['id']} of run {run['id']}", force=True)
         collect_into(store, store_path, replace(ctx, run_id=run["id"], include_answered=bool(
             params.get("include_answered"))), task, provider, its_units, batch["id"], tally,
             by_run=ctx.run_id, **collect)
         collected = batch["id"]
     return list(rest.values()), collected
+
+
+def _has_ended(provider: Provider, batch_id: str) -> bool:
+    """Whether a batch has ended (False too when the provider cannot say now)."""
+    try:
+        return provider.batch_status(batch_id)[0]
+    except CallFailed:
+        return False
 
 
 @dataclass

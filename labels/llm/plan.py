@@ -16,7 +16,7 @@ as tokens for the input and the task's typical output, priced from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from labels.llm.judge import EXTRACTOR, JUDGE
@@ -97,6 +97,7 @@ class RunPlan:
         """What is recorded in llm_runs.params (and enough to plan the run again)."""
         return {"filters": self.filters, "limit": self.limit,
                 "include_answered": self.include_answered,
+                "max_output_tokens": self.task.max_output_tokens,
                 "prompt": self.prompt.version if self.prompt.shipped else self.prompt.source,
                 "base_url": public_url(self.base_url)}
 
@@ -126,13 +127,25 @@ def _check_filters(task: Task, filters: dict[str, Any] | None) -> dict[str, Any]
     return filters
 
 
+MAX_OUTPUT_TOKENS = 128_000
+"""The largest output limit a run may ask for (the largest any current model takes)."""
+
+
 def plan_run(store: Store, task: str, model_spec: str | ModelSpec, prompt_version: str | None = None,
              limit: int | None = None, filters: dict[str, Any] | None = None, *,
-             include_answered: bool = False, base_url: str | None = None) -> RunPlan:
-    """Plan a run of any task (map | judge | extract); see the module docstring."""
+             include_answered: bool = False, base_url: str | None = None,
+             max_output_tokens: int | None = None) -> RunPlan:
+    """Plan a run of any task (map | judge | extract); see the module docstring.
+    `max_output_tokens`: the room each reply has (default: the task's); a
+    reply cut off at the limit is left unanswered, for a run with more room."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     the_task = TASKS[task]
+    if max_output_tokens is not None:
+        if type(max_output_tokens) is not int or not 1 <= max_output_tokens <= MAX_OUTPUT_TOKENS:
+            raise ValueError(f"the output limit must be a whole number of tokens from 1 to"
+                             f" {MAX_OUTPUT_TOKENS:,}, got {max_output_tokens!r}")
+        the_task = replace(the_task, max_output_tokens=max_output_tokens)
     spec = parse_model_spec(model_spec)
     prompt = load_prompt(task, prompt_version)
     filters = _check_filters(the_task, filters)
@@ -170,29 +183,34 @@ def plan_run(store: Store, task: str, model_spec: str | ModelSpec, prompt_versio
 
 def plan_map_run(store: Store, model_spec: str | ModelSpec, prompt_version: str | None = "mapper-v1",
                  limit: int | None = None, filters: dict[str, Any] | None = None, *,
-                 include_answered: bool = False, base_url: str | None = None) -> RunPlan:
+                 include_answered: bool = False, base_url: str | None = None,
+                 max_output_tokens: int | None = None) -> RunPlan:
     """Plan mapping CARE-Bench responses onto the four escalation codes.
     Filters: dataset, model (the responding model), split, items (uids)."""
     return plan_run(store, "map", model_spec, prompt_version, limit, filters,
-                    include_answered=include_answered, base_url=base_url)
+                    include_answered=include_answered, base_url=base_url,
+                    max_output_tokens=max_output_tokens)
 
 
 def plan_judge_run(store: Store, model_spec: str | ModelSpec, prompt_version: str | None = "judge-v1",
                    limit: int | None = None, filters: dict[str, Any] | None = None, *,
-                   include_answered: bool = False, base_url: str | None = None) -> RunPlan:
+                   include_answered: bool = False, base_url: str | None = None,
+                 max_output_tokens: int | None = None) -> RunPlan:
     """Plan judging rubric criteria (questions of kind 'criterion'), one criterion per call.
     Filters: dataset, kind (item kind), question (key or glob, e.g. 'hb:*'), codebook,
     items, answered_by (rater-name glob: only pairs that rater answered)."""
     return plan_run(store, "judge", model_spec, prompt_version, limit, filters,
-                    include_answered=include_answered, base_url=base_url)
+                    include_answered=include_answered, base_url=base_url,
+                    max_output_tokens=max_output_tokens)
 
 
 def plan_extract_run(store: Store, model_spec: str | ModelSpec,
                      prompt_version: str | None = "extract-v1", limit: int | None = None,
                      filters: dict[str, Any] | None = None, *, include_answered: bool = False,
-                     base_url: str | None = None) -> RunPlan:
+                     base_url: str | None = None, max_output_tokens: int | None = None) -> RunPlan:
     """Plan reading the verdict of CliniCARE reports. Filters: dataset, kind
     (default trajectory), question (default clinicare.verdict), items, unparsed_only
     (only reports whose `## Answer:` line the importer could not read)."""
     return plan_run(store, "extract", model_spec, prompt_version, limit, filters,
-                    include_answered=include_answered, base_url=base_url)
+                    include_answered=include_answered, base_url=base_url,
+                    max_output_tokens=max_output_tokens)

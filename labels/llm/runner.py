@@ -31,7 +31,7 @@ next run tries it again. A reply cut off at the output limit (OpenAI
 finish_reason "length", Anthropic stop_reason "max_tokens" or
 "model_context_window_exceeded") is not asked again with the same body: the
 call is recorded as an error saying so and no annotation is written, so a
-run with a larger budget can answer it. A refusal is recorded as the rater's
+run with a larger `max_output_tokens` (`plan_run`) can answer it. A refusal is recorded as the rater's
 "cannot assess" with the refusal, not asked again. Authentication, billing,
 permission and unknown-model errors, and any error of a batch endpoint, stop
 the run (`RunAborted`); how a run ended is kept in `llm_runs.params.finished`.
@@ -41,7 +41,9 @@ Batches: what a batch run submitted (custom ids and request hashes) is noted
 on its run before waiting. A run that stops while waiting leaves the batch to
 collect: `collect_batch(store_path, run_id)` (the `carelens collect` command),
 or simply the same run again, which collects an uncollected batch of the same
-rater and prompt covering its requests instead of paying for them twice.
+rater and prompt covering its requests instead of paying for them twice. A
+run that asks directly (no batch) collects such a batch if it has ended, and
+otherwise leaves the requests it holds to it, unanswered, saying so.
 
 Resume: a run leaves out (item, question) pairs its rater has answered, so
 running the same plan again after an interruption answers only the rest; the
@@ -56,6 +58,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from labels.llm.asking import RETRIED_STATUSES, answer_unit, read_reply, run_threads
 from labels.llm.batches import (
@@ -217,6 +220,10 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
                         collect_into(store, store_path, ctx, plan.task, provider, first,
                                      batch_id, tally, by_run=run_id, **collect)
                 else:
+                    # What a stopped batch run already paid for is collected, not asked again.
+                    first, resumed = resume_batches(store, store_path, ctx, plan.task, provider,
+                                                    first, tally, url, wait=False, **collect)
+                    batch_id = resumed or batch_id
                     run_threads(store_path, ctx, plan.task, provider, first, concurrency, tally,
                                 reply_attempts)
         except RunAborted as exc:
@@ -267,8 +274,11 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
                          bool(params.get("include_answered")))
         tally = Tally(len(units), progress)
         provider = provider_for(spec, keys, url, max_retries, timeout)
+        task = TASKS[run["task"]]
+        if params.get("max_output_tokens"):  # the limit the batch was sent with
+            task = replace(task, max_output_tokens=params["max_output_tokens"])
         try:
-            collect_into(store, store_path, ctx, TASKS[run["task"]], provider, units, batch["id"],
+            collect_into(store, store_path, ctx, task, provider, units, batch["id"],
                          tally, by_run=run_id, poll_interval=poll_interval, max_wait=max_wait,
                          concurrency=concurrency, reply_attempts=reply_attempts)
         except RunAborted as exc:
