@@ -136,20 +136,31 @@ def cmd_import(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
     imported = already = refused = 0
-    for path in args.files:
+
+    def tally() -> str:
+        return (f"{imported} imported, " + (f"{already} already imported, " if already else "")
+                + f"{refused} refused")
+
+    for n, path in enumerate(args.files):
         try:
             result = _import_one(store, path, args.format, options)
         except InputError as exc:
             refused += 1
             print(f"carelens: {exc}", file=sys.stderr, flush=True)
             continue
+        except BaseException:
+            # Stopped (Ctrl-C, a locked database): the files before this one are
+            # kept, this one is not; say which, then how it stopped (main).
+            left = len(args.files) - n - 1
+            print(f"{tally()}; stopped at {path} (nothing of it kept)"
+                  + (f", {left} more not tried" if left else ""), flush=True)
+            raise
         if result.already_imported:
             already += 1
         else:
             imported += 1
         print(result.summary(), flush=True)
-    print(f"{imported} imported, " + (f"{already} already imported, " if already else "")
-          + f"{refused} refused")
+    print(tally())
     return 2 if refused else 0
 
 

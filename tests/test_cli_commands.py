@@ -71,6 +71,30 @@ def test_import_of_files_all_refused(tmp_path, capsys):
     assert open_store(db).scalar("SELECT COUNT(*) FROM items") == 0
 
 
+def test_import_stopped_part_way_says_what_was_kept_and_what_was_not_tried(tmp_path, capsys,
+                                                                          monkeypatch):
+    import review.sources
+
+    db = tmp_path / "x.db"
+    first, second, third, fourth = (prefixes(tmp_path, n) for n in ("first", "second", "third",
+                                                                     "fourth"))
+    real = review.sources.import_file
+
+    def interrupted_at_the_third(store, path, *args, **kwargs):
+        if str(path) == str(third):
+            raise KeyboardInterrupt  # Ctrl-C while the third file is read
+        return real(store, path, *args, **kwargs)
+
+    monkeypatch.setattr(review.sources, "import_file", interrupted_at_the_third)
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(first), str(second),
+                             str(third), str(fourth))
+    assert code == 130 and "interrupted" in err
+    assert out.splitlines()[-1] == (f"2 imported, 0 refused; stopped at {third} (nothing of it"
+                                    " kept), 1 more not tried")
+    assert items_named(db, "first") == items_named(db, "second") == 3
+    assert items_named(db, "third") == items_named(db, "fourth") == 0
+
+
 # -- demo: never mixed into items that are not demo items ----------------------------------
 
 def test_demo_refuses_a_database_holding_other_items(tmp_path, capsys):
