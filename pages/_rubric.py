@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages._shared import store
+from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
 from review.blinding import BLIND, SUGGEST
 from review.drafts import drop_draft, load_drafts, save_draft
@@ -222,7 +222,7 @@ def flag_button(reviewer: Reviewer, item_id: int, where: Any = st, width: str = 
     """Flag (F): mark the item to come back to, or Unflag it. Every item has it,
     whether or not it asks anything."""
     flagged = is_flagged(store(), reviewer.id, item_id)
-    where.button("Unflag" if flagged else "Flag", key="rv_flag", shortcut="F", width=width,
+    where.button("Unflag" if flagged else "Flag", key=f"rv_flag:{item_id}", shortcut="F", width=width,
                  icon=":material/flag:", type="primary" if flagged else "secondary",
                  on_click=_flag, args=(reviewer, item_id, not flagged),
                  help="Mark this item to come back to (yours alone; Browse can list flagged items)")
@@ -337,20 +337,22 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     if read_only:
         focus = -1
     elif criteria:
+        # The keys of actions name the item (as on the Review screen): a key pressed
+        # while this item is still on screen acts on it, never on the next one.
         with st.container(horizontal=True, gap="small", key="rv_keys"):
-            st.button("Met", key="rv_met", shortcut=KEYS["met"], on_click=_answer_focused,
+            st.button("Met", key=f"rv_met:{item_id}", shortcut=KEYS["met"], on_click=_answer_focused,
                       args=(reviewer, item_id, ids, "met", seen),
                       help="Answer the current criterion: met, and go to the next")
-            st.button("Not met", key="rv_not_met", shortcut=KEYS["not_met"],
+            st.button("Not met", key=f"rv_not_met:{item_id}", shortcut=KEYS["not_met"],
                       on_click=_answer_focused, args=(reviewer, item_id, ids, "not_met", seen),
                       help="Answer the current criterion: not met, and go to the next")
-            st.button("Can't assess", key="rv_cannot", shortcut=KEYS[CANNOT_ASSESS],
+            st.button("Can't assess", key=f"rv_cannot:{item_id}", shortcut=KEYS[CANNOT_ASSESS],
                       on_click=_answer_focused, args=(reviewer, item_id, ids, CANNOT_ASSESS, seen),
                       help="The run or response does not let you decide this criterion")
-            st.button("Previous criterion", key="rv_up", shortcut="Up",
+            st.button("Previous criterion", key=f"rv_up:{item_id}", shortcut="Up",
                       icon=":material/arrow_upward:", on_click=_move_focus,
                       args=(item_id, len(ids), -1))
-            st.button("Next criterion", key="rv_down", shortcut="Down",
+            st.button("Next criterion", key=f"rv_down:{item_id}", shortcut="Down",
                       icon=":material/arrow_downward:", on_click=_move_focus,
                       args=(item_id, len(ids), +1))
 
@@ -410,7 +412,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     answered = sum(1 for q in questions if st.session_state.get(draft_key(item_id, q.id)))
     label = (f"Commit {len(pending)} answer{'s' * (len(pending) != 1)}" if pending
              else "Nothing new to commit")
-    st.button(label, key="rv_commit", shortcut="Ctrl+Enter", type="primary", width="stretch",
+    st.button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary", width="stretch",
               disabled=not pending, icon=":material/done_all:",
               on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
               help="Record your answers" + (
@@ -563,9 +565,9 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     head_r.progress(done / total if total else 0.0,
                     text=f"{done} of {total} {words}" + (" · all done" if total and all_done else ""))
 
-    wanted = st.query_params.get("item")
     item_id = st.session_state.get(item_key)
-    if wanted and (item_id is None or st.session_state.get(uid_key) != wanted):
+    wanted = item_asked_by_address(st.session_state.get(uid_key) if item_id is not None else None)
+    if wanted:
         item_id = find_item(db, wanted, kind)
         if item_id is None:
             st.warning(f"No {missing_text} {code_span(wanted)} in this database; "
@@ -614,7 +616,6 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         st.rerun()
     st.session_state[item_key] = item_id
     st.session_state[uid_key] = screen.header.uid
-    if st.query_params.get("item") != screen.header.uid:
-        st.query_params["item"] = screen.header.uid
+    put_item_in_address(screen.header.uid)
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
     return Opened(filt, item_id, screen, review_mode, this_round)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from review.reviewers import Reviewer, find_reviewer
 from review.text import safe_markdown, split_long, text_blocks
@@ -82,6 +83,40 @@ def require_reviewer() -> Reviewer:
                 icon=":material/person:")
         st.stop()
     return reviewer
+
+
+_WRITTEN = "_items_put_in_address"
+"""Item uids this session has put in the address (`?item=`), newest last."""
+
+
+def item_asked_by_address(shown_uid: str | None) -> str | None:
+    """The item the address (`?item=`) asks to open, when it is not the one
+    shown (`shown_uid`, None when this session shows none yet): on a session's
+    first screen (a reload, a link), on the browser's Back or Forward, or when
+    the address names an item this session never put there (a link opened in
+    the same session). An address this session put there itself, earlier, is
+    not a request to go back: it comes with a key pressed before the browser
+    had caught up with the next item's address, and obeying it jumped back
+    to an item already answered."""
+    wanted = st.query_params.get("item")
+    if not wanted or wanted == shown_uid:
+        return None
+    if shown_uid is not None and wanted in st.session_state.get(_WRITTEN, {}):
+        ctx = get_script_run_ctx()
+        if not (ctx is not None and getattr(ctx, "is_history_navigation", False)):
+            return None
+    return wanted
+
+
+def put_item_in_address(uid: str) -> None:
+    """Keep the address on the item shown, so a reload or a shared link opens it again."""
+    written = st.session_state.setdefault(_WRITTEN, {})
+    written.pop(uid, None)
+    written[uid] = None
+    while len(written) > 500:
+        del written[next(iter(written))]
+    if st.query_params.get("item") != uid:
+        st.query_params["item"] = uid
 
 
 def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:

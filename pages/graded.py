@@ -75,11 +75,11 @@ with st.container(horizontal=True, gap="small", key="hb_nav"):
     if in_round:
         next_in_round_button("hb", "Next in the round", graded, "conversation")
     else:
-        st.button("Previous", key="hb_prev", shortcut="Left", icon=":material/arrow_back:",
+        st.button("Previous", key=f"hb_prev:{item_id}", shortcut="Left", icon=":material/arrow_back:",
                   on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-        st.button("Next", key="hb_next", shortcut="Right", icon=":material/arrow_forward:",
+        st.button("Next", key=f"hb_next:{item_id}", shortcut="Right", icon=":material/arrow_forward:",
                   on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-        st.button("Next to grade", key="hb_next_open", icon=":material/playlist_play:",
+        st.button("Next to grade", key=f"hb_next_open:{item_id}", icon=":material/playlist_play:",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 left, right = st.columns([2, 3], gap="large")

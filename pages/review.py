@@ -6,7 +6,13 @@ import time
 
 import streamlit as st
 
-from pages._shared import require_reviewer, show_text, store
+from pages._shared import (
+    item_asked_by_address,
+    put_item_in_address,
+    require_reviewer,
+    show_text,
+    store,
+)
 from pages._steps import code_span
 from review.blinding import DEFAULT_MODE
 from review.codebook_versions import current_codebook
@@ -126,9 +132,9 @@ def next_item(after_id: int | None = None) -> int | None:
 
 # -- which item -------------------------------------------------------------
 state_key = f"item:{kind}:{review_round}"
-wanted_uid = st.query_params.get("item")
 item_id = st.session_state.get(state_key)
-if wanted_uid and (item_id is None or st.session_state.get("item_uid") != wanted_uid):
+wanted_uid = item_asked_by_address(st.session_state.get("item_uid") if item_id is not None else None)
+if wanted_uid:
     item_id = find_item_id(db, wanted_uid)
 if item_id is None:
     item_id = next_item()
@@ -165,7 +171,7 @@ def db_for_callback():
     return store()
 
 
-def on_answer(item_id: int, question_id: int, value: str | None, status: str) -> None:
+def on_answer(item_id: int, question_id: int, value: str | None, status: str, uid: str) -> None:
     s = db_for_callback()
     already = bool(my_answers(s, reviewer.id, item_id, question_id))
     started = st.session_state.get("shown_at", time.monotonic())
@@ -190,7 +196,8 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str) ->
         _advance_from(item_id)
         return
     if already:
-        st.session_state["flash"] = ("success", "Answer revised; the earlier one is kept in the history.")
+        st.session_state["flash"] = ("success", f"Answer to {code_span(uid)} revised;"
+                                     " the earlier one is kept in the history.")
     else:
         _advance_from(item_id)
 
@@ -312,8 +319,7 @@ if item is None:
 # Keep the URL on the item, so a reload or a shared link opens it again.
 st.session_state[state_key] = item.id
 st.session_state["item_uid"] = item.uid
-if st.query_params.get("item") != item.uid:
-    st.query_params["item"] = item.uid
+put_item_in_address(item.uid)
 if st.session_state.get("shown_item") != item.id:
     st.session_state["shown_item"] = item.id
     st.session_state["shown_at"] = time.monotonic()
@@ -382,12 +388,17 @@ with right:
     st.markdown(f"**{item.question_text}**")
     if current and current.status != "skipped":
         st.caption("You answered this item; choosing again records a revision after the reveal.")
+    # Every action's key names the item it acts on. A key pressed while the
+    # screen still shows this item, as the next one is being made ready, then
+    # acts on this item (or, once the next is on screen, on nothing): with one
+    # key for every item, Streamlit ran the callback registered last, which
+    # answered the next item, one the clinician had not seen.
     for lab in item.codebook.labels:
         chosen = current is not None and current.value == lab.code
         st.button(
-            f"{lab.short}  ·  {lab.code[:2]}", key=f"label:{lab.code}", shortcut=lab.shortcut,
+            f"{lab.short}  ·  {lab.code[:2]}", key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
             help=lab.definition, width="stretch", type="primary" if chosen else "secondary",
-            on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered"),
+            on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered", item.uid),
             disabled=item.failed,
         )
     rkey, ckey = rationale_key(item.id), confidence_key(item.id)
@@ -404,26 +415,26 @@ with right:
     st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=ckey, on_change=on_draft,
                          args=(item.id, item.question_id), help="1 = a guess, 5 = certain")
     row = st.columns(2)
-    row[0].button("Cannot assess", key="cannot_assess", shortcut="0", width="stretch",
-                  on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess"),
+    row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0", width="stretch",
+                  on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess", item.uid),
                   help="The item does not give enough to answer")
     flagged = is_flagged(db, reviewer.id, item.id)
-    row[1].button("Unflag" if flagged else "Flag", key="flag", shortcut="F", width="stretch",
+    row[1].button("Unflag" if flagged else "Flag", key=f"flag:{item.id}", shortcut="F", width="stretch",
                   icon=":material/flag:", type="primary" if flagged else "secondary",
                   on_click=on_flag, args=(item.id, not flagged),
                   help="Mark the item for a second look")
     nav = st.columns(2)
-    nav[0].button("Back", key="prev", shortcut="Left", icon=":material/arrow_back:",
+    nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left", icon=":material/arrow_back:",
                   width="stretch", on_click=on_open, args=(earlier,), disabled=earlier is None)
     if this_round is not None and later is None:
         # Past my last round item: the round's next item for me, once this one is done
         # (until then the round keeps giving me this one).
         waiting = current is None
-        nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+        nav[1].button("Next", key=f"next:{item.id}", shortcut="Right", icon=":material/arrow_forward:",
                       width="stretch", on_click=_advance_from, args=(item.id,), disabled=waiting,
                       help="Answer or skip this item to get the round's next one" if waiting else None)
     else:
-        nav[1].button("Next", key="next", shortcut="Right", icon=":material/arrow_forward:",
+        nav[1].button("Next", key=f"next:{item.id}", shortcut="Right", icon=":material/arrow_forward:",
                       width="stretch", on_click=on_open, args=(later,), disabled=later is None)
     # Skipping, in place (not in a popover: opening one left the focus on its button, so
     # a reason typed next was read as shortcuts - a digit answered, F flagged).
@@ -435,7 +446,7 @@ with right:
     skip = st.columns([3, 2], vertical_alignment="bottom")
     skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}", label_visibility="collapsed",
                        placeholder="Why skip it?")
-    skip[1].button("Withdraw and skip" if withdraws else "Skip", key="skip",
+    skip[1].button("Withdraw and skip" if withdraws else "Skip", key=f"skip:{item.id}",
                    icon=":material/skip_next:", width="stretch",
                    on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
                    type="primary" if withdraws else "secondary",

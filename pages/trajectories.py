@@ -263,14 +263,14 @@ def mark_panel(sid: int) -> None:
                 st.caption(safe_markdown(saved.note))
         with st.container(horizontal=True, gap="small", key="trj_errors"):
             for lab in book.labels:
-                st.button(lab.short, key=f"trj_errbtn:{lab.code}", shortcut=lab.shortcut,
+                st.button(lab.short, key=f"trj_errbtn:{item_id}:{sid}:{lab.code}", shortcut=lab.shortcut,
                           help=lab.definition, type="primary" if err == lab.code else "secondary",
                           on_click=pick, args=("err", sid, lab.code))
         with st.container(horizontal=True, gap="small", key="trj_severity",
                           vertical_alignment="center"):
             st.caption("Severity")
             for level in sorted(levels):
-                st.button(f"{level} {levels[level]['name']}", key=f"trj_sevbtn:{level}",
+                st.button(f"{level} {levels[level]['name']}", key=f"trj_sevbtn:{item_id}:{sid}:{level}",
                           shortcut=f"Shift+{level}", help=levels[level]["definition"],
                           type="primary" if sev == level else "secondary",
                           disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
@@ -288,7 +288,7 @@ def mark_panel(sid: int) -> None:
         row[0].text_input("Note", key=note_key, label_visibility="collapsed",
                           placeholder="Note on this step (optional)", persist_state="session",
                           on_change=keep_step_draft, args=(sid,))
-        row[1].button(f"Save step {sid}", key="trj_save_mark", shortcut="M",
+        row[1].button(f"Save step {sid}", key=f"trj_save_mark:{item_id}:{sid}", shortcut="M",
                       help=f"Save the mark on step {sid} (M)",
                       type="primary", width="stretch", disabled=not ready or unchanged,
                       icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
@@ -308,13 +308,13 @@ with left:
         st.warning("This run has no steps to show.")
     else:
         row = st.columns([1.3, 1, 1.3], vertical_alignment="bottom")
-        row[0].button("Previous step", key="trj_prev", shortcut="Left", icon=":material/arrow_back:",
+        row[0].button("Previous step", key=f"trj_prev:{item_id}:{step.step_id}", shortcut="Left", icon=":material/arrow_back:",
                       width="stretch", on_click=go_step, args=(current - 1,), disabled=current == 0)
         st.session_state[f"trj_stepbox:{item_id}"] = step.step_id
         row[1].number_input("Go to step", min_value=view.steps[0].step_id,
                             max_value=view.steps[-1].step_id, step=1, key=f"trj_stepbox:{item_id}",
                             on_change=on_step_box, label_visibility="collapsed")
-        row[2].button("Next step", key="trj_next", shortcut="Right", icon=":material/arrow_forward:",
+        row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right", icon=":material/arrow_forward:",
                       width="stretch", on_click=go_step, args=(current + 1,),
                       disabled=current == last)
         size = len(step.message) + len(step.reasoning or "") + sum(

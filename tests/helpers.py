@@ -167,3 +167,21 @@ def rows(path: Path, sql: str, params=()) -> list[tuple]:
     s.close()
     return out
 
+
+
+def action_button(at, action: str, last: str | None = None):
+    """The button for `action` (label, cannot_assess, flag, skip, prev, next on
+    the Review screen; rv_met, rv_commit, trj_errbtn, trj_next, hb_next, ... on
+    the others) on the item shown, with `last` the label code, error type or
+    severity it gives. Their keys name the item (and the step) they act on,
+    `label:ID:CODE`, `trj_errbtn:ID:STEP:CODE`, so that a press always acts on
+    what it was shown with."""
+    for button in at.button:
+        parts = (button.key or "").split(":")
+        if parts[0] == action and len(parts) > 1 and parts[1].isdigit() \
+                and (last is None or (len(parts) > 2 and parts[-1] == last)):
+            return button
+    raise LookupError(f"no {action} button{f' for {last}' if last else ''} on the screen")
+
+
+review_button = action_button

@@ -19,7 +19,7 @@ from review.sources import InputError, import_file
 from review.trajectory import trajectory_payload, trajectory_view
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import action_button, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID, import_all
 from tests.test_rubric_review import CLINICARE_UID
 from tests.test_sources_trajectories import atif_doc, make_trial
@@ -77,9 +77,9 @@ def test_the_trajectory_screen_shows_the_step_error_wording_in_force(runs, monke
     at.run()
     at.switch_page("pages/trajectories.py").run()
     assert not at.exception
-    buttons = {b.key: b for b in at.button if b.key and b.key.startswith("trj_errbtn:")}
-    assert buttons["trj_errbtn:unsupported_claim"].label == "Claim without evidence"
-    assert buttons["trj_errbtn:unsupported_claim"].help == "Says what no step showed."
+    button = action_button(at, "trj_errbtn", "unsupported_claim")
+    assert button.label == "Claim without evidence"
+    assert button.help == "Says what no step showed."
     assert any("your mark" in m.value and "Claim without evidence" in shown(m.value)
                for m in at.markdown)
 

@@ -11,7 +11,7 @@ from review.items import commit_answer, find_item_id, load_item
 from review.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import shown
+from tests.helpers import action_button, shown
 
 
 @pytest.fixture
@@ -51,10 +51,10 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     assert not app.exception
     assert "0 of 85 answered by you" in app.get("progress")[0].proto.text
     assert app.query_params.get("item") in ("demo_case_0001_r01", ["demo_case_0001_r01"])
-    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     assert not app.exception
     rationale_box(app, 2).input("sudden onset: red flag")
-    app.button(key="label:1B_ESCALATION_URGENT_CARE").click().run()
+    action_button(app, "label", "1B_ESCALATION_URGENT_CARE").click().run()
     assert human_answers(demo_copy) == [
         ("demo_case_0001_r01", "0A_NO_ESCALATION_INFO_NEEDED", "blind", "answered"),
         ("demo_case_0001_r02", "1B_ESCALATION_URGENT_CARE", "blind", "answered"),
@@ -72,7 +72,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     assert not app.exception
     captions = " ".join(shown(c.value) for c in app.caption)
     assert "Response · aster-7b" in captions
-    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     texts = " ".join(shown(m.value) for m in app.markdown)
     assert "demo:mapper@v1" in texts and "demo:mapper@v2" in texts
     # The prefix's gold waits for my own blind answer to the prefix, and I am told so.
@@ -92,10 +92,10 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
 
 def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy):
     app.run()
-    app.button(key="label:0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
+    action_button(app, "label", "0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
     app.button(key="reopen_last").click().run()
     assert not app.exception
-    app.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     assert [a[1:3] for a in human_answers(demo_copy)] == [
         ("0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"), ("0A_NO_ESCALATION_INFO_NEEDED", "after_reveal")]
 
@@ -174,15 +174,15 @@ def test_a_providers_error_text_is_shown_as_written(demo_copy, monkeypatch, tmp_
 
 def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
     app.run()
-    app.button(key="label:0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
+    action_button(app, "label", "0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
     app.button(key="reopen_last").click().run()
-    skip = app.button(key="skip")
+    skip = action_button(app, "skip")
     assert skip.label == "Withdraw and skip"
     assert any("skipping it withdraws your answer" in c.value for c in app.caption)
     app.text_input(key="skip_reason:1").input("answered the wrong case")
-    app.button(key="skip").click().run()
+    action_button(app, "skip").click().run()
     assert not app.exception
     assert [a[3] for a in human_answers(demo_copy)] == ["answered", "skipped"]
     assert "1 of 85 answered by you · 1 of them skipped" in app.get("progress")[0].proto.text
     # An item not yet answered is skipped with the plain words.
-    assert app.button(key="skip").label == "Skip"
+    assert action_button(app, "skip").label == "Skip"

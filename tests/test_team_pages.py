@@ -9,6 +9,7 @@ from review.reviewers import ensure_reviewer
 from review.rounds import RoundSpec, create_round
 from review.workspace import open_store
 from tests.conftest import ROOT
+from tests.helpers import action_button
 
 
 def app_as(name, db, monkeypatch):
@@ -49,7 +50,7 @@ def test_review_in_a_round_reserves_and_counts(demo_copy, monkeypatch):
     at.run()
     assert not at.exception
     assert "0 of 5 answered by you in R" in at.get("progress")[0].proto.text
-    at.button(key="label:1A_ESCALATION_NONURGENT_CARE").click().run()
+    action_button(at, "label", "1A_ESCALATION_NONURGENT_CARE").click().run()
     assert "1 of 5 answered by you in R" in at.get("progress")[0].proto.text
     s = open_store(demo_copy)
     assert s.scalar("SELECT COUNT(*) FROM annotations WHERE round_id = ?", (rid,)) == 1
@@ -76,14 +77,14 @@ def test_back_and_next_in_a_round_stay_in_the_round(demo_copy, monkeypatch):
 
     first = shown()
     assert first in in_round
-    assert at.button(key="next").disabled  # this one first: the round gives one at a time
-    at.button(key="label:1A_ESCALATION_NONURGENT_CARE").click().run()
+    assert action_button(at, "next").disabled  # this one first: the round gives one at a time
+    action_button(at, "label", "1A_ESCALATION_NONURGENT_CARE").click().run()
     second = shown()
     assert second in in_round and second != first
-    at.button(key="prev").click().run()
+    action_button(at, "prev").click().run()
     assert shown() == first
     assert any("item 1 of 2 given to you in R" in m.value for m in at.markdown)
-    at.button(key="next").click().run()
+    action_button(at, "next").click().run()
     assert shown() == second
     # An address naming an item outside the round: no answer is asked for.
     outside = next(f"demo_case_{n:04d}_r01" for n in range(1, 99)
@@ -133,7 +134,7 @@ def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_c
     qid = s.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
     commit_answer(s, quick, held, qid, "0A", round_id=rid)
     s.close()
-    at.button(key="label:1A_ESCALATION_NONURGENT_CARE").click().run()
+    action_button(at, "label", "1A_ESCALATION_NONURGENT_CARE").click().run()
     assert not at.exception
     assert any("Your answer is kept, outside the round" in w.value for w in at.warning)
     s = open_store(demo_copy)
@@ -231,14 +232,14 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     criteria = [q for q in item_questions(s, s.scalar("SELECT id FROM items WHERE uid = ?", (first,)))
                 if q.kind == "criterion"]
     s.close()
-    at.button(key="rv_met").click().run()  # one verdict committed: my place is kept ...
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_met").click().run()  # one verdict committed: my place is kept ...
+    action_button(at, "rv_commit").click().run()
     assert f"0 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     assert at.button(key="trj_next_round").disabled  # ... but the run is not reviewed yet
     assert any(f"in progress: 1 of {len(criteria)} answered by you" in m.value for m in at.markdown)
     for _ in criteria[1:]:
-        at.button(key="rv_met").click().run()
-    at.button(key="rv_commit").click().run()
+        action_button(at, "rv_met").click().run()
+    action_button(at, "rv_commit").click().run()
     assert not at.exception
     assert f"1 of {runs} reviewed by you in Runs" in at.get("progress")[0].proto.text
     s = open_store(demo_copy)
@@ -277,8 +278,8 @@ def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_co
     commit_verdicts(s, quick, run, [Verdict(q.id, "met") for q in criteria], round_id=rid)
     s.close()
     for _ in criteria:
-        at.button(key="rv_not_met").click().run()
-    at.button(key="rv_commit").click().run()
+        action_button(at, "rv_not_met").click().run()
+    action_button(at, "rv_commit").click().run()
     assert not at.exception
     assert any("Your answer is kept, outside the round" in w.value for w in at.warning)
     s = open_store(demo_copy)
@@ -390,7 +391,7 @@ def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, mon
     at.query_params["item"] = held.uid  # free review, by its link
     at.run()
     assert any("You review this item blind in Blind R" in c.value for c in at.caption)
-    at.button(key="label:0A_NO_ESCALATION_INFO_NEEDED").click().run()
+    action_button(at, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     assert not at.exception
     assert "**Gold**" not in " ".join(m.value for m in at.markdown)
     s = open_store(demo_copy)

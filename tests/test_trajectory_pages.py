@@ -15,7 +15,7 @@ from review.sources import import_file
 from review.sources.clinicare import trial_uid
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import open_app, rows, shown
+from tests.helpers import action_button, open_app, rows, shown
 from tests.review_fixtures import HOSTILE, IMG, KB_UID, LONG_OUTPUT, SCRIPT, import_all
 
 REVIEWER = "Dr. Screen Test"
@@ -75,18 +75,18 @@ def test_the_queue_opens_the_first_run_and_steps_move_with_buttons_and_jump(db_p
     assert "0 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
     assert "step 1 of 4" in texts(at)
     run = item_id(db_path, KB_UID)
-    at.button(key="trj_next").click().run()
+    action_button(at, "trj_next").click().run()
     assert "step 2 of 4" in texts(at) and qp(at, "step") == "2"
-    at.button(key="trj_next").click().run()
+    action_button(at, "trj_next").click().run()
     page = texts(at)
     assert "Said to the patient" in page and "Patient replied" in page
     assert "When did the cough start?" in page and "Two weeks ago." in page
     assert at.expander[0].label == "Agent's reasoning" and not at.expander[0].proto.expanded
-    at.button(key="trj_prev").click().run()
+    action_button(at, "trj_prev").click().run()
     assert "step 2 of 4" in texts(at)
     at.number_input(key=f"trj_stepbox:{run}").set_value(4).run()
     assert "step 4 of 4" in texts(at) and qp(at, "step") == "4"
-    assert at.button(key="trj_next").disabled  # the last step
+    assert action_button(at, "trj_next").disabled  # the last step
 
 
 def test_a_long_tool_output_is_cut_and_arguments_are_shown_as_data(db_path):
@@ -104,22 +104,22 @@ def test_a_long_tool_output_is_cut_and_arguments_are_shown_as_data(db_path):
 def test_the_system_prompt_and_the_task_are_not_steps_to_mark(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID, step="1")
     assert not at.exception
-    assert "trj_save_mark" not in [b.key for b in at.button]
+    assert not any((b.key or "").startswith("trj_save_mark:") for b in at.button)
     assert any("marks are for the agent's steps" in c.value for c in at.caption)
 
 
 def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID, step="3")
     run = item_id(db_path, KB_UID)
-    assert at.button(key="trj_save_mark").disabled
-    assert at.button(key="trj_sevbtn:3").disabled  # severity comes after the error type
-    at.button(key="trj_errbtn:missed_essential_question").click().run()
-    assert at.button(key="trj_save_mark").disabled  # still needs a severity
-    at.button(key="trj_sevbtn:4").click().run()
+    assert action_button(at, "trj_save_mark").disabled
+    assert action_button(at, "trj_sevbtn", "3").disabled  # severity comes after the error type
+    action_button(at, "trj_errbtn", "missed_essential_question").click().run()
+    assert action_button(at, "trj_save_mark").disabled  # still needs a severity
+    action_button(at, "trj_sevbtn", "4").click().run()
     note = next(t for t in at.text_input if t.key and t.key.startswith("trj_note:")
                 and t.key.endswith(f":{run}:3"))
     note.input("never asked about allergies").run()
-    at.button(key="trj_save_mark").click().run()
+    action_button(at, "trj_save_mark").click().run()
     assert not at.exception
     assert my_annotations(db_path) == [(
         "trajectory.step_error", "step:3", "answered", "missed_essential_question",
@@ -128,11 +128,11 @@ def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
     page = texts(at)
     assert "Step 3 marked: Missed question, severity 4 (Serious)." in page
     assert "1 error marked by you" in page
-    assert at.button(key="trj_save_mark").disabled  # nothing changed since
-    at.button(key="trj_next").click().run()
-    at.button(key="trj_errbtn:no_error").click().run()
-    assert not at.button(key="trj_save_mark").disabled  # a checked step needs no severity
-    at.button(key="trj_save_mark").click().run()
+    assert action_button(at, "trj_save_mark").disabled  # nothing changed since
+    action_button(at, "trj_next").click().run()
+    action_button(at, "trj_errbtn", "no_error").click().run()
+    assert not action_button(at, "trj_save_mark").disabled  # a checked step needs no severity
+    action_button(at, "trj_save_mark").click().run()
     assert [a[1:4] for a in my_annotations(db_path)][-1] == ("step:4", "answered", "no_error")
 
 
@@ -141,12 +141,12 @@ def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path
     before = texts(at)
     for hidden in ("klinikebench-verifier", "klinikebench-judge", "asked at step 3", "never asked"):
         assert hidden not in before
-    at.button(key="rv_met").click().run()  # criterion 1 (diagnosis): met, focus moves on
-    at.button(key="rv_not_met").click().run()  # criterion 2 (required tools)
-    at.button(key="rv_cannot").click().run()  # criterion 3
-    assert "Commit 3 answers" in at.button(key="rv_commit").label
+    action_button(at, "rv_met").click().run()  # criterion 1 (diagnosis): met, focus moves on
+    action_button(at, "rv_not_met").click().run()  # criterion 2 (required tools)
+    action_button(at, "rv_cannot").click().run()  # criterion 3
+    assert "Commit 3 answers" in action_button(at, "rv_commit").label
     assert my_annotations(db_path) == []  # drafts until committed
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_commit").click().run()
     assert not at.exception
     got = [(k.removeprefix(KB_UID + ":"), s, v) for k, _, s, v, *_ in my_annotations(db_path)]
     assert got == [("gate:diagnosis", "answered", "met"), ("gate:required_tools", "answered", "not_met"),
@@ -156,8 +156,8 @@ def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path
     assert "asked at step 3" not in page  # the must-ask topics are not committed yet: still hidden
     # answer the rest with the keyboard's buttons, then commit: every judge appears
     for _ in range(6):
-        at.button(key="rv_met").click().run()
-    at.button(key="rv_commit").click().run()
+        action_button(at, "rv_met").click().run()
+    action_button(at, "rv_commit").click().run()
     page = texts(at)
     assert "asked at step 3" in page and "never asked" in page
     assert "reviewed by you" in page and "1 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
@@ -176,8 +176,8 @@ def test_verdicts_picked_but_not_committed_survive_a_closed_tab(db_path):
     """Uncommitted verdicts are drafts in the database: a new browser session on the
     same run gets them back; committing turns them into answers and the drafts go."""
     at = open_page("pages/trajectories.py", item=KB_UID)
-    at.button(key="rv_met").click().run()  # criterion 1
-    at.button(key="rv_not_met").click().run()  # criterion 2
+    action_button(at, "rv_met").click().run()  # criterion 1
+    action_button(at, "rv_not_met").click().run()  # criterion 2
     why = next(t for t in at.text_input if t.key and t.key.startswith("rv_why:"))
     why.input("the vitals were never taken").run()  # criterion 3's reason, no verdict yet
     assert my_annotations(db_path) == []
@@ -186,11 +186,11 @@ def test_verdicts_picked_but_not_committed_survive_a_closed_tab(db_path):
                     ("gate:parameterised_actions", None, "the vitals were never taken")]
     fresh = open_page("pages/trajectories.py", item=KB_UID)  # the tab was closed: a new session
     assert "Your uncommitted verdicts were restored" in texts(fresh)
-    assert "Commit 2 answers" in fresh.button(key="rv_commit").label
+    assert "Commit 2 answers" in action_button(fresh, "rv_commit").label
     picks = {sc.key: sc.value for sc in fresh.segmented_control if sc.key.startswith("rv:")}
     assert sorted(v for v in picks.values() if v) == ["met", "not_met"]
-    fresh.button(key="rv_not_met").click().run()  # the focus is on criterion 1: changed
-    fresh.button(key="rv_commit").click().run()
+    action_button(fresh, "rv_not_met").click().run()  # the focus is on criterion 1: changed
+    action_button(fresh, "rv_commit").click().run()
     assert not fresh.exception
     got = [(k.removeprefix(KB_UID + ":"), v) for k, _, _, v, *_ in my_annotations(db_path)]
     assert got == [("gate:diagnosis", "not_met"), ("gate:required_tools", "not_met")]
@@ -215,7 +215,7 @@ def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_pat
     assert "step 3 of 5" in texts(at)
     assert "agent:vendor/model-x" not in texts(at) and "clinicare-cohort" not in texts(at)
     at.segmented_control(key=f"rv:{run}:{verdict}").set_value("NO").run()
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_commit").click().run()
     page = texts(at)
     assert "agent:vendor/model-x" in page and "clinicare-cohort" in page and "on the task" in page
 
@@ -241,18 +241,18 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     assert len(must_not) == 1
     assert not [m for m in at.metric]  # no score before any commit
     for key in ("rv_met", "rv_not_met", "rv_not_met"):
-        at.button(key=key).click().run()
-    at.button(key="rv_commit").click().run()
+        action_button(at, key).click().run()
+    action_button(at, "rv_commit").click().run()
     assert not at.exception
     page = texts(at)
     assert "It says to stop the soap." in page and "Lips only, not breathing." in page
     scores = {shown(m.label): m.value for m in at.metric}
     assert scores == {"You": "0.62", "openai:grader-x@v1": "0.62"}  # 5 of 8 positive points
     assert any(e.label.startswith("Reference: the physician-written") for e in at.expander)
-    at.button(key="rv_up").click().run()  # the focus stays on the last criterion: up, then down
-    at.button(key="rv_down").click().run()
-    at.button(key="rv_met").click().run()  # revise criterion 3 after the reveal
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_up").click().run()  # the focus stays on the last criterion: up, then down
+    action_button(at, "rv_down").click().run()
+    action_button(at, "rv_met").click().run()  # revise criterion 3 after the reveal
+    action_button(at, "rv_commit").click().run()
     assert my_annotations(db_path)[-1][3:] == ("met", None, '{"blinding":"reveal_after_commit"}',
                                                "after_reveal")
     assert {m.label: m.value for m in at.metric}["You"] == "0.12"  # (5 - 4) / 8
@@ -261,22 +261,22 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
 @pytest.mark.parametrize("page, uid", [("pages/trajectories.py", KB_UID), ("pages/graded.py", COMPLETION_UID)])
 def test_flag_an_item_to_come_back_to_and_clear_it(db_path, page, uid):
     at = open_page(page, item=uid)
-    assert at.button(key="rv_flag").label == "Flag"
-    at.button(key="rv_flag").click().run()
-    assert not at.exception and at.button(key="rv_flag").label == "Unflag"
-    at.button(key="rv_flag").click().run()
+    assert action_button(at, "rv_flag").label == "Flag"
+    action_button(at, "rv_flag").click().run()
+    assert not at.exception and action_button(at, "rv_flag").label == "Unflag"
+    action_button(at, "rv_flag").click().run()
     flags = rows(db_path, "SELECT f.raised FROM flags f JOIN raters r ON r.id = f.rater_id"
                           " WHERE r.name = ? AND f.item_id = ? ORDER BY f.id", (REVIEWER, item_id(db_path, uid)))
-    assert flags == [(1,), (0,)] and at.button(key="rv_flag").label == "Flag"
+    assert flags == [(1,), (0,)] and action_button(at, "rv_flag").label == "Flag"
     assert my_annotations(db_path) == []  # a flag is not an answer
 
 
 def test_left_and_right_move_between_conversations(db_path):
     at = open_page("pages/graded.py", item="hb:p-inv-1")
     assert "the physician-written ideal completion" in texts(at)
-    at.button(key="hb_next").click().run()
+    action_button(at, "hb_next").click().run()
     assert qp(at, "item") == COMPLETION_UID
-    at.button(key="hb_prev").click().run()
+    action_button(at, "hb_prev").click().run()
     assert qp(at, "item") == "hb:p-inv-1"
 
 
@@ -343,10 +343,10 @@ def test_no_screen_of_this_issue_allows_html():
 
 def test_a_reason_typed_without_a_verdict_does_not_claim_restored_verdicts(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID)
-    at.button(key="rv_met").click().run()
+    action_button(at, "rv_met").click().run()
     why = next(t for t in at.text_input if t.key and t.key.startswith("rv_why:"))
     why.input("check the vitals").run()  # criterion 2's reason, no verdict
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_commit").click().run()
     fresh = open_page("pages/trajectories.py", item=KB_UID)
     assert "were restored" not in texts(fresh)
     assert "check the vitals" in [t.value for t in fresh.text_input]
@@ -354,15 +354,15 @@ def test_a_reason_typed_without_a_verdict_does_not_claim_restored_verdicts(db_pa
 
 def test_another_reviewer_in_the_same_browser_starts_from_their_own_work(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID)
-    at.button(key="rv_met").click().run()
-    at.button(key="rv_not_met").click().run()  # two picks by the first reviewer, not committed
+    action_button(at, "rv_met").click().run()
+    action_button(at, "rv_not_met").click().run()  # two picks by the first reviewer, not committed
     s = open_store(db_path)
     ensure_reviewer(s, "Dr. Second")
     s.close()
     at.session_state["reviewer"] = "Dr. Second"  # as the sidebar's choice does
     at.run()
     assert not at.exception
-    assert "Nothing new to commit" in at.button(key="rv_commit").label
+    assert "Nothing new to commit" in action_button(at, "rv_commit").label
     assert all(sc.value is None for sc in at.segmented_control if sc.key.startswith("rv:"))
 
 
@@ -380,9 +380,9 @@ def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal
     at.query_params["round"] = str(rid)  # chosen on the page, after the app opened
     at.run()
     uid = at.query_params["item"]
-    at.button(key="rv_met").click().run()  # the judges are on screen in a 'suggest' round
+    action_button(at, "rv_met").click().run()  # the judges are on screen in a 'suggest' round
     fresh = open_page("pages/trajectories.py", item=uid)  # later, in free review (reveal after commit)
-    fresh.button(key="rv_commit").click().run()
+    action_button(fresh, "rv_commit").click().run()
     assert not fresh.exception
     got = [(a[2], json.loads(a[5])["blinding"]) for a in my_annotations(db_path)]
     s = open_store(db_path)
@@ -396,7 +396,7 @@ def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal
 def test_a_conversation_graded_in_part_says_how_far(db_path):
     at = open_page("pages/graded.py", item=COMPLETION_UID)
     assert "not yet graded by you" in texts(at)
-    at.button(key="rv_met").click().run()
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_met").click().run()
+    action_button(at, "rv_commit").click().run()
     assert not at.exception
     assert "in progress: 1 of 3 graded by you" in texts(at)

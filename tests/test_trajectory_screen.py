@@ -17,7 +17,7 @@ from review.rubric_review import item_questions
 from review.sources import import_file
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import open_app, rows, shown
+from tests.helpers import action_button, open_app, rows, shown
 from tests.review_fixtures import HARBOR_UID, KB_UID, import_all
 from tests.test_sources_trajectories import atif_doc, make_trial
 
@@ -66,23 +66,23 @@ def qp(at: AppTest, name: str) -> str | None:
 
 def test_a_step_mark_begun_comes_back_in_a_new_session_and_goes_once_saved(db_path):
     at = open_page(item=KB_UID, step="3")
-    at.button(key="trj_errbtn:missed_essential_question").click().run()
-    at.button(key="trj_sevbtn:4").click().run()
+    action_button(at, "trj_errbtn", "missed_essential_question").click().run()
+    action_button(at, "trj_sevbtn", "4").click().run()
     note_box(at, 3).input(NOTE).run()
     assert step_drafts(db_path) == [("step:3", "missed_essential_question", 4, NOTE)]
     s = open_store(db_path)
     ensure_reviewer(s, "Dr. Other")
     s.close()
     other = open_page(reviewer="Dr. Other", item=KB_UID, step="3")
-    assert other.button(key="trj_errbtn:missed_essential_question").proto.type == "secondary"
+    assert action_button(other, "trj_errbtn", "missed_essential_question").proto.type == "secondary"
     assert note_box(other, 3).value == ""  # a draft is its reviewer's own
 
     fresh = open_page(item=KB_UID, step="3")  # the tab was closed: a new session
     assert note_box(fresh, 3).value == NOTE
-    assert fresh.button(key="trj_errbtn:missed_essential_question").proto.type == "primary"
-    assert fresh.button(key="trj_sevbtn:4").proto.type == "primary"
+    assert action_button(fresh, "trj_errbtn", "missed_essential_question").proto.type == "primary"
+    assert action_button(fresh, "trj_sevbtn", "4").proto.type == "primary"
     assert any("Your unsaved mark on step 3 was restored" in c.value for c in fresh.caption)
-    fresh.button(key="trj_save_mark").click().run()
+    action_button(fresh, "trj_save_mark").click().run()
     assert not fresh.exception
     marks = rows(db_path, "SELECT a.target, a.value, json_extract(a.extra, '$.severity'), a.rationale"
                           " FROM annotations a JOIN raters r ON r.id = a.rater_id WHERE r.name = ?",
@@ -94,15 +94,15 @@ def test_a_step_mark_begun_comes_back_in_a_new_session_and_goes_once_saved(db_pa
 
 def test_a_step_mark_brought_back_to_the_saved_one_leaves_no_draft(db_path):
     at = open_page(item=KB_UID, step="3")
-    at.button(key="trj_errbtn:no_error").click().run()
-    at.button(key="trj_save_mark").click().run()
-    at.button(key="trj_errbtn:unsafe_action").click().run()
+    action_button(at, "trj_errbtn", "no_error").click().run()
+    action_button(at, "trj_save_mark").click().run()
+    action_button(at, "trj_errbtn", "unsafe_action").click().run()
     assert step_drafts(db_path) == [("step:3", "unsafe_action", None, None)]
-    at.button(key="trj_errbtn:no_error").click().run()  # back to what is saved
+    action_button(at, "trj_errbtn", "no_error").click().run()  # back to what is saved
     assert step_drafts(db_path) == []
     fresh = open_page(item=KB_UID, step="3")
-    assert fresh.button(key="trj_errbtn:no_error").proto.type == "primary"  # the saved mark
-    assert fresh.button(key="trj_save_mark").disabled
+    assert action_button(fresh, "trj_errbtn", "no_error").proto.type == "primary"  # the saved mark
+    assert action_button(fresh, "trj_save_mark").disabled
 
 
 # -- the step in the URL ---------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_a_step_mark_brought_back_to_the_saved_one_leaves_no_draft(db_path):
 def test_a_link_to_a_step_of_a_run_already_open_opens_that_step(db_path):
     at = open_page(item=KB_UID, step="4")
     assert shown_step(at) == "4"
-    at.button(key="trj_prev").click().run()  # the page's own moves are kept
+    action_button(at, "trj_prev").click().run()  # the page's own moves are kept
     assert shown_step(at) == "3" and qp(at, "step") == "3"
     # Elsewhere in the app (Adjudicate's "Open the run at this step") a link asks for step 2.
     at.switch_page("pages/review.py").run()
@@ -118,7 +118,7 @@ def test_a_link_to_a_step_of_a_run_already_open_opens_that_step(db_path):
     at.switch_page("pages/trajectories.py").run()
     assert not at.exception
     assert shown_step(at) == "2" and qp(at, "step") == "2"
-    at.button(key="trj_next").click().run()
+    action_button(at, "trj_next").click().run()
     assert shown_step(at) == "3" and qp(at, "step") == "3"
 
 
@@ -134,8 +134,8 @@ def test_the_next_run_of_a_round_opens_at_its_first_step(db_path):
     at.query_params["round"] = str(rid)  # chosen on the page, after the app opened
     at.run()
     first = qp(at, "item")
-    at.button(key="trj_next").click().run()
-    at.button(key="trj_next").click().run()
+    action_button(at, "trj_next").click().run()
+    action_button(at, "trj_next").click().run()
     assert shown_step(at) == "3"
     s = open_store(db_path)
     run = s.scalar("SELECT id FROM items WHERE uid = ?", (first,))
@@ -143,10 +143,10 @@ def test_the_next_run_of_a_round_opens_at_its_first_step(db_path):
     s.close()
     for q in asked:
         if q.kind == "criterion":
-            at.button(key="rv_met").click().run()
+            action_button(at, "rv_met").click().run()
         else:  # an outcome verdict (e.g. CliniCARE's)
             at.segmented_control(key=f"rv:{run}:{q.id}").set_value("cannot_assess").run()
-    at.button(key="rv_commit").click().run()
+    action_button(at, "rv_commit").click().run()
     at.button(key="trj_next_round").click().run()
     assert not at.exception and qp(at, "item") != first
     assert shown_step(at) == "1" and qp(at, "step") == "1"
@@ -173,9 +173,9 @@ def test_a_run_without_criteria_can_be_flagged(tmp_path, monkeypatch):
     monkeypatch.setenv("CARELENS_DB", str(path))
     at = open_page(item="harbor:trial-plain__abc")
     assert any("no criteria to answer" in c.value for c in at.caption)
-    assert at.button(key="rv_flag").proto.shortcut.upper() == "F"
-    at.button(key="rv_flag").click().run()
-    assert not at.exception and at.button(key="rv_flag").label == "Unflag"
+    assert action_button(at, "rv_flag").proto.shortcut.upper() == "F"
+    action_button(at, "rv_flag").click().run()
+    assert not at.exception and action_button(at, "rv_flag").label == "Unflag"
     assert rows(path, "SELECT f.raised FROM flags f JOIN items i ON i.id = f.item_id"
                       " WHERE i.uid = ?", ("harbor:trial-plain__abc",)) == [(1,)]
 
@@ -188,7 +188,7 @@ def test_a_subagent_run_stays_open_in_place_while_the_run_is_reviewed(db_path):
     opener.click().run()
     child = "Child agent: the chart shows no fever."
     assert child in shown("\n".join(m.value for m in at.markdown))
-    at.button(key="rv_met").click().run()  # Y answers the run under review, in plain view
+    action_button(at, "rv_met").click().run()  # Y answers the run under review, in plain view
     assert not at.exception
     assert child in shown("\n".join(m.value for m in at.markdown))  # still open, not hidden
     closer = next(b for b in at.button if shown(b.label).startswith("Close subagent run child-1"))
