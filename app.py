@@ -51,6 +51,10 @@ def reviewer_sidebar() -> None:
             st.query_params["reviewer"] = choice
             st.rerun()
         if current:
+            if st.query_params.get("reviewer") != current.name:
+                # Another screen's address starts without it: put it back, so a
+                # reload or a bookmark of any screen comes back as this reviewer.
+                st.query_params["reviewer"] = current.name
             profile = ", ".join(p for p in (current.specialty, current.seniority) if p)
             st.caption(f"{current.role}" + (f" · {safe_markdown(profile)}" if profile else ""))
         elif st.query_params.get("reviewer"):

@@ -198,3 +198,70 @@ def test_a_skip_reason_typed_is_a_reason_not_shortcuts(demo_copy):
                      " WHERE r.name = 'Dr. Skipper'")
     s.close()
     assert rows == [("skipped", None, "Foreign language 2")] and flags == 0
+
+
+SHOWN_THEN_PRESS = """key => {
+  // In one go, with no update of the page in between: which item the screen
+  // shows, and a key press on it (as a clinician's second key, a quick
+  // correction or a double tap, while the next item is being made ready).
+  const text = document.querySelector('[data-testid="stMain"]').innerText.replace(/\\u2060/g, '');
+  const shown = text.match(/(demo_case_\\d+_r\\d+) · item/);
+  const target = document.activeElement || document.body;
+  for (const type of ['keydown', 'keyup']) {
+    target.dispatchEvent(new KeyboardEvent(type, {key, code: 'Digit' + key, bubbles: true}));
+  }
+  return shown && shown[1];
+}"""
+RUNNING = ("() => document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState"
+           " === 'running'")
+
+
+def test_a_key_pressed_while_an_item_is_still_on_screen_never_answers_the_next_one(demo_copy):
+    """Press 2 on an item, then 3 a few milliseconds later, while the screen
+    still shows that item: the 3 answers the item on screen or nothing, never
+    the next item, which the clinician has not seen. (With one widget key for
+    every item, the callback registered last ran: it answered the next item,
+    blind, in about half of these tries.)"""
+    from review.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Quick")
+    s.close()
+    wrong = []
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for delay in (0, 10, 20, 30, 40, 0):
+            page.goto(url + "/?reviewer=Dr.+Quick")
+            ready_for_keys(page)
+            before = len(answers_of(demo_copy, "Dr. Quick"))
+            page.keyboard.press("2")
+            page.wait_for_function(RUNNING, polling=5)
+            page.wait_for_timeout(delay)
+            shown = page.evaluate(SHOWN_THEN_PRESS, "3")
+            page.wait_for_timeout(1500)
+            wait_for_app(page)
+            answered = {uid for uid, _, _ in answers_of(demo_copy, "Dr. Quick")[before:]}
+            if shown is not None and answered - {shown, *answered_first(demo_copy, before)}:
+                wrong.append((shown, sorted(answered)))
+    assert not wrong, f"a key pressed on one item answered another, never shown: {wrong}"
+
+
+def answered_first(db, before: int) -> set[str]:
+    """The item the first key (2) answered, of the answers after `before`."""
+    rows = answers_of(db, "Dr. Quick")[before:]
+    return {rows[0][0]} if rows else set()
+
+
+def test_a_reload_on_another_screen_comes_back_as_the_same_reviewer(demo_copy):
+    """Another screen's address starts without `?reviewer=`: the app puts it
+    back, so a reload (or a bookmark) of that screen is the same reviewer."""
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/?reviewer=Dr.+Mei+Tanaka")
+        wait_for_app(page)
+        page.get_by_test_id("stSidebarNav").get_by_text("Codebook").click()
+        page.wait_for_url(re.compile(r"/codebook\?reviewer=Dr\.(\+|%20)Mei(\+|%20)Tanaka"))
+        page.reload()
+        wait_for_app(page)
+        chosen = page.get_by_test_id("stSidebar").get_by_role("combobox").first
+        assert chosen.input_value() == "Dr. Mei Tanaka"
