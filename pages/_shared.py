@@ -161,6 +161,11 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     opened = labels_opened(db, who.id)
     left = blind_work_left(db, who.id, after=opened)
     if not left:
+        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
+            # Nothing waits for a blind answer, so nothing is asked; but the labels
+            # are about to be seen, and an answer changed after this is not a
+            # blind one: the audit trail says so (`_labels_seen_before` reads it).
+            open_labels(db, who, screen, 0, mark)
         st.session_state[key] = mark
         return True
     # A click is an answer to the warning shown before it: what that warning

@@ -228,3 +228,38 @@ def test_items_imported_while_the_warning_is_up_are_asked_about(demo_copy, monke
     at.switch_page(BROWSE).run()
     assert any("1 item added since you last chose to see the labels is waiting" in w.value
                for w in at.warning)
+
+
+def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_path, monkeypatch):
+    from review.rubric_review import LABELS_OPENED
+    """A reviewer who has answered every item in a blind round is not asked
+    before Browse shows every rater's labels; but the opening is recorded, so
+    an answer they change afterwards is not recorded as a blind one."""
+    from review.items import commit_answer, load_item
+    from review.reviewers import ensure_reviewer
+    from review.rounds import RoundSpec, create_round, reserve_next_item
+    from tests.helpers import write_prefixes
+
+    path = tmp_path / "blind.db"
+    s = open_store(path)
+    write_prefixes(s, 3)
+    rid = create_round(s, RoundSpec("Blind", "carebench.escalation_needed", reviewers_per_item=1,
+                                    blinding="blind"), ensure_reviewer(s, "Jordan Lee", role="admin"))
+    me = ensure_reviewer(s, "Dr. Blind")
+    done = []
+    while (x := reserve_next_item(s, rid, me)) is not None:
+        commit_answer(s, me, x, load_item(s, x).question_id, "0A", mode="blind", round_id=rid)
+        done.append(x)
+    s.close()
+    at = app_as(path, monkeypatch, "Dr. Blind")
+    at.switch_page(BROWSE).run()
+    assert not at.exception and not any("blind answer" in w.value for w in at.warning)
+    with open_store(path) as s:
+        assert s.query_one("SELECT actor, json_extract(new, '$.unanswered') FROM audit_log"
+                           " WHERE action = ?", (LABELS_OPENED,))[:] == ("Dr. Blind", 0)
+        new = commit_answer(s, me, done[0], load_item(s, done[0]).question_id, "1B", mode="blind",
+                            round_id=rid)
+        assert s.scalar("SELECT phase FROM annotations WHERE id = ?", (new,)) == "after_reveal"
+    at.switch_page(BROWSE).run()  # seen since: not recorded twice
+    with open_store(path) as s:
+        assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ?", (LABELS_OPENED,)) == 1
