@@ -12,6 +12,7 @@ from pages._steps import code_span
 from review.adjudication import (
     REASONS,
     RUBRIC_KINDS,
+    AnswersChanged,
     adjudication_queue,
     rubric_queue,
     settle,
@@ -86,14 +87,26 @@ if failed := st.session_state.pop(SETTLE_ERROR, None):
 
 
 # The Settle buttons run these as callbacks, with what their form showed when
-# it was drawn (`seen`: the settlement in force then): the next run reloads the
-# queue, where another adjudicator's ruling may already have taken the item away.
+# it was drawn (`seen`: the settlement in force then; `shown`: the clinicians'
+# answers on screen): the next run reloads the queue, where another
+# adjudicator's ruling may already have taken the item away, or a clinician's
+# changed answer shows in place of the one the ruling was not made on.
 def _chosen(form: str) -> tuple:
     return tuple(st.session_state.get(f"{form}:{part}") for part in ("value", "reason", "note"))
 
 
+def _refused(form: str, exc: ValueError) -> None:
+    """Say why nothing was settled, above the queue. Where the answers changed,
+    the settled answer chosen is cleared too: it was chosen against the old
+    ones, so the item comes back with the new answers to be decided afresh."""
+    st.session_state[SETTLE_ERROR] = safe_markdown(str(exc))
+    if isinstance(exc, AnswersChanged):
+        for part in ("value", "severity"):
+            st.session_state.pop(f"{form}:{part}", None)
+
+
 def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, item_id: int,
-                     question_key: str | None, seen: int | None) -> None:
+                     question_key: str | None, seen: int | None, shown: tuple[int, ...]) -> None:
     value, reason, note = _chosen(form)
     if value is None or reason is None:
         st.session_state[SETTLE_ERROR] = CHOOSE
@@ -101,9 +114,9 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
     s = store()
     try:
         settle(s, round_id, item_id, adjudicator, value, reason, note, question_key=question_key,
-               expected=seen)
+               expected=seen, answers_shown=shown)
     except ValueError as exc:
-        st.session_state[SETTLE_ERROR] = safe_markdown(str(exc))
+        _refused(form, exc)
         return
     uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
     word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
@@ -214,7 +227,8 @@ def rubric_mode() -> None:
                                   placeholder="Why this verdict?", key=f"{form}:reason")
                 cols[2].text_input("Note", placeholder="What decided it", key=f"{form}:note")
                 st.form_submit_button("Settle this criterion", type="primary", on_click=settle_from_form,
-                                      args=(form, me, None, case.item_id, d.question_key, d.settled_id))
+                                      args=(form, me, None, case.item_id, d.question_key, d.settled_id,
+                                            d.answer_ids))
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
@@ -229,7 +243,7 @@ def _preview(step, limit: int = 240) -> str:
 
 
 def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_id: int,
-                          seen: int | None) -> None:
+                          seen: int | None, shown: tuple[int, ...]) -> None:
     """As `settle_from_form`, for one step's settled mark."""
     error, reason, note = _chosen(form)
     severity = st.session_state.get(f"{form}:severity")
@@ -239,9 +253,9 @@ def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_i
     s = store()
     try:
         settle_step(s, item_id, step_id, adjudicator, error, None if error == NO_ERROR else severity,
-                    reason, note, expected=seen)
+                    reason, note, expected=seen, answers_shown=shown)
     except ValueError as exc:
-        st.session_state[SETTLE_ERROR] = safe_markdown(str(exc))
+        _refused(form, exc)
         return
     uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
     st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
@@ -322,7 +336,8 @@ def steps_mode() -> None:
                                   placeholder="Why this mark?", key=f"{form}:reason")
                 st.text_input("Note", placeholder="What decided it", key=f"{form}:note")
                 st.form_submit_button("Settle this step", type="primary", on_click=settle_step_from_form,
-                                      args=(form, me, case.item_id, d.step_id, d.settled_id))
+                                      args=(form, me, case.item_id, d.step_id, d.settled_id,
+                                            d.answer_ids))
     queue_nav(pos, len(queue), "adj_steps_pos", " run")
 
 
@@ -402,5 +417,5 @@ with right:
         st.text_area("Note", placeholder="What decided it; a codebook gap to fix", key=f"{form}:note")
         st.form_submit_button("Settle", type="primary", on_click=settle_from_form,
                               args=(form, me, case.round_id, case.item_id, question_key,
-                                    case.settled_id))
+                                    case.settled_id, case.answer_ids))
     queue_nav(pos, len(queue), "adj_pos")

@@ -100,6 +100,51 @@ def _check_unchanged(conn, unit: str, item_id: int, question_id: int, adjudicato
     raise AdjudicationError(f"{unit} was settled meanwhile by {now[4]} as {value}; reload to see it")
 
 
+class AnswersChanged(AdjudicationError):
+    """The clinicians' answers on a unit are not the ones the adjudicator was
+    shown: nothing was settled; show the unit again, with its answers as they are."""
+
+
+def _answer_ids(answers) -> tuple[int, ...]:
+    """The ids of clinicians' answers in force (rows of `_complete_items`,
+    `_rubric_answers` or `_step_marks`): what a queue entry showed."""
+    return tuple(sorted(a["annotation_id"] for a in answers))
+
+
+def _words(value: str | None, severity: int | None = None) -> str:
+    """An answer or a mark as the refusals name it."""
+    if value is None:
+        return "cannot assess"
+    return value if severity is None or value == "no_error" else f"{value} (severity {severity})"
+
+
+def _check_answers(unit: str, noun: str, now: list, agreed: str | None,
+                   shown: tuple[int, ...] | None, expected) -> None:
+    """Inside the settling transaction, after `_check_unchanged`: refuse if the
+    clinicians' answers on the unit (`now`: as its queue reads them; [] when
+    too few are left) are not those the adjudicator was shown (`shown`: the
+    queue entry's `answer_ids`): one was changed, added or withdrawn since. A
+    caller that names the settlement it saw (`expected`) but not the answers
+    is refused only where they no longer disagree at all (`agreed`: in words,
+    what they now agree on); one that names neither is not checked.
+    `noun`: 'answers' or 'marks'."""
+    if shown is not None:
+        if tuple(sorted(shown)) == _answer_ids(now):
+            return
+    elif expected is UNRULED or (now and agreed is None):
+        return
+    if not now:
+        what = "too few are left to settle"
+    elif agreed is not None:
+        what = f"they now agree: {agreed}"
+    else:
+        what = "now: " + ", ".join(
+            _words(a["value"] if a["status"] == "answered" else None,
+                   _severity(a) if "severity" in a.keys() else None) for a in now)
+    raise AnswersChanged(f"the clinicians' {noun} on {unit} changed meanwhile, since you opened it "
+                         f"({what}); nothing was settled: look again")
+
+
 def _settlement_ids(store: Store, question_id: int | None = None) -> dict[tuple[int, int, str], int]:
     """(item, question, target) -> the id of the settled answer (or withdrawn
     settlement) in force, for the queues' `settled_id`; step targets spelled
@@ -142,6 +187,10 @@ class Disagreement:
     settled_id: int | None = None
     """The settled answer (or withdrawn settlement) in force when the queue was
     read; None: none. Pass it to `settle` as `expected`."""
+    answer_ids: tuple[int, ...] = ()
+    """The clinicians' answers shown (their annotation ids, ascending). Pass it
+    to `settle` as `answers_shown`: a ruling is then refused if any of them
+    changed since."""
 
 
 def _adjudicated_rater(conn) -> int:
@@ -184,7 +233,7 @@ def _complete_items(store: Store, round_id: int | None, question_id: int,
         # (not, say, imported HealthBench physicians), as `_rubric_answers`.
         rows = store.query(
             f"""SELECT c.item_id, 2 AS answers_needed, c.rater_id, r.name, c.status, c.value,
-                       c.rationale, c.confidence
+                       c.rationale, c.confidence, c.id AS annotation_id
                 FROM current_annotations c JOIN raters r ON r.id = c.rater_id
                 JOIN items i ON i.id = c.item_id
                 WHERE c.question_id = ? AND r.kind = 'human' AND c.target = ''
@@ -197,7 +246,7 @@ def _complete_items(store: Store, round_id: int | None, question_id: int,
         return {i: a for i, a in by_item.items() if len(a) >= 2}
     rows = store.query(
         """SELECT ri.item_id, ri.answers_needed, a.rater_id, r.name, a.status, a.value, a.rationale,
-                  a.confidence
+                  a.confidence, a.id AS annotation_id
            FROM round_items ri
            JOIN annotations a ON a.round_id = ri.round_id AND a.item_id = ri.item_id
                 AND a.question_id = ? AND a.target = '' AND a.status IN ('answered', 'cannot_assess')
@@ -393,21 +442,27 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
             [RoundAnswer(a["name"] if show_names else f"Reviewer {chr(65 + i)}", a["status"],
                          a["value"], a["rationale"], a["confidence"]) for i, a in enumerate(answers)],
             [(m[0], m[1]) for m in machine], distance, _was_reopened(done.get(item_id)),
-            ids.get((item_id, question_id, "")),
+            ids.get((item_id, question_id, "")), _answer_ids(answers),
         ))
     return out
 
 
 def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Reviewer, value: str,
            reason: str, note: str | None = None, question_key: str | None = None, *,
-           expected: int | None | _Unruled = UNRULED) -> int:
+           expected: int | None | _Unruled = UNRULED,
+           answers_shown: tuple[int, ...] | None = None) -> int:
     """Record the settled answer for one item, by an adjudicator who answered
     nothing about that item (in any round, to any question).
 
     `expected`: the settled answer the adjudicator saw (the queue entry's
     `settled_id`); if another was recorded since, nothing is written and the
     error says what. By default (UNRULED) only an adjudicator's ruling in
-    force is refused. The same ruling sent twice is recorded once."""
+    force is refused. The same ruling sent twice is recorded once.
+
+    `answers_shown`: the clinicians' answers the adjudicator saw (the queue
+    entry's `answer_ids`); if any changed since (one came round, say), nothing
+    is written (AnswersChanged). Without it, a caller that passes `expected`
+    is refused only once the answers agree; one that passes neither, not."""
     _require_adjudicator(adjudicator, "settle disagreements")
     if reason not in REASONS or reason == "unanimous":
         raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
@@ -419,11 +474,15 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
             (item_id, adjudicator.id)).fetchone()
         if answered:
             raise AdjudicationError("you answered this item, so someone else must adjudicate it")
-        same = _check_unchanged(conn, "this criterion" if kind == "criterion" else "this item",
-                                item_id, question_id, adjudicator, expected,
+        unit = "this criterion" if kind == "criterion" else "this item"
+        same = _check_unchanged(conn, unit, item_id, question_id, adjudicator, expected,
                                 (value, reason, None, note or None))
         if same is not None:
             return same
+        now = _complete_items(store, round_id, question_id, item_id).get(item_id, [])
+        agreed = _agreed(now)
+        _check_answers(unit, "answers", now, None if agreed is None else _words(agreed[0]),
+                       answers_shown, expected)
         rater = _adjudicated_rater(conn)
         prev = conn.execute(
             "SELECT id, value FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
@@ -460,6 +519,8 @@ class CriterionDispute:
     """It had settled on its own; a later answer broke that agreement."""
     settled_id: int | None = None
     """As `Disagreement.settled_id`: pass it to `settle` as `expected`."""
+    answer_ids: tuple[int, ...] = ()
+    """As `Disagreement.answer_ids`: pass it to `settle` as `answers_shown`."""
 
 
 @dataclass
@@ -475,7 +536,7 @@ def _rubric_answers(store: Store) -> dict[tuple[int, int], list]:
     that two or more clinicians answered."""
     rows = store.query(
         f"""SELECT c.item_id, c.question_id, c.rater_id, r.name, c.status, c.value, c.rationale,
-                   c.confidence
+                   c.confidence, c.id AS annotation_id
             FROM current_annotations c JOIN raters r ON r.id = c.rater_id
             JOIN items i ON i.id = c.item_id
             WHERE {people_sql('r')} AND c.target = '' AND c.status IN ('answered', 'cannot_assess')
@@ -569,7 +630,7 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
                 [RoundAnswer(a["name"] if show_names else names[a["rater_id"]], a["status"], a["value"],
                              a["rationale"], a["confidence"]) for a in answers],
                 [(m[0], m[1]) for m in machine], _was_reopened(done.get((item_id, question_id))),
-                ids.get((item_id, question_id, ""))))
+                ids.get((item_id, question_id, "")), _answer_ids(answers)))
         out.append(ItemDisputes(item_id, item["uid"], item["kind"], disputes))
     return out
 
@@ -596,6 +657,9 @@ class StepDispute:
     """It had settled on its own; a later mark broke that agreement."""
     settled_id: int | None = None
     """As `Disagreement.settled_id`: pass it to `settle_step` as `expected`."""
+    answer_ids: tuple[int, ...] = ()
+    """The clinicians' marks shown (as `Disagreement.answer_ids`): pass it to
+    `settle_step` as `answers_shown`."""
 
 
 @dataclass
@@ -621,7 +685,7 @@ def _step_marks(store: Store, item_id: int | None = None) -> dict[tuple[int, int
     only, only_params = ("", ()) if item_id is None else (" AND c.item_id = ?", (item_id,))
     rows = store.query(
         f"""SELECT c.item_id, c.target, c.rater_id, r.name, c.status, c.value, c.rationale,
-                   json_extract(c.extra, '$.severity') AS severity
+                   json_extract(c.extra, '$.severity') AS severity, c.id AS annotation_id
             FROM current_annotations c JOIN raters r ON r.id = c.rater_id
             JOIN questions q ON q.id = c.question_id
             WHERE q.key = ? AND {people_sql('r')} AND c.target GLOB 'step:[0-9]*'
@@ -749,19 +813,21 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
                            m["value"] if m["status"] == "answered" else None,
                            _severity(m) if m["value"] != "no_error" else None, m["rationale"])
                 for m in marks], _was_reopened(done.get((item_id, step_id))),
-                ids.get((item_id, step_question, f"step:{step_id}")))
+                ids.get((item_id, step_question, f"step:{step_id}")), _answer_ids(marks))
              for step_id, marks in steps]))
     return out
 
 
 def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer, error: str,
                 severity: int | None, reason: str, note: str | None = None, *,
-                expected: int | None | _Unruled = UNRULED) -> int:
+                expected: int | None | _Unruled = UNRULED,
+                answers_shown: tuple[int, ...] | None = None) -> int:
     """Record the settled mark of one step of a run: an error of the
     trajectory-errors codebook with a severity 1-5, or `no_error`; by an
     adjudicator who answered nothing about the run. A settled mark it
-    replaces is named in the audit trail. `expected`: the settled mark the
-    adjudicator saw, as in `settle`."""
+    replaces is named in the audit trail. `expected` and `answers_shown`:
+    the settled mark and the clinicians' marks the adjudicator saw (the queue
+    entry's `settled_id` and `answer_ids`), as in `settle`."""
     from review.rubric_review import NO_ERROR, STEP_CODEBOOK, _step_count
     from review.trajectory import STEP_ERROR_QUESTION
 
@@ -781,13 +847,17 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
             raise AdjudicationError("you answered this run, so someone else must adjudicate it")
         question_id = conn.execute("SELECT id FROM questions WHERE key = ?",
                                    (STEP_ERROR_QUESTION,)).fetchone()[0]
-        same = _check_unchanged(conn, f"step {int(step_id)} of this run", item_id, question_id,
-                                adjudicator, expected,
+        unit = f"step {int(step_id)} of this run"
+        same = _check_unchanged(conn, unit, item_id, question_id, adjudicator, expected,
                                 (error, reason, None if severity is None else int(severity),
                                  note or None),
                                 step=int(step_id))
         if same is not None:
             return same
+        now = _step_marks(store, item_id).get((item_id, int(step_id)), [])
+        agreed = _agreed_step(now)
+        _check_answers(unit, "marks", now, None if agreed is None else _words(*agreed),
+                       answers_shown, expected)
         annotation_id, prev = _insert_step(conn, item_id, int(step_id), error,
                                            None if severity is None else int(severity), note,
                                            {"reason": reason, "adjudicator": adjudicator.name})

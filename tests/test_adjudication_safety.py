@@ -1,7 +1,8 @@
 """Adjudication that stays safe with several people at work: the queues (every
 clinician's answers) are for adjudicators only, a ruling made meanwhile is not
-replaced by someone who never saw it, and a first sign-in from two tabs at once
-makes one reviewer."""
+replaced by someone who never saw it, nor a ruling made over clinicians' answers
+that changed since the adjudicator opened the item, and a first sign-in from two
+tabs at once makes one reviewer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from review.adjudication import (
     ADJUDICATED,
     AdjudicationError,
+    AnswersChanged,
     adjudication_queue,
     rubric_queue,
     settle,
@@ -20,6 +22,7 @@ from review.adjudication import (
     settle_unanimous,
     step_queue,
 )
+from review.answers import normalise_value
 from review.items import commit_answer
 from review.reviewers import ensure_reviewer, reviewer_for_login
 from review.rubric_review import Verdict, commit_verdicts, find_item, item_questions, mark_step
@@ -217,6 +220,143 @@ def test_the_screen_says_a_step_was_settled_meanwhile(tmp_path, monkeypatch):
     assert not at.exception
     assert any("step 3 of this run was settled meanwhile by Dr. Other" in shown(e.value)
                for e in at.error)
+
+
+# -- a clinician's answer changed meanwhile is not ruled over unseen ----------------
+
+
+def disputed_label(s) -> tuple:
+    """Rev A says 0B and Rev B 1B on one prefix: (item, question id, a, b, Judge)."""
+    item = s.scalar("SELECT id FROM items WHERE uid = 't_case_00000_r01'")
+    qid = s.scalar("SELECT id FROM questions WHERE key = ?", (Q,))
+    a, b = ensure_reviewer(s, "Rev A"), ensure_reviewer(s, "Rev B")
+    commit_answer(s, a, item, qid, "0B")
+    commit_answer(s, b, item, qid, "1B")
+    return item, qid, a, b, ensure_reviewer(s, "Judge", role="adjudicator")
+
+
+def test_a_label_answer_changed_meanwhile_is_refused_saying_what_the_answers_are_now(prefixes):
+    s = prefixes
+    item, qid, a, b, judge = disputed_label(s)
+    seen = next(d for d in adjudication_queue(s, None, judge, question_key=Q) if d.item_id == item)
+    assert len(seen.answer_ids) == 2
+    commit_answer(s, a, item, qid, "0A")  # A changes their answer: still a disagreement, not the one seen
+    with pytest.raises(AnswersChanged, match=r"the clinicians' answers on this item changed meanwhile"
+                                             r".*now: 1B_.*, 0A_.*look again"):
+        settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q,
+               expected=seen.settled_id, answers_shown=seen.answer_ids)
+    assert settled_label(s, item) is None
+    commit_answer(s, b, item, qid, "0A")  # B comes round: they agree, and the ruling would override them
+    with pytest.raises(AnswersChanged, match="they now agree: 0A_"):
+        settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q,
+               expected=seen.settled_id, answers_shown=seen.answer_ids)
+    with pytest.raises(AnswersChanged, match="they now agree"):  # the settlement alone says enough
+        settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q, expected=seen.settled_id)
+    assert settled_label(s, item) is None
+    commit_answer(s, b, item, qid, "1B")  # and back: the answers on screen now are the ones ruled on
+    again = next(d for d in adjudication_queue(s, None, judge, question_key=Q) if d.item_id == item)
+    settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q,
+           expected=again.settled_id, answers_shown=again.answer_ids)
+    assert settled_label(s, item) == ("1B", "Judge")
+
+
+def test_a_library_caller_that_names_nothing_seen_is_not_checked(prefixes):
+    s = prefixes
+    item, qid, a, b, judge = disputed_label(s)
+    commit_answer(s, b, item, qid, "0B")  # they agree; an adjudicator overrules them knowingly
+    settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q)
+    assert settled_label(s, item) == ("1B", "Judge")
+
+
+def test_a_step_mark_changed_meanwhile_is_refused(db):
+    a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
+    judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
+    run = find_item(db, KB_UID)
+    mark_step(db, a, run, 3, "unsafe_action", 5)
+    mark_step(db, b, run, 3, "no_error")
+    seen = step_queue(db, judge)[0].disputes[0]
+    mark_step(db, b, run, 3, "unsafe_action", 1)  # B sees an error after all, far milder than A's
+    with pytest.raises(AnswersChanged, match=r"the clinicians' marks on step 3 of this run changed "
+                                             r"meanwhile.*now: unsafe_action \(severity 5\), "
+                                             r"unsafe_action \(severity 1\)"):
+        settle_step(db, run, 3, judge, "no_error", None, "reviewer_error", expected=seen.settled_id,
+                    answers_shown=seen.answer_ids)
+    mark_step(db, b, run, 3, "unsafe_action", 4)  # within one level: they agree now
+    with pytest.raises(AnswersChanged, match=r"they now agree: unsafe_action \(severity 5\)"):
+        settle_step(db, run, 3, judge, "no_error", None, "reviewer_error", expected=seen.settled_id,
+                    answers_shown=seen.answer_ids)
+    assert db.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                     " WHERE r.name = ?", (ADJUDICATED,)) == 0
+    mark_step(db, b, run, 3, "no_error")
+    again = step_queue(db, judge)[0].disputes[0]
+    settle_step(db, run, 3, judge, "no_error", None, "reviewer_error", expected=again.settled_id,
+                answers_shown=again.answer_ids)
+    assert db.scalar("SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
+                     " WHERE r.name = ? AND c.item_id = ? AND c.target = 'step:3'",
+                     (ADJUDICATED, run)) == "no_error"
+
+
+def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_new_one(
+        tmp_path, monkeypatch):
+    from tests.helpers import write_prefixes
+
+    path = tmp_path / "labels.db"
+    s = open_store(path)
+    write_prefixes(s, 3)
+    ensure_reviewer(s, "Dr. Judge", role="adjudicator")
+    item, qid, a, _, _ = disputed_label(s)
+    s.close()
+    at = adjudicate_screen(path, monkeypatch, "labels")  # Dr. Judge sees 0B against 1B
+    assert any("(0B)" in m.value for m in at.markdown) and not any("(0A)" in m.value for m in at.markdown)
+    s = open_store(path)
+    commit_answer(s, a, item, qid, "0A")  # meanwhile A changes their answer
+    urgent = normalise_value(*s.query_one("SELECT codebook, kind FROM questions WHERE id = ?", (qid,)),
+                             "1B")
+    s.close()
+    settled = next(x for x in at.radio if x.label == "Settled answer")
+    settled.set_value(urgent)
+    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
+    next(x for x in at.button if x.label == "Settle").click()
+    at.run()
+    assert not at.exception
+    assert any("changed meanwhile" in shown(e.value) and "look again" in shown(e.value)
+               for e in at.error)
+    s = open_store(path)
+    assert settled_label(s, item) is None
+    s.close()
+    assert any("(0A)" in m.value for m in at.markdown)  # the item again, with the answer as it is now
+    settled = next(x for x in at.radio if x.label == "Settled answer")
+    assert settled.value is None  # chosen against the old answers: to be chosen afresh
+    settled.set_value(urgent)
+    next(x for x in at.button if x.label == "Settle").click()
+    at.run()
+    assert not at.exception and not at.error
+    s = open_store(path)
+    assert settled_label(s, item) == ("1B", "Dr. Judge")
+    s.close()
+
+
+def test_the_steps_screen_refuses_a_ruling_over_a_changed_mark(tmp_path, monkeypatch):
+    path, s, a, b, run = adjudication_db(tmp_path)
+    mark_step(s, a, run, 3, "unsafe_action", 5)
+    mark_step(s, b, run, 3, "no_error")
+    s.close()
+    at = adjudicate_screen(path, monkeypatch, "steps")
+    s = open_store(path)
+    mark_step(s, b, run, 3, "wrong_tool", 2)  # meanwhile B names another error
+    s.close()
+    next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
+    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
+    next(x for x in at.button if x.label == "Settle this step").click()
+    at.run()
+    assert not at.exception
+    assert any("marks on step 3 of this run changed meanwhile" in shown(e.value) for e in at.error)
+    s = open_store(path)
+    assert s.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                    " WHERE r.name = ? AND a.item_id = ?", (ADJUDICATED, run)) == 0
+    s.close()
+    assert next(x for x in at.selectbox if x.label == "Settled mark").value is None
+    assert any("severity 2" in m.value for m in at.markdown)  # B's new mark, on screen
 
 
 # -- signing in ---------------------------------------------------------------------
