@@ -294,12 +294,54 @@ def _late_on(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: in
         (item_id, rater_id, round_id)).fetchone() is not None
 
 
+_SEEN_BEFORE = {False: " AND a.status != 'skipped'", True: ""}
+"""Which earlier answers keep an item from a reviewer in a round, by whether
+the round is over runs or conversations (see `_answered_outside_sql`)."""
+
+
+def _answered_outside_sql(question_key: str, item: str, rater: str, round_: str,
+                          before: str | None = None) -> str:
+    """SQL, true when the reviewer (`rater`) has answered the item as a whole
+    outside the round (in no round, or in another): an answer committed
+    reveals the item's labels, and a round's answers are blind ones, so the
+    round neither gives them the item (`reserve_next_item`) nor counts their
+    review of it (`claim_answer_slot`). In a label round a skip does not count
+    (it reveals nothing); in a round over agent runs or graded conversations
+    any answer does. `item`, `rater`, `round_`: SQL expressions for them;
+    `before`: only answers older than this annotation id. The unary `+` keeps
+    the lookup on the item's answers (a few), not the reviewer's (thousands)."""
+    return (f"EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = {item} AND +a.rater_id = {rater}"
+            f" AND a.target = '' AND a.round_id IS NOT {round_}"
+            + (f" AND a.id < {before}" if before else "")
+            + _SEEN_BEFORE[is_rubric_round(question_key)] + ")")
+
+
+def _answered_outside_on(conn: sqlite3.Connection, round_id: int, item_id: int,
+                         rater_id: int) -> bool:
+    """Whether this reviewer has answered the item outside the round (see
+    `_answered_outside_sql`): say in Free review in another tab, while the
+    round held the item for them."""
+    key = conn.execute("SELECT question_key FROM review_rounds WHERE id = ?",
+                       (round_id,)).fetchone()[0]
+    return conn.execute("SELECT " + _answered_outside_sql(key, "?", "?", "?"),
+                        (item_id, rater_id, round_id)).fetchone()[0] == 1
+
+
+def _release(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
+             now: str) -> int:
+    """Give the reviewer's open reservation of the item back; how many were open."""
+    return conn.execute(
+        "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
+        " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id)).rowcount
+
+
 def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int) -> bool:
     """Whether this reviewer may still (or already does) review the item in the round."""
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, utcnow())
     if done:
         return True
-    return (held or others < needed) and not _late_on(conn, round_id, item_id, rater_id)
+    return (held or others < needed) and not _late_on(conn, round_id, item_id, rater_id) \
+        and not _answered_outside_on(conn, round_id, item_id, rater_id)
 
 
 def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
@@ -315,11 +357,14 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     False: the item already has the reviewers the round asks for and this one
     is neither among them nor holding a live reservation (it lapsed while they
     worked, and someone else took the place), or their answers on it were kept
-    outside the round before (`_late_on`). The answers are a clinician's
-    judgement all the same: the caller keeps them, the whole batch, outside
-    the round, so the round still counts exactly k reviews and nothing typed
-    is thrown away. Refuses (RoundError) an item that is not in the round,
-    and a skip after the reviewer's review is complete."""
+    outside the round before (`_late_on`), or they have answered the item
+    outside the round meanwhile (`_answered_outside_on`: in another tab, say,
+    which showed them its labels; a round counts only blind reviews): their
+    reservation is then given back. The answers are a clinician's judgement
+    all the same: the caller keeps them, the whole batch, outside the round,
+    so the round still counts exactly k reviews and nothing typed is thrown
+    away. Refuses (RoundError) an item that is not in the round, and a skip
+    after the reviewer's review is complete."""
     statuses = set(statuses)
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
@@ -332,10 +377,13 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         return True
     if _late_on(conn, round_id, item_id, rater_id):
         return False
+    if _answered_outside_on(conn, round_id, item_id, rater_id):
+        # Before the skip rule: in a round over runs or conversations a skip after a
+        # complete review outside would otherwise complete one inside.
+        _release(conn, round_id, item_id, rater_id, now)
+        return False
     if statuses and not statuses & {"answered", "cannot_assess"}:
-        conn.execute(
-            "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ?"
-            " AND rater_id = ? AND released_at IS NULL", (now, round_id, item_id, rater_id))
+        _release(conn, round_id, item_id, rater_id, now)
         return True
     if not held and others >= needed:
         return False
@@ -366,7 +414,21 @@ def late_for_round(store: Store, annotation_ids: list[int]) -> int | None:
 
 
 def full_text(store: Store, round_id: int, item_id: int) -> str:
-    """What a reviewer is told when their answer was kept outside the round."""
+    """What a reviewer is told when their answer was kept outside the round:
+    why, for the reviewer whose answer on the item was kept outside last."""
+    key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
+    late = store.query_one(
+        "SELECT rater_id, MIN(id) FROM annotations WHERE item_id = ?1 AND round_id IS NULL"
+        " AND json_extract(extra, '$.late_for_round') = ?2 AND rater_id = (SELECT rater_id"
+        " FROM annotations WHERE item_id = ?1 AND round_id IS NULL"
+        " AND json_extract(extra, '$.late_for_round') = ?2 ORDER BY id DESC LIMIT 1)",
+        (item_id, round_id))
+    if key is not None and late is not None and late[0] is not None and store.scalar(
+            "SELECT " + _answered_outside_sql(key, "?1", "?2", "?3", before="?4"),
+            (item_id, late[0], round_id, late[1])):
+        return ("Your answer is kept, outside the round: you had already answered this item "
+                "outside the round (an answer there shows you its labels), and a round counts "
+                "only blind reviews. It counts as an extra review, not one of the round's.")
     needed = store.scalar("SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
                           (round_id, item_id)) or 0
     return (f"Your answer is kept, outside the round: while you worked, your reservation lapsed and "
@@ -421,7 +483,9 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     reserved for them; None when the round has nothing left for them. An item
     the reviewer already answered (outside the round or in it) is not given
     again: a round's answers are blind ones, and an answer committed reveals
-    the labels. In a label round a skip does not count (it reveals nothing);
+    the labels. Nor is one kept for them: a reservation of an item they have
+    answered outside the round meanwhile (another tab) is given back, and the
+    next item reserved instead. In a label round a skip does not count (it reveals nothing);
     in a round over agent runs or graded conversations any answer does."""
     info = store.query_one(
         "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
@@ -429,19 +493,26 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     if info is None:
         raise RoundError(f"no review round {round_id}")
     stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
-    answered_before = "AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = {item}" \
-        " AND a.rater_id = ?3 AND a.target = ''" + _SEEN_BEFORE[is_rubric_round(info["question_key"])] + ")"
+    outside = _answered_outside_sql(info["question_key"], "{item}", "?3", "?1")
     with store.transaction() as conn:
         held = conn.execute(
-            """SELECT r.item_id FROM reservations r
+            f"""SELECT r.id, r.item_id, {outside.format(item="r.item_id")} FROM reservations r
                 WHERE r.round_id = ?1 AND r.rater_id = ?3 AND r.released_at IS NULL AND r.expires_at > ?2
                   AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = r.round_id
                       AND rr.item_id = r.item_id AND rr.rater_id = r.rater_id)
-                ORDER BY r.id LIMIT 1""",
+                ORDER BY r.id""",
             (round_id, stamp, reviewer.id),
-        ).fetchone()
-        if held:
-            return held[0]
+        ).fetchall()
+        # A held item the reviewer has answered outside the round meanwhile (another
+        # tab) is given back: the round would no longer hand it to them.
+        for reservation_id, item_id, _ in (h for h in held if h[2]):
+            _release(conn, round_id, item_id, reviewer.id, stamp)
+            store.audit(reviewer.name, "release", "reservations", reservation_id, None,
+                        {"round_id": round_id, "item_id": item_id,
+                         "reason": "answered outside the round"})
+        kept = next((h[1] for h in held if not h[2]), None)
+        if kept is not None:
+            return kept
         frontier = _full_below(conn, (store.path, round_id), round_id)
         specialty_first = (
             "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ?4 THEN 0 ELSE 1 END,"
@@ -456,7 +527,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                   AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = ri.item_id
                       AND a.rater_id = ?3 AND a.round_id IS NULL
                       AND json_extract(a.extra, '$.late_for_round') = ?1)
-                  {answered_before.format(item="ri.item_id")}
+                  AND NOT {outside.format(item="ri.item_id")}
                   AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
                       AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL
                       AND r.expires_at > ?2)
@@ -480,11 +551,6 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         return row[0]
 
 
-_SEEN_BEFORE = {False: " AND a.status != 'skipped'", True: ""}
-"""Which earlier answers keep an item from a reviewer in a round, by whether
-the round is over runs or conversations (see `reserve_next_item`)."""
-
-
 def answered_outside(store: Store, round_id: int, rater_id: int) -> int:
     """Items of a round that this reviewer had answered outside it, which the
     round does not give them (see `reserve_next_item`)."""
@@ -492,9 +558,7 @@ def answered_outside(store: Store, round_id: int, rater_id: int) -> int:
     return store.scalar(
         "SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = ?1 AND NOT EXISTS (SELECT 1"
         " FROM round_reviews rr WHERE rr.round_id = ?1 AND rr.item_id = ri.item_id"
-        " AND rr.rater_id = ?2) AND EXISTS (SELECT 1 FROM annotations a WHERE a.item_id ="
-        " ri.item_id AND a.rater_id = ?2 AND a.target = '' AND a.round_id IS NOT ?1"
-        + _SEEN_BEFORE[is_rubric_round(key or "")] + ")",
+        " AND rr.rater_id = ?2) AND " + _answered_outside_sql(key or "", "ri.item_id", "?2", "?1"),
         (round_id, rater_id))
 
 

@@ -593,3 +593,85 @@ def test_no_grant_leaves_the_database_without_an_admin(demo):
     with pytest.raises(ValueError, match="only an admin"):  # ... whose screen still says admin
         grant_role(demo, first, "Dr. Sam Rivera", "reviewer")
     assert demo.scalar("SELECT role FROM raters WHERE name = 'Dr. Sam Rivera'") == "admin"
+
+
+# -- the same clinician with the round in one tab and Free review in another -------------------
+
+def test_an_item_answered_in_free_review_while_reserved_is_not_handed_back_by_the_round(demo):
+    """The round reserved X; in a Free-review tab the clinician answers X, which
+    reveals its labels. Back in the round tab (or on a reload) the round gives
+    X back to the pool and hands them the next item, as it would never have
+    handed X out after that answer."""
+    from review.rounds import answered_outside, my_round_items
+
+    rid = create_round(demo, RoundSpec("Double", Q, reviewers_per_item=2, limit=4), admin(demo))
+    me = ensure_reviewer(demo, "Dr. Two Tabs")
+    x = reserve_next_item(demo, rid, me)  # tab 1: the round
+    commit_answer(demo, me, x, load_item(demo, x).question_id, "0A")  # tab 2: Free review
+    again = reserve_next_item(demo, rid, me)  # tab 1 reloaded
+    assert again not in (x, None), "the round hands back an item its reviewer answered outside it"
+    assert reserve_next_item(demo, rid, me) == again  # the new reservation holds
+    assert demo.scalar("SELECT COUNT(*) FROM reservations WHERE round_id = ? AND item_id = ?"
+                       " AND rater_id = ? AND released_at IS NULL", (rid, x, me.id)) == 0
+    assert my_round_items(demo, rid, me.id) == [again]
+    assert answered_outside(demo, rid, me.id) == 1
+    # X's place went back to the pool: another reviewer can take it.
+    assert reserve_next_item(demo, rid, ensure_reviewer(demo, "Dr. Next In Line")) == x
+
+
+def test_such_an_answer_is_kept_but_does_not_fill_a_place_of_the_round(demo):
+    """The round tab still shows X and the clinician answers it there, after
+    the Free-review tab revealed its labels: the answer is kept (after the
+    reveal, outside the round, saying which round it was given in) and the
+    round's places stay for blind reviews."""
+    from review.rounds import full_text, has_place
+
+    rid = create_round(demo, RoundSpec("Double", Q, reviewers_per_item=2, limit=4), admin(demo))
+    me = ensure_reviewer(demo, "Dr. Two Tabs")
+    x = reserve_next_item(demo, rid, me)
+    qid = load_item(demo, x).question_id
+    commit_answer(demo, me, x, qid, "0A")  # Free-review tab
+    assert not has_place(demo.conn, rid, x, me.id)
+    kept = commit_answer(demo, me, x, qid, "1B", round_id=rid)  # the round tab, still on X
+    counted = demo.query("SELECT a.phase FROM round_reviews rr JOIN annotations a"
+                         " ON a.round_id = rr.round_id AND a.item_id = rr.item_id"
+                         " AND a.rater_id = rr.rater_id WHERE rr.round_id = ? AND rr.item_id = ?"
+                         " AND rr.rater_id = ?", (rid, x, me.id))
+    assert not counted, f"the round counts a review given after the reveal: {[tuple(r) for r in counted]}"
+    assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 0
+    row = demo.query_one("SELECT value, phase, round_id FROM annotations WHERE id = ?", (kept,))
+    assert row["value"].startswith("1B") and (row["phase"], row["round_id"]) == ("after_reveal", None)
+    assert late_for_round(demo, [kept]) == rid
+    assert "answered this item outside the round" in full_text(demo, rid, x)
+    assert demo.scalar("SELECT COUNT(*) FROM reservations WHERE round_id = ? AND item_id = ?"
+                       " AND rater_id = ? AND released_at IS NULL", (rid, x, me.id)) == 0
+    assert reserve_next_item(demo, rid, me) not in (x, None)
+
+
+def test_a_reviewer_revising_their_own_answers_inside_the_round_keeps_their_place(demo):
+    """Answers given in the round are not 'outside' it: a revised label still
+    counts once, and a run begun in the round (one verdict, then a change of
+    mind) is handed back and its review counts when finished."""
+    from review.rounds import criteria_round_key, has_place
+    from review.rubric_review import commit_verdicts
+
+    rid = create_round(demo, RoundSpec("r", Q, reviewers_per_item=1, limit=2), admin(demo))
+    me = ensure_reviewer(demo, "Dr. Revises")
+    item = answer(demo, rid, me, "0A")
+    revised = commit_answer(demo, me, item, load_item(demo, item).question_id, "1B", round_id=rid)
+    assert demo.scalar("SELECT round_id FROM annotations WHERE id = ?", (revised,)) == rid
+    assert [tuple(r) for r in demo.query("SELECT item_id, rater_id FROM round_reviews"
+                                         " WHERE round_id = ?", (rid,))] == [(item, me.id)]
+    assert reserve_next_item(demo, rid, me) not in (item, None)
+
+    runs = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=1,
+                                        stratify_by="none"), admin(demo))
+    run = reserve_next_item(demo, runs, me)
+    first = verdicts_on(demo, run)[:1]
+    commit_verdicts(demo, me, run, first, round_id=runs)
+    commit_verdicts(demo, me, run, verdicts_on(demo, run, "not_met")[:1], round_id=runs)
+    assert reserve_next_item(demo, runs, me) == run and has_place(demo.conn, runs, run, me.id)
+    ids = commit_verdicts(demo, me, run, verdicts_on(demo, run), round_id=runs)
+    assert late_for_round(demo, ids) is None
+    assert [tuple(r) for r in demo.query("SELECT item_id, rater_id FROM round_reviews"
+                                         " WHERE round_id = ?", (runs,))] == [(run, me.id)]
