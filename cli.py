@@ -353,12 +353,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.comparisons import filters_from, format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)
     try:
-        report = triage_comparison(store, {"dataset": args.dataset} if args.dataset else None,
+        # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
+        report = triage_comparison(store, filters_from({"dataset": args.dataset}),
                                    rank_by=args.rank_by)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -505,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command not in NO_DATABASE:
             check_database(args.db, may_make=args.command in MAKE_DATABASE)
-        return COMMANDS[args.command](args)
+        return _run(args)
     except (InputError, CodebookError, UsageError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)
         return 2
@@ -518,6 +519,37 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("carelens: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its output flushed here: a reader that went away
+    (`carelens ... | head -1`) is then found inside `main`, not at exit."""
+    code = COMMANDS[args.command](args)
+    sys.stdout.flush()
+    return code
+
+
+SIGPIPE_STATUS = 141
+"""Exit status when the reader of our output went away: 128 + SIGPIPE (13), what
+a shell reports for a program ended by a closed pipe (`yes | head -1` under
+`set -o pipefail`). Not 0: the output was not all delivered, and a script that
+checks the status of each command of a pipe can tell; not 1 or 2, which say
+that something went wrong here."""
+
+
+def _reader_went_away() -> int:
+    """Leave quietly when stdout's reader has gone (the Python docs' recipe for
+    SIGPIPE, "Note on SIGPIPE" in the `signal` module): point stdout at devnull so
+    that the interpreter's last flush of what is still buffered does not fail again
+    with a second traceback at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (stdout replaced in-process)
+        pass
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

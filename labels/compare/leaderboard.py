@@ -20,6 +20,7 @@ reading of the same responses as the truth.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CAREBENCH, codebook
@@ -150,9 +151,28 @@ def _reference_name(spec: str) -> str:
     return "the clinicians' majority" if spec == MAJORITY else display_name(spec)
 
 
+def _as_filters(filters: Filters | Mapping | None) -> Filters:
+    """The filters as the dataclass: a mapping such as the command line's
+    ``{"dataset": "demo"}`` is read by ``labels.comparisons.filters_from``, the one
+    place that reads filters from a mapping (imported here, when needed: that module
+    imports this one)."""
+    if filters is None or isinstance(filters, Filters):
+        return filters or Filters()
+    from labels.comparisons import filters_from
+
+    return filters_from(filters)
+
+
+def _datasets_answered(store: Store, prefix_q: str, response_q: str) -> list[str]:
+    """The datasets that hold answers to the CARE-Bench questions, for saying what a
+    dataset filter could have been."""
+    found = {u.dataset for q in (prefix_q, response_q) for u in load_answers(store, q).units}
+    return sorted(found - {None, ""})
+
+
 def triage_comparison(
     store: Store,
-    filters: Filters | None = None,
+    filters: Filters | Mapping | None = None,
     *,
     references: list[str] | None = None,
     readers: list[str] | None = None,
@@ -166,8 +186,9 @@ def triage_comparison(
     readers = the clinicians' majority on the response, then every machine rater of the
     response question. The model filter is ignored (a leaderboard needs every model).
     Every labelling scores the same responses; ``left_out`` and the notes say how many
-    were left out and why."""
-    filters = filters or Filters()
+    were left out and why. ``filters`` may be a mapping (``{"dataset": "demo"}``), as
+    ``agreement_bundle`` takes it; an unknown filter name is a ValueError."""
+    filters = _as_filters(filters)
     model_free = replace(filters, model=None)
     prefix_q, response_q = carebench_questions()
     order = list(codebook(CAREBENCH).codes)
@@ -184,6 +205,13 @@ def triage_comparison(
         readers = ([MAJORITY] if clinicians(response_answers) else [])
         readers += response_answers.of_kind("machine")
     report = TriageReport(filters, rank_by, [], [], {}, [], notes)
+    if filters.dataset and not prefix_answers.units and not response_answers.units:
+        known = _datasets_answered(store, prefix_q, response_q)
+        report.explanation = (
+            f"No CARE-Bench answers in dataset {filters.dataset!r}; "
+            + (f"datasets with some: {', '.join(known)}." if known else "no dataset has any yet.")
+        )
+        return report
     if not references or not readers:
         missing = "no reference label on the prefixes" if not references else (
             "nobody has read the responses as labels")

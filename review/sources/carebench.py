@@ -10,14 +10,18 @@ label for the prefix (the model as a machine rater).
 
 from __future__ import annotations
 
+import ast
+import io
 import json
+import re
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from review.sources.base import Format, ImportOptions, rater_record_for, register
 from review.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
-from review.sources.readers import read_csv, read_rows
+from review.sources.readers import read_rows
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
@@ -34,21 +38,66 @@ def response_uid(prefix_id: str, model: str) -> str:
     return f"{prefix_id}::{model}"
 
 
-def _turns(value: Any, where: str) -> list[str]:
+LISTED_TURNS = re.compile(r"""\A\[\s*(?:\]\s*\Z|[bBrRuUfF]{0,2}['"])""")
+"""A text cell shaped like a list of strings: `[` then a quote (or just `[]`). A
+turn that merely starts with a bracket ("[laughs] fine") is not shaped like one."""
+
+
+def _turns(value: Any, where: str, field: str = "input_patient_turns") -> list[str]:
     """The patient turns: a list of strings; one string is one turn, unless it
-    is a JSON list of strings (how a CSV export of the table writes the list)."""
+    is shaped like a list of strings, as a CSV export of the table writes the list:
+    JSON (`["a", "b"]`), Python's repr (`['a', 'b']`, pandas' `to_csv` of a list
+    column) or numpy's (`['a'\n 'b']`, pandas or `datasets` `to_csv` of an array
+    column). A text shaped like a list that is none of these is refused: its
+    brackets and quotes are never kept as what the patient said."""
     if isinstance(value, str):
-        if value.startswith("[") and value.endswith("]"):
-            try:
-                listed = json.loads(value)
-            except ValueError:
-                listed = None
-            if isinstance(listed, list) and listed and all(isinstance(t, str) for t in listed):
-                return listed
+        if LISTED_TURNS.match(value.lstrip()):
+            return _listed_turns(value.strip(), where, field)
         return [value]
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise InputError(f"{where}: field 'input_patient_turns' must be a list of strings")
+        raise InputError(f"{where}: field {field!r} must be a list of strings")
     return list(value)
+
+
+def _listed_turns(text: str, where: str, field: str) -> list[str]:
+    """A list of strings written as text (see `_turns`). Nothing is evaluated: JSON is
+    parsed as JSON; otherwise the text is split into Python tokens, which must be
+    string literals between `[` and `]`, all separated by commas (Python's repr) or
+    all by spaces and line breaks alone (numpy's), and each literal is read on its
+    own with `ast.literal_eval` (adjacent literals read together would be joined
+    into one turn)."""
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if isinstance(listed, list) and all(isinstance(t, str) for t in listed):
+        return listed
+    refused = InputError(f"{where}: field {field!r} looks like a list of turns but cannot be read"
+                         " (write it as a JSON list of strings, e.g. [\"turn 1\", \"turn 2\"])")
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)]
+    except (tokenize.TokenError, SyntaxError):
+        raise refused from None
+    if len(tokens) < 2 or tokens[0].string != "[" or tokens[-1].string != "]":
+        raise refused
+    inner = tokens[1:-1]
+    strings = inner[0::2] if any(t.string == "," for t in inner) else inner
+    commas = inner[1::2] if strings is not inner else []
+    if (not all(t.type == tokenize.STRING for t in strings)
+            or not all(t.type == tokenize.OP and t.string == "," for t in commas)
+            or len(strings) + len(commas) != len(inner)):
+        raise refused
+    turns = []
+    for token in strings:
+        try:
+            turn = ast.literal_eval(token.string)
+        except (ValueError, SyntaxError):
+            raise refused from None
+        if not isinstance(turn, str):
+            raise refused
+        turns.append(turn)
+    return turns
 
 
 def _case_and_round(prefix_id: str, row: dict, where: str) -> tuple[str | None, int | None]:
@@ -106,7 +155,7 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
     """A prefix made from a generation row, used when the prefixes file has
     not been imported (yet); replaced when it is."""
     info = pick(row, "patient_information")
-    turns = _turns(info, where) if info is not None else []
+    turns = [] if info is None else _turns(info, where, "patient_information_available_so_far")
     case_id, round_id = _case_and_round(prefix_id, row, where)
     return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
                       case_id=case_id, round_id=round_id, split=pick(row, "split"),
@@ -190,7 +239,7 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
 def read_direct_labels(path: Path, options: ImportOptions) -> Iterator[Record]:
     rater = options.rater or path.stem
     yield rater_record_for(rater, "machine", role="model")
-    for line, row in read_csv(path):
+    for line, row in read_rows(path):
         where = f"{path}:{line}"
         prefix_id = require(row, "prefix_id", where)
         label = require(row, "predicted_label", where)
@@ -221,5 +270,5 @@ register(Format(
 register(Format(
     "label-csv", FAMILY, read_direct_labels,
     lambda p, f: f == {"prefix_id", "predicted_label"},
-    "direct-label CSV prefix_id,predicted_label: a model's label for each prefix",
+    "direct-label CSV (or JSONL) prefix_id,predicted_label: a model's label for each prefix",
 ))

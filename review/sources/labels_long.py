@@ -1,41 +1,63 @@
-"""Generic long-format labels CSV: `item_id,rater,value[,question,rationale,confidence]`.
+"""Generic long-format labels: `item_id,rater,value[,question,rationale,confidence]`.
 
-Optional columns: `status` (answered | cannot_assess | skipped), `phase` (blind |
-after_reveal | suggested; default imported), `rater_kind` (human |
-machine | reference; default human, or the kind of an existing rater), and
-for step-level error marks on an agent run `target` (`step:N`) with
-`severity` (1 negligible .. 5 critical; required unless the value is
-`no_error`).
+A CSV (or the same columns as JSONL or Parquet). Optional columns: `status`
+(answered | cannot_assess | skipped), `phase` (blind | after_reveal |
+suggested; default imported), `rater_kind` (human | machine | reference;
+default human, or the kind of an existing rater), `rater_role`, `specialty`
+and `seniority` (kept for a rater the file creates; see below), and for
+step-level error marks on an agent run `target` (`step:N`) with `severity`
+(1 negligible .. 5 critical; required unless the value is `no_error`).
 
 For labels collected in a spreadsheet. A rater not yet known is created as a
 human rater (or as the kind given by an optional `rater_kind` column). The
 question defaults to the one asked of the item's kind; `value` may be a label
-code, met / not met, or empty with `status` = cannot_assess.
+code, met / not met, or empty with `status` = cannot_assess. A rater's
+answers to one item and question are taken in the rows' order: the last one
+is the answer in force.
 
-The annotation export (`carelens export --what annotations`, CSV) goes back
-in as it is: its other columns are ignored, a cell it quoted with a leading
-apostrophe so that a spreadsheet would not run it as a formula (`'=...`,
-`'-...`) is read as the text it quoted, and its `skipped` rows (a reviewer
-passed, or a settled answer was withdrawn) are recorded as skips, with no
-value, so that each rater's answer in force is the same as in the database
-exported. Rows must stay in the export's order (oldest first) for that.
+The annotation export (`carelens export --what annotations`, CSV or JSONL)
+goes back in as it is: its other columns are ignored, a CSV cell it quoted
+with a leading apostrophe so that a spreadsheet would not run it as a formula
+(`'=...`, `'-...`) is read as the text it quoted, and its `skipped` rows (a
+reviewer passed, or a settled answer was withdrawn) are recorded as skips,
+with no value, so that each rater's answer in force is the same as in the
+database exported. A file with an `annotation_id` column (the export's) is
+taken in the order of those ids, not of its rows, so an export sorted in a
+spreadsheet goes back in the same; its ids must be whole numbers, each on one
+row, and its `supersedes` and `current` columns must agree with them (a file
+with rows left out, whose answer in force would change, is refused).
+
+Rater profile: a rater the file creates keeps the file's `specialty`,
+`seniority` and `rater_role`, except a role that grants something in the app
+(adjudicator, admin: every role of `review.reviewers.ROLES` but reviewer),
+which a file never gives: such a rater is created as a reviewer, the role the
+file named kept in the rater's meta (`role_not_granted`) for an admin to
+grant or not. A rater that exists already is left exactly as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
+from typing import Any
 
+from review.reviewers import ROLES
 from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import as_int
-from review.sources.readers import read_csv
-from store.records import AnnotationRecord, Record
+from review.sources.fields import as_bool, as_int
+from review.sources.readers import file_kind, read_csv, read_rows
+from store.db import to_json
+from store.records import AnnotationRecord, RaterRecord, Record
 from store.spreadsheet import unquote_cell
 from store.writer import InputError
 
 REQUIRED = ("item_id", "rater", "value")
 STATUSES = ("answered", "cannot_assess", "skipped")
 PHASES = ("imported", "blind", "after_reveal", "suggested")
+PRIVILEGED_ROLES = frozenset(ROLES) - {"reviewer"}
+"""Roles that grant something in the app (adjudicate, administer): never taken from a
+file, only granted by an admin (`review.reviewers.grant_role`)."""
 
 
 def _is_no_error(value: str) -> bool:
@@ -50,70 +72,237 @@ def _is_no_error(value: str) -> bool:
         return False
 
 
+def _cell(value: Any) -> str:
+    """A JSONL or Parquet value as the text a CSV cell would hold."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value)
+    return to_json(value)  # a list or an object: its JSON text (refused where a label is due)
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows, every value as text: a CSV's with the export's formula quote taken
+    off; a JSONL or Parquet file's (which the export does not quote) as they are."""
+    if file_kind(path) == "csv":
+        for line, quoted in read_csv(path):
+            yield line, {k: unquote_cell(v) for k, v in quoted.items()}
+        return
+    for line, row in read_rows(path):
+        yield line, {k: _cell(v) for k, v in row.items()}
+
+
+@dataclass
+class _Answer:
+    """One row read: its annotation, and the fields that order and check it."""
+
+    line: int
+    record: AnnotationRecord
+    rater_kind: str
+    kind_assumed: bool
+    profile: dict[str, str]
+    """The row's `PROFILE` columns, as given."""
+    annotation_id: int | None = None
+    supersedes: int | None = None
+    current: bool | None = None
+
+    @property
+    def unit(self) -> tuple[str, str, str, str]:
+        r = self.record
+        return (r.rater, r.item_uid, r.question_key, r.target)
+
+    @property
+    def withheld(self) -> bool:
+        """An item the export withheld (`withheld-<annotation id>`): one the writer
+        refuses as unknown, whatever its ids say."""
+        return self.record.item_uid == f"withheld-{self.annotation_id}"
+
+
 def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
-    announced: set[str] = set()
-    first = True
-    for line, quoted in read_csv(path):
-        row = {k: unquote_cell(v) for k, v in quoted.items()}
-        if first:
+    answers = _answers(path)
+    first = next(answers, None)
+    if first is None:
+        return
+    raters = _Raters(path)
+    if first.annotation_id is None:  # row order is time, as a spreadsheet of labels is written
+        ordered: Iterable[_Answer] = chain([first], answers)
+    else:
+        # The export's annotation ids are its database's order of answers: rows sorted
+        # in a spreadsheet go back in the order they were given.
+        ordered = _in_id_order(path, [first, *answers])
+    for answer in ordered:
+        yield from raters.announce(answer)
+        yield answer.record
+
+
+def _answers(path: Path) -> Iterator[_Answer]:
+    with_ids = None
+    for line, row in _rows(path):
+        where = f"{path}:{line}"
+        if with_ids is None:
             missing = [c for c in REQUIRED if c not in row]
             if missing:
-                raise InputError(f"{path}:1: missing column(s) {', '.join(missing)}; "
+                raise InputError(f"{path}:{line}: missing column(s) {', '.join(missing)}; "
                                  f"expected item_id,rater,value[,question,rationale,confidence]")
-            first = False
-        where = f"{path}:{line}"
-        item_uid, rater = row["item_id"], row["rater"]
-        if not item_uid:
-            raise InputError(f"{where}: empty item_id")
-        if not rater:
-            raise InputError(f"{where}: empty rater")
-        status = row.get("status") or ("answered" if row["value"] else "")
-        if not status:
-            raise InputError(f"{where}: empty value; give a label, or status cannot_assess")
-        if status not in STATUSES:
-            raise InputError(f"{where}: status must be one of {', '.join(STATUSES)}, got {status!r}")
-        if status == "skipped" and row["value"]:
-            raise InputError(f"{where}: a skipped row has no value; got {row['value']!r}")
-        confidence = as_int(row.get("confidence"), "confidence", where)
-        if confidence is not None and not 1 <= confidence <= 5:
-            raise InputError(f"{where}: confidence must be 1 to 5, got {confidence}")
-        phase = row.get("phase") or "imported"
-        if phase not in PHASES:
-            raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {phase!r}")
-        target = (row.get("target") or "").strip()
-        severity = as_int(row.get("severity"), "severity", where)
-        if target:
-            number = target.removeprefix("step:")
-            if not target.startswith("step:") or not number.isdigit() or int(number) < 1:
-                raise InputError(f"{where}: target must be empty (the whole item) or step:N, "
-                                 f"got {target!r}")
-            if _is_no_error(row["value"]) and severity is not None:
-                raise InputError(f"{where}: a step marked no_error has no severity; got {severity}"
-                                 " (leave severity empty)")
-            if not _is_no_error(row["value"]) and severity is None and status == "answered":
-                raise InputError(f"{where}: a step error mark needs a severity, 1 to 5")
-        if severity is not None:
-            if not target:
-                raise InputError(f"{where}: severity is for step marks: give target step:N")
-            if not 1 <= severity <= 5:
-                raise InputError(f"{where}: severity must be 1 to 5, got {severity}")
-        kind = row.get("rater_kind") or "human"
-        assumed = not row.get("rater_kind")
-        if kind not in ("human", "machine", "reference"):
-            raise InputError(f"{where}: rater_kind must be human, machine or reference")
-        if rater not in announced:
-            announced.add(rater)
-            yield rater_record_for(rater, kind, kind_assumed=assumed)
-        yield AnnotationRecord(
-            item_uid=item_uid, question_key=row.get("question") or "", rater=rater,
-            value=row["value"] or None, status=status, rationale=row.get("rationale") or None,
-            confidence=confidence, line=line, phase=phase, target=target,
-            extra={"severity": severity} if severity is not None else {},
-        )
+            with_ids = "annotation_id" in row
+        answer = _answer(row, line, where)
+        if with_ids:
+            answer.annotation_id = as_int(row.get("annotation_id"), "annotation_id", where)
+            if answer.annotation_id is None or answer.annotation_id < 1:
+                raise InputError(
+                    f"{where}: field 'annotation_id' must be a whole number from 1, got "
+                    f"{row.get('annotation_id')!r} (it orders each rater's answers; delete the "
+                    "column to take the rows' order as time)")
+            answer.supersedes = as_int(row.get("supersedes"), "supersedes", where)
+            if row.get("current"):
+                answer.current = as_bool(row["current"], "current", where)
+        yield answer
+
+
+def _answer(row: dict[str, str], line: int, where: str) -> _Answer:
+    """One row as an answer and its rater, every field checked."""
+    item_uid, rater = row["item_id"], row["rater"]
+    if not item_uid:
+        raise InputError(f"{where}: empty item_id")
+    if not rater:
+        raise InputError(f"{where}: empty rater")
+    status = row.get("status") or ("answered" if row["value"] else "")
+    if not status:
+        raise InputError(f"{where}: empty value; give a label, or status cannot_assess")
+    if status not in STATUSES:
+        raise InputError(f"{where}: status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if status == "skipped" and row["value"]:
+        raise InputError(f"{where}: a skipped row has no value; got {row['value']!r}")
+    confidence = as_int(row.get("confidence"), "confidence", where)
+    if confidence is not None and not 1 <= confidence <= 5:
+        raise InputError(f"{where}: confidence must be 1 to 5, got {confidence}")
+    phase = row.get("phase") or "imported"
+    if phase not in PHASES:
+        raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {phase!r}")
+    target = (row.get("target") or "").strip()
+    severity = as_int(row.get("severity"), "severity", where)
+    if target:
+        number = target.removeprefix("step:")
+        if not target.startswith("step:") or not number.isdigit() or int(number) < 1:
+            raise InputError(f"{where}: target must be empty (the whole item) or step:N, "
+                             f"got {target!r}")
+        if _is_no_error(row["value"]) and severity is not None:
+            raise InputError(f"{where}: a step marked no_error has no severity; got {severity}"
+                             " (leave severity empty)")
+        if not _is_no_error(row["value"]) and severity is None and status == "answered":
+            raise InputError(f"{where}: a step error mark needs a severity, 1 to 5")
+    if severity is not None:
+        if not target:
+            raise InputError(f"{where}: severity is for step marks: give target step:N")
+        if not 1 <= severity <= 5:
+            raise InputError(f"{where}: severity must be 1 to 5, got {severity}")
+    kind = row.get("rater_kind") or "human"
+    if kind not in ("human", "machine", "reference"):
+        raise InputError(f"{where}: rater_kind must be human, machine or reference")
+    record = AnnotationRecord(
+        item_uid=item_uid, question_key=row.get("question") or "", rater=rater,
+        value=row["value"] or None, status=status, rationale=row.get("rationale") or None,
+        confidence=confidence, line=line, phase=phase, target=target,
+        extra={"severity": severity} if severity is not None else {},
+    )
+    return _Answer(line, record, kind, not row.get("rater_kind"),
+                   {c: row[c] for c in PROFILE if c in row})
+
+
+PROFILE = ("rater_role", "specialty", "seniority")
+"""The columns that describe a rater rather than an answer."""
+
+
+def _rater_record(answer: _Answer) -> RaterRecord:
+    """The rater as the row describes them: used only if the rater is new (the writer
+    leaves an existing rater as it is). A privileged role is never taken from a file."""
+    profile = answer.profile
+    role = profile.get("rater_role") or None
+    meta = {}
+    if role in PRIVILEGED_ROLES:
+        meta, role = {"role_not_granted": role}, None
+    return rater_record_for(answer.record.rater, answer.rater_kind,
+                            kind_assumed=answer.kind_assumed, role=role,
+                            specialty=profile.get("specialty") or None,
+                            seniority=profile.get("seniority") or None, meta=meta)
+
+
+class _Raters:
+    """Each rater's record once, before their first answer. Every row of a rater must
+    describe them alike (`PROFILE`): which row's profile would a new rater get?"""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: dict[str, _Answer] = {}
+
+    def announce(self, answer: _Answer) -> Iterator[RaterRecord]:
+        name = answer.record.rater
+        first = self.seen.setdefault(name, answer)
+        if first is answer:
+            yield _rater_record(answer)
+            return
+        for column in PROFILE:
+            was, now = first.profile.get(column, ""), answer.profile.get(column, "")
+            if was != now:
+                raise InputError(
+                    f"{self.path}:{answer.line}: field {column!r} of rater {name!r} is {now!r};"
+                    f" line {first.line} gives {was!r} (describe a rater alike on each row)")
+
+
+def _in_id_order(path: Path, answers: list[_Answer]) -> list[_Answer]:
+    """The answers in the order of their annotation ids, after checking that the ids
+    are each on one row and agree with `supersedes` and `current`."""
+    by_id: dict[int, _Answer] = {}
+    for a in answers:
+        twin = by_id.setdefault(a.annotation_id, a)
+        if twin is not a:
+            raise InputError(
+                f"{path}:{a.line}: field 'annotation_id' {a.annotation_id} again: line {twin.line}"
+                " has it (an annotation is one row; files from two databases go in one by one)")
+    ordered = sorted(answers, key=lambda a: a.annotation_id)
+    last: dict[tuple, _Answer] = {}
+    for a in ordered:
+        where = f"{path}:{a.line}"
+        if a.supersedes is not None:
+            if a.supersedes >= a.annotation_id:
+                raise InputError(f"{where}: field 'supersedes' {a.supersedes} is not an earlier "
+                                 f"annotation than this one ({a.annotation_id})")
+            old = by_id.get(a.supersedes)
+            if old is not None and old.unit != a.unit and not (a.withheld or old.withheld):
+                raise InputError(f"{where}: field 'supersedes' names annotation {a.supersedes}"
+                                 f" (line {old.line}), another rater's answer or another item,"
+                                 " question or step")
+        last[a.unit] = a
+    for a in ordered:
+        if a.current is None or a.withheld:
+            continue
+        in_force = last[a.unit] is a
+        if a.current and not in_force:
+            later = last[a.unit]
+            raise InputError(
+                f"{path}:{a.line}: field 'current' says annotation {a.annotation_id} is the answer"
+                f" in force, but annotation {later.annotation_id} (line {later.line}) of the same"
+                " rater, item and question is later")
+        if not a.current and in_force:
+            raise InputError(
+                f"{path}:{a.line}: field 'current' says annotation {a.annotation_id} was"
+                " superseded, but no later answer of the same rater to this item and question is"
+                " in the file: rows were left out, and importing it would change the answer in"
+                " force; keep every row of the export (or delete the current column)")
+    return ordered
 
 
 register(Format(
     "labels-long", "generic", read_labels_long,
     lambda p, f: {"item_id", "rater", "value"} <= f,
-    "long-format labels CSV item_id,rater,value[,question,rationale,confidence]",
+    "long-format labels CSV (or JSONL) item_id,rater,value[,question,rationale,confidence];"
+    " the annotation export",
 ))
