@@ -14,18 +14,21 @@ from pages._shared import (
     store,
 )
 from pages._steps import code_span
-from review.blinding import DEFAULT_MODE
+from review.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT
 from review.codebook_versions import current_codebook
 from review.drafts import load_draft, save_draft
 from review.items import (
     ItemView,
     blind_round_holding,
     commit_answer,
+    earlier_rounds,
     find_item_id,
     flag_item,
     is_flagged,
+    later_rounds_owed,
     load_item,
     my_answers,
+    prefix_answered,
     prefix_labels_hidden,
     reveal_reference_labels,
     skip_item,
@@ -247,18 +250,33 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return code
 
 
+def rounds_owed_text(owed: list[int], held: str) -> str:
+    """Why a case's labels wait: a later round of it still owes a blind answer
+    (`held`: what waits, with its verb)."""
+    rounds = ("round " + str(owed[0]) if len(owed) == 1
+              else "rounds " + ", ".join(str(r) for r in owed[:-1]) + f" and {owed[-1]}")
+    return (f"{held} once you have answered {rounds} of this case, so that "
+            f"{'round is' if len(owed) == 1 else 'those rounds are'} still answered blind.")
+
+
 def show_reveal(item_view: ItemView, mine: str | None) -> None:
     shown_mode = "blind" if this_round is None and blind_round_holding(
         db, reviewer.id, item_view.id) else mode
     labels = reveal_reference_labels(db, reviewer.id, item_view, shown_mode)
+    owed = later_rounds_owed(db, reviewer.id, item_view.id) if item_view.kind == "prefix" else []
     if labels is None:
-        st.caption("Reference and machine labels stay hidden until you answer.")
+        st.caption(rounds_owed_text(owed, "Gold and machine labels for this round appear")
+                   if owed and shown_mode == REVEAL_AFTER_COMMIT
+                   and prefix_answered(db, reviewer.id, item_view.id)
+                   else "Reference and machine labels stay hidden until you answer.")
         return
-    parent_hidden = item_view.kind == "response" and item_view.parent_id is not None \
-        and prefix_labels_hidden(db, reviewer.id, item_view.parent_id, shown_mode)
-    if parent_hidden:
-        st.caption("The prefix's gold label (what the response should have done) stays hidden "
-                   "until you answer the prefix itself.")
+    parent = item_view.parent_id if item_view.kind == "response" else None
+    if parent is not None and prefix_labels_hidden(db, reviewer.id, parent, shown_mode):
+        parent_owed = later_rounds_owed(db, reviewer.id, parent)
+        st.caption(rounds_owed_text(parent_owed, "The prefix's gold label (what the response should"
+                                    " have done) appears") if parent_owed and prefix_answered(db, reviewer.id, parent)
+                   else "The prefix's gold label (what the response should have done) stays "
+                   "hidden until you answer the prefix itself.")
     if not labels:
         st.caption("No reference or machine labels for this item.")
         return
@@ -275,6 +293,28 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
         line[0].markdown(f"**{who}** · {lab.about}")
         line[1].badge(label_name(item_view, lab.value),
                       color="green" if same else "orange",
+                      icon=":material/check:" if same else ":material/compare_arrows:")
+    if item_view.kind == "prefix":
+        show_earlier_rounds(item_view, shown_mode)
+
+
+def show_earlier_rounds(item_view: ItemView, shown_mode: str) -> None:
+    """The case's earlier rounds, your answer and the gold of each: held back
+    until now, its last round answered (`later_rounds_owed`)."""
+    for prefix_id in earlier_rounds(db, item_view.id):
+        earlier = load_item(db, prefix_id)
+        answers = my_answers(db, reviewer.id, prefix_id, earlier.question_id) if earlier else []
+        labels = reveal_reference_labels(db, reviewer.id, earlier, shown_mode) if answers else None
+        gold = [lab for lab in labels or [] if lab.rater_kind == "reference"]
+        if not gold:
+            continue
+        final = answers[-1]
+        mine = (label_name(earlier, final.value) if final.status == "answered"
+                else STATUS_WORDS.get(final.status, final.status))
+        line = st.columns([3, 4], vertical_alignment="center")
+        line[0].markdown(f"**Gold** · round {earlier.round_id}, where you said {mine}")
+        same = gold[0].value == final.value
+        line[1].badge(label_name(earlier, gold[0].value), color="green" if same else "orange",
                       icon=":material/check:" if same else ":material/compare_arrows:")
 
 

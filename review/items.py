@@ -14,7 +14,7 @@ from typing import Any
 
 from codebook import Codebook, builtin_codebooks
 from review.answers import normalise_value
-from review.blinding import DEFAULT_MODE, labels_visible, phase_for_commit
+from review.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT, labels_visible, phase_for_commit
 from review.drafts import clear_draft
 from review.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
@@ -123,8 +123,9 @@ def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
 def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
                             mode: str = DEFAULT_MODE) -> list[RevealedLabel] | None:
     """Machine and reference labels for the item, or None while the blinding
-    rule hides them. Never includes another reviewer's answer, nor the settled
-    answer adjudication made of theirs."""
+    rule hides them (a prefix's also while a later round of its case waits for
+    the reviewer's blind answer: `later_rounds_owed`). Never includes another
+    reviewer's answer, nor the settled answer adjudication made of theirs."""
     committed = bool(item.question_id) and store.scalar(
         "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
         " AND status != 'skipped' LIMIT 1",
@@ -132,6 +133,9 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     ) is not None
     if not labels_visible(mode, committed):
         return None
+    if item.kind == "prefix" and mode == REVEAL_AFTER_COMMIT \
+            and later_rounds_owed(store, reviewer_id, item.id):
+        return None  # a later round of the case still waits for a blind answer
     targets = [(item.id, "this item")]
     parent = item.parent_id if item.kind == "response" else None
     if parent and not prefix_labels_hidden(store, reviewer_id, parent, mode):
@@ -167,18 +171,54 @@ def blind_round_holding(store: Store, reviewer_id: int, item_id: int) -> str | N
         " AND a.rater_id = ?2)) LIMIT 1", (item_id, reviewer_id))
 
 
+def later_rounds_owed(store: Store, reviewer_id: int, prefix_id: int) -> list[int]:
+    """The later rounds of this prefix's case (CARE-Bench: the same patient,
+    more said) that the reviewer has not answered yet, in order. While one is
+    owed a blind answer, this prefix's labels stay hidden after the reviewer
+    answers it: its gold label (round 2: urgent care) tells them about the
+    next round's, which would then not be answered blind."""
+    return [r[0] for r in store.query(
+        "SELECT later.round_id FROM items i JOIN items later ON later.case_id = i.case_id"
+        " AND later.dataset_id = i.dataset_id AND later.kind = 'prefix'"
+        " AND later.round_id > i.round_id"
+        " WHERE i.id = ? AND i.kind = 'prefix' AND i.case_id IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
+        " WHERE a.item_id = later.id AND a.rater_id = ? AND a.target = ''"
+        " AND a.status != 'skipped' AND q.item_id IS NULL)"
+        " ORDER BY later.round_id", (prefix_id, reviewer_id))]
+
+
+def earlier_rounds(store: Store, prefix_id: int) -> list[int]:
+    """The prefixes of the earlier rounds of this prefix's case, in order: what
+    its reveal shows beside it once the case's last round is answered (their
+    labels were held back until then, `later_rounds_owed`)."""
+    return [r[0] for r in store.query(
+        "SELECT earlier.id FROM items i JOIN items earlier ON earlier.case_id = i.case_id"
+        " AND earlier.dataset_id = i.dataset_id AND earlier.kind = 'prefix'"
+        " AND earlier.round_id < i.round_id"
+        " WHERE i.id = ? AND i.kind = 'prefix' AND i.case_id IS NOT NULL"
+        " ORDER BY earlier.round_id", (prefix_id,))]
+
+
+def prefix_answered(store: Store, reviewer_id: int, prefix_id: int) -> bool:
+    """Whether the reviewer has answered the prefix itself (a skip is no answer)."""
+    return store.scalar(
+        "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
+        " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
+        " AND q.item_id IS NULL LIMIT 1", (prefix_id, reviewer_id)) is not None
+
+
 def prefix_labels_hidden(store: Store, reviewer_id: int, prefix_id: int,
                          mode: str = DEFAULT_MODE) -> bool:
     """Whether the labels of a response's prefix (its gold label: what the
     response should have done) stay hidden from this reviewer: under the same
     rule as the prefix's own, until they have answered the prefix. Answering a
     response reveals the response's labels, not the prefix's gold, which the
-    reviewer may still owe a blind answer."""
-    answered = store.scalar(
-        "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
-        " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
-        " AND q.item_id IS NULL LIMIT 1", (prefix_id, reviewer_id)) is not None
-    return not labels_visible(mode, answered)
+    reviewer may still owe a blind answer; nor while they owe one to a later
+    round of its case (`later_rounds_owed`)."""
+    if mode == REVEAL_AFTER_COMMIT and later_rounds_owed(store, reviewer_id, prefix_id):
+        return True
+    return not labels_visible(mode, prefix_answered(store, reviewer_id, prefix_id))
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ import pytest
 from review.blinding import BLIND, SUGGEST
 from review.items import (
     commit_answer,
+    find_item_id,
     flag_item,
     is_flagged,
+    later_rounds_owed,
     load_item,
     my_answers,
     reveal_reference_labels,
@@ -53,8 +55,18 @@ def test_labels_are_hidden_until_the_reviewer_commits(demo):
     assert ("carebench-gold", "the prefix") not in raters
     prefix = load_item(demo, item.parent_id)
     assert commit_answer_phase(demo, me, prefix) == "blind"
+    # ... and for the case's later rounds: this round's gold would tell about theirs.
+    owed = later_rounds_owed(demo, me.id, prefix.id)
+    assert prefix.round_id == 1 and owed == [2, 3]
+    labels = reveal_reference_labels(demo, me.id, item)
+    assert ("carebench-gold", "the prefix") not in {(lab.rater, lab.about) for lab in labels}
+    assert reveal_reference_labels(demo, me.id, prefix) is None
+    for later in owed:
+        later_prefix = load_item(demo, find_item_id(demo, prefix.uid.replace("_r01", f"_r{later:02d}")))
+        assert commit_answer_phase(demo, me, later_prefix) == "blind"
     labels = reveal_reference_labels(demo, me.id, item)
     assert ("carebench-gold", "the prefix") in {(lab.rater, lab.about) for lab in labels}
+    assert reveal_reference_labels(demo, me.id, prefix)
     # Other reviewers' answers are never part of the reveal.
     assert not any(lab.rater.startswith("Dr.") for lab in labels)
 

@@ -60,10 +60,19 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
         ("demo_case_0001_r02", "1B_ESCALATION_URGENT_CARE", "blind", "answered"),
     ]
     assert "2 of 85 answered by you" in app.get("progress")[0].proto.text
-    # The last answer is revealed beside the next item: the gold label appears.
+    # The last answer is revealed beside the next item, but round 2's gold would
+    # tell about round 3, which is next and still answered blind: it waits.
     texts = " ".join(shown(m.value) for m in app.markdown)
     assert "Your answer to `demo_case_0001_r02`" in texts
-    assert "**Gold**" in texts
+    assert "**Gold**" not in texts
+    assert any("appear once you have answered round 3 of this case, so that round is still answered blind" in c.value for c in app.caption)
+    action_button(app, "label", "1B_ESCALATION_URGENT_CARE").click().run()
+    assert human_answers(demo_copy)[-1] == (
+        "demo_case_0001_r03", "1B_ESCALATION_URGENT_CARE", "blind", "answered")
+    # The case's last round answered: its gold, and that of the rounds before it.
+    texts = " ".join(shown(m.value) for m in app.markdown)
+    assert "Your answer to `demo_case_0001_r03`" in texts and "**Gold** · this item" in texts
+    assert "**Gold** · round 1, where you said" in texts and "**Gold** · round 2, where you said" in texts
 
 
 def test_response_queue_shows_the_response_and_failures(app, demo_copy):
@@ -84,6 +93,12 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     me = ensure_reviewer(s, "Dr. Page Test")
     prefix = load_item(s, find_item_id(s, "demo_case_0001_r01"))
     commit_answer(s, me, prefix.id, prefix.question_id, "1A_ESCALATION_NONURGENT_CARE")
+    app.run()  # ... and the case's later rounds: round 1's gold would tell about theirs
+    assert "**Gold**" not in " ".join(shown(m.value) for m in app.markdown)
+    assert any("appears once you have answered rounds 2 and 3 of this case" in c.value
+               for c in app.caption)
+    for later in ("demo_case_0001_r02", "demo_case_0001_r03"):
+        commit_answer(s, me, find_item_id(s, later), prefix.question_id, "1A_ESCALATION_NONURGENT_CARE")
     s.close()
     app.run()
     texts = " ".join(shown(m.value) for m in app.markdown)
