@@ -31,6 +31,7 @@ from review.rounds import (
     answered_outside,
     full_text,
     is_rubric_round,
+    keep_reservation,
     late_for_round,
     list_rounds,
     reserve_next_item,
@@ -106,11 +107,18 @@ def _seed_drafts(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuest
     return max(picks) if first and picks else None
 
 
+def round_key(item_id: int) -> str:
+    """Session key: the review round the item is open in on this screen (or None)."""
+    return f"rv_round_of:{item_id}"
+
+
 def _keep_draft(reviewer: Reviewer, item_id: int, question_id: int, seen: bool = False) -> None:
     """Save one criterion's pick and reason as a draft, or drop the draft when
     they are back to what is committed (or empty). `seen`: the judges' and
     verifiers' verdicts on it were on screen."""
     s = store()
+    if (round_id := st.session_state.get(round_key(item_id))) is not None:
+        keep_reservation(s, round_id, item_id, reviewer.id)  # at work on it: keep its place
     choice = st.session_state.get(draft_key(item_id, question_id))
     why = (st.session_state.get(why_key(item_id, question_id)) or "").strip()
     had = my_current_answers(s, reviewer.id, item_id).get(question_id)
@@ -318,6 +326,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     `reference_shown`: a reference answer is on the page (answers given now are
     given after a reveal). `flag`: draw the Flag button (F) under the commit
     (False when the page draws it elsewhere, see `flag_button`)."""
+    st.session_state[round_key(item_id)] = round_id  # whose place a draft keeps (`_keep_draft`)
     restored = _seed_drafts(reviewer, item_id, questions, mine)
     if restored:
         st.caption(f"Your uncommitted verdicts were restored (saved {restored[:16].replace('T', ' ')}"
@@ -517,7 +526,7 @@ def next_in_round_button(prefix: str, label: str, reviewed: bool, noun: str) -> 
     st.button(label, key=f"{prefix}_next_round", icon=":material/playlist_play:",
               on_click=_next_in_round, args=(prefix,), disabled=not reviewed,
               help=f"Answer every criterion of this {noun} (Can't assess counts) and commit: "
-                   f"the {noun} is reserved for you until then")
+                   f"the {noun} is reserved for you until then, for as long as you keep at it")
 
 
 def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,

@@ -48,6 +48,7 @@ from review.rounds import (
     answered_outside,
     full_text,
     in_round,
+    keep_reservation,
     late_for_round,
     list_rounds,
     my_round_items,
@@ -220,6 +221,8 @@ def on_skip(item_id: int, question_id: int, uid: str, withdraws: bool) -> None:
 
 
 def on_draft(item_id: int, question_id: int) -> None:
+    if this_round is not None:  # at work on it: its place in the round is kept
+        keep_reservation(db_for_callback(), this_round.id, item_id, reviewer.id)
     save_draft(db_for_callback(), reviewer, item_id, question_id,
                st.session_state.get(rationale_key(item_id)),
                st.session_state.get(confidence_key(item_id)))

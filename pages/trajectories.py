@@ -27,7 +27,7 @@ from pages._steps import (
 )
 from review.blinding import DEFAULT_MODE
 from review.drafts import drop_step_draft, load_step_draft, save_step_draft
-from review.rounds import full_text, late_for_round
+from review.rounds import full_text, keep_reservation, late_for_round
 from review.rubric_review import (
     NO_ERROR,
     is_reviewed,
@@ -191,6 +191,8 @@ def keep_step_draft(sid: int) -> None:
     err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
     note = (st.session_state.get(note_key) or "").strip()
     s = store()
+    if opened.round_id is not None:
+        keep_reservation(s, opened.round_id, item_id, reviewer.id)  # at work on it: keep its place
     saved = step_marks(s, reviewer.id, item_id).get(sid)
     if (saved is not None and (saved.error, saved.severity, saved.note or "") == (
             err, None if err == NO_ERROR else sev, note)) or (

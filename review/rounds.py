@@ -401,6 +401,23 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     return True
 
 
+def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -> bool:
+    """Renew the reviewer's live reservation of the item for the round's
+    reservation time from now: they are working on it (a draft saved, a
+    verdict picked), so a long review (an agent run's forty criteria) is not
+    kept outside the round for outlasting one reservation. False when they
+    hold none (it lapsed, or the item is not reserved for them)."""
+    with store.transaction() as conn:
+        row = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
+                           (round_id,)).fetchone()
+        if row is None:
+            return False
+        return conn.execute(
+            "UPDATE reservations SET expires_at = ? WHERE round_id = ? AND item_id = ?"
+            " AND rater_id = ? AND released_at IS NULL AND expires_at > ?",
+            (_later(row[0]), round_id, item_id, rater_id, utcnow())).rowcount > 0
+
+
 def late_for_round(store: Store, annotation_ids: list[int]) -> int | None:
     """The round these answers were given in but kept outside of (its places
     were taken while the reviewer worked; see `claim_answer_slot`), or None."""

@@ -675,3 +675,25 @@ def test_a_reviewer_revising_their_own_answers_inside_the_round_keeps_their_plac
     assert late_for_round(demo, ids) is None
     assert [tuple(r) for r in demo.query("SELECT item_id, rater_id FROM round_reviews"
                                          " WHERE round_id = ?", (runs,))] == [(run, me.id)]
+
+
+def test_keeping_a_reservation_renews_only_a_live_one_of_ones_own(demo):
+    from datetime import UTC, datetime, timedelta
+
+    from review.rounds import keep_reservation
+
+    rid = create_round(demo, RoundSpec("Keep", Q, reviewers_per_item=1, limit=2, reservation_minutes=20),
+                       ensure_reviewer(demo, "Jordan Lee"))
+    me, other = ensure_reviewer(demo, "Dr. Keep"), ensure_reviewer(demo, "Dr. Other")
+    x = reserve_next_item(demo, rid, me)
+    soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat(timespec="microseconds")
+    with demo.transaction() as conn:
+        conn.execute("UPDATE reservations SET expires_at = ? WHERE round_id = ?", (soon, rid))
+    assert keep_reservation(demo, rid, x, me.id)
+    assert demo.scalar("SELECT expires_at FROM reservations WHERE round_id = ? AND rater_id = ?",
+                       (rid, me.id)) > (datetime.now(UTC) + timedelta(minutes=19)).isoformat()
+    assert not keep_reservation(demo, rid, x, other.id)  # not theirs
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat(timespec="microseconds")
+    with demo.transaction() as conn:
+        conn.execute("UPDATE reservations SET expires_at = ? WHERE round_id = ?", (past, rid))
+    assert not keep_reservation(demo, rid, x, me.id)  # lapsed: the place may be someone else's

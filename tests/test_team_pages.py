@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -443,3 +445,30 @@ def test_a_round_asking_more_reviewers_than_there_are_people_says_so(demo_copy, 
     assert not at.exception
     assert any("10 reviewers per item" in w.value and "no item can be completed" in w.value
                for w in at.warning)
+
+
+def test_picking_verdicts_keeps_the_run_reserved_for_a_long_review(demo_copy, monkeypatch):
+    """A run's forty criteria can take longer than one reservation: each verdict
+    picked (a draft) renews it, so the review still counts in the round."""
+    s = open_store(demo_copy)
+    rid = create_round(s, RoundSpec("Long runs", "criteria@trajectory", reviewers_per_item=1,
+                                    stratify_by="none", blinding="blind", reservation_minutes=20),
+                       ensure_reviewer(s, "Jordan Lee"))
+    me = ensure_reviewer(s, "Dr. Slow")
+    s.close()
+    at = app_as("Dr. Slow", demo_copy, monkeypatch)
+    at.run()
+    at.switch_page("pages/trajectories.py")
+    at.query_params["round"] = str(rid)
+    at.run()
+    s = open_store(demo_copy)
+    held = "SELECT expires_at FROM reservations WHERE round_id = ? AND rater_id = ? AND released_at IS NULL"
+    # The reviewer has been at it a while: the reservation is about to lapse.
+    soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat(timespec="microseconds")
+    with s.transaction() as conn:
+        conn.execute("UPDATE reservations SET expires_at = ? WHERE round_id = ? AND rater_id = ?",
+                     (soon, rid, me.id))
+    action_button(at, "rv_met").click().run()  # a verdict picked, not yet committed
+    assert not at.exception
+    assert s.scalar(held, (rid, me.id)) > (datetime.now(UTC) + timedelta(minutes=19)).isoformat()
+    s.close()
