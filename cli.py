@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from labels.compare.answers import PHASES
 from labels.triage import METRIC_KEYS
 from review.workspace import default_db_path, open_store
 
@@ -320,6 +321,47 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+AGREEMENT_FILTERS = ("dataset", "split", "model", "round", "category", "phase",
+                     "include_cannot_assess")
+"""The Agreement screen's sidebar filters, as `carelens agreement` options."""
+TRIAGE_FILTERS = ("dataset", "split", "round", "category", "phase")
+"""The filters the screen's Triage & leaderboard tab applies (it ignores the model:
+a leaderboard ranks every model; 'cannot assess' never enters triage)."""
+
+
+def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """The screen's filters as options, in the sidebar's words."""
+    helps = {
+        "dataset": ("--dataset", dict(help="only items of this dataset")),
+        "split": ("--split", dict(help="only items of this split, e.g. validation")),
+        "model": ("--model", dict(help="only responses of this responding model")),
+        "round": ("--round", dict(type=int, metavar="N",
+                                  help="only this CARE-Bench conversation round (1-3)")),
+        "category": ("--category", dict(help="only items of this category (HealthBench "
+                                              "category, CARE-Bench specialty)")),
+        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE",
+                                  help="clinicians' answers from this phase only: "
+                                       f"{', '.join(PHASES)} (machine and reference labels are "
+                                       "never filtered); default: each one's current answer")),
+        "include_cannot_assess": ("--count-cannot-assess", dict(
+            action="store_true", dest="include_cannot_assess",
+            help="count 'cannot assess' as an answer (one more, unordered category: an "
+                 "ordinal label set is then compared with nominal statistics); by default "
+                 "it is a missing rating")),
+    }
+    for name in names:
+        flag, kwargs = helps[name]
+        parser.add_argument(flag, **kwargs)
+
+
+def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
+    """The options' filters, read by the same code as the screen's
+    (``labels.comparisons.filters_from``)."""
+    from labels.comparisons import filters_from
+
+    return filters_from({name: getattr(args, name) for name in names})
+
+
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
@@ -330,10 +372,9 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         if path:
             output_file(path)
     store = open_store(args.db)
-    filters = {k: v for k, v in (("dataset", args.dataset), ("split", args.split),
-                                 ("model", args.model), ("phase", args.phase)) if v}
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
+        filters = filters_of(args, AGREEMENT_FILTERS)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
         else:
@@ -353,13 +394,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import filters_from, format_triage_text, triage_comparison
+    from labels.comparisons import format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
-        report = triage_comparison(store, filters_from({"dataset": args.dataset}),
+        report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
                                    rank_by=args.rank_by)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -474,17 +515,14 @@ def build_parser() -> argparse.ArgumentParser:
                         " (e.g. criteria:rubric@trajectory) or a pattern such as 'hb:*'")
     a.add_argument("--a", required=True, help="rater name or group:clinicians|majority|adjudicated")
     a.add_argument("--b", help="the other rater or group (leave out for a group's own agreement)")
-    a.add_argument("--dataset")
-    a.add_argument("--split")
-    a.add_argument("--model", help="responding model")
-    a.add_argument("--phase", help="only answers of this phase, e.g. blind")
+    add_filter_options(a, AGREEMENT_FILTERS)
     a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", help="also write one self-contained HTML report with the plots")
     a.add_argument("--csv", help="also write the coefficient table as CSV")
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
-    t.add_argument("--dataset")
+    add_filter_options(t, TRIAGE_FILTERS)
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--json", action="store_true")

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from labels.compare.anchoring import AnchoringReport, anchoring
-from labels.compare.answers import Filters, Unit, load_answers
+from labels.compare.answers import Filters, Unit, compared_question_set, load_answers
 from labels.compare.leaderboard import TriageReport, triage_comparison
 from labels.compare.machines import (
     MachineReport,
@@ -49,17 +49,18 @@ from labels.compare.raters import (
     rater_choices,
     ratings_for,
 )
-from labels.compare.text import format_report_text, format_triage_text
+from labels.compare.text import format_report_text, format_triage_text, prevalence_note
 from store import Store
 
 __all__ = [
     "ADJUDICATED", "BREAKDOWNS", "CLINICIANS", "MAJORITY", "AnchoringReport", "ComparisonReport",
     "FacetChoices", "Filters", "MachineReport", "MetaEvalReport", "QuestionSet", "RaterChoice",
     "RatingsTable", "TriageReport", "Unit", "agreement_bundle", "agreement_report", "anchoring",
-    "choices_for", "compare", "data_version", "default_comparison", "default_raters", "facet_choices",
-    "filters_from", "format_report_text", "format_triage_text", "group_agreement",
-    "judge_vs_clinicians_per_criterion", "mapper_vs_clinicians", "meta_eval", "pairwise_matrix",
-    "question_set", "question_sets", "rater_choices", "ratings_for", "triage_comparison",
+    "choices_for", "compare", "compared_question_set", "data_version", "default_comparison",
+    "default_raters", "facet_choices", "filters_from", "format_report_text", "format_triage_text",
+    "group_agreement", "judge_vs_clinicians_per_criterion", "mapper_vs_clinicians", "meta_eval",
+    "pairwise_matrix", "prevalence_note", "question_set", "question_sets", "rater_choices",
+    "ratings_for", "triage_comparison",
 ]
 
 

@@ -8,6 +8,8 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlencode
+
 import streamlit as st
 
 from labels import comparisons as cmp
@@ -64,19 +66,47 @@ def md(value: object) -> str:
     return safe_markdown(str(value))
 
 
-def review_links(units) -> None:
-    """Items as links to the screen that opens them (a new tab, so this list stays open);
-    items of a kind no screen opens are listed by id."""
+def reviewer_name() -> str | None:
     who = current_reviewer()
+    return who.name if who else None
+
+
+def review_links(units) -> None:
+    """Items as links to the screen that opens them (a new tab, so this list stays open),
+    at the step a step's unit is about; items of a kind no screen opens are listed by id.
+    Beside each, what of the item the unit is: the rubric criterion (several criteria of
+    one item would otherwise be identical lines) or the step."""
+    who = reviewer_name()
+    seen: dict[tuple[str, str], int] = {}
+    for unit in units:
+        seen[(unit.item_uid, unit.question_text)] = seen.get(
+            (unit.item_uid, unit.question_text), 0) + 1
     lines = []
     for unit in units:
         text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
+        step = unit.target if unit.target.startswith("step:") else None
+        line = f"- {text}"
         if unit.item_kind in SCREENS:
-            href = item_link(unit.item_kind, unit.item_uid, reviewer=who.name if who else None)
-            lines.append(f"- [{text}]({href})")
-        else:
-            lines.append(f"- {text}")
+            line = f"- [{text}]({item_link(unit.item_kind, unit.item_uid, step, reviewer=who)})"
+        what = []
+        if step:
+            what.append(f"step {md(step.removeprefix('step:'))}")
+        if qs.kind == "criterion":
+            criterion = unit.question_text or unit.question_key
+            if seen[(unit.item_uid, unit.question_text)] > 1:  # the same words twice: the key
+                criterion = f"{criterion} ({unit.question_key})"
+            what.append(f"criterion: {md(criterion)}")
+        lines.append(line + "".join(f" · {w}" for w in what))
     st.markdown("\n".join(lines))
+
+
+def browse_href(query: BrowseQuery) -> str:
+    """The Browse link of a view, carrying the reviewer as every item link does, so the
+    new tab opens as the same person (behind the same labels gate)."""
+    href, who = browse_link(query), reviewer_name()
+    if not who:
+        return href
+    return href + ("&" if "?" in href else "?") + urlencode({"reviewer": who}, quote_via=quote)
 
 
 NO_CLOSED_FORM = "no closed-form interval"  # said once under the table, not on every alpha row
@@ -140,8 +170,11 @@ with st.sidebar:
                               "label was shown. Machine and reference labels are never filtered.")
     with_cannot = st.toggle("Count 'cannot assess' as an answer", key="agr_cannot",
                             help="Off: 'cannot assess' is a missing rating.")
-filters = cmp.Filters(dataset=dataset, split=split, model=model, round_id=round_id,
-                      category=category, phase=phase, include_cannot_assess=with_cannot)
+# Read through the same code as `carelens agreement` / `triage-metrics` options.
+filters = cmp.filters_from({"dataset": dataset, "split": split, "model": model,
+                            "round": round_id, "category": category, "phase": phase,
+                            "include_cannot_assess": with_cannot})
+compared = cmp.compared_question_set(qs, filters)  # nominal once 'cannot assess' counts
 
 choices = call("choices_for", qkey, filters)
 specs = [c.spec for c in choices]
@@ -163,10 +196,13 @@ first_a, first_b = cmp.default_raters(choices) or (specs[0], None)
 a = pick(top[1], "Rater A", specs, first_a, f"agr_a:{qkey}")
 b_options = [None] + [s for s in specs if s != a]
 b = pick(top[2], "Rater B", b_options, first_b if first_b != a else None, f"agr_b:{qkey}")
-st.caption(f"{qs.level.capitalize()} labels: the statistics that fit are "
+st.caption(f"{compared.level.capitalize()} labels"
+           + (" ('cannot assess' counted as one more, unordered answer)"
+              if compared.level != qs.level else "")
+           + ": the statistics that fit are "
            + {"ordinal": "weighted kappa, ordinal alpha and Gwet's AC2",
               "binary": "Gwet's AC1 and PABAK (met / not met is skewed; kappa collapses there)",
-              "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[qs.level]
+              "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[compared.level]
            + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
              "answered.")
 
@@ -187,9 +223,9 @@ def compare_tab() -> None:
     by = row[0].selectbox("Break down by", by_options, format_func=BY_WORDS.get,
                           index=by_options.index("criterion") if qs.kind == "criterion" else 0,
                           key=f"agr_by:{qkey}")
-    keys = forest_keys(qs.level)
+    keys = forest_keys(compared.level)
     forest_key = row[1].selectbox("Statistic per group", keys, format_func=coefficient_name,
-                                  key=f"agr_forest:{qkey}")
+                                  key=f"agr_forest:{qkey}:{compared.level}")
     try:
         report = call("agreement_report", qkey, a, b, filters, by=(by,), forest_key=forest_key)
     except ValueError as exc:
@@ -243,13 +279,16 @@ def ci_words(c, percent: bool = False) -> str:
 
 
 def headline_cards(report) -> None:
-    """The headline coefficient, percent agreement, the clinicians' ceiling and n."""
-    head = report.coefficient(headline_key(qs.level, len(report.raters)))
+    """The headline coefficient, percent agreement, the clinicians' ceiling and n, at the
+    level the report was computed at (nominal once 'cannot assess' counts); under them,
+    why a low kappa or alpha sits beside high agreement, where that is the case."""
+    level = report.question_set.level
+    head = report.coefficient(headline_key(level, len(report.raters)))
     pct = report.coefficient("percent_agreement")
     ceiling = report.ceiling_for(head.key) if head else None
     if ceiling is None and report.ceiling:
         # The same statistic on both sides: the first multi-rater coefficient both have.
-        shared = next((k for k in forest_keys(qs.level) if k != "percent_agreement"  # a card of its own
+        shared = next((k for k in forest_keys(level) if k != "percent_agreement"  # a card of its own
                        and report.coefficient(k) is not None and report.ceiling_for(k) is not None),
                       None)
         if shared is not None:
@@ -276,6 +315,8 @@ def headline_cards(report) -> None:
                                                        strict=True):
         col.metric(md(label), value, border=True, help=help_text and md(help_text))
         col.caption(md(caption))
+    if paradox := cmp.prevalence_note(report, head):
+        st.caption(md(paradox))
 
 
 def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, list[str]]:
@@ -308,6 +349,11 @@ def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, li
 
 def confusion_section(report) -> None:
     cm = report.confusion
+    if cm.n == 0:
+        st.info(f"{md(report.a_label)} and {md(report.b_label)} answered no unit in common "
+                "under these filters: there is nothing to compare, agreeing or not.",
+                icon=":material/info:")
+        return
     k = len(cm.categories)
     cells = [(i, j) for i in range(k) for j in range(k)]
     cell_label = {(i, j): f"{cm.labels[i]} → {cm.labels[j]} ({cm.counts[i][j]})"
@@ -353,9 +399,9 @@ def confusion_section(report) -> None:
             if query is None:
                 st.caption(gaps[0])
             elif not gaps:
-                st.markdown(f"[Open this cell in Browse]({browse_link(query)})")
+                st.markdown(f"[Open this cell in Browse]({browse_href(query)})")
             else:
-                st.markdown(f"[Open in Browse: not exactly this cell]({browse_link(query)})")
+                st.markdown(f"[Open in Browse: not exactly this cell]({browse_href(query)})")
                 st.caption("Browse lists the items where the two raters' answers fall in this "
                            f"cell under the other filters, but {'; '.join(gaps)}: its "
                            "list is not these items.")

@@ -16,7 +16,7 @@ when it becomes a category of its own; a skip is always missing.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
 from store import Store
@@ -135,12 +135,36 @@ def _facets(meta: dict, parent_meta: dict, qmeta: dict) -> tuple[str | None, tup
     return category, tuple(axes), tags
 
 
+def compared_question_set(qs: QuestionSet, filters: Filters | None) -> QuestionSet:
+    """The question set a comparison under these filters is computed on: with
+    "cannot assess" counted as an answer, the set gains it as an unordered category
+    and becomes nominal (so an ordinal set is then compared with nominal statistics).
+    The one place this is decided: ``load_answers`` and the screen's statistic
+    pickers both ask here."""
+    return qs.with_cannot_assess() if filters and filters.include_cannot_assess else qs
+
+
+def without_cannot_assess(answers: Answers, original: QuestionSet) -> tuple[Answers, int]:
+    """The same answers with every "cannot assess" dropped (as if the filter had not
+    counted them) and ``original`` as the question set; also how many were dropped."""
+    values: dict[str, dict[int, str]] = {}
+    ids: dict[str, dict[int, int]] = {}
+    dropped = 0
+    for name, column in answers.values.items():
+        kept = {u: v for u, v in column.items() if v != CANNOT_ASSESS}
+        dropped += len(column) - len(kept)
+        if kept:
+            values[name] = kept
+            ids[name] = {u: i for u, i in answers.answer_ids.get(name, {}).items() if u in kept}
+    filters = replace(answers.filters, include_cannot_assess=False)
+    return Answers(original, filters, answers.units, answers.raters, values, ids), dropped
+
+
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
     """Read the answers in force for a question set under the filters (one query)."""
     qs = question_set(store, questions) if isinstance(questions, str) else questions
     filters = filters or Filters()
-    if filters.include_cannot_assess:
-        qs = qs.with_cannot_assess()
+    qs = compared_question_set(qs, filters)
     item_where, params = [], list(qs.params)
     for column, value in (("i.split", filters.split), ("i.model", filters.model),
                           ("i.round_id", filters.round_id)):

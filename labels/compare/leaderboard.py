@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CAREBENCH, codebook
-from labels.compare.answers import Answers, Filters, load_answers
+from labels.compare.answers import Answers, Filters, load_answers, without_cannot_assess
+from labels.compare.questions import question_set
 from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
 from labels.compare.raters import references as reference_raters
 from labels.triage import RankCorrelation, RankedModel, TriageMetric, rank_correlation, rank_models
@@ -170,6 +171,12 @@ def _datasets_answered(store: Store, prefix_q: str, response_q: str) -> list[str
     return sorted(found - {None, ""})
 
 
+def _escalation_answers(store: Store, question: str, filters: Filters) -> tuple[Answers, int]:
+    """The question's answers with every "cannot assess" left out, and how many were."""
+    qs = question_set(store, question)
+    return without_cannot_assess(load_answers(store, qs, filters), qs)
+
+
 def triage_comparison(
     store: Store,
     filters: Filters | Mapping | None = None,
@@ -186,17 +193,28 @@ def triage_comparison(
     readers = the clinicians' majority on the response, then every machine rater of the
     response question. The model filter is ignored (a leaderboard needs every model).
     Every labelling scores the same responses; ``left_out`` and the notes say how many
-    were left out and why. ``filters`` may be a mapping (``{"dataset": "demo"}``), as
+    were left out and why. "Cannot assess" answers never enter (triage compares
+    escalation labels), whatever ``include_cannot_assess`` says; a note counts them.
+    ``filters`` may be a mapping (``{"dataset": "demo"}``), as
     ``agreement_bundle`` takes it; an unknown filter name is a ValueError."""
     filters = _as_filters(filters)
-    model_free = replace(filters, model=None)
+    # Read with "cannot assess" counted, only to say how many are left out: triage
+    # compares escalation labels, so they never enter it, whatever the filter says.
+    model_free = replace(filters, model=None, include_cannot_assess=True)
     prefix_q, response_q = carebench_questions()
     order = list(codebook(CAREBENCH).codes)
-    prefix_answers = load_answers(store, prefix_q, model_free)
-    response_answers = load_answers(store, response_q, model_free)
+    prefix_answers, cannot_prefix = _escalation_answers(store, prefix_q, model_free)
+    response_answers, cannot_response = _escalation_answers(store, response_q, model_free)
     notes = []
     if filters.model:
         notes.append("the model filter is ignored here: a leaderboard ranks every model")
+    if cannot := cannot_prefix + cannot_response:
+        notes.append(
+            f"{cannot} 'cannot assess' answer{'' if cannot == 1 else 's'} ({cannot_prefix} on "
+            f"prefixes, {cannot_response} on responses) left out: triage compares escalation "
+            "labels, and 'cannot assess' is not one"
+            + ("; counting 'cannot assess' as an answer does not apply here"
+               if filters.include_cannot_assess else ""))
     if references is None:
         references = reference_raters(prefix_answers)
         if clinicians(prefix_answers):

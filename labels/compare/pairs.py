@@ -136,6 +136,9 @@ class ComparisonReport:
     disagreements: list[Disagreement] = field(default_factory=list)
     breakdowns: list[Breakdown] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    answer_counts: dict[str, int] = field(default_factory=dict)
+    """How often each category was given on the compared units, every column counted
+    (codebook order): how unbalanced the answers are."""
     n_boot: int = 1000
     seed: int = 0
     created_at: str = ""
@@ -318,6 +321,8 @@ def compare_answers(
         coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
         created_at=utcnow(),
     )
+    given = [v for i in compared for v in table.values[i] if v is not None]
+    report.answer_counts = {c: given.count(c) for c in qs.categories}
     if pair:
         both = table.subset(compared)
         macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed)

@@ -38,6 +38,42 @@ def split_notes(coefficients: list[Coefficient]) -> tuple[list[str], list[str]]:
     return common, rows
 
 
+PARADOX_AGREEMENT = 0.8
+"""Percent agreement at or above which a low kappa or alpha needs explaining."""
+PARADOX_COEFFICIENT = 0.5
+"""A chance-corrected coefficient below this is "low" beside such agreement."""
+PARADOX_SHARE = 0.8
+"""The share of answers one category must take for the labels to be "very unbalanced"."""
+STEADY_KEYS = {"ordinal": "gwet_ac2_quadratic", "nominal": "gwet_ac1"}
+"""The chance-corrected coefficient of each level that holds up when one answer
+dominates (binary criteria lead with AC1 and PABAK already)."""
+
+
+def prevalence_note(report: ComparisonReport, head: Coefficient | None) -> str | None:
+    """Why the headline kappa or alpha is low while the raters mostly agree, when the
+    answers are very unbalanced (the prevalence, or kappa, paradox); None otherwise, and
+    for binary criteria, whose statistics already lead with AC1 and PABAK."""
+    pct = report.coefficient("percent_agreement")
+    total = sum(report.answer_counts.values())
+    if (report.level == "binary" or head is None or pct is None or not total
+            or head.value is None or pct.value is None or not head.key.startswith(
+                ("cohen_kappa", "fleiss_kappa", "krippendorff_alpha"))):
+        return None
+    top, count = max(report.answer_counts.items(), key=lambda kv: kv[1])
+    share = count / total
+    if (pct.value < PARADOX_AGREEMENT or head.value >= PARADOX_COEFFICIENT
+            or share < PARADOX_SHARE):
+        return None
+    steady = report.coefficient(STEADY_KEYS.get(report.level, ""))
+    text = (f"{share:.0%} of the answers are \"{report.question_set.label(top)}\": with one "
+            f"answer this common, {head.name} expects most agreement to happen by chance, so "
+            f"it stays low at {pct.value:.0%} agreement (the prevalence, or kappa, paradox).")
+    if steady is not None and steady.value is not None:
+        text += (f" {steady.name} reads {number(steady.value)}: it corrects for chance in a "
+                 "way a dominant answer sways far less.")
+    return text
+
+
 def with_ci(value: float | None, low: float | None, high: float | None, digits: int = 2,
             percent: bool = False) -> str:
     """A value and its 95% interval, compactly: "0.62 (0.51-0.72)" or "62% (51-72%)"."""
