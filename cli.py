@@ -258,7 +258,15 @@ def _run_llm(task: str, args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     print(file=sys.stderr)
     print(summary.text())
+    _say_what_to_do(summary)
     return 0 if not summary.errors else 1
+
+
+def _say_what_to_do(summary) -> None:
+    """The run's messages (at most five distinct ones), on stderr: they say what
+    to do about what was not answered (a larger output limit, `carelens collect`)."""
+    for message in summary.messages:
+        print(f"carelens: {message}", file=sys.stderr)
 
 
 @command("map")
@@ -301,6 +309,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             continue
         print(file=sys.stderr)
         print(summary.text())
+        _say_what_to_do(summary)
         failed += bool(summary.errors)
     return 1 if failed else 0
 

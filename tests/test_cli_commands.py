@@ -211,3 +211,22 @@ def test_rater_is_refused_for_an_annotations_export(demo_copy, tmp_path, capsys)
     code, _, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "annotations",
                        "--rater", "Dr. Mei Tanaka", "--out", str(out))
     assert code == 2 and not out.exists() and "--rater is for --what carebench-labels" in one_line(err)
+
+
+# -- LLM runs: what was left unanswered, and what to do about it ----------------------------
+
+def test_map_says_what_to_do_about_a_reply_cut_off(tmp_path, capsys, monkeypatch, fake):
+    from tests import conftest_llm as llm
+    from tests.fake_llm_server import Cut
+
+    db = tmp_path / "llm.db"
+    with open_store(db) as s:
+        llm.write_carebench(s, 1)
+    monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+    fake.script(Cut("length"))
+    code, out, err = run_cli(capsys, "--db", str(db), "map", "--model", "openai:gpt-4.1-mini",
+                             "--limit", "1")
+    assert code == 1 and "1 not answered" in out
+    assert "carelens: the reply was cut off at the output limit (2048 tokens" in err
+    assert "run with a larger output limit" in err
