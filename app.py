@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages._shared import SWITCH_TO, begin_run, current_reviewer, server_mode, store
+from pages._shared import SWITCH_TO, begin_run, current_reviewer, note_page, server_mode, store
 from pages._steps import code_span
 from review.reviewers import (
     ROLES,
@@ -131,4 +131,6 @@ if can_adjudicate(me):
 if is_admin(me):
     PAGES["Review"].append(st.Page("pages/rounds.py", title="Rounds and people",
                                    icon=":material/group:", url_path="rounds"))
-st.navigation(PAGES, position="sidebar").run()
+page = st.navigation(PAGES, position="sidebar")
+note_page(page.url_path or "review")
+page.run()

@@ -92,20 +92,32 @@ _WRITTEN = "_items_put_in_address"
 def item_asked_by_address(shown_uid: str | None) -> str | None:
     """The item the address (`?item=`) asks to open, when it is not the one
     shown (`shown_uid`, None when this session shows none yet): on a session's
-    first screen (a reload, a link), on the browser's Back or Forward, or when
-    the address names an item this session never put there (a link opened in
-    the same session). An address this session put there itself, earlier, is
-    not a request to go back: it comes with a key pressed before the browser
-    had caught up with the next item's address, and obeying it jumped back
-    to an item already answered."""
+    first screen (a reload, a link), on the browser's Back or Forward, on
+    arriving from another screen (Adjudicate's "Read the item"), or when the
+    address names an item this session never put there. On a rerun of the
+    same screen, an address this session put there itself, earlier, is not a
+    request to go back: it comes with a key pressed before the browser had
+    caught up with the next item's address, and obeying it jumped back to an
+    item already answered. (Under AppTest, which runs app.py once, every
+    address is obeyed.)"""
     wanted = st.query_params.get("item")
     if not wanted or wanted == shown_uid:
         return None
-    if shown_uid is not None and wanted in st.session_state.get(_WRITTEN, {}):
+    before, now = st.session_state.get(_PAGES, (None, None))
+    if shown_uid is not None and wanted in st.session_state.get(_WRITTEN, {}) and before == now:
         ctx = get_script_run_ctx()
         if not (ctx is not None and getattr(ctx, "is_history_navigation", False)):
             return None
     return wanted
+
+
+_PAGES = "_pages_run"
+"""(the screen of the run before this one, this run's screen): `note_page`."""
+
+
+def note_page(name: str) -> None:
+    """Called by app.py with the screen each run shows, before running it."""
+    st.session_state[_PAGES] = (st.session_state.get(_PAGES, (None, None))[1], name)
 
 
 def put_item_in_address(uid: str) -> None:

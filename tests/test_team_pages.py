@@ -11,7 +11,7 @@ from review.reviewers import ensure_reviewer
 from review.rounds import RoundSpec, create_round
 from review.workspace import open_store
 from tests.conftest import ROOT
-from tests.helpers import action_button
+from tests.helpers import action_button, open_app
 
 
 def app_as(name, db, monkeypatch):
@@ -472,3 +472,53 @@ def test_picking_verdicts_keeps_the_run_reserved_for_a_long_review(demo_copy, mo
     assert not at.exception
     assert s.scalar(held, (rid, me.id)) > (datetime.now(UTC) + timedelta(minutes=19)).isoformat()
     s.close()
+
+
+def _as_adjudicator(path, name="Dr. Link Test"):
+    s = open_store(path)
+    ensure_reviewer(s, name, role="adjudicator")
+    s.close()
+    return name
+
+
+def _follow_link(at, page, **params):
+    """What `st.page_link(page, query_params=params)` on Adjudicate does: same session,
+    a new address (Adjudicate's own address had no `item`)."""
+    at.switch_page("pages/adjudicate.py").run()
+    for k in ("item", "step"):
+        at.query_params.pop(k, None)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _item_shown(at):
+    v = at.query_params.get("item")
+    return v[0] if isinstance(v, list) else v
+
+
+def test_a_link_from_adjudicate_to_an_item_seen_earlier_in_the_session_opens_it(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    me = _as_adjudicator(demo_copy)
+    a, b = "demo_case_0001_r01", "demo_case_0002_r01"
+    at = open_app("pages/review.py", me, item=a)
+    assert _item_shown(at) == a
+    _follow_link(at, "pages/review.py", item=b)          # "Read the item" of case B
+    assert _item_shown(at) == b
+    _follow_link(at, "pages/review.py", item=a)          # back to case A in the queue, "Read the item"
+    assert at.session_state["item_uid"] == a, "the link to A showed B instead"
+
+
+def test_trajectory_link_to_a_run_seen_earlier_opens_that_run(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    me = _as_adjudicator(demo_copy)
+    a = "kb:demo/r1/kb-demo-001__atlas-clinician"
+    b = "kb:demo/r1/kb-demo-001__brisk-clinician"
+    at = open_app("pages/trajectories.py", me, item=a, step="1")
+    assert _item_shown(at) == a
+    _follow_link(at, "pages/trajectories.py", item=b, step="2")   # "Open the run at this step"
+    assert _item_shown(at) == b
+    _follow_link(at, "pages/trajectories.py", item=a, step="3")
+    assert _item_shown(at) == a, "the link to run A at step 3 opened run B (at step 3) instead"
