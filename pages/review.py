@@ -21,7 +21,7 @@ from review.items import (
     ItemView,
     blind_round_holding,
     commit_answer,
-    earlier_rounds,
+    earlier_round_golds,
     find_item_id,
     flag_item,
     is_flagged,
@@ -304,20 +304,14 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
 def show_earlier_rounds(item_view: ItemView, shown_mode: str) -> None:
     """The case's earlier rounds, your answer and the gold of each: held back
     until now, its last round answered (`later_rounds_owed`)."""
-    for prefix_id in earlier_rounds(db, item_view.id):
-        earlier = load_item(db, prefix_id)
-        answers = my_answers(db, reviewer.id, prefix_id, earlier.question_id) if earlier else []
-        labels = reveal_reference_labels(db, reviewer.id, earlier, shown_mode) if answers else None
-        gold = [lab for lab in labels or [] if lab.rater_kind == "reference"]
-        if not gold:
-            continue
-        final = answers[-1]
-        mine = (label_name(earlier, final.value) if final.status == "answered"
+    for earlier in earlier_round_golds(db, reviewer.id, item_view.id, shown_mode):
+        final = earlier.answer
+        said = (label_name(earlier.item, final.value) if final.status == "answered"
                 else STATUS_WORDS.get(final.status, final.status))
         line = st.columns([3, 4], vertical_alignment="center")
-        line[0].markdown(f"**Gold** · round {earlier.round_id}, where you said {mine}")
-        same = gold[0].value == final.value
-        line[1].badge(label_name(earlier, gold[0].value), color="green" if same else "orange",
+        line[0].markdown(f"**Gold** · round {earlier.item.round_id}, where you said {said}")
+        same = earlier.gold == final.value
+        line[1].badge(label_name(earlier.item, earlier.gold), color="green" if same else "orange",
                       icon=":material/check:" if same else ":material/compare_arrows:")
 
 

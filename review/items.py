@@ -14,7 +14,13 @@ from typing import Any
 
 from codebook import Codebook, builtin_codebooks
 from review.answers import normalise_value
-from review.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT, labels_visible, phase_for_commit
+from review.blinding import (
+    BLIND,
+    DEFAULT_MODE,
+    REVEAL_AFTER_COMMIT,
+    labels_visible,
+    phase_for_commit,
+)
 from review.drafts import clear_draft
 from review.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
@@ -200,6 +206,36 @@ def earlier_rounds(store: Store, prefix_id: int) -> list[int]:
         " ORDER BY earlier.round_id", (prefix_id,))]
 
 
+@dataclass(frozen=True)
+class EarlierRound:
+    """A case's earlier round, as the reveal of its last round shows it."""
+
+    item: ItemView
+    answer: Answer
+    """The reviewer's answer in force on it."""
+    gold: str
+
+
+def earlier_round_golds(store: Store, reviewer_id: int, prefix_id: int,
+                        mode: str = DEFAULT_MODE) -> list[EarlierRound]:
+    """The gold labels of the case's earlier rounds that the reviewer answered,
+    under the blinding each is shown with (`mode`, or blind where a fully blind
+    review round holds that round for them: `blind_round_holding`), for the
+    reveal of the case's last round; a round whose labels stay hidden is left out."""
+    out = []
+    for earlier_id in earlier_rounds(store, prefix_id):
+        item = load_item(store, earlier_id)
+        if item is None or not item.question_id:
+            continue
+        answers = my_answers(store, reviewer_id, earlier_id, item.question_id)
+        shown = BLIND if blind_round_holding(store, reviewer_id, earlier_id) else mode
+        labels = reveal_reference_labels(store, reviewer_id, item, shown) if answers else None
+        gold = next((lab.value for lab in labels or [] if lab.rater_kind == "reference"), None)
+        if gold is not None:
+            out.append(EarlierRound(item, answers[-1], gold))
+    return out
+
+
 def prefix_answered(store: Store, reviewer_id: int, prefix_id: int) -> bool:
     """Whether the reviewer has answered the prefix itself (a skip is no answer)."""
     return store.scalar(
@@ -323,7 +359,7 @@ def _same_answer(prev: Any, status: str, value: str | None, rationale: str | Non
 
 
 def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
-                        question_id: int, target: str) -> bool:
+                        question_id: int, target: str, own_reveals: bool = True) -> bool:
     """Whether this reviewer has seen the item's labels before this answer,
     whatever answer is in force now: an earlier answer of theirs was given
     where the labels are shown once it is committed (or up front) - on this
@@ -331,8 +367,10 @@ def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: in
     expected verdict too; they settled the item as its adjudicator; or they
     chose to see every rater's labels (Browse, Agreement) while the item was
     there. A step mark is revealed nothing on the review screens: only the
-    last two count for it (a corrected mark is not an answer after a reveal)."""
-    if not target and conn.execute(
+    last two count for it (a corrected mark is not an answer after a reveal).
+    `own_reveals` False: the reviewer's earlier answers revealed nothing (a
+    round whose case's later rounds they still owe: `later_rounds_owed`)."""
+    if own_reveals and not target and conn.execute(
         "SELECT 1 FROM annotations a WHERE a.question_id = ?1 AND a.rater_id = ?2"
         " AND a.target = '' AND a.status != 'skipped'"
         " AND coalesce(json_extract(a.extra, '$.blinding'), '') != 'blind'"
@@ -381,9 +419,14 @@ def _record_answer(store: Store, conn: Any, reviewer: Reviewer, item_id: int, an
     if prev is not None and _same_answer(prev, status, value, rationale, confidence, round_id,
                                          answer.extra):
         return prev[0]  # the same answer again (a double click): nothing new to record
-    seen = answer.labels_seen or (not target and prev is not None and prev[1] != "skipped"
-                                  and labels_visible(mode, True)) \
-        or _labels_seen_before(store, conn, reviewer, item_id, question_id, target)
+    # A CARE-Bench round whose case's later rounds still wait for this reviewer
+    # has had nothing revealed by their earlier answers (`later_rounds_owed`).
+    held = not target and mode == REVEAL_AFTER_COMMIT \
+        and bool(later_rounds_owed(store, reviewer.id, item_id))
+    seen = answer.labels_seen or (not target and not held and prev is not None
+                                  and prev[1] != "skipped" and labels_visible(mode, True)) \
+        or _labels_seen_before(store, conn, reviewer, item_id, question_id, target,
+                               own_reveals=not held)
     version = conn.execute(
         "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
         (q[0],),

@@ -93,7 +93,8 @@ def test_blind_mode_never_reveals_and_suggest_mode_always_does(demo):
 
 def test_change_after_reveal_is_a_new_after_reveal_annotation(demo):
     me = ensure_reviewer(demo, "Dr. New")
-    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    # A case's last round: its gold shows at once (an earlier round's waits for the later ones).
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix", round_id=3)))
     commit_answer(demo, me, item.id, item.question_id, "0B", confidence=3, seconds_on_task=4.2)
     commit_answer(demo, me, item.id, item.question_id, "0A", rationale="gold convinced me")
     answers = my_answers(demo, me.id, item.id, item.question_id)
@@ -204,7 +205,7 @@ def test_an_answer_after_the_labels_were_once_shown_is_never_blind(demo):
     from review.rounds import RoundSpec, create_round, reserve_next_item
 
     me = ensure_reviewer(demo, "Dr. Phase")
-    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix", round_id=3)))
     commit_answer(demo, me, item.id, item.question_id, "0A")
     skip_item(demo, me, item.id, item.question_id, "second thoughts")
     commit_answer(demo, me, item.id, item.question_id, "1B")
@@ -215,6 +216,9 @@ def test_an_answer_after_the_labels_were_once_shown_is_never_blind(demo):
                        ensure_reviewer(demo, "Jordan Lee"))
     other = ensure_reviewer(demo, "Dr. Other")
     held = load_item(demo, reserve_next_item(demo, rid, other))
+    for later in later_rounds_owed(demo, other.id, held.id):  # (so that its gold shows)
+        uid = held.uid.replace(f"_r{held.round_id:02d}", f"_r{later:02d}")
+        commit_answer(demo, other, find_item_id(demo, uid), held.question_id, "1A")
     commit_answer(demo, other, held.id, held.question_id, "0A")  # free review: gold shown
     commit_answer(demo, other, held.id, held.question_id, "1B", mode="blind", round_id=rid)
     assert my_answers(demo, other.id, held.id, held.question_id)[-1].phase == "after_reveal"
@@ -254,3 +258,20 @@ def test_choosing_to_see_every_label_makes_later_answers_after_the_reveal(demo):
     open_labels(demo, me, "browse", 85, labels_mark(demo))
     commit_answer(demo, me, item.id, item.question_id, "0A")
     assert my_answers(demo, me.id, item.id, item.question_id)[-1].phase == "after_reveal"
+
+
+def test_a_revision_made_while_the_gold_is_still_held_back_is_blind(demo_copy):
+    """Round 2 answered, its gold held back while round 3 is owed: nothing was
+    revealed, so a change of mind is still a blind answer."""
+    from review.workspace import open_store
+
+    s = open_store(demo_copy)
+    me = ensure_reviewer(s, "Dr. Phase Test")
+    r2 = load_item(s, find_item_id(s, "demo_case_0001_r02"))
+    commit_answer(s, me, r2.id, r2.question_id, "0A_NO_ESCALATION_INFO_NEEDED")
+    assert reveal_reference_labels(s, me.id, r2) is None      # held back: round 3 is owed
+    commit_answer(s, me, r2.id, r2.question_id, "1A_ESCALATION_NONURGENT_CARE")
+    assert reveal_reference_labels(s, me.id, r2) is None      # still nothing shown
+    phases = [a.phase for a in my_answers(s, me.id, r2.id, r2.question_id)]
+    s.close()
+    assert phases == ["blind", "blind"], phases

@@ -106,6 +106,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
 
 
 def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy):
+    app.query_params["item"] = "demo_case_0001_r03"  # a case's last round: its gold shows at once
     app.run()
     action_button(app, "label", "0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
     app.button(key="reopen_last").click().run()
@@ -201,3 +202,43 @@ def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
     assert "1 of 85 answered by you · 1 of them skipped" in app.get("progress")[0].proto.text
     # An item not yet answered is skipped with the plain words.
     assert action_button(app, "skip").label == "Skip"
+
+
+def test_a_blind_rounds_item_gold_is_not_shown_in_a_later_rounds_reveal(demo_copy, monkeypatch):
+    """The last round's reveal shows every round's gold, each under its own blinding:
+    a round a fully blind review round holds for the reviewer stays blind there too."""
+    from review.items import later_rounds_owed
+    from review.rounds import RoundSpec, create_round, reserve_next_item
+    from tests.helpers import open_app
+
+    Q = "carebench.escalation_needed"
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    s = open_store(demo_copy)
+    admin = ensure_reviewer(s, "Adm", role="admin")
+    me = ensure_reviewer(s, "Dr. Blind Test")
+    rid = create_round(s, RoundSpec("Blind study", Q, reviewers_per_item=1, blinding="blind"), admin)
+    held = reserve_next_item(s, rid, me)                 # the blind round gives me an item...
+    earlier = load_item(s, held)
+    assert earlier.kind == "prefix" and later_rounds_owed(s, me.id, held), "needs a non-last round"
+    commit_answer(s, me, held, earlier.question_id, "0A_NO_ESCALATION_INFO_NEEDED",
+                  mode="blind", round_id=rid)             # ...answered blind, in the round
+    # The case's later rounds, answered in Free review (not in the blind round's hands).
+    uids = [f"{earlier.case_id}_r{r:02d}" for r in range(earlier.round_id + 1, 10)]
+    later = [i for u in uids if (i := find_item_id(s, u)) is not None]
+    for item_id in later:
+        commit_answer(s, me, item_id, load_item(s, item_id).question_id,
+                      "1B_ESCALATION_URGENT_CARE")
+    last_uid = load_item(s, later[-1]).uid
+    s.close()
+
+    # Opened on its own in Free review, the blind round's item stays blind:
+    at = open_app("pages/review.py", "Dr. Blind Test", item=earlier.uid)
+    text = " ".join(shown(m.value) for m in at.markdown)
+    assert "**Gold**" not in text
+    assert any("blind in Blind study" in c.value for c in at.caption)
+    # ...but the last round's reveal shows its gold beside the others'.
+    at = open_app("pages/review.py", "Dr. Blind Test", item=last_uid)
+    text = " ".join(shown(m.value) for m in at.markdown)
+    assert "**Gold** · this item" in text  # the last round's own reveal is fine
+    assert f"**Gold** · round {earlier.round_id}," not in text, (
+        "round held by a fully blind review round shows its gold in Free review")
