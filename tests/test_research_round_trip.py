@@ -399,9 +399,10 @@ def test_a_new_rater_keeps_the_files_profile_but_never_a_privileged_role(capsys,
 
 
 def test_a_rater_described_two_ways_is_refused(capsys, fresh, tmp_path):
-    rows = [{"item_id": PREFIX, "rater": "Dr. Two", "value": "0A", "specialty": "cardiology"},
+    rows = [{"item_id": PREFIX, "rater": "Dr. Two", "value": "0A", "rater_role": "reviewer",
+             "specialty": "cardiology"},
             {"item_id": "demo_case_0001_r02", "rater": "Dr. Two", "value": "0A",
-             "specialty": "surgery"}]
+             "rater_role": "reviewer", "specialty": "surgery"}]
     path = write_csv_rows(tmp_path / "two.csv", rows)
     code, err = import_(capsys, fresh, str(path))
     assert code == 2
@@ -437,3 +438,21 @@ def test_an_item_the_export_withheld_is_refused_as_unknown_not_as_out_of_order(c
              "supersedes": "5", "current": "True"}]
     code, err = import_(capsys, fresh, str(write_csv_rows(tmp_path / "w.csv", rows)))
     assert code == 2 and "unknown item 'withheld-5'" in err
+
+
+def test_a_plain_spreadsheets_specialty_column_is_the_cases_not_the_raters(tmp_path):
+    """A spreadsheet of labels with the case's specialty on each row goes in as it
+    did: only the annotation export's profile columns describe its raters."""
+    from review.sources.base import ImportOptions
+    from review.sources.labels_long import read_labels_long
+    from store.records import AnnotationRecord, RaterRecord
+
+    path = tmp_path / "labels.csv"
+    path.write_text("item_id,rater,value,specialty\n"
+                    "demo_case_0001_r01,Dr. X,1B_ESCALATION_URGENT_CARE,cardiology\n"
+                    "demo_case_0002_r01,Dr. X,0A_NO_ESCALATION_INFO_NEEDED,neurology\n",
+                    encoding="utf-8")
+    records = list(read_labels_long(path, ImportOptions()))
+    assert [r.item_uid for r in records if isinstance(r, AnnotationRecord)] == [
+        "demo_case_0001_r01", "demo_case_0002_r01"]
+    assert [r.specialty for r in records if isinstance(r, RaterRecord)] == [None]

@@ -27,10 +27,13 @@ spreadsheet goes back in the same; its ids must be whole numbers, each on one
 row, and its `supersedes` and `current` columns must agree with them (a file
 with rows left out, whose answer in force would change, is refused).
 
-Rater profile: a rater the file creates keeps the file's `specialty`,
-`seniority` and `rater_role`, except a role that grants something in the app
-(adjudicator, admin: every role of `review.reviewers.ROLES` but reviewer),
-which a file never gives: such a rater is created as a reviewer, the role the
+Rater profile: in a file that describes its raters (it has `rater_role` or
+`rater_kind`, or is an annotation export), a rater the file creates keeps
+the file's `specialty`, `seniority` and `rater_role` (a lone `specialty`
+column of a spreadsheet may be each case's, and is not read as the
+rater's), except a role that grants something in the app (adjudicator,
+admin: every role of `review.reviewers.ROLES` but reviewer), which a file
+never gives: such a rater is created as a reviewer, the role the
 file named kept in the rater's meta (`role_not_granted`) for an admin to
 grant or not. A rater that exists already is left exactly as it is.
 """
@@ -145,6 +148,7 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
 
 def _answers(path: Path) -> Iterator[_Answer]:
     with_ids = None
+    describes_raters = False
     for line, row in _rows(path):
         where = f"{path}:{line}"
         if with_ids is None:
@@ -153,7 +157,12 @@ def _answers(path: Path) -> Iterator[_Answer]:
                 raise InputError(f"{path}:{line}: missing column(s) {', '.join(missing)}; "
                                  f"expected item_id,rater,value[,question,rationale,confidence]")
             with_ids = "annotation_id" in row
+            describes_raters = bool({"annotation_id", "rater_kind", "rater_role"} & set(row))
         answer = _answer(row, line, where)
+        if not describes_raters:
+            # A spreadsheet's lone `specialty` may well be the case's, row by row: the
+            # profile columns describe raters in a file that says it describes them.
+            answer.profile = {}
         if with_ids:
             answer.annotation_id = as_int(row.get("annotation_id"), "annotation_id", where)
             if answer.annotation_id is None or answer.annotation_id < 1:
