@@ -640,7 +640,9 @@ def test_such_an_answer_is_kept_but_does_not_fill_a_place_of_the_round(demo):
     assert not counted, f"the round counts a review given after the reveal: {[tuple(r) for r in counted]}"
     assert demo.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ?", (rid,)) == 0
     row = demo.query_one("SELECT value, phase, round_id FROM annotations WHERE id = ?", (kept,))
-    assert row["value"].startswith("1B") and (row["phase"], row["round_id"]) == ("after_reveal", None)
+    # Blind all the same: X is a case's first round, whose gold waits for its later
+    # rounds (`later_rounds_owed`), so the Free-review answer revealed nothing.
+    assert row["value"].startswith("1B") and (row["phase"], row["round_id"]) == ("blind", None)
     assert late_for_round(demo, [kept]) == rid
     assert "answered this item outside the round" in full_text(demo, rid, x)
     assert demo.scalar("SELECT COUNT(*) FROM reservations WHERE round_id = ? AND item_id = ?"

@@ -39,7 +39,9 @@ def answered(store):
     write_prefixes(store, 3)
     rev = ensure_reviewer(store, "Dr. Test")
     qid = store.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
-    item = store.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
+    # The case's last round: its labels show once it is answered (an earlier round's
+    # wait for the case's later rounds), so a revision is after the reveal.
+    item = store.scalar("SELECT id FROM items WHERE round_id = 3 ORDER BY id LIMIT 1")
     aid = commit_answer(store, rev, item, qid, "1B")
     return store, rev, item, qid, aid
 
