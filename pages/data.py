@@ -237,7 +237,18 @@ elif estimate or run:
                 st.warning(safe_markdown(message))
 
 
-waiting = uncollected_batches(db)
+listed = uncollected_batches(db)
+in_hand = [b for b in listed if b.live]
+waiting = [b for b in listed if b.state == "stopped"]
+unnoted = [b for b in listed if b.state == "id unknown"]
+if in_hand:
+    st.info(safe_markdown(
+        f"{len(in_hand)} batch{'es' if len(in_hand) > 1 else ''} in the hands of a run still "
+        "under way: it records the results itself."), icon=":material/hourglass_top:")
+    for batch in in_hand:
+        st.caption(safe_markdown(batch.text()))
+for batch in unnoted:
+    st.warning(safe_markdown(batch.text()), icon=":material/help:")
 if waiting:
     st.warning(safe_markdown(
         f"{len(waiting)} batch{'es' if len(waiting) > 1 else ''} submitted and not collected yet "
@@ -257,3 +268,5 @@ if waiting:
             else:
                 bar.progress(1.0, text="Done")
                 st.success(safe_markdown(summary.text()))
+                for message in summary.messages:  # may quote a provider's error
+                    st.warning(safe_markdown(message))

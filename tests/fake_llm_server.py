@@ -120,8 +120,18 @@ class Status:
     echo_auth: bool = False
 
 
+@dataclass
+class DeepInput:
+    """In an Anthropic batch: a tool input nested `depth` lists deep (more than
+    Python's json reads), written into the results line as raw text."""
+
+    depth: int = 3000
+
+
+_DEEP = '"__carelens_fake_deep__"'
+
 Behaviour = (Auto | Reply | Unparseable | RateLimited | ServerError | MalformedBody | Status | Cut
-             | Refusal)
+             | Refusal | DeepInput)
 
 
 @dataclass
@@ -214,7 +224,10 @@ def chat_completion(body: dict, behaviour: Behaviour) -> dict:
 def anthropic_message(body: dict, behaviour: Behaviour) -> dict:
     """An Anthropic message answering `body` (a tool_use block when a tool is forced)."""
     tool = _anthropic_tool(body)
-    if isinstance(behaviour, Reply) and behaviour.obj is not None and tool:
+    if isinstance(behaviour, DeepInput) and tool:
+        blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
+                   "input": {"deep": _DEEP.strip('"')}}]
+    elif isinstance(behaviour, Reply) and behaviour.obj is not None and tool:
         blocks = [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
                    "input": behaviour.obj}]
     elif isinstance(behaviour, Reply):
@@ -393,7 +406,10 @@ class FakeLLMServer:
                 else:
                     result = {"type": "succeeded",
                               "message": anthropic_message(req["params"], behaviour)}
-                results.append(json.dumps({"custom_id": req["custom_id"], "result": result}))
+                line = json.dumps({"custom_id": req["custom_id"], "result": result})
+                if isinstance(behaviour, DeepInput):
+                    line = line.replace(_DEEP, "[" * behaviour.depth + "1" + "]" * behaviour.depth)
+                results.append(line)
             batch["_results"] = ("\n".join(results) + "\n").encode()
             n = len(results)
             batch.update(processing_status="ended", ended_at=_iso(datetime.now(UTC)),

@@ -23,9 +23,11 @@ What the command line and the Data screen call:
   read the store and call nothing; `RunPlan.requests` is the dry run.
 - `run_map`, `run_judge`, `run_extract` (all `run_plan`) send, record and
   answer; `progress(RunProgress)` is called from the caller's thread.
-- `collect_batch(path, run_id)` finishes a batch run that was interrupted;
-  `uncollected_batches(store)` lists what is left to collect. Running the same
-  batch plan again also collects an uncollected batch instead of paying twice.
+- `collect_batch(path, run_id)` finishes a batch run that was interrupted
+  (`batch_id=` for one whose id its run could not note; `abandon_batch` for one
+  never submitted); `uncollected_batches(store)` lists what is left, each
+  saying whether a live run still waits for it. Running the same plan again
+  also collects an uncollected batch instead of paying twice.
 - `shipped_versions(task)` lists the prompt versions (mapper-v1, mapper-v2,
   judge-v1, extract-v1); a path to a template file is accepted too.
 - `parse_model_spec("PROVIDER:MODEL")`; keys from ANTHROPIC_API_KEY,
@@ -52,6 +54,7 @@ from labels.llm.runner import (
     RunAborted,
     RunProgress,
     RunSummary,
+    abandon_batch,
     collect_batch,
     run_extract,
     run_judge,
@@ -87,6 +90,7 @@ __all__ = [
     "RunProgress",
     "RunSummary",
     "Unit",
+    "abandon_batch",
     "collect_batch",
     "judge_values",
     "load_prompt",

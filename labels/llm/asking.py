@@ -23,7 +23,6 @@ from store import Store
 RETRIED_STATUSES = (408, 409, 429)
 
 
-
 def call_record(provider: Provider, unit: Unit, reply: Reply, batch: bool = False) -> CallRecord:
     return CallRecord(
         "ok", unit.body, unit.request_hash, response=reply.response,
@@ -113,7 +112,7 @@ def _ask(provider: Provider, task: Task, unit: Unit, attempts: int, outcome: Out
             outcome.answer, outcome.kind, outcome.message = answer, "answered", None
             return
         if kind == "cut_off":  # the same body would be cut again: left for a larger budget
-            outcome.kind, outcome.message = "error", call.error
+            outcome.kind, outcome.message, outcome.hold = "error", call.error, unit.request_hash
             return
         if kind == "refused":
             outcome.answer, outcome.kind, outcome.message = answer, "refused", call.error
@@ -121,7 +120,7 @@ def _ask(provider: Provider, task: Task, unit: Unit, attempts: int, outcome: Out
         unreadable, outcome.message = call.raw_text, call.error
     if unreadable is not None:
         outcome.answer = unreadable_answer(unreadable, len(outcome.calls))
-        outcome.kind = "failed"
+        outcome.kind, outcome.hold = "failed", unit.request_hash
     else:
         outcome.kind = "error"
 
@@ -167,6 +166,7 @@ def run_threads(store_path: str, ctx: RunContext, task: Task, provider: Provider
             try:
                 event = events.get(timeout=0.25)
             except queue.Empty:
+                tally.beat()
                 continue
             if event is _EXIT:
                 live -= 1

@@ -82,6 +82,8 @@ class RunAborted(RuntimeError):
 
 
 Progress = Callable[[RunProgress], None]
+BEAT_EVERY = 10.0
+"""Seconds between a running run's heartbeats (see record.is_alive)."""
 
 
 class Tally:
@@ -95,8 +97,27 @@ class Tally:
         self.only: set[tuple[int, int]] | None = None
         """When set, outcomes of other (item, question) pairs are not counted: the
         rest of an earlier run's batch, recorded while collecting it."""
+        self.not_again: dict[str, str] = {}
+        """Request hashes not to send again in this run, with why (cut off,
+        unreadable every time, held by a batch or another run)."""
+        self.on_beat: Callable[[], None] | None = None
+        """The run's heartbeat, called at most every `BEAT_EVERY` seconds."""
+        self._beat = time.monotonic()
+
+    def note(self, message: str) -> None:
+        """A message for the summary (at most five, each once)."""
+        if message not in self.messages and len(self.messages) < 5:
+            self.messages.append(message)
+
+    def beat(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.on_beat is not None and (force or now - self._beat >= BEAT_EVERY):
+            self._beat = now
+            self.on_beat()
 
     def add(self, outcome: Outcome) -> None:
+        if outcome.hold:
+            self.not_again.setdefault(outcome.hold, outcome.message or "not answered")
         if self.only is not None and (outcome.work.item_id, outcome.work.question_id) not in self.only:
             return
         s = self.state
@@ -114,13 +135,13 @@ class Tally:
             s.refused += 1
         else:
             s.errors += 1
-        if outcome.message and outcome.kind in ("error", "fatal", "failed", "refused") \
-                and outcome.message not in self.messages and len(self.messages) < 5:
-            self.messages.append(outcome.message)
+        if outcome.message and outcome.kind in ("error", "fatal", "failed", "refused", "skipped"):
+            self.note(outcome.message)
 
     def report(self, stage: str, force: bool = False) -> None:
         """Call the progress callback, at most ten times a second."""
         self.state.stage = stage
+        self.beat()
         now = time.monotonic()
         if self.progress and (force or now - self._last >= 0.1 or self.state.done >= self.state.total):
             self._last = now

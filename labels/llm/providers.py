@@ -35,6 +35,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -43,7 +44,14 @@ from typing import Any, TypeVar
 import anthropic
 import openai
 
-from labels.llm.spec import ModelSpec, public_url, redact, resolve_base_url, resolve_key
+from labels.llm.spec import (
+    ModelSpec,
+    public_url,
+    redact,
+    resolve_base_url,
+    resolve_key,
+    split_url_credentials,
+)
 from labels.llm.tasks import Task
 
 DEFAULT_MAX_RETRIES = 4
@@ -52,8 +60,13 @@ FATAL_STATUS = (401, 402, 403, 404)
 """Bad key, no credit (Anthropic's billing_error), no permission, unknown model."""
 RETRY_AFTER_LIMIT = 60.0
 """Longest retry-after (seconds) a call waits for; a longer one is not retried."""
-READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError)
-"""What reading a reply of an unexpected shape may raise."""
+READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError)
+"""What reading a reply of an unexpected shape may raise (RecursionError: JSON
+nested deeper than Python reads, e.g. `[[[[...]]]]` from a degenerate model)."""
+MAX_DEPTH = 100
+"""The deepest JSON a reply may nest; deeper is a malformed reply."""
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([^"\\]{1,200})"')
+"""The first custom id of a batch result line (it comes before the model's output)."""
 T = TypeVar("T")
 
 
@@ -117,14 +130,16 @@ class Provider:
             raise ValueError("max_retries must be between 0 and 10")
         self.spec = spec
         self.key = resolve_key(spec.provider, keys)
-        self.base_url = resolve_base_url(spec, base_url)
+        # user:password in a base URL is never given to the SDK (it would send it as
+        # Basic auth in place of the key, and a server may echo it): only redacted.
+        self.base_url, self.url_secrets = split_url_credentials(resolve_base_url(spec, base_url))
         self.max_retries = max_retries
         self.timeout = timeout
         self.client = self._client()
 
     @property
     def secrets(self) -> list[str]:
-        return [self.key]
+        return [self.key, *self.url_secrets]
 
     @property
     def recorded_base_url(self) -> str | None:
@@ -132,6 +147,31 @@ class Provider:
 
     def clean(self, text: str | None) -> str | None:
         return redact(text, self.secrets)
+
+    def _scrub(self, value: Any, depth: int = 0) -> Any:
+        """`value` (parsed JSON) with every secret redacted from its texts and keys.
+        Raises ValueError for JSON nested more than `MAX_DEPTH` deep (no reply
+        needs it, and writing it could exhaust the stack later)."""
+        if depth > MAX_DEPTH:
+            raise ValueError(f"the reply is JSON nested more than {MAX_DEPTH} deep")
+        if isinstance(value, str):
+            return self.clean(value)
+        if isinstance(value, list):
+            return [self._scrub(v, depth + 1) for v in value]
+        if isinstance(value, dict):
+            return {self.clean(k) if isinstance(k, str) else k: self._scrub(v, depth + 1)
+                    for k, v in value.items()}
+        return value
+
+    def _clean_reply(self, reply: Reply) -> Reply:
+        """The reply with secrets redacted everywhere it will be stored (the whole
+        response, the tool input, the text), not only in the raw text."""
+        reply.response = self._scrub(reply.response)
+        if reply.structured is not None:
+            reply.structured = self._scrub(reply.structured)
+        reply.text = self.clean(reply.text)
+        reply.refusal = self.clean(reply.refusal)
+        return reply
 
     def _client(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -167,7 +207,7 @@ class Provider:
             data = raw.http_response.json()
             if not isinstance(data, dict):
                 raise ValueError("not an object")
-            reply = self.read_reply(data, task)
+            reply = self._clean_reply(self.read_reply(data, task))
         except READ_ERRORS as exc:
             text = raw.http_response.text
             raise CallFailed(self.clean(f"malformed reply from the provider: {exc}"),
@@ -205,7 +245,7 @@ class Provider:
         try:
             if not isinstance(data, dict):
                 raise ValueError("the reply is not an object")
-            return str(custom_id), self.read_reply(data, task)
+            return str(custom_id), self._clean_reply(self.read_reply(data, task))
         except READ_ERRORS as exc:
             return str(custom_id), self.clean(f"malformed batch reply: {exc}") or ""
 
@@ -232,6 +272,35 @@ def _count(usage: dict[str, Any], name: str) -> int | None:
 
 def _word(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The lines of a JSONL stream."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+    if buf:
+        yield buf.decode("utf-8", errors="replace")
+
+
+def _batch_line(raw: str) -> dict[str, Any] | tuple[str, str] | None:
+    """One line of a batch's results: the object; or (custom id, error) for a line
+    nested too deeply to read whose custom id can still be seen; None for a blank
+    or garbled line (its request then counts as missing)."""
+    if not raw.strip():
+        return None
+    try:
+        line = json.loads(raw)
+    except RecursionError:
+        found = _CUSTOM_ID.search(raw)
+        return (found.group(1), "malformed batch reply: JSON nested too deeply to read") \
+            if found else None
+    except ValueError:
+        return None
+    return line if isinstance(line, dict) else None
 
 
 class _BoundedRetryAfter:
@@ -325,16 +394,27 @@ class AnthropicProvider(Provider):
         return batch.processing_status == "ended", batch.processing_status
 
     def _batch_results(self, batch_id: str, task: Task) -> Iterator[tuple[str, Reply | str]]:
-        for line in self.client.messages.batches.results(batch_id):
-            result = line.result
-            if result.type == "succeeded":
-                message = getattr(result, "message", None)
-                data = message.to_dict() if hasattr(message, "to_dict") else message
-                yield self._read_batch_reply(line.custom_id, data, task)
-            else:
-                detail = getattr(result, "error", None)
-                said = detail.to_json() if detail is not None else result.type
-                yield line.custom_id, self.clean(f"batch request {result.type}: {said}") or ""
+        # Lines read here, not by the SDK's decoder: one line it cannot read (JSON
+        # nested too deeply) must fail its own request, not the whole paid batch.
+        decoder = self.client.messages.batches.results(batch_id)
+        try:
+            for raw in _lines(decoder.http_response.iter_bytes()):
+                line = _batch_line(raw)
+                if isinstance(line, tuple):
+                    yield line
+                    continue
+                custom_id = None if line is None else line.get("custom_id")
+                result = None if line is None else line.get("result")
+                if not isinstance(custom_id, str) or not isinstance(result, dict):
+                    continue  # no custom id to give it to: its request counts as missing
+                if result.get("type") == "succeeded":
+                    yield self._read_batch_reply(custom_id, result.get("message"), task)
+                else:
+                    said = json.dumps(result.get("error") or result.get("type"))[:2000]
+                    yield custom_id, self.clean(
+                        f"batch request {result.get('type')}: {said}") or ""
+        finally:
+            decoder.close()
 
 
 class OpenAIProvider(Provider):
@@ -406,11 +486,11 @@ class OpenAIProvider(Provider):
             if not file_id:
                 continue
             for raw in self.client.files.content(file_id).text.splitlines():
-                if not raw.strip():
+                line = _batch_line(raw)
+                if isinstance(line, tuple):
+                    yield line
                     continue
-                try:
-                    line = _object(json.loads(raw), "a batch output line")
-                except ValueError:
+                if line is None or not isinstance(line.get("custom_id"), str):
                     continue  # no custom id to give it to: its request counts as missing
                 response = line.get("response")
                 response = response if isinstance(response, dict) else {}

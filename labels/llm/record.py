@@ -3,8 +3,13 @@
 Writes, each exactly one `BEGIN IMMEDIATE` transaction on the caller's own
 store (one store per thread):
 - `start_run`: the machine rater (created once) and one `llm_runs` row;
-- `note_batch`, `close_batch`, `finish_run`: what the run submitted, collected
-  and how it ended, in that row's `params` (`batch`, `finished`);
+- `note_batch` (before submitting: what the batch will hold), `note_batch_id`
+  (once the provider has accepted it), `claim_batch` / `release_batch` (one
+  collector at a time), `close_batch`, `finish_run`: what the run submitted,
+  who collects it, and how it ended, in that row's `params` (`batch`, `finished`);
+- `beat` and `claim_units`: a running run's heartbeat (`params.heartbeat`) and
+  the (item, question) pairs it is asking (`params.claimed`), so that a second
+  run of the same rater and prompt leaves them to it instead of paying twice;
 - `record_outcome`: the calls made for one (item, question) and the
   annotation they produced, together, so that an interrupted run leaves each
   item either fully recorded or not at all;
@@ -21,8 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from labels.llm.prompts import PromptTemplate
@@ -83,6 +92,9 @@ class Outcome:
     cannot assess) | error (nothing recorded but the calls: a later run asks again,
     e.g. a reply cut off at the output limit) | fatal | cached | skipped"""
     message: str | None = None
+    hold: str | None = None
+    """A request hash not to send again in this run: its reply was cut off or
+    unreadable every time, or a batch or another run holds it."""
 
 
 @dataclass(frozen=True)
@@ -143,10 +155,11 @@ def start_run(store: Store, *, task: str, role: str, spec: ModelSpec, prompt: Pr
 
 
 def note_batch(store: Store, run_id: int, batch: dict[str, Any]) -> None:
-    """Remember a submitted batch on its run, so it can be collected after an
-    interruption: `id`, `provider`, `base_url`, `requests` (how many),
-    `custom_ids` ({custom id: request hash}, exactly what was submitted) and
-    `submitted_at`; `collected_at` and `status` are added once it is collected."""
+    """Remember a batch on its run before it is submitted, so that it is never
+    paid for without a trace: `provider`, `base_url`, `requests` (how many),
+    `custom_ids` ({custom id: request hash}, exactly what is submitted) and
+    `submitting_at`; `id` and `submitted_at` are added once the provider has it
+    (`note_batch_id`), `collected_at` and `status` once it is collected."""
     with store.transaction() as conn:
         conn.execute("UPDATE llm_runs SET params = json_set(params, '$.batch', json(?))"
                      " WHERE id = ?", (to_json(batch), run_id))
@@ -164,9 +177,10 @@ def close_batch(store: Store, run_id: int, status: str, by_run: int | None = Non
 def open_batches(store: Store, rater_id: int | None = None,
                  prompt_hash: str | None = None) -> list[sqlite3.Row]:
     """Runs (id, task, rater_id, provider, model, prompt_hash, params) whose batch was
-    submitted and never collected, oldest first; optionally of one rater and prompt."""
+    submitted (or was being submitted: no `id` yet) and never collected, oldest
+    first; optionally of one rater and prompt."""
     sql = ("SELECT id, task, rater_id, provider, model, prompt_hash, params FROM llm_runs"
-           " WHERE json_extract(params, '$.batch.id') IS NOT NULL"
+           " WHERE json_type(params, '$.batch') = 'object'"
            " AND json_extract(params, '$.batch.collected_at') IS NULL")
     args: list[Any] = []
     if rater_id is not None:
@@ -269,3 +283,184 @@ def record_outcomes(store: Store, ctx: RunContext, outcomes: list[Outcome],
         with store.transaction() as conn:
             written += [_write(conn, ctx, outcome) for outcome in part]
     return written
+
+
+# -- who is alive -----------------------------------------------------------------
+
+HOST = socket.gethostname()
+STALE_AFTER = 120.0
+"""Seconds without a heartbeat after which a run (or a batch collector) counts as gone."""
+
+
+def heartbeat(every: float = 10.0, **extra: Any) -> dict[str, Any]:
+    """A heartbeat to store: when, which process on which machine, how often it beats."""
+    return {"at": utcnow(), "pid": os.getpid(), "host": HOST, "every": every, **extra}
+
+
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
+
+
+def is_alive(beat: Any) -> bool:
+    """Whether the heartbeat's owner still runs: a process of this machine that
+    has gone is gone at once; otherwise the heartbeat must be recent."""
+    if not isinstance(beat, dict) or not isinstance(beat.get("at"), str):
+        return False
+    if beat.get("host") == HOST and not _pid_alive(beat.get("pid")):
+        return False
+    try:
+        age = (datetime.now(UTC) - datetime.fromisoformat(beat["at"])).total_seconds()
+    except (TypeError, ValueError):
+        return False
+    every = beat.get("every") if isinstance(beat.get("every"), (int, float)) else 10.0
+    return age < max(STALE_AFTER, 3 * every)
+
+
+def run_is_alive(params: dict[str, Any]) -> bool:
+    """A run still under way: not finished, and its heartbeat alive."""
+    return not params.get("finished") and is_alive(params.get("heartbeat"))
+
+
+def beat(store: Store, run_id: int, every: float = 10.0) -> None:
+    """Refresh a running run's heartbeat (never fails the run)."""
+    try:
+        with store.transaction() as conn:
+            conn.execute("UPDATE llm_runs SET params = json_set(params, '$.heartbeat', json(?))"
+                         " WHERE id = ?", (to_json(heartbeat(every)), run_id))
+    except sqlite3.Error:
+        pass
+
+
+def claim_units(store: Store, ctx: RunContext, custom_ids: list[str]) -> dict[str, int]:
+    """Claim (item, question) pairs (as batch custom ids) for this run, in one
+    transaction; returns those another live run of the same rater and prompt has
+    claimed ({custom id: its run}), which this run leaves to it."""
+    wanted = set(custom_ids)
+    with store.transaction() as conn:
+        held: dict[str, int] = {}
+        rows = conn.execute(
+            "SELECT id, params FROM llm_runs WHERE rater_id = ? AND prompt_hash = ? AND id != ?"
+            " AND json_extract(params, '$.finished') IS NULL"
+            " AND json_extract(params, '$.claimed') IS NOT NULL",
+            (ctx.rater_id, ctx.prompt.sha256, ctx.run_id)).fetchall()
+        for row in rows:
+            params = json.loads(row["params"])
+            if not run_is_alive(params):
+                continue
+            for cid in set(params.get("claimed") or ()) & wanted:
+                held.setdefault(cid, row["id"])
+        mine = json.loads(conn.execute(
+            "SELECT coalesce(json_extract(params, '$.claimed'), '[]') FROM llm_runs WHERE id = ?",
+            (ctx.run_id,)).fetchone()[0])
+        mine = sorted(set(mine) | (wanted - set(held)))
+        conn.execute("UPDATE llm_runs SET params = json_set(params, '$.claimed', json(?))"
+                     " WHERE id = ?", (to_json(mine), ctx.run_id))
+    return held
+
+
+# -- batches -------------------------------------------------------------------------
+
+
+def forget_batch(store: Store, run_id: int, why: str) -> None:
+    """A noted batch that is not to be collected (it was never submitted)."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE llm_runs SET params = json_set(params, '$.batch.collected_at', ?,"
+            " '$.batch.status', ?) WHERE id = ?", (utcnow(), why, run_id))
+
+
+def note_waiter(store: Store, run_id: int, waiter: dict[str, Any] | None,
+                token: str | None = None) -> None:
+    """Who is waiting for a run's batch (a heartbeat), or, with `waiter` None,
+    that `token` waits no longer. Never fails the caller."""
+    try:
+        with store.transaction() as conn:
+            if waiter is not None:
+                conn.execute("UPDATE llm_runs SET params = json_set(params, '$.batch.waiter',"
+                             " json(?)) WHERE id = ?", (to_json(waiter), run_id))
+            else:
+                conn.execute("UPDATE llm_runs SET params = json_remove(params, '$.batch.waiter')"
+                             " WHERE id = ? AND json_extract(params, '$.batch.waiter.token') = ?",
+                             (run_id, token))
+    except sqlite3.Error:
+        pass
+
+
+def note_batch_id(store: Store, run_id: int, batch_id: str) -> None:
+    """The id the provider gave the batch noted (by `note_batch`) on the run."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE llm_runs SET params = json_set(params, '$.batch.id', ?,"
+            " '$.batch.submitted_at', ?) WHERE id = ?", (batch_id, utcnow(), run_id))
+
+
+def claim_batch(store: Store, run_id: int, batch_id: str, by_run: int) -> str | None:
+    """Claim a run's batch for collecting, atomically: a token when this caller
+    may collect it, None when it was collected already or another live caller
+    is collecting it (the loser does nothing)."""
+    token = uuid.uuid4().hex
+    with store.transaction() as conn:
+        row = conn.execute(
+            "SELECT json_extract(params, '$.batch.collecting') FROM llm_runs WHERE id = ?"
+            " AND json_extract(params, '$.batch.id') = ?"
+            " AND json_extract(params, '$.batch.collected_at') IS NULL",
+            (run_id, batch_id)).fetchone()
+        if row is None or (row[0] is not None and is_alive(json.loads(row[0]))):
+            return None
+        cur = conn.execute(
+            "UPDATE llm_runs SET params = json_set(params, '$.batch.collecting', json(?))"
+            " WHERE id = ? AND json_extract(params, '$.batch.collected_at') IS NULL",
+            (to_json(heartbeat(60.0, token=token, by_run=by_run)), run_id))
+        return token if cur.rowcount == 1 else None
+
+
+def holds_batch(conn: sqlite3.Connection, run_id: int, token: str) -> bool:
+    """Inside a write: whether `token` still holds the run's batch (and refresh it)."""
+    cur = conn.execute(
+        "UPDATE llm_runs SET params = json_set(params, '$.batch.collecting.at', ?) WHERE id = ?"
+        " AND json_extract(params, '$.batch.collecting.token') = ?"
+        " AND json_extract(params, '$.batch.collected_at') IS NULL", (utcnow(), run_id, token))
+    return cur.rowcount == 1
+
+
+def release_batch(store: Store, run_id: int, token: str) -> None:
+    """Give up a claim (the collector stopped before closing the batch)."""
+    try:
+        with store.transaction() as conn:
+            conn.execute(
+                "UPDATE llm_runs SET params = json_remove(params, '$.batch.collecting')"
+                " WHERE id = ? AND json_extract(params, '$.batch.collecting.token') = ?",
+                (run_id, token))
+    except sqlite3.Error:
+        pass
+
+
+def batch_recorded(store: Store, run_id: int,
+                   pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of `pairs` already have a call of the run's open batch on record
+    (results recorded by a collector stopped before it closed the batch): calls
+    of the run made since the batch was submitted."""
+    since = store.scalar("SELECT json_extract(params, '$.batch.submitted_at') FROM llm_runs"
+                         " WHERE id = ?", (run_id,))
+    rows = store.query(
+        "SELECT DISTINCT item_id, question_id FROM llm_calls WHERE run_id = ? AND cached = 0"
+        " AND created_at >= ?", (run_id, since or ""))
+    return {(row[0], row[1]) for row in rows} & pairs
+
+
+def record_batch_part(store: Store, ctx: RunContext, outcomes: list[Outcome],
+                      token: str | None) -> list[bool] | None:
+    """Batch results, one transaction; None (nothing written) when `token` no
+    longer holds the batch (another collector took it over)."""
+    with store.transaction() as conn:
+        if token is not None and not holds_batch(conn, ctx.run_id, token):
+            return None
+        return [_write(conn, ctx, outcome) for outcome in outcomes]

@@ -37,18 +37,25 @@ permission and unknown-model errors, and any error of a batch endpoint, stop
 the run (`RunAborted`); how a run ended is kept in `llm_runs.params.finished`.
 A reply no reader foresaw fails its item, never the run.
 
-Batches: what a batch run submitted (custom ids and request hashes) is noted
-on its run before waiting. A run that stops while waiting leaves the batch to
-collect: `collect_batch(store_path, run_id)` (the `carelens collect` command),
-or simply the same run again, which collects an uncollected batch of the same
-rater and prompt covering its requests instead of paying for them twice. A
-run that asks directly (no batch) collects such a batch if it has ended, and
-otherwise leaves the requests it holds to it, unanswered, saying so.
+Batches: what a batch run submits (custom ids and request hashes) is noted
+on its run before it is submitted, and its id once the provider has it. A
+run that stops while waiting leaves the batch to collect:
+`collect_batch(store_path, run_id)` (the `carelens collect` command), or
+simply the same run again, which collects an uncollected batch of the same
+rater and prompt holding its (item, question) pairs instead of paying for
+them twice. A run that asks directly (no batch) collects such a batch if it
+has ended, and otherwise leaves the requests it holds to it, unanswered,
+saying so. One collector records a batch: a waiting run and `collect` racing
+for it claim it, and the loser does nothing but say so.
 
 Resume: a run leaves out (item, question) pairs its rater has answered, so
 running the same plan again after an interruption answers only the rest; the
 write checks again inside its transaction, so no item is answered twice
-even by two runs at once. Identical requests are answered from the cache.
+even by two runs at once. Each request is paid once: a running run claims
+the pairs it asks (with a heartbeat), and a second run of the same rater and
+prompt leaves them to it, saying so; identical requests are answered from the
+cache, and one whose twin was cut off (or unreadable every time) earlier in
+the same run is not sent again.
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ from labels.llm.batches import (
     uncollected_batches,
 )
 from labels.llm.plan import TASKS, RunPlan, Unit
-from labels.llm.progress import Progress, RunAborted, RunProgress, RunSummary, Tally
+from labels.llm.progress import BEAT_EVERY, Progress, RunAborted, RunProgress, RunSummary, Tally
 from labels.llm.prompts import load_prompt
 from labels.llm.providers import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, READ_ERRORS, provider_for
 from labels.llm.record import (
@@ -78,9 +85,15 @@ from labels.llm.record import (
     Outcome,
     RunContext,
     answered_pairs,
+    beat,
     cached_calls,
+    claim_units,
     finish_run,
+    forget_batch,
+    heartbeat,
+    note_batch_id,
     record_outcomes,
+    run_is_alive,
     start_run,
 )
 from labels.llm.spec import parse_model_spec
@@ -94,6 +107,7 @@ __all__ = [
     "RunAborted",
     "RunProgress",
     "RunSummary",
+    "abandon_batch",
     "answer_unit",
     "collect_batch",
     "read_reply",
@@ -147,6 +161,30 @@ def _split_duplicates(units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
     return first, later
 
 
+def _leave_out_held(store: Store, ctx: RunContext, units: list[Unit], tally: Tally) -> list[Unit]:
+    """The units to send now: not those whose identical request was not answered
+    earlier in this run (cut off, unreadable every time, held by a batch or
+    another run), nor those another live run of this rater and prompt is asking;
+    the rest are claimed for this run."""
+    rest = []
+    for unit in units:
+        why = tally.not_again.get(unit.request_hash)
+        if why is None:
+            rest.append(unit)
+        else:
+            tally.add(Outcome(unit.work, kind="error", message=(
+                "not sent: an identical request of this run was not answered: " + why)[:2000]))
+    if not rest:
+        return rest
+    held = claim_units(store, ctx, [u.custom_id for u in rest])
+    for unit in rest:
+        if unit.custom_id in held:
+            tally.add(Outcome(unit.work, kind="error", hold=unit.request_hash, message=(
+                f"being asked by run {held[unit.custom_id]}, still running: not sent again by"
+                " this run (run again once it has finished, for what it leaves)")))
+    return [u for u in rest if u.custom_id not in held]
+
+
 # -- public -------------------------------------------------------------------------
 
 
@@ -190,8 +228,10 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
     started = time.perf_counter()
     tally = Tally(len(plan.units), progress)
     tally.only = {(u.work.item_id, u.work.question_id) for u in plan.units}
+    every = max(BEAT_EVERY, poll_interval) if use_batch else BEAT_EVERY
     params = {**plan.params(), "concurrency": concurrency, "use_batch": use_batch,
-              "max_retries": max_retries, "reply_attempts": reply_attempts}
+              "max_retries": max_retries, "reply_attempts": reply_attempts,
+              "heartbeat": heartbeat(every)}
     url = base_url or plan.base_url
     # A missing key fails here, before anything is written.
     provider = provider_for(plan.spec, keys, url, max_retries, timeout) if plan.n_to_send else None
@@ -202,6 +242,7 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
             store, task=plan.task.name, role=plan.task.role, spec=plan.spec, prompt=plan.prompt,
             params=params, n_planned=len(plan.units), est_cost_usd=plan.est_cost_usd, actor=actor)
         ctx = RunContext(run_id, plan.rater, rater_id, plan.spec, plan.prompt, plan.include_answered)
+        tally.on_beat = lambda: beat(store, run_id, every)
         batch_id = None
         try:
             pending = _prepare(store, plan, ctx, tally)
@@ -210,6 +251,9 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
                 if not pending:
                     break
                 first, pending = _split_duplicates(pending)
+                first = _leave_out_held(store, ctx, first, tally)
+                if not first:
+                    continue
                 provider = provider or provider_for(plan.spec, keys, url, max_retries, timeout)
                 if use_batch:
                     first, resumed = resume_batches(store, store_path, ctx, plan.task, provider,
@@ -250,10 +294,13 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
                   poll_interval: float = 30.0, max_wait: float = 24 * 3600.0,
                   concurrency: int = 8, reply_attempts: int = 3,
                   max_retries: int = DEFAULT_MAX_RETRIES,
-                  timeout: float = DEFAULT_TIMEOUT) -> RunSummary:
+                  timeout: float = DEFAULT_TIMEOUT, batch_id: str | None = None) -> RunSummary:
     """Wait for and record the batch a run submitted before it was interrupted:
-    exactly the requests it submitted. Raises LookupError when there is none to
-    collect, RunAborted when it cannot be collected (yet)."""
+    exactly the requests it submitted. `batch_id`: the provider's id of a batch
+    whose id the run could not note (its error named it). Raises LookupError
+    when there is none to collect, RunAborted when it cannot be collected (yet).
+    When another run or collector is recording it, nothing is done and the
+    summary says so."""
     started = time.perf_counter()
     with Store(store_path) as store:
         run = store.query_one("SELECT * FROM llm_runs WHERE id = ?", (run_id,))
@@ -266,6 +313,18 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
         if batch.get("collected_at"):
             raise LookupError(f"the batch of run {run_id} was collected already "
                               f"({batch['collected_at']})")
+        if not batch.get("id"):
+            if batch_id is None:
+                raise LookupError(
+                    f"run {run_id} is submitting its batch now: collect it once it is submitted"
+                    if run_is_alive(params) else
+                    f"run {run_id} stopped while submitting its batch, before noting its id: give"
+                    " the id the provider shows for it (`--batch-id ID`), or forget it"
+                    " (`--forget`) if it was never submitted")
+            note_batch_id(store, run_id, batch_id)
+            batch = {**batch, "id": batch_id}
+        elif batch_id is not None and batch_id != batch["id"]:
+            raise LookupError(f"run {run_id} submitted batch {batch['id']}, not {batch_id}")
         url = base_url or batch.get("base_url")
         units = batch_units(store, run, params, {}, url)
         spec = parse_model_spec(f"{run['provider']}:{run['model']}")
@@ -278,13 +337,34 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
         if params.get("max_output_tokens"):  # the limit the batch was sent with
             task = replace(task, max_output_tokens=params["max_output_tokens"])
         try:
-            collect_into(store, store_path, ctx, task, provider, units, batch["id"],
-                         tally, by_run=run_id, poll_interval=poll_interval, max_wait=max_wait,
-                         concurrency=concurrency, reply_attempts=reply_attempts)
+            collected = collect_into(
+                store, store_path, ctx, task, provider, units, batch["id"], tally, by_run=run_id,
+                poll_interval=poll_interval, max_wait=max_wait, concurrency=concurrency,
+                reply_attempts=reply_attempts)
         except RunAborted as exc:
             exc.summary = tally.summary(ctx, started, batch["id"])
             raise
         summary = tally.summary(ctx, started, batch["id"])
-        _finish(store, run_id, "collected", None, summary)
+        if collected:
+            _finish(store, run_id, "collected", None, summary)
         tally.report("done", force=True)
         return summary
+
+
+def abandon_batch(store_path: str, run_id: int) -> None:
+    """Forget a batch a run noted but stopped before submitting (no id was ever
+    noted, and the provider shows none): its requests are no longer left to it.
+    Raises LookupError for any other batch."""
+    with Store(store_path) as store:
+        run = store.query_one("SELECT params FROM llm_runs WHERE id = ?", (run_id,))
+        if run is None:
+            raise LookupError(f"no LLM run {run_id}")
+        params = json.loads(run["params"])
+        batch = params.get("batch")
+        if not batch or batch.get("collected_at"):
+            raise LookupError(f"run {run_id} has no batch left to collect")
+        if batch.get("id"):
+            raise LookupError(f"run {run_id} submitted batch {batch['id']}: collect it")
+        if run_is_alive(params):
+            raise LookupError(f"run {run_id} is submitting its batch now")
+        forget_batch(store, run_id, "never submitted (abandoned)")

@@ -24,11 +24,12 @@ written anywhere.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 PROVIDERS = ("anthropic", "openai", "compatible")
 
@@ -132,6 +133,32 @@ def public_url(url: str | None) -> str | None:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def split_url_credentials(url: str | None) -> tuple[str | None, list[str]]:
+    """(the URL without `user:password@`, the secrets it held): the password, as
+    written and decoded, `user:password`, and the Basic auth token made of them,
+    so that none of them is sent as Basic auth or stored if a server echoes it."""
+    if not url:
+        return url, []
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, []
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    bare = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    userinfo = parts.netloc.rpartition("@")[0]
+    user, _, password = userinfo.partition(":")
+    secrets: list[str] = []
+    for u, p in ((user, password), (unquote(user), unquote(password))):
+        for secret in (p, f"{u}:{p}" if p else "",
+                       base64.b64encode(f"{u}:{p}".encode()).decode() if u or p else ""):
+            if secret and secret not in secrets:
+                secrets.append(secret)
+    return bare, secrets
 
 
 def redact(text: str | None, secrets: Iterable[str]) -> str | None:

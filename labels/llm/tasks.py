@@ -102,6 +102,8 @@ def read_json_object(reply: str | dict[str, Any]) -> dict[str, Any]:
         text = text.strip()
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise ReplyUnreadable("the reply is JSON nested too deeply to read") from None
     except ValueError:
         raise ReplyUnreadable("the reply is not a JSON object") from None
     if not isinstance(value, dict):
