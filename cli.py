@@ -288,10 +288,29 @@ def cmd_extract(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     """Record the results of batches that runs submitted and never collected
     (a run stopped while waiting): one run's (--run) or every one left."""
-    from labels.llm import MissingKeyError, RunAborted, collect_batch, uncollected_batches
+    from labels.llm import (
+        MissingKeyError,
+        RunAborted,
+        abandon_batch,
+        collect_batch,
+        uncollected_batches,
+    )
 
+    if (args.batch_id or args.forget) and args.run is None:
+        raise UsageError("--batch-id and --forget need --run")
+    if args.forget:
+        try:
+            abandon_batch(args.db, args.run)
+        except LookupError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"run {args.run}: its batch is forgotten; its requests will be asked again")
+        return 0
     store = open_store(args.db)
-    runs = [args.run] if args.run is not None else [b.run_id for b in uncollected_batches(store)]
+    listed = uncollected_batches(store)
+    for batch in listed:
+        if batch.live and args.run is None:
+            print(f"carelens: {batch.text()}: left to it", file=sys.stderr)
+    runs = [args.run] if args.run is not None else [b.run_id for b in listed if not b.live]
     if not runs:
         print("no batch is waiting to be collected")
         return 0
@@ -299,7 +318,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     for run_id in runs:
         try:
             summary = collect_batch(args.db, run_id, progress=_terminal_progress,
-                                    max_wait=args.wait, poll_interval=min(30.0, max(args.wait, 0.01)))
+                                    max_wait=args.wait, poll_interval=min(30.0, max(args.wait, 0.01)),
+                                    batch_id=args.batch_id)
         except (RunAborted, MissingKeyError, LookupError) as exc:
             print(file=sys.stderr)
             if args.run is not None:
@@ -512,6 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--run", type=int, help="only this run's batch (default: every batch not collected)")
     c.add_argument("--wait", type=float, default=24 * 3600.0, metavar="SECONDS",
                    help="wait at most this long for a batch still in progress (default 24 h)")
+    c.add_argument("--batch-id", help="with --run: the provider's id of a batch its run could not"
+                                      " note (the run's error named it)")
+    c.add_argument("--forget", action="store_true",
+                   help="with --run: forget a batch the run noted but never submitted (its"
+                        " requests are then asked again)")
 
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')

@@ -230,3 +230,13 @@ def test_map_says_what_to_do_about_a_reply_cut_off(tmp_path, capsys, monkeypatch
     assert code == 1 and "1 not answered" in out
     assert "carelens: the reply was cut off at the output limit (2048 tokens" in err
     assert "run with a larger output limit" in err
+
+
+def test_collect_options_that_name_a_batch_need_its_run(tmp_path, capsys):
+    db = tmp_path / "x.db"
+    run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "p")))
+    for option in (["--batch-id", "msgbatch_1"], ["--forget"]):
+        code, out, err = run_cli(capsys, "--db", str(db), "collect", *option)
+        assert code == 2 and err.strip() == "carelens: --batch-id and --forget need --run"
+    code, out, err = run_cli(capsys, "--db", str(db), "collect", "--run", "7", "--forget")
+    assert code == 2 and "no LLM run 7" in err
