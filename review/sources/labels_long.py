@@ -137,6 +137,9 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
     raters = _Raters(path)
     if first.annotation_id is None:  # row order is time, as a spreadsheet of labels is written
         ordered: Iterable[_Answer] = chain([first], answers)
+    elif _ids_ascending(path):
+        # The export as written, oldest first: streamed, checked as it goes.
+        ordered = _checked_in_order(path, chain([first], answers))
     else:
         # The export's annotation ids are its database's order of answers: rows sorted
         # in a spreadsheet go back in the order they were given.
@@ -264,6 +267,61 @@ class _Raters:
                 raise InputError(
                     f"{self.path}:{answer.line}: field {column!r} of rater {name!r} is {now!r};"
                     f" line {first.line} gives {was!r} (describe a rater alike on each row)")
+
+
+def _ids_ascending(path: Path) -> bool:
+    """Whether the file's annotation ids rise row by row (the export as written):
+    one quick pass over that column alone. Anything else (a sorted spreadsheet, a
+    repeated or unreadable id) is for `_in_id_order`, which orders and names it."""
+    last = 0
+    for _, row in _rows(path):
+        try:
+            number = int(row.get("annotation_id") or 0)
+        except ValueError:
+            return False
+        if number <= last:
+            return False
+        last = number
+    return True
+
+
+def _checked_in_order(path: Path, answers: Iterator[_Answer]) -> Iterator[_Answer]:
+    """`_in_id_order`'s checks on answers already in id order, as they stream
+    past: only what the checks need is kept (each id's line and unit; each unit's
+    last answer), not every row. A problem found at the end still stops the
+    import: nothing is committed until the whole file is read."""
+    seen: dict[int, tuple[int, int]] = {}
+    """annotation id -> (line, its unit's hash; 0 for a withheld item)"""
+    last: dict[int, tuple[int, int, bool | None, bool]] = {}
+    """unit's hash -> its last answer: (annotation id, line, current, withheld)"""
+    for a in answers:
+        where = f"{path}:{a.line}"
+        unit = hash(a.unit)  # a unit's four texts, kept once per answer, would be most of it
+        if a.supersedes is not None:
+            if a.supersedes >= a.annotation_id:
+                raise InputError(f"{where}: field 'supersedes' {a.supersedes} is not an earlier "
+                                 f"annotation than this one ({a.annotation_id})")
+            old = seen.get(a.supersedes)
+            if old is not None and old[1] != unit and not a.withheld and old[1] != 0:
+                raise InputError(f"{where}: field 'supersedes' names annotation {a.supersedes}"
+                                 f" (line {old[0]}), another rater's answer or another item,"
+                                 " question or step")
+        before = last.get(unit)
+        if before is not None and before[2] and not before[3]:
+            raise InputError(
+                f"{path}:{before[1]}: field 'current' says annotation {before[0]} is the answer"
+                f" in force, but annotation {a.annotation_id} (line {a.line}) of the same"
+                " rater, item and question is later")
+        seen[a.annotation_id] = (a.line, 0 if a.withheld else unit)
+        last[unit] = (a.annotation_id, a.line, a.current, a.withheld)
+        yield a
+    for annotation_id, line, current, withheld in sorted(last.values()):
+        if current is False and not withheld:
+            raise InputError(
+                f"{path}:{line}: field 'current' says annotation {annotation_id} was"
+                " superseded, but no later answer of the same rater to this item and question is"
+                " in the file: rows were left out, and importing it would change the answer in"
+                " force; keep every row of the export (or delete the current column)")
 
 
 def _in_id_order(path: Path, answers: list[_Answer]) -> list[_Answer]:
