@@ -337,6 +337,12 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     # Questions whose judges' and verifiers' verdicts are on screen as I answer.
     seen = frozenset(q.id for q in questions
                      if mode == SUGGEST or reference_shown or q.id in revealed)
+    if focus_key(item_id) not in st.session_state:
+        # A new session (a reload): the keys go on where the work stopped, at the first
+        # criterion with neither a restored draft nor a committed answer.
+        open_ = [i for i, q in enumerate(criteria)
+                 if st.session_state.get(draft_key(item_id, q.id)) is None and q.id not in mine]
+        st.session_state[focus_key(item_id)] = open_[0] if open_ else 0
     focus = min(st.session_state.get(focus_key(item_id), 0), max(len(ids) - 1, 0))
     st.session_state[focus_key(item_id)] = focus
 

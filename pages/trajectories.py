@@ -26,7 +26,7 @@ from pages._steps import (
     timeline,
 )
 from review.blinding import DEFAULT_MODE
-from review.drafts import drop_step_draft, load_step_draft, save_step_draft
+from review.drafts import drop_step_draft, load_step_draft, save_step_draft, unsaved_step_marks
 from review.rounds import full_text, keep_reservation, late_for_round
 from review.rubric_review import (
     NO_ERROR,
@@ -128,6 +128,12 @@ else:
                  else ":orange-badge[not yet reviewed by you]")
 if head.failed:
     facts.append(":red-badge[:material/error: the run failed]")
+if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
+    # A mark begun and left (→ before M) reaches no review: say so wherever the run is.
+    steps_words = ", ".join(str(s) for s in unsaved)
+    facts.append(f":orange-badge[:material/bookmark: {len(unsaved)} unsaved mark"
+                 f"{'s' * (len(unsaved) != 1)}: step{'s' * (len(unsaved) != 1)} {steps_words}"
+                 " (M saves)]")
 st.markdown(" · ".join(facts))
 with st.container(horizontal=True, gap="small", key="trj_runs"):
     if in_round:

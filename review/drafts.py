@@ -121,3 +121,11 @@ def drop_step_draft(store: Store, reviewer: Reviewer, item_id: int, question_id:
                     step_id: int) -> None:
     """Forget a step mark begun (it came back to the saved mark, or to nothing)."""
     drop_draft(store, reviewer, item_id, question_id, step_target(step_id))
+
+
+def unsaved_step_marks(store: Store, reviewer_id: int, item_id: int) -> list[int]:
+    """The steps of the run on which this reviewer began a mark and did not save
+    it (M), in order: marks that reach no review until they are saved."""
+    return sorted(int(r[0][5:]) for r in store.query(
+        "SELECT target FROM drafts WHERE rater_id = ? AND item_id = ? AND target GLOB 'step:[0-9]*'"
+        " AND (value IS NOT NULL OR coalesce(rationale, '') != '')", (reviewer_id, item_id)))

@@ -400,3 +400,29 @@ def test_a_conversation_graded_in_part_says_how_far(db_path):
     action_button(at, "rv_commit").click().run()
     assert not at.exception
     assert "in progress: 1 of 3 graded by you" in texts(at)
+
+
+def test_after_a_reload_the_keys_go_on_at_the_first_open_criterion(db_path):
+    """Verdicts picked on criteria 1 and 2, then the tab reloaded: the restored drafts
+    keep their answers and the next key answers criterion 3 (it went back to 1)."""
+    at = open_page("pages/trajectories.py", item=KB_UID)
+    action_button(at, "rv_met").click().run()
+    action_button(at, "rv_not_met").click().run()
+    fresh = open_page("pages/trajectories.py", item=KB_UID)  # a new session: the reload
+    assert "Your uncommitted verdicts were restored" in texts(fresh)
+    action_button(fresh, "rv_cannot").click().run()
+    drafts = rows(db_path, "SELECT q.key, d.value FROM drafts d JOIN questions q ON q.id = d.question_id"
+                           " WHERE d.target = '' ORDER BY q.id")
+    assert [value for _, value in drafts] == ["met", "not_met", "cannot_assess"]
+
+
+def test_a_step_mark_begun_and_left_unsaved_is_shown_on_the_run(db_path):
+    from review.drafts import save_step_draft
+    from review.reviewers import find_reviewer
+    from review.rubric_review import step_question_id
+
+    with open_store(db_path) as s:
+        me = find_reviewer(s, REVIEWER)
+        save_step_draft(s, me, item_id(db_path, KB_UID), step_question_id(s), 4, "wrong_tool", 2, None)
+    at = open_page("pages/trajectories.py", item=KB_UID, step="5")
+    assert "1 unsaved mark: step 4 (M saves)" in texts(at)
