@@ -111,15 +111,20 @@ def _answer_ids(answers) -> tuple[int, ...]:
     return tuple(sorted(a["annotation_id"] for a in answers))
 
 
-def _words(value: str | None, severity: int | None = None) -> str:
-    """An answer or a mark as the refusals name it."""
+def _words(value: str | None, severity: int | None = None, book=None) -> str:
+    """An answer or a mark as the refusals name it: in the codebook's words
+    (the adjudicator's form shows "Wrong tool", not wrong_tool)."""
     if value is None:
         return "cannot assess"
-    return value if severity is None or value == "no_error" else f"{value} (severity {severity})"
+    try:
+        name = book.label(value).short if book is not None else value
+    except KeyError:
+        name = value
+    return name if severity is None or value == "no_error" else f"{name} (severity {severity})"
 
 
 def _check_answers(unit: str, noun: str, now: list, agreed: str | None,
-                   shown: tuple[int, ...] | None, expected) -> None:
+                   shown: tuple[int, ...] | None, expected, book=None) -> None:
     """Inside the settling transaction, after `_check_unchanged`: refuse if the
     clinicians' answers on the unit (`now`: as its queue reads them; [] when
     too few are left) are not those the adjudicator was shown (`shown`: the
@@ -140,7 +145,7 @@ def _check_answers(unit: str, noun: str, now: list, agreed: str | None,
     else:
         what = "now: " + ", ".join(
             _words(a["value"] if a["status"] == "answered" else None,
-                   _severity(a) if "severity" in a.keys() else None) for a in now)
+                   _severity(a) if "severity" in a.keys() else None, book) for a in now)
     raise AnswersChanged(f"the clinicians' {noun} on {unit} changed meanwhile, since you opened it "
                          f"({what}); nothing was settled: look again")
 
@@ -481,8 +486,9 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
             return same
         now = _complete_items(store, round_id, question_id, item_id).get(item_id, [])
         agreed = _agreed(now)
-        _check_answers(unit, "answers", now, None if agreed is None else _words(agreed[0]),
-                       answers_shown, expected)
+        book = builtin_codebooks().get(book_key)
+        _check_answers(unit, "answers", now, None if agreed is None else _words(agreed[0], book=book),
+                       answers_shown, expected, book)
         rater = _adjudicated_rater(conn)
         prev = conn.execute(
             "SELECT id, value FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
@@ -856,8 +862,9 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
             return same
         now = _step_marks(store, item_id).get((item_id, int(step_id)), [])
         agreed = _agreed_step(now)
-        _check_answers(unit, "marks", now, None if agreed is None else _words(*agreed),
-                       answers_shown, expected)
+        book = builtin_codebooks()[STEP_CODEBOOK]
+        _check_answers(unit, "marks", now, None if agreed is None else _words(*agreed, book=book),
+                       answers_shown, expected, book)
         annotation_id, prev = _insert_step(conn, item_id, int(step_id), error,
                                            None if severity is None else int(severity), note,
                                            {"reason": reason, "adjudicator": adjudicator.name})

@@ -242,12 +242,12 @@ def test_a_label_answer_changed_meanwhile_is_refused_saying_what_the_answers_are
     assert len(seen.answer_ids) == 2
     commit_answer(s, a, item, qid, "0A")  # A changes their answer: still a disagreement, not the one seen
     with pytest.raises(AnswersChanged, match=r"the clinicians' answers on this item changed meanwhile"
-                                             r".*now: 1B_.*, 0A_.*look again"):
+                                             r".*now: Urgent care, Ask first\); nothing was settled: look again"):
         settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q,
                expected=seen.settled_id, answers_shown=seen.answer_ids)
     assert settled_label(s, item) is None
     commit_answer(s, b, item, qid, "0A")  # B comes round: they agree, and the ruling would override them
-    with pytest.raises(AnswersChanged, match="they now agree: 0A_"):
+    with pytest.raises(AnswersChanged, match="they now agree: Ask first"):
         settle(s, None, item, judge, "1B", "reviewer_error", question_key=Q,
                expected=seen.settled_id, answers_shown=seen.answer_ids)
     with pytest.raises(AnswersChanged, match="they now agree"):  # the settlement alone says enough
@@ -277,12 +277,12 @@ def test_a_step_mark_changed_meanwhile_is_refused(db):
     seen = step_queue(db, judge)[0].disputes[0]
     mark_step(db, b, run, 3, "unsafe_action", 1)  # B sees an error after all, far milder than A's
     with pytest.raises(AnswersChanged, match=r"the clinicians' marks on step 3 of this run changed "
-                                             r"meanwhile.*now: unsafe_action \(severity 5\), "
-                                             r"unsafe_action \(severity 1\)"):
+                                             r"meanwhile.*now: Unsafe action \(severity 5\), "
+                                             r"Unsafe action \(severity 1\)"):
         settle_step(db, run, 3, judge, "no_error", None, "reviewer_error", expected=seen.settled_id,
                     answers_shown=seen.answer_ids)
     mark_step(db, b, run, 3, "unsafe_action", 4)  # within one level: they agree now
-    with pytest.raises(AnswersChanged, match=r"they now agree: unsafe_action \(severity 5\)"):
+    with pytest.raises(AnswersChanged, match=r"they now agree: Unsafe action \(severity 5\)"):
         settle_step(db, run, 3, judge, "no_error", None, "reviewer_error", expected=seen.settled_id,
                     answers_shown=seen.answer_ids)
     assert db.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
