@@ -534,10 +534,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         specialty_first = (
             "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ?4 THEN 0 ELSE 1 END,"
             if info["match_specialty"] and reviewer.specialty else "")
-        row = conn.execute(
-            f"""SELECT ri.item_id FROM round_items ri JOIN items i ON i.id = ri.item_id
-                WHERE ri.round_id = ?1 AND ri.position >= ?5
-                  AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ri.round_id
+        eligible = f"""NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ri.round_id
                       AND rr.item_id = ri.item_id AND rr.rater_id = ?3)
                   AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
                       AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
@@ -553,11 +550,30 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                     + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
                         AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
                     < ri.answers_needed
-                ORDER BY {specialty_first} ri.position LIMIT 1""",
-            (round_id, stamp, reviewer.id, reviewer.specialty if specialty_first else None, frontier),
-        ).fetchone()
+                  AND NOT EXISTS (SELECT 1 FROM items l JOIN annotations a ON a.item_id = l.id
+                      WHERE l.case_id = i.case_id AND l.dataset_id = i.dataset_id
+                      AND l.kind = i.kind AND l.round_id > i.round_id AND a.rater_id = ?3
+                      AND a.target = '' AND a.status != 'skipped')"""
+        args = (round_id, stamp, reviewer.id, reviewer.specialty if specialty_first else None,
+                frontier)
+        row = conn.execute(
+            f"""SELECT ri.item_id, i.case_id, i.round_id FROM round_items ri
+                JOIN items i ON i.id = ri.item_id
+                WHERE ri.round_id = ?1 AND ri.position >= ?5 AND {eligible}
+                ORDER BY {specialty_first} ri.position LIMIT 1""", args).fetchone()
         if row is None:
             return None
+        if row[1] is not None and row[2] is not None:
+            # A case's rounds in their order: round 2 (and its gold, once answered)
+            # tells about round 1, which would then not be answered blind.
+            earlier = conn.execute(
+                f"""SELECT ri.item_id, i.case_id, i.round_id FROM round_items ri
+                    JOIN items i ON i.id = ri.item_id
+                    JOIN items x ON x.id = ?6 AND x.dataset_id = i.dataset_id AND x.kind = i.kind
+                    WHERE ri.round_id = ?1 AND i.case_id = x.case_id AND i.round_id < x.round_id
+                      AND {eligible}
+                    ORDER BY i.round_id LIMIT 1""", (*args, row[0])).fetchone()
+            row = earlier or row
         cur = conn.execute(
             "INSERT INTO reservations (round_id, item_id, rater_id, reserved_at, expires_at)"
             " VALUES (?,?,?,?,?)",

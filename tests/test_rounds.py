@@ -699,3 +699,28 @@ def test_keeping_a_reservation_renews_only_a_live_one_of_ones_own(demo):
     with demo.transaction() as conn:
         conn.execute("UPDATE reservations SET expires_at = ? WHERE round_id = ?", (past, rid))
     assert not keep_reservation(demo, rid, x, me.id)  # lapsed: the place may be someone else's
+
+
+def test_round_never_gives_an_earlier_round_after_a_later_one_of_the_same_case(demo_copy):
+    """A round's items are shuffled within strata; a case's rounds still come in their
+    order to each reviewer (round 2, its text and its gold, tells about round 1)."""
+    import re
+
+    s = open_store(demo_copy)
+    lead = ensure_reviewer(s, "Study Lead", role="admin")
+    rid = create_round(s, RoundSpec(name="ED pilot", question_key="carebench.escalation_needed",
+                                    reviewers_per_item=2, split="validation",
+                                    stratify_by="gold", limit=12), lead)
+    ava = ensure_reviewer(s, "Dr. Ava Cole", "emergency medicine", "consultant")
+    seen: dict[str, int] = {}  # case -> highest conversation round already shown
+    out_of_order = []
+    while (item_id := reserve_next_item(s, rid, ava)) is not None:
+        item = load_item(s, item_id)
+        case, rnd = re.match(r"(.+)_r(\d+)$", item.uid).groups()
+        if seen.get(case, 0) > int(rnd):
+            out_of_order.append(f"{item.uid} after round {seen[case]}")
+        seen[case] = max(seen.get(case, 0), int(rnd))
+        commit_answer(s, ava, item_id, item.question_id, "1B_ESCALATION_URGENT_CARE", round_id=rid)
+    s.close()
+    assert not out_of_order, ("answered 'blind' after seeing a later round of the same case: "
+                              + ", ".join(out_of_order))
