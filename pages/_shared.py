@@ -159,11 +159,13 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     for their blind answer is told so, and sees them only by choosing to,
     which the audit trail records. Asked again when items they have not been
     asked about arrive (an import) and wait for them. Adjudicators and admins
-    are not asked. True when the labels may be shown."""
+    are not asked, but their opening is recorded all the same: one who also
+    reviews gives answers after it that are not blind. True when the labels
+    may be shown."""
     from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
 
     who = current_reviewer()
-    if who is None or who.role != "reviewer":
+    if who is None:
         return True
     db = store()
     mark = labels_mark(db)
@@ -171,6 +173,11 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     if st.session_state.get(key) == mark:
         return True  # checked since the last items came in
     opened = labels_opened(db, who.id)
+    if who.role != "reviewer":
+        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
+            open_labels(db, who, screen, blind_work_left(db, who.id, after=opened), mark)
+        st.session_state[key] = mark
+        return True
     left = blind_work_left(db, who.id, after=opened)
     if not left:
         if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):

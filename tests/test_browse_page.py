@@ -263,3 +263,22 @@ def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_pat
     at.switch_page(BROWSE).run()  # seen since: not recorded twice
     with open_store(path) as s:
         assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ?", (LABELS_OPENED,)) == 1
+
+
+def test_an_adjudicator_who_also_reviews_opens_the_labels_on_the_record(demo_copy, monkeypatch):
+    """Adjudicators are not asked before Browse shows every rater's labels, but the
+    opening is recorded: an answer they give afterwards is not a blind one."""
+    from review.items import commit_answer, find_item_id, load_item
+    from review.reviewers import ensure_reviewer
+    from review.rubric_review import LABELS_OPENED
+
+    at = app_as(demo_copy, monkeypatch, "Dr. Senior", role="adjudicator")
+    at.switch_page(BROWSE).run()
+    assert not at.exception and not any("blind answer" in w.value for w in at.warning)
+    with open_store(demo_copy) as s:
+        assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ? AND actor = 'Dr. Senior'",
+                        (LABELS_OPENED,)) == 1
+        senior = ensure_reviewer(s, "Dr. Senior")
+        item = load_item(s, find_item_id(s, "demo_case_0001_r01::aster-7b"))
+        aid = commit_answer(s, senior, item.id, item.question_id, "0A_NO_ESCALATION_INFO_NEEDED")
+        assert s.scalar("SELECT phase FROM annotations WHERE id = ?", (aid,)) == "after_reveal"
