@@ -44,6 +44,7 @@ from review.rubric_review import (
     step_question_id,
 )
 from review.text import safe_markdown
+from review.trajectory import task_requirements
 
 KIND = "trajectory"
 MODE = DEFAULT_MODE
@@ -343,6 +344,12 @@ with left:
 with right:
     final_answer(view, go_step)
     st.markdown("#### Criteria and verdict")
+    if needs := task_requirements(head.meta):
+        # The gates ask about these: without them a reviewer could only guess.
+        with st.container(border=True, key="trj_task_needs"):
+            st.markdown("**What the task requires**")
+            for what, things in needs:
+                st.markdown(f"{what}: " + "; ".join(safe_markdown(t) for t in things))
     if not screen.questions:
         st.caption("This run has no criteria to answer; mark its steps on the left.")
     else:

@@ -209,6 +209,39 @@ class TrajectoryView:
     schema_version: str | None
 
 
+def task_requirements(meta: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """What the task required of the agent, as a run's gates ask about it
+    (KlinikeBench: the reference diagnosis, the required tools, the actions with
+    their parameters): (what, items) in words a reviewer can check the run
+    against. The task's definition, not anyone's verdict: shown before answering."""
+    out: list[tuple[str, list[str]]] = []
+    diagnosis = meta.get("diagnosis")
+    if isinstance(diagnosis, str) and diagnosis.strip():
+        out.append(("Reference diagnosis", [diagnosis.strip()]))
+    tools = meta.get("required_tools")
+    if isinstance(tools, list) and tools:
+        out.append(("Required tools", [_requirement(t) for t in tools]))
+    actions = meta.get("parameterised_actions")
+    if isinstance(actions, list) and actions:
+        out.append(("Required actions, with their parameters", [_requirement(a) for a in actions]))
+    return out
+
+
+def _requirement(value: Any) -> str:
+    """One required tool or action in words: `prescribe: drug glyceryl trinitrate
+    spray, dose 400 micrograms, route sublingual`; anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        tool = value.get("tool") or value.get("name")
+        params = value.get("params") if isinstance(value.get("params"), Mapping) else None
+        if isinstance(tool, str) and params is not None:
+            words = ", ".join(f"{k} {v if isinstance(v, str) else json.dumps(v, default=str)}"
+                              for k, v in params.items())
+            return f"{tool}: {words}" if words else tool
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
 def trajectory_view(payload: Mapping[str, Any],
                     marked: Mapping[int, str] | None = None) -> TrajectoryView:
     """The run as the screen shows it. `marked` maps step_id -> error code marked so far."""

@@ -232,3 +232,20 @@ def test_severity_levels_are_checked():
     data["severity"] = [{"level": 1, "name": "x"}]
     with pytest.raises(CodebookError, match=r"severity\[0\].definition: missing required field"):
         parse_codebook(data, "errors.toml")
+
+
+def test_the_tasks_requirements_are_read_in_words():
+    from review.trajectory import task_requirements
+
+    meta = {"diagnosis": " stable angina ", "required_tools": ["check_vitals", "refer"],
+            "parameterised_actions": [{"tool": "prescribe", "params": {
+                "drug": "glyceryl trinitrate spray", "dose": "400 micrograms", "repeats": 2}},
+                {"odd": ["shape"]}],
+            "gates": {"diagnosis": {"passed": True}}}  # a verdict: never part of it
+    assert task_requirements(meta) == [
+        ("Reference diagnosis", ["stable angina"]),
+        ("Required tools", ["check_vitals", "refer"]),
+        ("Required actions, with their parameters",
+         ["prescribe: drug glyceryl trinitrate spray, dose 400 micrograms, repeats 2",
+          '{"odd": ["shape"]}'])]
+    assert task_requirements({"diagnosis": "", "required_tools": "not a list"}) == []

@@ -189,14 +189,15 @@ def test_verdicts_picked_but_not_committed_survive_a_closed_tab(db_path):
     assert "Commit 2 answers" in action_button(fresh, "rv_commit").label
     picks = {sc.key: sc.value for sc in fresh.segmented_control if sc.key.startswith("rv:")}
     assert sorted(v for v in picks.values() if v) == ["met", "not_met"]
-    action_button(fresh, "rv_not_met").click().run()  # the focus is on criterion 1: changed
+    # The keys go on where the work stopped: criterion 3, the first with no verdict.
+    action_button(fresh, "rv_not_met").click().run()
     action_button(fresh, "rv_commit").click().run()
     assert not fresh.exception
     got = [(k.removeprefix(KB_UID + ":"), v) for k, _, _, v, *_ in my_annotations(db_path)]
-    assert got == [("gate:diagnosis", "not_met"), ("gate:required_tools", "not_met")]
-    # The picks became answers; the reason typed without a verdict is still a draft.
-    assert [(k.removeprefix(KB_UID + ":"), v, r) for k, v, r in drafts_of(db_path)] == [
-        ("gate:parameterised_actions", None, "the vitals were never taken")]
+    assert got == [("gate:diagnosis", "met"), ("gate:required_tools", "not_met"),
+                   ("gate:parameterised_actions", "not_met")]
+    # The picks became answers, the reason typed first went with its verdict.
+    assert drafts_of(db_path) == []
 
 
 def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_path):
@@ -426,3 +427,16 @@ def test_a_step_mark_begun_and_left_unsaved_is_shown_on_the_run(db_path):
         save_step_draft(s, me, item_id(db_path, KB_UID), step_question_id(s), 4, "wrong_tool", 2, None)
     at = open_page("pages/trajectories.py", item=KB_UID, step="5")
     assert "1 unsaved mark: step 4 (M saves)" in texts(at)
+
+
+def test_the_criteria_come_with_what_the_task_requires(demo_copy, monkeypatch):
+    """'Did the agent reach the task's reference diagnosis?' can only be answered
+    with the reference diagnosis (and the required tools and parameters) in view."""
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    with open_store(demo_copy) as s:
+        ensure_reviewer(s, REVIEWER)
+    at = open_app("pages/trajectories.py", REVIEWER, item="kb:demo/r1/kb-demo-001__atlas-clinician")
+    text = texts(at)
+    assert "What the task requires" in text and "Reference diagnosis: stable angina" in text
+    assert "Required tools: check_vitals; order_test; refer" in text
+    assert "prescribe: drug glyceryl trinitrate spray, dose 400 micrograms, route sublingual" in text
