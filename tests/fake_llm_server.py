@@ -23,6 +23,10 @@ Scripting
   that the batch endpoints of that stage answer with (OpenAI and Anthropic).
 - `server.vary_replies = True` numbers every default reply, so identical
   requests get different answers (a stricter test of "never twice").
+- `server.batch_create_delay` seconds are slept before a batch-create POST
+  is answered; the batch exists already (a reply lost to a read timeout).
+- `server.batch_cancel_after = n` ends an OpenAI batch "cancelled" with only
+  its first n requests completed (in its output file; none: no output file).
 
 Run standalone (the bench does, so the server has its own interpreter):
     python tests/fake_llm_server.py --latency 0.05   # prints "PORT <n>"
@@ -281,6 +285,8 @@ class FakeLLMServer:
         self.batch_polls = 1
         self.batch_errors: dict[str, Status] = {}
         self.vary_replies = False
+        self.batch_create_delay = 0.0
+        self.batch_cancel_after: int | None = None
         self.requests: list[Received] = []
         self._queue: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -356,11 +362,13 @@ class FakeLLMServer:
             self.requests.append(received)
 
     # OpenAI batch -----------------------------------------------------------
-    def _openai_batch_output(self, input_file_id: str) -> bytes:
+    def _openai_batch_output(self, input_file_id: str, limit: int | None = None) -> bytes:
         lines = []
         for raw in self._files[input_file_id].decode().splitlines():
             if not raw.strip():
                 continue
+            if limit is not None and len(lines) >= limit:
+                break
             req = json.loads(raw)
             behaviour = self._next()
             if isinstance(behaviour, (RateLimited, ServerError, Status, MalformedBody)):
@@ -380,12 +388,19 @@ class FakeLLMServer:
         with self._lock:
             self._polls[batch_id] = self._polls.get(batch_id, 0) + 1
             done = self._polls[batch_id] > self.batch_polls
-        if done and batch["status"] != "completed":
-            out_id = self._new_id("file-out")
-            self._files[out_id] = self._openai_batch_output(batch["input_file_id"])
-            n = len(self._files[out_id].splitlines())
-            batch.update(status="completed", output_file_id=out_id, completed_at=int(time.time()),
-                         request_counts={"total": n, "completed": n, "failed": 0})
+        if done and batch["status"] not in ("completed", "cancelled"):
+            cancel = self.batch_cancel_after
+            output = self._openai_batch_output(batch["input_file_id"], cancel)
+            n = len(output.splitlines())
+            out_id = None
+            if n:
+                out_id = self._new_id("file-out")
+                self._files[out_id] = output
+            total = len([ln for ln in self._files[batch["input_file_id"]].decode().splitlines()
+                         if ln.strip()])
+            batch.update(status="completed" if cancel is None else "cancelled",
+                         output_file_id=out_id, completed_at=int(time.time()),
+                         request_counts={"total": total, "completed": n, "failed": 0})
         elif not done:
             batch["status"] = "in_progress"
         return batch
@@ -557,6 +572,7 @@ class _Handler(BaseHTTPRequestHandler):
                      "output_file_id": None, "error_file_id": None,
                      "request_counts": {"total": 0, "completed": 0, "failed": 0}}
             fake._batches[batch_id] = batch
+            time.sleep(fake.batch_create_delay)
             self._send(200, batch)
         elif req.path == "/v1/messages/batches":
             batch_id = fake._new_id("msgbatch_")
@@ -571,6 +587,7 @@ class _Handler(BaseHTTPRequestHandler):
                                    "canceled": 0, "expired": 0},
                 "_requests": requests,
             }
+            time.sleep(fake.batch_create_delay)
             self._send(200, {k: v for k, v in fake._batches[batch_id].items()
                              if not k.startswith("_")})
         else:

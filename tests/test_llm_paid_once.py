@@ -282,7 +282,7 @@ def test_collect_while_the_batch_run_is_still_waiting_records_and_pays_once(db, 
     while True:
         with open_store(db) as store:
             listed = uncollected_batches(store)
-        if listed:
+        if listed and listed[0].batch_id:  # submitted (before: "submitting", no id yet)
             break
         assert time.monotonic() < deadline
         time.sleep(0.02)

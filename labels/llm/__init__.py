@@ -25,7 +25,8 @@ What the command line and the Data screen call:
   answer; `progress(RunProgress)` is called from the caller's thread.
 - `collect_batch(path, run_id)` finishes a batch run that was interrupted
   (`batch_id=` for one whose id its run could not note; `abandon_batch` for one
-  never submitted); `uncollected_batches(store)` lists what is left, each
+  never submitted, or one the provider no longer has: both close a batch the
+  provider answers 404 / 410 for); `uncollected_batches(store)` lists what is left, each
   saying whether a live run still waits for it. Running the same plan again
   also collects an uncollected batch instead of paying twice.
 - `shipped_versions(task)` lists the prompt versions (mapper-v1, mapper-v2,

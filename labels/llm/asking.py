@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import replace
 from typing import Any
 
 from labels.llm.plan import Unit
@@ -38,7 +39,9 @@ def read_reply(task: Task, call: CallRecord, reply: Reply) -> tuple[str, Answer 
     """Read a reply strictly and mark its call; returns (what it was, the answer):
     ("answered", answer), call ok | ("unreadable", None), call parse_failed |
     ("cut_off", None), call error: the output hit the limit, do not ask again
-    with the same body | ("refused", cannot-assess answer), call error."""
+    with the same body | ("refused", cannot-assess answer), call error.
+    The reply is read as the model wrote it; what is stored of it (the parsed
+    JSON, the answer's texts, errors quoting it) is redacted."""
     if reply.cut_off:
         call.status, call.error = "error", (
             f"the reply was cut off at the output limit ({task.max_output_tokens} tokens, "
@@ -46,18 +49,23 @@ def read_reply(task: Task, call: CallRecord, reply: Reply) -> tuple[str, Answer 
             "left unanswered for a run with a larger output limit")
         return "cut_off", None
     if reply.refusal is not None:
-        call.status, call.error = "error", f"the model refused: {reply.refusal}"[:2000]
-        return "refused", refused_answer(reply.refusal)
+        refusal = reply.redacted(reply.refusal)
+        call.status, call.error = "error", f"the model refused: {refusal}"[:2000]
+        return "refused", refused_answer(refusal)
     try:
         obj = read_json_object(reply.output)
         answer = task.read(obj)
+        parsed = reply.redacted(obj)  # ValueError for JSON nested deeper than any answer
+        answer = replace(answer, rationale=reply.redacted(answer.rationale),
+                         extra=reply.redacted(answer.extra))
     except ReplyUnreadable as exc:
-        call.status, call.error = "parse_failed", str(exc)
+        call.status, call.error = "parse_failed", reply.redacted(str(exc))
         return "unreadable", None
     except READ_ERRORS as exc:  # a value the task's reader did not foresee
-        call.status, call.error = "parse_failed", f"unreadable reply ({type(exc).__name__}: {exc})"
+        call.status, call.error = "parse_failed", reply.redacted(
+            f"unreadable reply ({type(exc).__name__}: {exc})")
         return "unreadable", None
-    call.status, call.parsed = "ok", obj
+    call.status, call.parsed = "ok", parsed
     return "answered", answer
 
 

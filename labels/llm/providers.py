@@ -13,7 +13,9 @@ whether it came from a direct call or a batch. Structured output:
 
 Retries on 429, 408/409 and 5xx are the SDKs' own: exponential backoff from
 0.5 s (capped at 8 s), at most `max_retries` times (default
-`DEFAULT_MAX_RETRIES`). A retry-after header is honoured up to
+`DEFAULT_MAX_RETRIES`); never for the request that creates a batch (it has
+no idempotency key: a retry after a lost reply would make a second paid
+batch), which is tried again only when no connection could be made. A retry-after header is honoured up to
 `RETRY_AFTER_LIMIT` seconds; a server asking for a longer wait is not retried
 (the call fails as a 429 and the item is left for the next run), so no worker
 sleeps for hours. Authentication, billing, permission and not-found errors
@@ -27,7 +29,9 @@ output limit is `Reply.cut_off`, an explicit refusal `Reply.refusal`.
 
 Keys come from `spec.resolve_key` only and are passed to the SDK clients
 explicitly; no header is ever recorded, and error texts are passed through
-`spec.redact` before they are stored.
+`spec.redact` before they are stored. A reply is read as the model wrote it
+and redacted only in what is stored of it (`Reply.redacted`), so that a
+secret's redaction never turns a valid answer into an unreadable one.
 """
 
 from __future__ import annotations
@@ -74,12 +78,30 @@ class CallFailed(RuntimeError):
     """A call that produced no usable reply (after the SDK's retries)."""
 
     def __init__(self, message: str, *, fatal: bool = False, status: int | None = None,
-                 raw_text: str | None = None, retries: int = 0):
+                 raw_text: str | None = None, retries: int = 0, not_created: bool = False):
         super().__init__(message)
         self.fatal = fatal
         self.status = status
         self.raw_text = raw_text
         self.retries = retries
+        self.not_created = not_created
+        """Submitting a batch: it failed before the batch could be created (its
+        requests' upload failed), so no batch exists."""
+
+    @property
+    def refused(self) -> bool:
+        """The server answered, and said no: a 4xx other than 408 / 409 / 429
+        (which may have been done after all, or are to be tried again). A
+        request refused so did nothing; any other failure (a timeout, a
+        reply lost, a 5xx) may have been carried out."""
+        return self.status is not None and 400 <= self.status < 500 \
+            and self.status not in (408, 409, 429)
+
+    @property
+    def gone(self) -> bool:
+        """Not found (404) or gone (410): what was asked for does not exist (for
+        this key)."""
+        return self.status in (404, 410)
 
 
 @dataclass
@@ -103,6 +125,14 @@ class Reply:
     """The output hit the token limit (or the context window): the answer is incomplete."""
     refusal: str | None = None
     """The model declined to answer: its refusal text, or the stop reason."""
+    scrub: Callable[[Any], Any] | None = None
+    """Redacts secrets from a text or parsed JSON. The reply is read as the model
+    wrote it (`structured`, `text`, `refusal`); only what is stored of it is
+    redacted (`response` is already), so a redaction never changes an answer."""
+
+    def redacted(self, value: T) -> T:
+        """`value` (a text or parsed JSON) as it may be stored."""
+        return value if self.scrub is None else self.scrub(value)
 
     @property
     def raw_text(self) -> str:
@@ -164,13 +194,12 @@ class Provider:
         return value
 
     def _clean_reply(self, reply: Reply) -> Reply:
-        """The reply with secrets redacted everywhere it will be stored (the whole
-        response, the tool input, the text), not only in the raw text."""
+        """The reply with secrets redacted from the whole response (stored as it
+        is), and a redactor for what is stored of the rest (`Reply.redacted`):
+        the tool input, the text and a refusal are read as the model wrote them
+        (a redaction inside a label code would make a valid answer unreadable)."""
         reply.response = self._scrub(reply.response)
-        if reply.structured is not None:
-            reply.structured = self._scrub(reply.structured)
-        reply.text = self.clean(reply.text)
-        reply.refusal = self.clean(reply.refusal)
+        reply.scrub = self._scrub
         return reply
 
     def _client(self) -> Any:  # pragma: no cover - abstract
@@ -219,8 +248,28 @@ class Provider:
     # -- batches -------------------------------------------------------------
     # Each raises CallFailed (redacted, fatal for 401/402/403/404) like `send`.
     def submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
-        """Submit one batch; returns its id."""
+        """Submit one batch; returns its id. The request that creates the batch
+        is sent once, never retried (it has no idempotency key: a retry after a
+        reply lost on the way would create, and pay for, a second batch)."""
         return self._sdk_call(lambda: self._submit_batch(requests), "submitting the batch")
+
+    def batch_gone(self, batch_id: str, task: Task) -> str | None:
+        """Why the provider can no longer give a batch back (it answers 404 or
+        410 for the batch or its results: expired, deleted, another key), or
+        None when it can, or cannot say now (then CallFailed is raised)."""
+        try:
+            ended, status = self.batch_status(batch_id)
+            if ended:
+                results = self.batch_results(batch_id, task)
+                try:
+                    next(results, None)
+                finally:
+                    results.close()  # type: ignore[attr-defined]
+        except CallFailed as exc:
+            if exc.gone:
+                return str(exc)
+            raise
+        return None
 
     def batch_status(self, batch_id: str) -> tuple[bool, str]:
         """(ended, the provider's status word)."""
@@ -240,6 +289,27 @@ class Provider:
             if item is None:
                 return
             yield item
+
+    def _create_batch(self, create: Callable[[Any], T]) -> T:
+        """`create(client)` (the request that creates a batch) on a client that
+        never retries: a retry after a reply lost on the way (a timeout, a 5xx)
+        would create, and pay for, a second batch. Tried again here only when no
+        connection could be made (nothing was sent); when none ever could, the
+        CallFailed says that no batch was created."""
+        client = self.client.with_options(max_retries=0)
+        for attempt in range(self.max_retries + 1):
+            try:
+                return create(client)
+            except (openai.APIConnectionError, anthropic.APIConnectionError) as exc:
+                cause = type(exc.__cause__).__mro__ if exc.__cause__ is not None else ()
+                # httpx's (httpx2's) ConnectError / ConnectTimeout: the request never left
+                if not any(c.__name__ in ("ConnectError", "ConnectTimeout") for c in cause):
+                    raise
+                if attempt == self.max_retries:
+                    raise CallFailed(self.clean(f"submitting the batch: {type(exc).__name__}:"
+                                                f" {exc}"), not_created=True) from None
+                time.sleep(min(0.5 * 2 ** attempt, 8.0))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _read_batch_reply(self, custom_id: Any, data: Any, task: Task) -> tuple[str, Reply | str]:
         try:
@@ -385,8 +455,8 @@ class AnthropicProvider(Provider):
                      refusal=(text or stop) if stop == "refusal" else None)
 
     def _submit_batch(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
-        batch = self.client.messages.batches.create(
-            requests=[{"custom_id": cid, "params": body} for cid, body in requests])
+        batch = self._create_batch(lambda client: client.messages.batches.create(
+            requests=[{"custom_id": cid, "params": body} for cid, body in requests]))
         return batch.id
 
     def _batch_status(self, batch_id: str) -> tuple[bool, str]:
@@ -470,10 +540,15 @@ class OpenAIProvider(Provider):
         lines = [json.dumps({"custom_id": cid, "method": "POST", "url": self.batch_endpoint,
                              "body": body}, ensure_ascii=False) for cid, body in requests]
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        upload = self.client.files.create(
-            file=("carelens-batch.jsonl", io.BytesIO(data), "application/jsonl"), purpose="batch")
-        batch = self.client.batches.create(input_file_id=upload.id, endpoint=self.batch_endpoint,
-                                           completion_window="24h")
+        try:  # retried as any call: an upload creates no batch
+            upload = self._sdk_call(lambda: self.client.files.create(
+                file=("carelens-batch.jsonl", io.BytesIO(data), "application/jsonl"),
+                purpose="batch"), "submitting the batch")
+        except CallFailed as exc:
+            exc.not_created = True
+            raise
+        batch = self._create_batch(lambda client: client.batches.create(
+            input_file_id=upload.id, endpoint=self.batch_endpoint, completion_window="24h"))
         return batch.id
 
     def _batch_status(self, batch_id: str) -> tuple[bool, str]:

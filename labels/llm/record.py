@@ -9,7 +9,12 @@ store (one store per thread):
   who collects it, and how it ended, in that row's `params` (`batch`, `finished`);
 - `beat` and `claim_units`: a running run's heartbeat (`params.heartbeat`) and
   the (item, question) pairs it is asking (`params.claimed`), so that a second
-  run of the same rater and prompt leaves them to it instead of paying twice;
+  run of the same rater and prompt leaves them to it instead of paying twice
+  (and leaves out pairs answered meanwhile, read in the same transaction);
+  `note_submitter`: the heartbeat kept while a batch is submitted;
+- `forget_batch`, `abandon_unsubmitted`: a batch closed without results
+  (never submitted, or gone from the provider), checked in the same
+  transaction; `note_batch_id` writes only into a batch still open;
 - `record_outcome`: the calls made for one (item, question) and the
   annotation they produced, together, so that an interrupted run leaves each
   item either fully recorded or not at all;
@@ -339,12 +344,35 @@ def beat(store: Store, run_id: int, every: float = 10.0) -> None:
         pass
 
 
-def claim_units(store: Store, ctx: RunContext, custom_ids: list[str]) -> dict[str, int]:
-    """Claim (item, question) pairs (as batch custom ids) for this run, in one
-    transaction; returns those another live run of the same rater and prompt has
-    claimed ({custom id: its run}), which this run leaves to it."""
-    wanted = set(custom_ids)
+def _answered_in(conn: sqlite3.Connection, rater_id: int,
+                 pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Inside a transaction: which of `pairs` the rater has answered."""
+    done: set[tuple[int, int]] = set()
+    for chunk in in_chunks(sorted({item for item, _ in pairs})):
+        rows = conn.execute(
+            "SELECT DISTINCT item_id, question_id FROM annotations WHERE rater_id = ? AND"
+            f" target = '' AND item_id IN ({','.join('?' * len(chunk))})",
+            [rater_id, *chunk]).fetchall()
+        done |= {(row[0], row[1]) for row in rows}
+    return done & pairs
+
+
+def claim_units(store: Store, ctx: RunContext,
+                pairs: dict[str, tuple[int, int]]) -> tuple[dict[str, int], set[str]]:
+    """Claim (item, question) pairs (`pairs`: {batch custom id: (item id, question
+    id)}) for this run, in one transaction; returns (those another live run of
+    the same rater and prompt has claimed ({custom id: its run}), which this run
+    leaves to it; those the rater has answered meanwhile, unless the run
+    includes answered pairs). Answers and claims are read in the same
+    transaction, so a run that finished since this run looked at its answers
+    and the cache is never paid for again."""
+    wanted = set(pairs)
     with store.transaction() as conn:
+        answered: set[str] = set()
+        if not ctx.include_answered:
+            done = _answered_in(conn, ctx.rater_id, set(pairs.values()))
+            answered = {cid for cid, pair in pairs.items() if pair in done}
+            wanted -= answered
         held: dict[str, int] = {}
         rows = conn.execute(
             "SELECT id, params FROM llm_runs WHERE rater_id = ? AND prompt_hash = ? AND id != ?"
@@ -363,18 +391,80 @@ def claim_units(store: Store, ctx: RunContext, custom_ids: list[str]) -> dict[st
         mine = sorted(set(mine) | (wanted - set(held)))
         conn.execute("UPDATE llm_runs SET params = json_set(params, '$.claimed', json(?))"
                      " WHERE id = ?", (to_json(mine), ctx.run_id))
-    return held
+    return held, answered
 
 
 # -- batches -------------------------------------------------------------------------
 
 
-def forget_batch(store: Store, run_id: int, why: str) -> None:
-    """A noted batch that is not to be collected (it was never submitted)."""
+FORGOTTEN_UNNOTED = ("not submitted", "never submitted (abandoned)")
+"""How a batch forgotten before its id was noted is closed (`forget_batch`,
+`abandon_unsubmitted`); `note_batch_id(reopen=True)` opens it again (it was
+submitted after all)."""
+
+
+def forget_batch(store: Store, run_id: int, why: str) -> bool:
+    """A noted batch that is not to be collected (never submitted, or gone from
+    the provider): closed with `why` as its status. False when it was closed
+    already."""
     with store.transaction() as conn:
+        cur = conn.execute(
+            "UPDATE llm_runs SET params = json_set(params, '$.batch.collected_at', ?,"
+            " '$.batch.status', ?) WHERE id = ? AND json_type(params, '$.batch') = 'object'"
+            " AND json_extract(params, '$.batch.collected_at') IS NULL", (utcnow(), why, run_id))
+        return cur.rowcount == 1
+
+
+def being_submitted(params: dict[str, Any]) -> bool:
+    """A run's batch that has no id yet because its run is submitting it now:
+    the run is alive, or the submission's own heartbeat is (a long upload)."""
+    if params.get("finished"):
+        return False
+    batch = params.get("batch") if isinstance(params.get("batch"), dict) else {}
+    return is_alive(params.get("heartbeat")) or is_alive(batch.get("submitter"))
+
+
+def note_submitter(store: Store, run_id: int, submitter: dict[str, Any] | None) -> None:
+    """While a batch is submitted: refresh the run's heartbeat (its time) and
+    the submission's own (`batch.submitter`); with `submitter` None, remove
+    the latter. Never fails the caller."""
+    try:
+        with store.transaction() as conn:
+            if submitter is None:
+                conn.execute("UPDATE llm_runs SET params = json_remove(params,"
+                             " '$.batch.submitter') WHERE id = ?", (run_id,))
+                return
+            conn.execute(
+                "UPDATE llm_runs SET params = json_set(params, '$.heartbeat.at', ?,"
+                " '$.batch.submitter', json(?)) WHERE id = ?"
+                " AND json_type(params, '$.heartbeat') = 'object'"
+                " AND json_type(params, '$.batch') = 'object'",
+                (submitter["at"], to_json(submitter), run_id))
+    except sqlite3.Error:
+        pass
+
+
+def abandon_unsubmitted(store: Store, run_id: int) -> str | None:
+    """Forget a batch its run noted but never submitted, checking in the same
+    transaction that it has no id, is not collected and is not being submitted
+    now; None when forgotten, else why not."""
+    with store.transaction() as conn:
+        row = conn.execute("SELECT params FROM llm_runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return f"no LLM run {run_id}"
+        params = json.loads(row[0])
+        batch = params.get("batch")
+        if not isinstance(batch, dict) or batch.get("collected_at"):
+            return f"run {run_id} has no batch left to collect"
+        if batch.get("id"):
+            return f"run {run_id} submitted batch {batch['id']}: collect it"
+        if being_submitted(params):
+            return f"run {run_id} is submitting its batch now"
         conn.execute(
             "UPDATE llm_runs SET params = json_set(params, '$.batch.collected_at', ?,"
-            " '$.batch.status', ?) WHERE id = ?", (utcnow(), why, run_id))
+            " '$.batch.status', ?) WHERE id = ?",
+            (utcnow(), FORGOTTEN_UNNOTED[1], run_id))
+    return None
 
 
 def note_waiter(store: Store, run_id: int, waiter: dict[str, Any] | None,
@@ -394,12 +484,25 @@ def note_waiter(store: Store, run_id: int, waiter: dict[str, Any] | None,
         pass
 
 
-def note_batch_id(store: Store, run_id: int, batch_id: str) -> None:
-    """The id the provider gave the batch noted (by `note_batch`) on the run."""
+def note_batch_id(store: Store, run_id: int, batch_id: str, *, reopen: bool = False) -> bool:
+    """The id the provider gave the batch noted (by `note_batch`) on the run;
+    False (nothing written) when that batch is no longer open (it was
+    forgotten meanwhile) or has another id. `reopen`: also a batch forgotten
+    before its id was noted (`collect --batch-id` of a batch forgotten by
+    mistake), which is then open again."""
+    open_ = "json_extract(params, '$.batch.collected_at') IS NULL"
+    args: list[Any] = [batch_id, utcnow(), run_id, batch_id, batch_id]
+    if reopen:
+        open_ = (f"({open_} OR json_extract(params, '$.batch.status')"
+                 f" IN ({','.join('?' * len(FORGOTTEN_UNNOTED))}))")
+        args += FORGOTTEN_UNNOTED
     with store.transaction() as conn:
-        conn.execute(
-            "UPDATE llm_runs SET params = json_set(params, '$.batch.id', ?,"
-            " '$.batch.submitted_at', ?) WHERE id = ?", (batch_id, utcnow(), run_id))
+        cur = conn.execute(
+            "UPDATE llm_runs SET params = json_remove(json_set(params, '$.batch.id', ?,"
+            " '$.batch.submitted_at', ?), '$.batch.collected_at', '$.batch.status')"
+            " WHERE id = ? AND json_type(params, '$.batch') = 'object'"
+            f" AND coalesce(json_extract(params, '$.batch.id'), ?) = ? AND {open_}", args)
+        return cur.rowcount == 1
 
 
 def claim_batch(store: Store, run_id: int, batch_id: str, by_run: int) -> str | None:

@@ -45,15 +45,20 @@ simply the same run again, which collects an uncollected batch of the same
 rater and prompt holding its (item, question) pairs instead of paying for
 them twice. A run that asks directly (no batch) collects such a batch if it
 has ended, and otherwise leaves the requests it holds to it, unanswered,
-saying so. One collector records a batch: a waiting run and `collect` racing
-for it claim it, and the loser does nothing but say so.
+saying so. A batch that cannot be collected holds only its own requests; the
+run goes on with the rest. One collector records a batch: a waiting run and
+`collect` racing for it claim it, and the loser does nothing but say so. A
+batch the provider no longer has (404 / 410: expired, deleted, another key)
+is closed by `collect_batch` or `abandon_batch` (`carelens collect --forget`),
+never by a run, and its requests are asked again.
 
 Resume: a run leaves out (item, question) pairs its rater has answered, so
 running the same plan again after an interruption answers only the rest; the
 write checks again inside its transaction, so no item is answered twice
 even by two runs at once. Each request is paid once: a running run claims
 the pairs it asks (with a heartbeat), and a second run of the same rater and
-prompt leaves them to it, saying so; identical requests are answered from the
+prompt leaves them to it, saying so (the claim leaves out pairs answered
+meanwhile, read in its own transaction); identical requests are answered from the
 cache, and one whose twin was cut off (or unreadable every time) earlier in
 the same run is not sent again.
 """
@@ -79,13 +84,22 @@ from labels.llm.batches import (
 from labels.llm.plan import TASKS, RunPlan, Unit
 from labels.llm.progress import BEAT_EVERY, Progress, RunAborted, RunProgress, RunSummary, Tally
 from labels.llm.prompts import load_prompt
-from labels.llm.providers import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, READ_ERRORS, provider_for
+from labels.llm.providers import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    READ_ERRORS,
+    CallFailed,
+    provider_for,
+)
 from labels.llm.record import (
+    FORGOTTEN_UNNOTED,
     CallRecord,
     Outcome,
     RunContext,
+    abandon_unsubmitted,
     answered_pairs,
     beat,
+    being_submitted,
     cached_calls,
     claim_units,
     finish_run,
@@ -93,10 +107,9 @@ from labels.llm.record import (
     heartbeat,
     note_batch_id,
     record_outcomes,
-    run_is_alive,
     start_run,
 )
-from labels.llm.spec import parse_model_spec
+from labels.llm.spec import MissingKeyError, parse_model_spec
 from labels.llm.tasks import ReplyUnreadable, Task
 from store import Store
 
@@ -164,8 +177,10 @@ def _split_duplicates(units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
 def _leave_out_held(store: Store, ctx: RunContext, units: list[Unit], tally: Tally) -> list[Unit]:
     """The units to send now: not those whose identical request was not answered
     earlier in this run (cut off, unreadable every time, held by a batch or
-    another run), nor those another live run of this rater and prompt is asking;
-    the rest are claimed for this run."""
+    another run), nor those another live run of this rater and prompt is asking,
+    nor those its rater has answered meanwhile (read in the claim's own
+    transaction: a run that finished since `_prepare` and the cache looked is
+    not paid for again); the rest are claimed for this run."""
     rest = []
     for unit in units:
         why = tally.not_again.get(unit.request_hash)
@@ -176,13 +191,16 @@ def _leave_out_held(store: Store, ctx: RunContext, units: list[Unit], tally: Tal
                 "not sent: an identical request of this run was not answered: " + why)[:2000]))
     if not rest:
         return rest
-    held = claim_units(store, ctx, [u.custom_id for u in rest])
+    held, answered = claim_units(
+        store, ctx, {u.custom_id: (u.work.item_id, u.work.question_id) for u in rest})
     for unit in rest:
-        if unit.custom_id in held:
+        if unit.custom_id in answered:  # by a run that finished since `_prepare` looked
+            tally.add(Outcome(unit.work, kind="skipped"))
+        elif unit.custom_id in held:
             tally.add(Outcome(unit.work, kind="error", hold=unit.request_hash, message=(
                 f"being asked by run {held[unit.custom_id]}, still running: not sent again by"
                 " this run (run again once it has finished, for what it leaves)")))
-    return [u for u in rest if u.custom_id not in held]
+    return [u for u in rest if u.custom_id not in held and u.custom_id not in answered]
 
 
 # -- public -------------------------------------------------------------------------
@@ -297,10 +315,12 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
                   timeout: float = DEFAULT_TIMEOUT, batch_id: str | None = None) -> RunSummary:
     """Wait for and record the batch a run submitted before it was interrupted:
     exactly the requests it submitted. `batch_id`: the provider's id of a batch
-    whose id the run could not note (its error named it). Raises LookupError
-    when there is none to collect, RunAborted when it cannot be collected (yet).
-    When another run or collector is recording it, nothing is done and the
-    summary says so."""
+    whose id the run could not note (its error named it), also of a batch
+    forgotten (`abandon_batch`) before its id was noted. Raises LookupError
+    when there is none to collect, RunAborted when it cannot be collected (yet),
+    or when the provider answers 404 / 410 for it or its results: then it is
+    closed, and its requests are asked again by the next run. When another run
+    or collector is recording it, nothing is done and the summary says so."""
     started = time.perf_counter()
     with Store(store_path) as store:
         run = store.query_one("SELECT * FROM llm_runs WHERE id = ?", (run_id,))
@@ -310,18 +330,20 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
         batch = params.get("batch")
         if not batch:
             raise LookupError(f"run {run_id} submitted no batch")
-        if batch.get("collected_at"):
+        forgotten = not batch.get("id") and batch.get("status") in FORGOTTEN_UNNOTED
+        if batch.get("collected_at") and not (forgotten and batch_id is not None):
             raise LookupError(f"the batch of run {run_id} was collected already "
-                              f"({batch['collected_at']})")
+                              f"({batch['collected_at']}, {batch.get('status')})")
         if not batch.get("id"):
             if batch_id is None:
                 raise LookupError(
                     f"run {run_id} is submitting its batch now: collect it once it is submitted"
-                    if run_is_alive(params) else
+                    if being_submitted(params) else
                     f"run {run_id} stopped while submitting its batch, before noting its id: give"
                     " the id the provider shows for it (`--batch-id ID`), or forget it"
                     " (`--forget`) if it was never submitted")
-            note_batch_id(store, run_id, batch_id)
+            if not note_batch_id(store, run_id, batch_id, reopen=True):
+                raise LookupError(f"the batch of run {run_id} changed meanwhile: look again")
             batch = {**batch, "id": batch_id}
         elif batch_id is not None and batch_id != batch["id"]:
             raise LookupError(f"run {run_id} submitted batch {batch['id']}, not {batch_id}")
@@ -340,7 +362,7 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
             collected = collect_into(
                 store, store_path, ctx, task, provider, units, batch["id"], tally, by_run=run_id,
                 poll_interval=poll_interval, max_wait=max_wait, concurrency=concurrency,
-                reply_attempts=reply_attempts)
+                reply_attempts=reply_attempts, close_gone=True)
         except RunAborted as exc:
             exc.summary = tally.summary(ctx, started, batch["id"])
             raise
@@ -351,20 +373,34 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
         return summary
 
 
-def abandon_batch(store_path: str, run_id: int) -> None:
-    """Forget a batch a run noted but stopped before submitting (no id was ever
-    noted, and the provider shows none): its requests are no longer left to it.
-    Raises LookupError for any other batch."""
+def abandon_batch(store_path: str, run_id: int, *, keys: Mapping[str, str] | None = None,
+                  base_url: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES,
+                  timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Forget a run's batch, so that its requests are no longer left to it: one
+    the run noted but never submitted (no id was ever noted, the run is not
+    submitting it now, and the provider shows none), or one the provider can
+    no longer give back (it answers 404 / 410 for the batch or its results;
+    asked with `keys`). Raises LookupError for any other batch."""
     with Store(store_path) as store:
-        run = store.query_one("SELECT params FROM llm_runs WHERE id = ?", (run_id,))
-        if run is None:
-            raise LookupError(f"no LLM run {run_id}")
-        params = json.loads(run["params"])
-        batch = params.get("batch")
-        if not batch or batch.get("collected_at"):
+        why = abandon_unsubmitted(store, run_id)  # checked and forgotten in one transaction
+        if why is None:
+            return
+        run = store.query_one("SELECT * FROM llm_runs WHERE id = ?", (run_id,))
+        batch = json.loads(run["params"]).get("batch") if run is not None else None
+        if not isinstance(batch, dict) or not batch.get("id") or batch.get("collected_at"):
+            raise LookupError(why)
+        batch_id = batch["id"]
+        try:
+            spec = parse_model_spec(f"{run['provider']}:{run['model']}")
+            provider = provider_for(spec, keys, base_url or batch.get("base_url"), max_retries,
+                                    timeout)
+            gone = provider.batch_gone(batch_id, TASKS[run["task"]])
+        except (CallFailed, MissingKeyError, ValueError) as exc:
+            raise LookupError(
+                f"run {run_id} submitted batch {batch_id}: it is forgotten only once the provider"
+                f" says it no longer has it, and it cannot say now ({exc})") from None
+        if gone is None:
+            raise LookupError(f"run {run_id} submitted batch {batch_id}, which the provider still"
+                              f" has: collect it (`carelens collect --run {run_id}`)")
+        if not forget_batch(store, run_id, f"gone: {gone}"[:500]):
             raise LookupError(f"run {run_id} has no batch left to collect")
-        if batch.get("id"):
-            raise LookupError(f"run {run_id} submitted batch {batch['id']}: collect it")
-        if run_is_alive(params):
-            raise LookupError(f"run {run_id} is submitting its batch now")
-        forget_batch(store, run_id, "never submitted (abandoned)")

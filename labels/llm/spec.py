@@ -19,7 +19,8 @@ Keys are read only from the environment, or from a mapping the app passes in
 CARELENS_COMPATIBLE_API_KEY. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
 CARELENS_COMPATIBLE_BASE_URL, or an explicit argument. A key is never stored,
 logged or exported: `redact` removes known keys from any text before it is
-written anywhere.
+written anywhere (and `user:password` of a base URL; the password alone only
+when it is not too short to be told from ordinary words, `SHORT_PASSWORD`).
 """
 
 from __future__ import annotations
@@ -135,10 +136,18 @@ def public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+SHORT_PASSWORD = 8
+"""A URL password shorter than this (`admin:admin@host`) is not redacted on its
+own, as a bare word, from what is stored: it is ordinary text ("administer")
+and may be part of a label code. `user:password` and its Basic auth token
+still are."""
+
+
 def split_url_credentials(url: str | None) -> tuple[str | None, list[str]]:
     """(the URL without `user:password@`, the secrets it held): the password, as
-    written and decoded, `user:password`, and the Basic auth token made of them,
-    so that none of them is sent as Basic auth or stored if a server echoes it."""
+    written and decoded (unless shorter than `SHORT_PASSWORD`), `user:password`,
+    and the Basic auth token made of them, so that none of them is sent as Basic
+    auth or stored if a server echoes it."""
     if not url:
         return url, []
     parts = urlsplit(url)
@@ -154,7 +163,7 @@ def split_url_credentials(url: str | None) -> tuple[str | None, list[str]]:
     user, _, password = userinfo.partition(":")
     secrets: list[str] = []
     for u, p in ((user, password), (unquote(user), unquote(password))):
-        for secret in (p, f"{u}:{p}" if p else "",
+        for secret in (p if len(p) >= SHORT_PASSWORD else "", f"{u}:{p}" if p else "",
                        base64.b64encode(f"{u}:{p}".encode()).decode() if u or p else ""):
             if secret and secret not in secrets:
                 secrets.append(secret)
