@@ -301,9 +301,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.forget:
         try:
             abandon_batch(args.db, args.run)
-        except LookupError as exc:
+        except (LookupError, MissingKeyError, RunAborted) as exc:
             raise UsageError(str(exc)) from None
-        print(f"run {args.run}: its batch is forgotten; its requests will be asked again")
+        print(f"run {args.run}: its batch is forgotten (never submitted, or gone from the"
+              " provider); its requests will be asked again")
         return 0
     store = open_store(args.db)
     listed = uncollected_batches(store)
@@ -535,8 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--batch-id", help="with --run: the provider's id of a batch its run could not"
                                       " note (the run's error named it)")
     c.add_argument("--forget", action="store_true",
-                   help="with --run: forget a batch the run noted but never submitted (its"
-                        " requests are then asked again)")
+                   help="with --run: forget a batch the run noted but never submitted, or one the"
+                        " provider no longer has (404/410: expired, deleted); its requests are"
+                        " then asked again")
 
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')
