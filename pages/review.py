@@ -269,6 +269,8 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
     owed = later_rounds_owed(db, reviewer.id, item_view.id) if item_view.kind == "prefix" else []
     if labels is None:
         st.caption(rounds_owed_text(owed, "Gold and machine labels for this round appear")
+                   + (" Rounds this review round does not hold are answered in Free review."
+                      if this_round is not None else "")
                    if owed and shown_mode == REVEAL_AFTER_COMMIT
                    and prefix_answered(db, reviewer.id, item_view.id)
                    else "Reference and machine labels stay hidden until you answer.")
@@ -448,7 +450,8 @@ with right:
             st.caption(f"Draft restored (typed {draft.updated_at[:16].replace('T', ' ')} UTC).")
     st.text_area("Rationale (optional)", key=rkey, height=80, on_change=on_draft,
                  args=(item.id, item.question_id),
-                 placeholder="Why this label? Kept as a draft until you answer.")
+                 placeholder="Why this label? Kept as a draft until you answer. "
+                             "Press Tab (or click outside the box) before a number key.")
     st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=ckey, on_change=on_draft,
                          args=(item.id, item.question_id), help="1 = a guess, 5 = certain")
     row = st.columns(2)
