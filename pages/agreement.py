@@ -239,8 +239,8 @@ def compare_tab() -> None:
     st.dataframe(coefficient_rows(report.coefficients,
                                   report.ceiling_for if report.ceiling else None),
                  hide_index=True, width="stretch", column_config=WIDE_NOTE)
-    st.caption("An analytic interval of — : no closed form exists (Krippendorff's alpha, "
-               "macro-F1); the bootstrap interval resamples units.")
+    st.caption("Where the analytic interval shows —, the statistic has no closed-form interval "
+               "(Krippendorff's alpha, macro-F1); the bootstrap interval resamples units.")
     for note in list(common) + report.notes:
         st.caption(f"Note: {md(note)}")
     if report.confusion is not None:
@@ -461,8 +461,8 @@ def clinicians_tab() -> None:
                "clinicians who answered it).")
     st.dataframe(coefficient_rows(group.coefficients), hide_index=True, width="stretch",
                  column_config=WIDE_NOTE)
-    st.caption("An analytic interval of — : no closed form exists; the bootstrap interval "
-               "resamples units.")
+    st.caption("Where the analytic interval shows —, the statistic has no closed-form interval; "
+               "the bootstrap interval resamples units.")
     for note in split_notes(group.coefficients)[0] + group.notes:
         st.caption(f"Note: {md(note)}")
 

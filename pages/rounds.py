@@ -51,13 +51,15 @@ if rounds:
         [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or question_words(r.question_key),
           "items": r.items,
           "reviews": f"{r.answers_given} of {r.answers_needed}",
-          "done": r.answers_given / r.answers_needed if r.answers_needed else 0.0,
+          "done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
           "reviewers per item": r.reviewers_per_item,
           "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
           "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
          for r in rounds],
         hide_index=True, width="stretch",
-        column_config={"done": st.column_config.ProgressColumn("Done", format="percent")},
+        column_config={"done": st.column_config.ProgressColumn("Done", format="%.0f%%",
+                                                               min_value=0, max_value=100),
+                       "blinding": st.column_config.TextColumn("Blinding", width="medium")},
     )
 else:
     st.caption("No rounds yet. Reviewers can still review freely; a round is how several "

@@ -37,7 +37,7 @@ def text(value: object, limit: int = 80) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.2f}"
+    return "—" if x is None else f"{x:.2f}"
 
 
 # -- confusion matrix ----------------------------------------------------------
@@ -111,7 +111,8 @@ def _forest(rows: list[tuple[str, list[tuple[str, str, float | None, float | Non
     labels = []
     for label, points in rows:
         undefined = [p for p in points if p[2] is None]
-        shown = label + (" · " + ", ".join(f"{p[0]} undefined" for p in undefined)
+        shown = label + (" · no value for " + ", ".join(str(p[0]) for p in undefined)
+                         + " (too few shared units, or one answer throughout)"
                          if undefined else "")
         labels.append(shown)
         for name, colour, value, low, high, n in points:
@@ -191,7 +192,7 @@ def pairwise_figure(matrix: PairwiseMatrix) -> go.Figure:
     z, labels = [], []
     for row in matrix.cells:
         z.append([c.value if c is not None and c.value is not None else None for c in row])
-        labels.append(["" if c is None else ("undefined" if c.value is None else
+        labels.append(["" if c is None else (f"—<br>n={c.n}" if c.value is None else
                                              f"{c.value:.2f}<br>n={c.n}") for c in row])
     fig = go.Figure(go.Heatmap(
         z=z, x=names, y=names, text=labels, texttemplate="%{text}", colorscale="Blues",
