@@ -57,9 +57,11 @@ if rounds:
           "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
          for r in rounds],
         hide_index=True, width="stretch",
-        column_config={"done": st.column_config.ProgressColumn("Done", format="%.0f%%",
+        column_config={"done": st.column_config.ProgressColumn("done", format="%.0f%%",
                                                                min_value=0, max_value=100),
-                       "blinding": st.column_config.TextColumn("Blinding", width="medium")},
+                       "question": st.column_config.TextColumn("question", width="medium"),
+                       "reviewers per item": st.column_config.NumberColumn(
+                           "k", help="Reviewers per item")},
     )
 else:
     st.caption("No rounds yet. Reviewers can still review freely; a round is how several "
