@@ -147,17 +147,34 @@ def pending_verdicts(item_id: int, questions: Sequence[ItemQuestion],
 
 # -- callbacks ----------------------------------------------------------------------
 
-def _move_focus(item_id: int, n: int, step: int) -> None:
-    key = focus_key(item_id)
-    st.session_state[key] = max(0, min(n - 1, st.session_state.get(key, 0) + step))
+HOLD = "rv_keys_held_until"
+"""Session key: until when Y / N / U presses are dropped, after one that came
+before the screen had caught up (`_answer_at`)."""
 
 
-def _answer_focused(reviewer: Reviewer, item_id: int, criteria: list[int], choice: str,
-                    seen: frozenset[int] = frozenset()) -> None:
-    """Y / N / U: answer the current criterion and move to the next unanswered one."""
-    if not criteria:
+def _focus_on(item_id: int, n: int, index: int) -> None:
+    """↑ / ↓: highlight this criterion (the one above or below the highlighted one
+    when the key was pressed)."""
+    st.session_state[focus_key(item_id)] = max(0, min(n - 1, index))
+
+
+def _answer_at(reviewer: Reviewer, item_id: int, criteria: list[int], at: int, choice: str,
+               seen: frozenset[int] = frozenset()) -> None:
+    """Y / N / U: answer the criterion highlighted when the key was pressed (`at`)
+    and move to the next unanswered one."""
+    if not 0 <= at < len(criteria):
         return
-    at = min(st.session_state.get(focus_key(item_id), 0), len(criteria) - 1)
+    now = time.monotonic()
+    if at != st.session_state.get(focus_key(item_id), 0) or now < st.session_state.get(HOLD, 0.0):
+        # Pressed before the screen caught up with the last key: the criterion it was
+        # meant for is not the one it would answer now; nor, after one such, are the
+        # keys typed ahead right behind it. Dropped, and said: a verdict left open
+        # shows; one on the wrong criterion (a MUST-NOT's "did it") would not.
+        st.session_state[HOLD] = now + 1.0
+        st.session_state["rv_flash"] = (
+            "info", "Keys pressed before the screen had caught up were not applied: "
+                    "check the highlighted criterion and go on from there.")
+        return
     st.session_state[draft_key(item_id, criteria[at])] = choice
     _keep_draft(reviewer, item_id, criteria[at], criteria[at] in seen)
     _focus_next_open(item_id, criteria, at)
@@ -352,24 +369,28 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     if read_only:
         focus = -1
     elif criteria:
-        # The keys of actions name the item (as on the Review screen): a key pressed
-        # while this item is still on screen acts on it, never on the next one.
+        # The keys of actions name the item and the criterion highlighted (as the Review
+        # screen's name the item): a key pressed while criterion 3 is highlighted answers
+        # criterion 3, however fast the next key comes - never the one the focus has
+        # moved on to by the time the press is read (quick Y N Y N Y landed verdicts on
+        # the wrong criteria, a MUST-NOT's "did it" among them).
         with st.container(horizontal=True, gap="small", key="rv_keys"):
-            st.button("Met", key=f"rv_met:{item_id}", shortcut=KEYS["met"], on_click=_answer_focused,
-                      args=(reviewer, item_id, ids, "met", seen),
+            st.button("Met", key=f"rv_met:{item_id}:{focus}", shortcut=KEYS["met"],
+                      on_click=_answer_at, args=(reviewer, item_id, ids, focus, "met", seen),
                       help="Answer the current criterion: met, and go to the next")
-            st.button("Not met", key=f"rv_not_met:{item_id}", shortcut=KEYS["not_met"],
-                      on_click=_answer_focused, args=(reviewer, item_id, ids, "not_met", seen),
+            st.button("Not met", key=f"rv_not_met:{item_id}:{focus}", shortcut=KEYS["not_met"],
+                      on_click=_answer_at, args=(reviewer, item_id, ids, focus, "not_met", seen),
                       help="Answer the current criterion: not met, and go to the next")
-            st.button("Can't assess", key=f"rv_cannot:{item_id}", shortcut=KEYS[CANNOT_ASSESS],
-                      on_click=_answer_focused, args=(reviewer, item_id, ids, CANNOT_ASSESS, seen),
+            st.button("Can't assess", key=f"rv_cannot:{item_id}:{focus}", shortcut=KEYS[CANNOT_ASSESS],
+                      on_click=_answer_at,
+                      args=(reviewer, item_id, ids, focus, CANNOT_ASSESS, seen),
                       help="The run or response does not let you decide this criterion")
-            st.button("Previous criterion", key=f"rv_up:{item_id}", shortcut="Up",
-                      icon=":material/arrow_upward:", on_click=_move_focus,
-                      args=(item_id, len(ids), -1))
-            st.button("Next criterion", key=f"rv_down:{item_id}", shortcut="Down",
-                      icon=":material/arrow_downward:", on_click=_move_focus,
-                      args=(item_id, len(ids), +1))
+            st.button("Previous criterion", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
+                      icon=":material/arrow_upward:", on_click=_focus_on,
+                      args=(item_id, len(ids), focus - 1))
+            st.button("Next criterion", key=f"rv_down:{item_id}:{focus}", shortcut="Down",
+                      icon=":material/arrow_downward:", on_click=_focus_on,
+                      args=(item_id, len(ids), focus + 1))
 
     tall = list_height is not None and len(criteria) > 6
     with st.container(height=list_height if tall else "content", border=tall,

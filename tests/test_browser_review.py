@@ -265,3 +265,48 @@ def test_a_reload_on_another_screen_comes_back_as_the_same_reviewer(demo_copy):
         wait_for_app(page)
         chosen = page.get_by_test_id("stSidebar").get_by_role("combobox").first
         assert chosen.input_value() == "Dr. Mei Tanaka"
+
+
+GRADED = "hb:demo-hb-001::demo-hb-001-aster-7b"  # 5 criteria; the 4th is a MUST-NOT (-9 points)
+
+
+def graded_drafts(db, who) -> list:
+    s = open_store(db)
+    picked = dict(s.query(
+        "SELECT d.question_id, d.value FROM drafts d JOIN raters r ON r.id = d.rater_id"
+        " JOIN items i ON i.id = d.item_id WHERE r.name = ? AND i.uid = ?", (who, GRADED)))
+    asked = [q for (q,) in s.query("SELECT q.id FROM questions q JOIN items i ON i.id = q.item_id"
+                                   " WHERE i.uid = 'hb:demo-hb-001' ORDER BY q.id")]
+    s.close()
+    return [picked.get(q) for q in asked]
+
+
+def test_quick_criterion_keys_never_land_on_another_criterion(demo_copy):
+    """Y N Y N Y typed faster than the screen moves the highlight (40-60 ms apart
+    here; a loaded server lags at eight keys a second): each verdict is on its own
+    criterion or not made (and the screen says so). Before, verdicts landed on other
+    criteria, the MUST-NOT 4 among them as 'did it' (every one of 12 tries)."""
+    from review.reviewers import ensure_reviewer
+
+    names = [f"Dr. Quick {i}" for i in range(6)]
+    s = open_store(demo_copy)
+    for name in names:
+        ensure_reviewer(s, name)
+    s.close()
+    want = ["met", "not_met", "met", "not_met", "met"]
+    got = {}
+    with running_app(demo_copy) as url, chromium() as browser:
+        for who in names:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/graded?reviewer={who.replace(' ', '+')}&item={GRADED}")
+            ready_for_keys(page)
+            for key, pause in zip("ynyny", (40, 60, 40, 60, 0), strict=True):
+                page.keyboard.press(key)
+                page.wait_for_timeout(pause)
+            wait_for_app(page)
+            page.wait_for_timeout(1500)
+            wait_for_app(page)
+            page.close()
+            got[who] = graded_drafts(demo_copy, who)
+    assert all(all(g in (None, w) for g, w in zip(picked, want, strict=True))
+               for picked in got.values()), got
