@@ -175,7 +175,21 @@ def db_for_callback():
     return store()
 
 
+def ahead_of_the_screen(item_id: int) -> bool:
+    """A key pressed on an item after an earlier key had already moved the queue on
+    (typed ahead of the screen): it was meant for the next item, which the clinician
+    has not seen, so it is dropped, not applied to either, and the screen says so."""
+    current = st.session_state.get(state_key)
+    if current is None or current == item_id:
+        return False
+    st.session_state["flash"] = ("info", "A key pressed before the next item was on screen was "
+                                 "not applied; answer the item you see now.")
+    return True
+
+
 def on_answer(item_id: int, question_id: int, value: str | None, status: str, uid: str) -> None:
+    if ahead_of_the_screen(item_id):
+        return
     s = db_for_callback()
     already = bool(my_answers(s, reviewer.id, item_id, question_id))
     started = st.session_state.get("shown_at", time.monotonic())
@@ -207,6 +221,8 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, ui
 
 
 def on_skip(item_id: int, question_id: int, uid: str, withdraws: bool) -> None:
+    if ahead_of_the_screen(item_id):
+        return
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
         skip_item(db_for_callback(), reviewer, item_id, question_id, reason, mode=mode,
@@ -229,6 +245,8 @@ def on_draft(item_id: int, question_id: int) -> None:
 
 
 def on_flag(item_id: int, raise_flag: bool) -> None:
+    if ahead_of_the_screen(item_id):
+        return
     flag_item(db_for_callback(), reviewer, item_id, raise_flag,
               st.session_state.get(f"flag_note:{item_id}"))
 

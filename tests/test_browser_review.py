@@ -218,8 +218,9 @@ RUNNING = ("() => document.querySelector('[data-testid=\"stApp\"]').dataset.test
 
 def test_a_key_pressed_while_an_item_is_still_on_screen_never_answers_the_next_one(demo_copy):
     """Press 2 on an item, then 3 a few milliseconds later, while the screen
-    still shows that item: the 3 answers the item on screen or nothing, never
-    the next item, which the clinician has not seen. (With one widget key for
+    still shows that item: the 3 answers nothing (it was typed ahead of the
+    screen, and the screen says so), or the next item if that was on screen
+    already - never an item the clinician has not seen. (With one widget key for
     every item, the callback registered last ran: it answered the next item,
     blind, in about half of these tries.)"""
     from review.reviewers import ensure_reviewer
@@ -240,9 +241,12 @@ def test_a_key_pressed_while_an_item_is_still_on_screen_never_answers_the_next_o
             shown = page.evaluate(SHOWN_THEN_PRESS, "3")
             page.wait_for_timeout(1500)
             wait_for_app(page)
-            answered = {uid for uid, _, _ in answers_of(demo_copy, "Dr. Quick")[before:]}
+            rows = answers_of(demo_copy, "Dr. Quick")[before:]
+            answered = {uid for uid, _, _ in rows}
             if shown is not None and answered - {shown, *answered_first(demo_copy, before)}:
                 wrong.append((shown, sorted(answered)))
+            if shown is not None and shown == rows[0][0] and len(rows) > 1:
+                wrong.append((shown, "the key typed ahead revised it"))
     assert not wrong, f"a key pressed on one item answered another, never shown: {wrong}"
 
 
