@@ -16,6 +16,7 @@ import argparse
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,6 +150,15 @@ def cmd_import(args: argparse.Namespace) -> int:
             refused += 1
             print(f"carelens: {exc}", file=sys.stderr, flush=True)
             continue
+        except _Kept as kept:
+            # Committed; stopped while adding its text to the search index.
+            imported += 1
+            left = len(args.files) - n - 1
+            print(kept.result.summary() + "; stopped while adding it to the search index, which"
+                  " catches up by itself", flush=True)
+            print(f"{tally()}; stopped after {path} (kept)"
+                  + (f", {left} more not tried" if left else ""), flush=True)
+            raise kept.__cause__ from None
         except BaseException:
             # Stopped (Ctrl-C, a locked database): the files before this one are
             # kept, this one is not; say which, then how it stopped (main).
@@ -165,13 +175,35 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 2 if refused else 0
 
 
+class _Kept(Exception):
+    """An import committed, then stopped while its text was added to the search
+    index (which catches up by itself before the next search)."""
+
+    def __init__(self, result):
+        super().__init__(result.path)
+        self.result = result
+
+
 def _import_one(store, path: str, fmt: str | None, options):
-    """One file, its progress shown on a terminal's stderr and cleared when it ends."""
+    """One file, its progress shown on a terminal's stderr and cleared when it ends.
+    The search index is caught up after the commit: stopped then, the file is kept
+    (`_Kept`, whose cause is what stopped it)."""
+    from review.search import ensure_index
     from review.sources import import_file
 
     progress = _import_progress(str(path)) if sys.stderr.isatty() else None
     try:
-        return import_file(store, path, fmt, options, progress=progress)
+        result = import_file(store, path, fmt, options, index=False, progress=progress)
+        if result.already_imported:
+            return result
+        try:
+            started = time.perf_counter()
+            result.indexed = ensure_index(store, progress=None if progress is None else (
+                lambda done, due: progress("index", done, due)))
+            result.index_seconds = time.perf_counter() - started
+        except BaseException as exc:
+            raise _Kept(result) from exc
+        return result
     finally:
         if progress is not None:
             print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes

@@ -240,3 +240,27 @@ def test_collect_options_that_name_a_batch_need_its_run(tmp_path, capsys):
         assert code == 2 and err.strip() == "carelens: --batch-id and --forget need --run"
     code, out, err = run_cli(capsys, "--db", str(db), "collect", "--run", "7", "--forget")
     assert code == 2 and "no LLM run 7" in err
+
+
+def test_import_stopped_while_indexing_says_the_file_is_kept(tmp_path, capsys, monkeypatch):
+    """Ctrl-C after the commit, while the text goes into the search index: the file
+    is kept (a second import says 'already imported'), and the command says so."""
+    import review.search
+
+    db = tmp_path / "x.db"
+    first, second = prefixes(tmp_path, "first"), prefixes(tmp_path, "second")
+
+    def interrupted(store, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(review.search, "ensure_index", interrupted)
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(first), str(second))
+    assert code == 130 and "nothing of it kept" not in out + err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{first}: carebench-prefixes: 3 rows, 3 new items")
+    assert "stopped while adding it to the search index, which catches up by itself" in lines[0]
+    assert lines[1] == f"1 imported, 0 refused; stopped after {first} (kept), 1 more not tried"
+    assert items_named(db, "first") == 3 and items_named(db, "second") == 0
+    monkeypatch.undo()
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(first))
+    assert code == 0 and "already imported" in out
