@@ -233,7 +233,10 @@ class Store:
                 try:
                     yield self.conn
                 except BaseException:
-                    self.conn.execute("ROLLBACK")
+                    # SQLite may have rolled back by itself (a full disk, SQLITE_FULL):
+                    # a second ROLLBACK would hide that error behind "no transaction".
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
                     raise
                 else:
                     try:

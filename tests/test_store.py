@@ -286,3 +286,22 @@ def test_a_checkpointer_that_dies_lets_the_next_request_start_another(tmp_path, 
     db.checkpoint_soon(path)
     db.wait_for_checkpoints()
     assert str(path.resolve()) not in db._checkpoints
+
+
+def test_a_full_disk_inside_a_transaction_is_reported_as_a_full_disk(tmp_path):
+    """SQLite rolls a transaction back by itself on SQLITE_FULL: the error the caller
+    gets says the disk is full, not 'cannot rollback - no transaction is active'."""
+    import sqlite3
+
+    from store import Store
+
+    s = Store(tmp_path / "full.db")
+    s.conn.execute("CREATE TABLE big (b BLOB)")
+    s.conn.execute(f"PRAGMA max_page_count = {s.scalar('PRAGMA page_count') + 50}")  # a full disk
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        with s.transaction() as conn:
+            for _ in range(100):
+                conn.execute("INSERT INTO big VALUES (randomblob(4000))")
+    assert caught.value.sqlite_errorname == "SQLITE_FULL", str(caught.value)
+    assert s.scalar("SELECT count(*) FROM big") == 0  # nothing kept, and the store still works
+    s.close()
