@@ -208,6 +208,14 @@ def _secrets_keys() -> dict[str, str]:
         return {}
 
 
+def show_summary(bar, summary) -> None:
+    """A run's or a collection's end: its summary, then what it left and why."""
+    bar.progress(1.0, text="Done")
+    st.success(safe_markdown(summary.text()))
+    for message in summary.messages:  # may quote a provider's error or a model's reply
+        st.warning(safe_markdown(message))
+
+
 if (estimate or run) and not manages:
     st.error("Only an admin runs LLM raters on this server (they are paid with its keys).")
 elif estimate or run:
@@ -231,10 +239,7 @@ elif estimate or run:
         except (RunAborted, MissingKeyError) as exc:
             st.error(safe_markdown(str(exc)))
         else:
-            bar.progress(1.0, text="Done")
-            st.success(safe_markdown(summary.text()))
-            for message in summary.messages:  # may quote a provider's error or a model's reply
-                st.warning(safe_markdown(message))
+            show_summary(bar, summary)
 
 
 listed = uncollected_batches(db)
@@ -266,7 +271,4 @@ if waiting:
             except (RunAborted, MissingKeyError, LookupError) as exc:
                 st.error(safe_markdown(str(exc)))
             else:
-                bar.progress(1.0, text="Done")
-                st.success(safe_markdown(summary.text()))
-                for message in summary.messages:  # may quote a provider's error
-                    st.warning(safe_markdown(message))
+                show_summary(bar, summary)

@@ -191,10 +191,7 @@ def test_the_screen_says_a_criterion_was_settled_meanwhile_and_keeps_that_ruling
     settle(s, None, run, other, "met", "ambiguous_item", question_key=q.key)  # meanwhile
     s.close()
     at.radio[0].set_value("not_met")
-    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
-    next(x for x in at.button if x.label == "Settle this criterion").click()
-    at.run()
-    assert not at.exception
+    settle_on_screen(at, "Settle this criterion")
     assert any("settled meanwhile by Dr. Other as met" in shown(e.value) for e in at.error)
     s = open_store(path)
     assert s.scalar("SELECT c.value FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
@@ -203,21 +200,32 @@ def test_the_screen_says_a_criterion_was_settled_meanwhile_and_keeps_that_ruling
     s.close()
 
 
-def test_the_screen_says_a_step_was_settled_meanwhile(tmp_path, monkeypatch):
+def settle_on_screen(at, button: str, reason: str = "reviewer_error") -> None:
+    """Give the reason and press the form's Settle button (`button`, its label)."""
+    next(x for x in at.selectbox if x.label == "Reason").set_value(reason)
+    next(x for x in at.button if x.label == button).click()
+    at.run()
+    assert not at.exception
+
+
+def step_dispute_on_screen(tmp_path, monkeypatch):
+    """Dr. A marks step 3 an unsafe action (severity 5), Dr. B no error; Dr. Judge has
+    it open on the Adjudicate screen's steps. (path, the screen, A, B, the run)"""
     path, s, a, b, run = adjudication_db(tmp_path)
     mark_step(s, a, run, 3, "unsafe_action", 5)
     mark_step(s, b, run, 3, "no_error")
     s.close()
-    at = adjudicate_screen(path, monkeypatch, "steps")
+    return path, adjudicate_screen(path, monkeypatch, "steps"), a, b, run
+
+
+def test_the_screen_says_a_step_was_settled_meanwhile(tmp_path, monkeypatch):
+    path, at, a, b, run = step_dispute_on_screen(tmp_path, monkeypatch)
     s = open_store(path)
     settle_step(s, run, 3, ensure_reviewer(s, "Dr. Other", role="adjudicator"), "unsafe_action", 4,
                 "reviewer_error")
     s.close()
     next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
-    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
-    next(x for x in at.button if x.label == "Settle this step").click()
-    at.run()
-    assert not at.exception
+    settle_on_screen(at, "Settle this step")
     assert any("step 3 of this run was settled meanwhile by Dr. Other" in shown(e.value)
                for e in at.error)
 
@@ -315,10 +323,7 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
     s.close()
     settled = next(x for x in at.radio if x.label == "Settled answer")
     settled.set_value(urgent)
-    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
-    next(x for x in at.button if x.label == "Settle").click()
-    at.run()
-    assert not at.exception
+    settle_on_screen(at, "Settle")
     assert any("changed meanwhile" in shown(e.value) and "look again" in shown(e.value)
                for e in at.error)
     s = open_store(path)
@@ -337,19 +342,12 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
 
 
 def test_the_steps_screen_refuses_a_ruling_over_a_changed_mark(tmp_path, monkeypatch):
-    path, s, a, b, run = adjudication_db(tmp_path)
-    mark_step(s, a, run, 3, "unsafe_action", 5)
-    mark_step(s, b, run, 3, "no_error")
-    s.close()
-    at = adjudicate_screen(path, monkeypatch, "steps")
+    path, at, a, b, run = step_dispute_on_screen(tmp_path, monkeypatch)
     s = open_store(path)
     mark_step(s, b, run, 3, "wrong_tool", 2)  # meanwhile B names another error
     s.close()
     next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
-    next(x for x in at.selectbox if x.label == "Reason").set_value("reviewer_error")
-    next(x for x in at.button if x.label == "Settle this step").click()
-    at.run()
-    assert not at.exception
+    settle_on_screen(at, "Settle this step")
     assert any("marks on step 3 of this run changed meanwhile" in shown(e.value) for e in at.error)
     s = open_store(path)
     assert s.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"

@@ -20,6 +20,14 @@ def answers_of(db, name):
     return [tuple(r) for r in rows]
 
 
+def add_reviewers(db, *names: str) -> None:
+    from review.reviewers import ensure_reviewer
+
+    with open_store(db) as s:
+        for name in names:
+            ensure_reviewer(s, name)
+
+
 def release_focus(page) -> None:
     """Keys go to the page, not to a text box (as after a click on the page)."""
     page.evaluate("document.activeElement && document.activeElement.blur()")
@@ -111,12 +119,7 @@ def test_a_stopped_server_leaves_no_process_behind(demo_copy):
 def test_another_reviewer_in_the_same_browser_never_gets_the_last_ones_rationale(demo_copy):
     """Dr A types a rationale and hands the browser to Dr B: B's answer carries
     nothing A typed (the box in the browser, not only the server's copy, is new)."""
-    from review.reviewers import ensure_reviewer
-
-    s = open_store(demo_copy)
-    for name in ("Dr. Hand A", "Dr. Hand B"):
-        ensure_reviewer(s, name)
-    s.close()
+    add_reviewers(demo_copy, "Dr. Hand A", "Dr. Hand B")
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url + "/?reviewer=Dr.+Hand+A")
@@ -147,11 +150,7 @@ def test_add_and_switch_while_working_as_someone_makes_the_new_reviewer_current(
     """Working as Dr A, "Add and switch" makes the session Dr C's: the address
     and the list name C, and C's answer is C's (the list's old value used to
     switch the session back to A, who then got C's answers)."""
-    from review.reviewers import ensure_reviewer
-
-    s = open_store(demo_copy)
-    ensure_reviewer(s, "Dr. Hand A")
-    s.close()
+    add_reviewers(demo_copy, "Dr. Hand A")
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url + "/?reviewer=Dr.+Hand+A")
@@ -176,11 +175,7 @@ def test_add_and_switch_while_working_as_someone_makes_the_new_reviewer_current(
 def test_a_skip_reason_typed_is_a_reason_not_shortcuts(demo_copy):
     """The reason box sits on the screen: typing "Foreign language 2" in it
     neither flags the item (F) nor answers it (2); Skip passes over it."""
-    from review.reviewers import ensure_reviewer
-
-    s = open_store(demo_copy)
-    ensure_reviewer(s, "Dr. Skipper")
-    s.close()
+    add_reviewers(demo_copy, "Dr. Skipper")
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url + "/?reviewer=Dr.+Skipper")
@@ -223,11 +218,7 @@ def test_a_key_pressed_while_an_item_is_still_on_screen_never_answers_the_next_o
     already - never an item the clinician has not seen. (With one widget key for
     every item, the callback registered last ran: it answered the next item,
     blind, in about half of these tries.)"""
-    from review.reviewers import ensure_reviewer
-
-    s = open_store(demo_copy)
-    ensure_reviewer(s, "Dr. Quick")
-    s.close()
+    add_reviewers(demo_copy, "Dr. Quick")
     wrong = []
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -243,17 +234,11 @@ def test_a_key_pressed_while_an_item_is_still_on_screen_never_answers_the_next_o
             wait_for_app(page)
             rows = answers_of(demo_copy, "Dr. Quick")[before:]
             answered = {uid for uid, _, _ in rows}
-            if shown is not None and answered - {shown, *answered_first(demo_copy, before)}:
+            if shown is not None and answered - {shown, rows[0][0]}:  # rows[0]: the first key's
                 wrong.append((shown, sorted(answered)))
             if shown is not None and shown == rows[0][0] and len(rows) > 1:
                 wrong.append((shown, "the key typed ahead revised it"))
     assert not wrong, f"a key pressed on one item answered another, never shown: {wrong}"
-
-
-def answered_first(db, before: int) -> set[str]:
-    """The item the first key (2) answered, of the answers after `before`."""
-    rows = answers_of(db, "Dr. Quick")[before:]
-    return {rows[0][0]} if rows else set()
 
 
 def test_a_reload_on_another_screen_comes_back_as_the_same_reviewer(demo_copy):
@@ -290,13 +275,8 @@ def test_quick_criterion_keys_never_land_on_another_criterion(demo_copy):
     here; a loaded server lags at eight keys a second): each verdict is on its own
     criterion or not made (and the screen says so). Before, verdicts landed on other
     criteria, the MUST-NOT 4 among them as 'did it' (every one of 12 tries)."""
-    from review.reviewers import ensure_reviewer
-
     names = [f"Dr. Quick {i}" for i in range(6)]
-    s = open_store(demo_copy)
-    for name in names:
-        ensure_reviewer(s, name)
-    s.close()
+    add_reviewers(demo_copy, *names)
     want = ["met", "not_met", "met", "not_met", "met"]
     got = {}
     with running_app(demo_copy) as url, chromium() as browser:

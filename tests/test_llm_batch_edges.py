@@ -14,11 +14,12 @@ import pytest
 import labels.llm.batches as batches
 import labels.llm.providers as providers
 import labels.llm.runner as runner
-from labels.llm import RunAborted, abandon_batch, collect_batch, plan_map_run, run_map
+from labels.llm import RunAborted, abandon_batch, collect_batch, run_map
 from labels.llm.batches import uncollected_batches
 from labels.llm.record import forget_batch
 from review.workspace import open_store
 from tests import conftest_llm as llm
+from tests.conftest_llm import plan, q
 from tests.fake_llm_server import Reply, Status
 
 SPECS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-haiku-4-5"}
@@ -30,16 +31,6 @@ def db(tmp_path):
     with open_store(path) as store:
         llm.write_carebench(store, 2)  # 6 responses
     return str(path)
-
-
-def plan(db, spec="openai:gpt-4.1-mini", **kw):
-    with open_store(db) as store:
-        return plan_map_run(store, spec, "mapper-v1", **kw)
-
-
-def q(db, sql, args=()):
-    with open_store(db) as store:
-        return [tuple(r) for r in store.query(sql, args)]
 
 
 def machine_answers(db):

@@ -5,6 +5,7 @@ once, twins of a reply cut off, and secrets echoed back by a server."""
 from __future__ import annotations
 
 import base64
+import json
 import sqlite3
 import threading
 import time
@@ -27,6 +28,7 @@ from review.workspace import open_store
 from store.records import ItemRecord
 from store.writer import RecordWriter
 from tests import conftest_llm as llm
+from tests.conftest_llm import plan, q
 from tests.fake_llm_server import Cut, DeepInput, MalformedBody, Reply, Status, Unparseable
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -40,16 +42,6 @@ def db(tmp_path):
     with open_store(path) as store:
         llm.write_carebench(store, 2)  # 6 responses
     return str(path)
-
-
-def plan(db, spec="openai:gpt-4.1-mini", **kw):
-    with open_store(db) as store:
-        return plan_map_run(store, spec, "mapper-v1", **kw)
-
-
-def q(db, sql, args=()):
-    with open_store(db) as store:
-        return [tuple(r) for r in store.query(sql, args)]
 
 
 def machine_answers(db, status=None):
@@ -322,9 +314,16 @@ def test_two_runs_of_the_same_plan_at_once_pay_once(db, fake):
 
 
 def test_a_finished_run_leaves_nothing_claimed(db, fake):
+    """A run that failed its item gives the claim back when it ends: the next run
+    asks it (a claim left behind would hold it from every later run)."""
     fake.script(Status(503, "down"))
     run_map(db, plan(db, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url,
             max_retries=0, reply_attempts=1)
+    from labels.llm.record import run_is_alive
+
+    ((params,),) = q(db, "SELECT params FROM llm_runs WHERE id = 1")
+    params = json.loads(params)
+    assert params["claimed"] and not run_is_alive(params)  # it claimed; its claims hold no more
     summary = run_map(db, plan(db, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
     assert summary.answered == 1
 

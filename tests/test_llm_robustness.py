@@ -26,6 +26,7 @@ from labels.llm.pricing import price_for
 from labels.llm.providers import CallFailed
 from review.workspace import open_store
 from tests import conftest_llm as llm
+from tests.conftest_llm import plan
 from tests.fake_llm_server import (
     Cut,
     MalformedBody,
@@ -47,11 +48,6 @@ def db(tmp_path):
     with open_store(path) as store:
         llm.write_carebench(store, 10)  # 30 responses
     return str(path)
-
-
-def plan(db, spec="openai:gpt-4.1-mini", **kw):
-    with open_store(db) as store:
-        return plan_map_run(store, spec, "mapper-v1", **kw)
 
 
 def url(fake, provider):

@@ -18,7 +18,6 @@ from labels.llm import (
     RunAborted,
     collect_batch,
     parse_model_spec,
-    plan_map_run,
     provider_for,
     run_map,
 )
@@ -29,6 +28,7 @@ from review.workspace import open_store
 from store.records import ItemRecord
 from store.writer import RecordWriter
 from tests import conftest_llm as llm
+from tests.conftest_llm import plan
 from tests.fake_llm_server import RateLimited, Reply, ServerError, Status, Unparseable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +43,6 @@ def db(tmp_path):
     with open_store(path) as store:
         llm.write_carebench(store, 10)  # 30 responses
     return path
-
-
-def plan(db, spec="openai:gpt-4.1-mini", **kw):
-    with open_store(db) as store:
-        return plan_map_run(store, spec, "mapper-v1", **kw)
 
 
 def mapped(db, rater="openai:gpt-4.1-mini@mapper-v1"):
