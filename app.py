@@ -11,7 +11,7 @@ import streamlit as st
 
 from pages._shared import SWITCH_TO, begin_run, current_reviewer, note_page, server_mode, store
 from pages._steps import code_span
-from review.reviewers import (
+from review.team.reviewers import (
     ROLES,
     can_adjudicate,
     ensure_reviewer,

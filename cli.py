@@ -110,7 +110,7 @@ def database_problem(exc: sqlite3.Error) -> str | None:
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
     """Load the demo; into a database holding other items only with --force."""
-    from review.demo import is_empty, items_beside_the_demo, load_demo
+    from review.datasets.demo import is_empty, items_beside_the_demo, load_demo
 
     store = open_store(args.db)
     if args.if_empty and not is_empty(store):
@@ -133,7 +133,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
     summary on stdout, or why it was refused on stderr), then the tally. Exit 2
     when any file was refused."""
-    from review.sources import ImportOptions, InputError
+    from review.datasets.sources import ImportOptions, InputError
 
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
@@ -188,8 +188,8 @@ def _import_one(store, path: str, fmt: str | None, options):
     """One file, its progress shown on a terminal's stderr and cleared when it ends.
     The search index is caught up after the commit: stopped then, the file is kept
     (`_Kept`, whose cause is what stopped it)."""
-    from review.search import ensure_index
-    from review.sources import import_file
+    from review.browse.search import ensure_index
+    from review.datasets.sources import import_file
 
     progress = _import_progress(str(path)) if sys.stderr.isatty() else None
     try:
@@ -220,7 +220,7 @@ def _import_progress(name: str):
 
 @command("formats")
 def cmd_formats(args: argparse.Namespace) -> int:
-    from review.sources import FORMATS
+    from review.datasets.sources import FORMATS
 
     for fmt in FORMATS.values():
         print(f"{fmt.name:26} {fmt.description}")
@@ -229,7 +229,12 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 @command("export")
 def cmd_export(args: argparse.Namespace) -> int:
-    from review.export import ExportError, export_annotations, export_carebench_labels, export_kind
+    from review.datasets.export import (
+        ExportError,
+        export_annotations,
+        export_carebench_labels,
+        export_kind,
+    )
 
     if args.rater and args.what == "annotations":
         raise UsageError("--rater is for --what carebench-labels; an annotations export "
@@ -372,7 +377,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     """Full-text search over patient turns, responses, agent steps and notes."""
     import json
 
-    from review.search import search_lines
+    from review.browse.search import search_lines
 
     store = open_store(args.db)
     for hit in search_lines(store, args.query, limit=args.limit):

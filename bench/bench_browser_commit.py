@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from review.demo import load_demo  # noqa: E402
-from review.reviewers import ensure_reviewer  # noqa: E402
+from review.datasets.demo import load_demo  # noqa: E402
+from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 from tests.browser import chromium, ready_for_keys, running_app, wait_for_app  # noqa: E402
 

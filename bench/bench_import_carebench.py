@@ -14,7 +14,7 @@ search indexing that follows. Printed beside it, from the same run:
   `executemany` in a bulk transaction into a fresh database and committed.
   No import can be faster than parse + this;
 - the search index that `import_file` builds after the commit, in
-  transactions of its own (`review.search.ensure_index`), and the wall time
+  transactions of its own (`review.browse.search.ensure_index`), and the wall time
   until both it and the background checkpoint are done.
 
     python bench/bench_import_carebench.py
@@ -32,8 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gen_carebench import generate  # noqa: E402
-from review.search import ensure_index  # noqa: E402
-from review.sources import import_file  # noqa: E402
+from review.browse.search import ensure_index  # noqa: E402
+from review.datasets.sources import import_file  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 from store.db import wait_for_checkpoints  # noqa: E402
 

@@ -53,7 +53,7 @@ def child_parse(path: Path) -> dict:
 
 
 def child_import(path: Path, db: Path) -> dict:
-    from review.sources import import_file
+    from review.datasets.sources import import_file
     from review.workspace import open_store
 
     store = open_store(db)
@@ -68,8 +68,8 @@ def child_import(path: Path, db: Path) -> dict:
 
 def child_open(db: Path, workdir: Path) -> dict:
     from bench.gen_klinikebench import episode
-    from review.sources import import_file
-    from review.trajectory import load_trajectory
+    from review.datasets.sources import import_file
+    from review.reviewing.trajectory import load_trajectory
     from review.workspace import open_store
 
     long_file = workdir / "klinikebench-200-steps.jsonl"

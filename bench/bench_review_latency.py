@@ -22,14 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gen_carebench import generate  # noqa: E402
-from review.items import (  # noqa: E402
+from review.datasets.sources import import_file  # noqa: E402
+from review.reviewing.items import (  # noqa: E402
     commit_answer,
     is_flagged,
     load_item,
     my_answers,
     reveal_reference_labels,
 )
-from review.queue import (  # noqa: E402
+from review.reviewing.queue import (  # noqa: E402
     QueueFilter,
     filter_choices,
     item_position,
@@ -37,8 +38,7 @@ from review.queue import (  # noqa: E402
     next_unreviewed_item,
     queue_progress,
 )
-from review.reviewers import ensure_reviewer  # noqa: E402
-from review.sources import import_file  # noqa: E402
+from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 
 

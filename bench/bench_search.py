@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gen_carebench import generate as generate_carebench  # noqa: E402
 from review.browse import BrowseQuery, browse, facet_index, facets  # noqa: E402
-from review.search import ensure_index, search  # noqa: E402
-from review.sources import import_file  # noqa: E402
+from review.browse.search import ensure_index, search  # noqa: E402
+from review.datasets.sources import import_file  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 from store import Store  # noqa: E402
 from store.records import AnnotationRecord, RaterRecord  # noqa: E402
@@ -115,8 +115,8 @@ def build(db: Path, workdir: Path, episodes: int, steps: int, models: int) -> No
 def add_reviewing(store: Store, seed: int = 11) -> None:
     """A mapper on every response, clinicians on a third, step errors on a tenth of runs."""
     from review.browse import add_tag
-    from review.items import flag_item
-    from review.reviewers import ensure_reviewer
+    from review.reviewing.items import flag_item
+    from review.team.reviewers import ensure_reviewer
 
     rng = random.Random(seed)
     responses = [r[0] for r in store.query("SELECT uid FROM items WHERE kind = 'response' AND failed = 0")]

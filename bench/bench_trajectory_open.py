@@ -34,9 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.gen_klinikebench import episode, write_jsonl  # noqa: E402
-from review.queue import QueueFilter, filter_choices  # noqa: E402
-from review.reviewers import ensure_reviewer  # noqa: E402
-from review.rubric_review import (  # noqa: E402
+from review.datasets.sources import import_file  # noqa: E402
+from review.reviewing.criteria import (  # noqa: E402
     Verdict,
     commit_verdicts,
     is_reviewed,
@@ -47,7 +46,8 @@ from review.rubric_review import (  # noqa: E402
     open_run,
     review_progress,
 )
-from review.sources import import_file  # noqa: E402
+from review.reviewing.queue import QueueFilter, filter_choices  # noqa: E402
+from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 
 STEPS = 200

@@ -6,7 +6,7 @@ current criterion and move on, Up and Down move between criteria - and
 committed as one batch (Ctrl+Enter); F flags the item to come back to. After the commit, each judge's and
 verifier's verdict and explanation appear beside mine, and, for graded
 conversations, the HealthBench score of each. Layout only: every action is
-one call into `review.rubric_review`.
+one call into `review.reviewing.criteria`.
 """
 
 from __future__ import annotations
@@ -20,24 +20,8 @@ import streamlit as st
 
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
-from review.blinding import BLIND, SUGGEST
-from review.drafts import drop_draft, load_drafts, save_draft
-from review.items import blind_round_holding, flag_item, is_flagged
-from review.queue import QueueFilter, filter_choices
-from review.reviewers import Reviewer
-from review.rounds import (
-    RoundError,
-    RoundInfo,
-    answered_outside,
-    full_text,
-    is_rubric_round,
-    keep_reservation,
-    late_for_round,
-    list_rounds,
-    reserve_next_item,
-    round_progress,
-)
-from review.rubric_review import (
+from review.reviewing.blinding import BLIND, SUGGEST
+from review.reviewing.criteria import (
     CANNOT_ASSESS,
     ItemQuestion,
     MyAnswer,
@@ -50,6 +34,22 @@ from review.rubric_review import (
     rater_scores,
     review_progress,
     unfinished_in_round,
+)
+from review.reviewing.drafts import drop_draft, load_drafts, save_draft
+from review.reviewing.items import blind_round_holding, flag_item, is_flagged
+from review.reviewing.queue import QueueFilter, filter_choices
+from review.team.reviewers import Reviewer
+from review.team.rounds import (
+    RoundError,
+    RoundInfo,
+    answered_outside,
+    full_text,
+    is_rubric_round,
+    keep_reservation,
+    late_for_round,
+    list_rounds,
+    reserve_next_item,
+    round_progress,
 )
 from review.text import safe_markdown
 

@@ -8,7 +8,7 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from review.reviewers import Reviewer, find_reviewer
+from review.team.reviewers import Reviewer, find_reviewer
 from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
 from store import Store
@@ -162,7 +162,7 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     are not asked, but their opening is recorded all the same: one who also
     reviews gives answers after it that are not blind. True when the labels
     may be shown."""
-    from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
+    from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
 
     who = current_reviewer()
     if who is None:

@@ -18,9 +18,9 @@ from collections.abc import Callable
 import streamlit as st
 
 from pages._shared import show_text, store
-from review.rubric_review import StepMark, evidence_steps, load_subagent
+from review.reviewing.criteria import StepMark, evidence_steps, load_subagent
+from review.reviewing.trajectory import ResultView, StepView, ToolCallView, TrajectoryView
 from review.text import safe_markdown
-from review.trajectory import ResultView, StepView, ToolCallView, TrajectoryView
 
 PREVIEW_CHARS = 4000
 """Tool output shown at once; the rest waits behind an expander."""

@@ -9,8 +9,8 @@ from datetime import date, timedelta
 import streamlit as st
 
 from pages._shared import require_reviewer, store
-from review.activity import audit_actions, audit_actors, audit_entries, reviewer_progress
-from review.reviewers import can_adjudicate
+from review.team.activity import audit_actions, audit_actors, audit_entries, reviewer_progress
+from review.team.reviewers import can_adjudicate
 
 st.title("Progress and audit", anchor=False)
 me = require_reviewer()

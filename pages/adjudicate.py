@@ -9,7 +9,10 @@ import streamlit as st
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
-from review.adjudication import (
+from review.reviewing.criteria import NO_ERROR, severity_levels, step_codebook
+from review.reviewing.items import load_item
+from review.reviewing.trajectory import load_graded_conversation, load_trajectory
+from review.team.adjudication import (
     REASONS,
     RUBRIC_KINDS,
     AnswersChanged,
@@ -22,13 +25,10 @@ from review.adjudication import (
     settle_unanimous_steps,
     step_queue,
 )
-from review.codebook_versions import current_codebook
-from review.items import load_item
-from review.reviewers import Reviewer, can_adjudicate
-from review.rounds import is_rubric_round, list_rounds
-from review.rubric_review import NO_ERROR, severity_levels, step_codebook
+from review.team.codebook_versions import current_codebook
+from review.team.reviewers import Reviewer, can_adjudicate
+from review.team.rounds import is_rubric_round, list_rounds
 from review.text import safe_markdown
-from review.trajectory import load_graded_conversation, load_trajectory
 
 st.title("Adjudicate", anchor=False)
 me = require_reviewer()

@@ -46,7 +46,7 @@ from review.browse import (
     to_jsonl,
     view_item_ids,
 )
-from review.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.browse.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 

@@ -7,8 +7,8 @@ import streamlit as st
 
 from codebook import CodebookError, Label, builtin_codebooks
 from pages._shared import current_reviewer, store
-from review.codebook_versions import codebook_history, current_codebook, edit_label
-from review.reviewers import Reviewer, is_admin
+from review.team.codebook_versions import codebook_history, current_codebook, edit_label
+from review.team.reviewers import Reviewer, is_admin
 from review.text import safe_markdown
 
 st.title("Codebook", anchor=False)

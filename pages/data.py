@@ -21,10 +21,10 @@ from labels.llm import (
     uncollected_batches,
 )
 from pages._shared import current_reviewer, labels_gate, server_mode, store
-from review.demo import load_demo
-from review.export import export_annotations, export_carebench_labels
-from review.reviewers import is_admin
-from review.sources import FORMATS, ImportOptions, InputError, import_file
+from review.datasets.demo import load_demo
+from review.datasets.export import export_annotations, export_carebench_labels
+from review.datasets.sources import FORMATS, ImportOptions, InputError, import_file
+from review.team.reviewers import is_admin
 from review.text import safe_markdown
 from review.workspace import default_db_path
 

@@ -14,8 +14,8 @@ import streamlit as st
 from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
-from review.blinding import BLIND, DEFAULT_MODE
-from review.rubric_review import (
+from review.reviewing.blinding import BLIND, DEFAULT_MODE
+from review.reviewing.criteria import (
     is_reviewed,
     item_position,
     item_questions,

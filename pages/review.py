@@ -14,10 +14,9 @@ from pages._shared import (
     store,
 )
 from pages._steps import code_span
-from review.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT
-from review.codebook_versions import current_codebook
-from review.drafts import load_draft, save_draft
-from review.items import (
+from review.reviewing.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT
+from review.reviewing.drafts import load_draft, save_draft
+from review.reviewing.items import (
     ItemView,
     blind_round_holding,
     commit_answer,
@@ -33,7 +32,7 @@ from review.items import (
     reveal_reference_labels,
     skip_item,
 )
-from review.queue import (
+from review.reviewing.queue import (
     Progress,
     QueueFilter,
     filter_choices,
@@ -43,7 +42,8 @@ from review.queue import (
     next_unreviewed_item,
     queue_progress,
 )
-from review.rounds import (
+from review.team.codebook_versions import current_codebook
+from review.team.rounds import (
     RoundError,
     answered_outside,
     full_text,

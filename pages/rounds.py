@@ -5,10 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import require_reviewer, store
-from review.blinding import MODES
-from review.queue import filter_choices
-from review.reviewers import ROLES, grant_role, is_admin, list_reviewers
-from review.rounds import (
+from review.reviewing.blinding import MODES
+from review.reviewing.queue import filter_choices
+from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
+from review.team.rounds import (
     RUBRIC_KINDS,
     RoundError,
     RoundSpec,

@@ -25,10 +25,8 @@ from pages._steps import (
     show_step,
     timeline,
 )
-from review.blinding import DEFAULT_MODE
-from review.drafts import drop_step_draft, load_step_draft, save_step_draft, unsaved_step_marks
-from review.rounds import full_text, keep_reservation, late_for_round
-from review.rubric_review import (
+from review.reviewing.blinding import DEFAULT_MODE
+from review.reviewing.criteria import (
     NO_ERROR,
     is_reviewed,
     item_position,
@@ -43,8 +41,15 @@ from review.rubric_review import (
     step_marks,
     step_question_id,
 )
+from review.reviewing.drafts import (
+    drop_step_draft,
+    load_step_draft,
+    save_step_draft,
+    unsaved_step_marks,
+)
+from review.reviewing.trajectory import task_requirements
+from review.team.rounds import full_text, keep_reservation, late_for_round
 from review.text import safe_markdown
-from review.trajectory import task_requirements
 
 KIND = "trajectory"
 MODE = DEFAULT_MODE

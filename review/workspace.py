@@ -11,7 +11,7 @@ import os
 import threading
 from pathlib import Path
 
-import review.search  # noqa: F401  (registers the search indexer with the writer)
+import review.browse.search  # noqa: F401  (registers the search indexer with the writer)
 from codebook import builtin_codebooks
 from store import Store
 

@@ -294,7 +294,7 @@ def m004_search(db: Database) -> None:
     """Full-text search, the error taxonomy (tags) and saved Browse views.
 
     `search_docs` holds the searchable text: one row per item (its own text,
-    written by review.search inside the transaction that writes the item) and
+    written by review.browse.search inside the transaction that writes the item) and
     one per note (a rater's rationale, a tag's note: written here by triggers,
     whatever code path adds the row). `search_fts` is an FTS5 index over it
     with external content, so the text is stored once and Datasette can search
@@ -531,7 +531,7 @@ def m011_labels_opened_index(db: Database) -> None:
     run_script(
         db,
         """
--- A reviewer's choices to see every rater's labels (review.rubric_review.
+-- A reviewer's choices to see every rater's labels (review.reviewing.criteria.
 -- labels_opened), read on every answer they commit: found without walking
 -- the rest of their audit trail.
 CREATE INDEX audit_log_labels_opened ON audit_log (actor, id) WHERE action = 'labels_opened';

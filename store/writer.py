@@ -31,10 +31,10 @@ Validator = Callable[[str, str, str], str]
 ItemsWritten = Callable[[sqlite3.Connection, list[int], bool], None]
 """(connection, row ids of items just written or just replaced, later) -> None.
 Runs inside the writer's transaction, so what it writes commits or rolls back
-with the items. review.search registers one: with later=False it indexes the
+with the items. review.browse.search registers one: with later=False it indexes the
 items' text at once; with later=True (an import, see `RecordWriter.index_later`)
 it only drops the text of replaced items, and the caller catches the index up
-after the commit (`review.search.ensure_index`)."""
+after the commit (`review.browse.search.ensure_index`)."""
 
 ITEMS_WRITTEN: list[ItemsWritten] = []
 """Hooks called after items are written. Append to it with `on_items_written`."""

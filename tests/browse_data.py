@@ -8,10 +8,10 @@ from pathlib import Path
 
 from bench.gen_klinikebench import episode
 from review.browse import add_tag
-from review.items import commit_answer, flag_item
-from review.reviewers import ensure_reviewer
-from review.rubric_review import open_labels
-from review.sources import import_file
+from review.datasets.sources import import_file
+from review.reviewing.criteria import open_labels
+from review.reviewing.items import commit_answer, flag_item
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 
 RUNS = 6

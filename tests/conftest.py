@@ -58,7 +58,7 @@ def db(store, tmp_path):
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory) -> Path:
     """A demo database built once per session; copy it before writing."""
-    from review.demo import load_demo
+    from review.datasets.demo import load_demo
     from review.workspace import open_store
 
     base = tmp_path_factory.mktemp("demo")

@@ -77,8 +77,8 @@ def adjudication_db(tmp_path: Path):
     """A database file with the review fixtures imported, Dr. A and Dr. B as
     reviewers and Dr. Judge as adjudicator: (path, open store, a, b, the
     KlinikeBench run's item id). The caller closes the store."""
-    from review.reviewers import ensure_reviewer
-    from review.rubric_review import find_item
+    from review.reviewing.criteria import find_item
+    from review.team.reviewers import ensure_reviewer
     from review.workspace import open_store
     from tests.review_fixtures import KB_UID, import_all
 

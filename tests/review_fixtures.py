@@ -1,5 +1,5 @@
 """Invented agent runs and graded conversations for the trajectory and graded
-screens, imported through the real importers (`review.sources.import_file`).
+screens, imported through the real importers (`review.datasets.sources.import_file`).
 
 `build_files(dir)` writes the source files; `import_all(store, dir)` imports
 them. Every text here is invented; two payloads are hostile on purpose
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from review.sources import import_file
-from review.sources.base import ImportOptions
+from review.datasets.sources import import_file
+from review.datasets.sources.base import ImportOptions
 from store import Store
 from tests.helpers import write_jsonl
 from tests.test_sources_trajectories import atif_doc, clinicare_job, kb_row, kb_steps, make_trial

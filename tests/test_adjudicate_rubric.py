@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from review.adjudication import (
+from review.reviewing.criteria import (
+    CANNOT_ASSESS,
+    Verdict,
+    commit_verdicts,
+    find_item,
+    item_questions,
+)
+from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
     rubric_queue,
     settle,
     settle_unanimous_rubric,
 )
-from review.reviewers import ensure_reviewer
-from review.rubric_review import CANNOT_ASSESS, Verdict, commit_verdicts, find_item, item_questions
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
@@ -126,7 +132,7 @@ def test_answering_any_criterion_of_an_item_bars_settling_all_of_it(db):
 
 
 def test_unanimous_criteria_settle_once_even_when_two_pages_race(db, monkeypatch):
-    import review.adjudication as adj
+    import review.team.adjudication as adj
 
     a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
     item = find_item(db, KB_UID)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from review.adjudication import (
+from review.reviewing.criteria import find_item, mark_step
+from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
     settle_step,
     settle_unanimous_steps,
     step_queue,
 )
-from review.reviewers import ensure_reviewer
-from review.rubric_review import find_item, mark_step
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
@@ -169,8 +169,8 @@ def test_a_later_dissent_reopens_what_settled_itself_but_not_an_adjudicators_rul
 
 
 def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
-    from review.adjudication import rubric_queue, settle_unanimous_rubric
-    from review.rubric_review import Verdict, commit_verdicts, item_questions
+    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.team.adjudication import rubric_queue, settle_unanimous_rubric
 
     a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")
@@ -195,10 +195,10 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
 def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tmp_path):
     from labels.compare.answers import load_answers
     from labels.compare.raters import columns_for
-    from review.activity import audit_entries
-    from review.adjudication import settle_unanimous_rubric
-    from review.rubric_review import Verdict, commit_verdicts, item_questions
-    from review.sources import import_file
+    from review.datasets.sources import import_file
+    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.team.activity import audit_entries
+    from review.team.adjudication import settle_unanimous_rubric
 
     a, b = (ensure_reviewer(db, f"Dr. {x}") for x in "AB")
     run = find_item(db, KB_UID)
@@ -230,7 +230,7 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
 
 
 def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):
-    from review.sources import import_file
+    from review.datasets.sources import import_file
     from store.writer import InputError
     from tests.helpers import table_counts
 
@@ -263,8 +263,8 @@ def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_se
 
 
 def test_a_step_no_clinician_could_assess_is_a_disagreement(db):
-    from review.items import AnswerSpec, commit_answers
-    from review.trajectory import STEP_ERROR_QUESTION
+    from review.reviewing.items import AnswerSpec, commit_answers
+    from review.reviewing.trajectory import STEP_ERROR_QUESTION
 
     a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")

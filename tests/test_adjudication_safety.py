@@ -11,7 +11,10 @@ import time
 
 import pytest
 
-from review.adjudication import (
+from review.reviewing.answers import normalise_value
+from review.reviewing.criteria import Verdict, commit_verdicts, find_item, item_questions, mark_step
+from review.reviewing.items import commit_answer
+from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
     AnswersChanged,
@@ -22,10 +25,7 @@ from review.adjudication import (
     settle_unanimous,
     step_queue,
 )
-from review.answers import normalise_value
-from review.items import commit_answer
-from review.reviewers import ensure_reviewer, reviewer_for_login
-from review.rubric_review import Verdict, commit_verdicts, find_item, item_questions, mark_step
+from review.team.reviewers import ensure_reviewer, reviewer_for_login
 from review.workspace import open_store
 from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID

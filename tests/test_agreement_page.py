@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.demo import load_demo
-from review.reviewers import find_reviewer
-from review.rubric_review import open_labels
+from review.datasets.demo import load_demo
+from review.reviewing.criteria import open_labels
+from review.team.reviewers import find_reviewer
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
 from store.writer import RecordWriter

@@ -3,11 +3,9 @@ shows what other clinicians answered (not even the settled answer made of it).""
 
 from __future__ import annotations
 
-from review.adjudication import settle
-from review.items import commit_answer, load_item, my_answers, reveal_reference_labels
-from review.queue import QueueFilter, next_unreviewed_item
-from review.reviewers import ensure_reviewer
-from review.rubric_review import (
+from review.datasets.sources import import_file
+from review.datasets.sources.clinicare import trial_uid
+from review.reviewing.criteria import (
     Verdict,
     commit_verdicts,
     find_item,
@@ -15,8 +13,10 @@ from review.rubric_review import (
     mark_step,
     revealed_verdicts,
 )
-from review.sources import import_file
-from review.sources.clinicare import trial_uid
+from review.reviewing.items import commit_answer, load_item, my_answers, reveal_reference_labels
+from review.reviewing.queue import QueueFilter, next_unreviewed_item
+from review.team.adjudication import settle
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.review_fixtures import KB_UID, import_all
 from tests.test_sources_trajectories import CLINICARE_REWARDS, make_trial

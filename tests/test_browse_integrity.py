@@ -26,10 +26,10 @@ from review.browse import (
     item_link,
     selected_item_ids,
 )
-from review.items import commit_answer
-from review.reviewers import ensure_reviewer
-from review.search import MAX_TERMS, count_matching, matching_items, parse_query, search
-from review.sources import import_file
+from review.browse.search import MAX_TERMS, count_matching, matching_items, parse_query, search
+from review.datasets.sources import import_file
+from review.reviewing.items import commit_answer
+from review.team.reviewers import ensure_reviewer
 from review.text import inline_code
 from review.workspace import open_store
 from store.records import ItemRecord

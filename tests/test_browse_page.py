@@ -151,7 +151,7 @@ def test_hostile_searches_show_no_error(app, raw):
 
 def app_as(db, monkeypatch, name: str, role: str = "reviewer") -> AppTest:
     """The app for `name` (added with `role` if new), after its first run."""
-    from review.reviewers import ensure_reviewer
+    from review.team.reviewers import ensure_reviewer
 
     with open_store(db) as s:
         ensure_reviewer(s, name, role=role)
@@ -164,7 +164,7 @@ def app_as(db, monkeypatch, name: str, role: str = "reviewer") -> AppTest:
 
 def import_a_new_case(db) -> None:
     """Another user imports one new prefix."""
-    from review.sources import import_file
+    from review.datasets.sources import import_file
 
     new_case = db.parent / "new_case.jsonl"
     new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
@@ -176,7 +176,7 @@ def import_a_new_case(db) -> None:
 def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo_copy, monkeypatch):
     """Browse and Agreement show gold and machine labels: a reviewer with items still
     waiting for a blind answer is told, and sees them only by choosing to (recorded)."""
-    from review.rubric_review import LABELS_OPENED
+    from review.reviewing.criteria import LABELS_OPENED
 
     at = app_as(demo_copy, monkeypatch, "Dr. New Blind")
     at.switch_page(BROWSE).run()
@@ -231,13 +231,13 @@ def test_items_imported_while_the_warning_is_up_are_asked_about(demo_copy, monke
 
 
 def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_path, monkeypatch):
-    from review.rubric_review import LABELS_OPENED
+    from review.reviewing.criteria import LABELS_OPENED
     """A reviewer who has answered every item in a blind round is not asked
     before Browse shows every rater's labels; but the opening is recorded, so
     an answer they change afterwards is not recorded as a blind one."""
-    from review.items import commit_answer, load_item
-    from review.reviewers import ensure_reviewer
-    from review.rounds import RoundSpec, create_round, reserve_next_item
+    from review.reviewing.items import commit_answer, load_item
+    from review.team.reviewers import ensure_reviewer
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item
     from tests.helpers import write_prefixes
 
     path = tmp_path / "blind.db"
@@ -268,9 +268,9 @@ def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_pat
 def test_an_adjudicator_who_also_reviews_opens_the_labels_on_the_record(demo_copy, monkeypatch):
     """Adjudicators are not asked before Browse shows every rater's labels, but the
     opening is recorded: an answer they give afterwards is not a blind one."""
-    from review.items import commit_answer, find_item_id, load_item
-    from review.reviewers import ensure_reviewer
-    from review.rubric_review import LABELS_OPENED
+    from review.reviewing.criteria import LABELS_OPENED
+    from review.reviewing.items import commit_answer, find_item_id, load_item
+    from review.team.reviewers import ensure_reviewer
 
     at = app_as(demo_copy, monkeypatch, "Dr. Senior", role="adjudicator")
     at.switch_page(BROWSE).run()

@@ -21,7 +21,7 @@ def answers_of(db, name):
 
 
 def add_reviewers(db, *names: str) -> None:
-    from review.reviewers import ensure_reviewer
+    from review.team.reviewers import ensure_reviewer
 
     with open_store(db) as s:
         for name in names:

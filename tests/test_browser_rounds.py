@@ -7,8 +7,8 @@ from urllib.parse import quote
 
 import pytest
 
-from review.reviewers import ensure_reviewer
-from review.rounds import RoundSpec, create_round
+from review.team.reviewers import ensure_reviewer
+from review.team.rounds import RoundSpec, create_round
 from review.workspace import open_store
 from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewers import ensure_reviewer
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
 from tests.review_fixtures import HARBOR_UID, IMG, KB_UID, SCRIPT, import_all

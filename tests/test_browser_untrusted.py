@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
-from review.reviewers import ensure_reviewer
-from review.sources import import_file
+from review.datasets.sources import import_file
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.browser import chromium, running_app, wait_for_app
 from tests.helpers import write_jsonl

@@ -73,19 +73,19 @@ def test_import_of_files_all_refused(tmp_path, capsys):
 
 def test_import_stopped_part_way_says_what_was_kept_and_what_was_not_tried(tmp_path, capsys,
                                                                           monkeypatch):
-    import review.sources
+    import review.datasets.sources
 
     db = tmp_path / "x.db"
     first, second, third, fourth = (prefixes(tmp_path, n) for n in ("first", "second", "third",
                                                                      "fourth"))
-    real = review.sources.import_file
+    real = review.datasets.sources.import_file
 
     def interrupted_at_the_third(store, path, *args, **kwargs):
         if str(path) == str(third):
             raise KeyboardInterrupt  # Ctrl-C while the third file is read
         return real(store, path, *args, **kwargs)
 
-    monkeypatch.setattr(review.sources, "import_file", interrupted_at_the_third)
+    monkeypatch.setattr(review.datasets.sources, "import_file", interrupted_at_the_third)
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(first), str(second),
                              str(third), str(fourth))
     assert code == 130 and "interrupted" in err
@@ -245,7 +245,7 @@ def test_collect_options_that_name_a_batch_need_its_run(tmp_path, capsys):
 def test_import_stopped_while_indexing_says_the_file_is_kept(tmp_path, capsys, monkeypatch):
     """Ctrl-C after the commit, while the text goes into the search index: the file
     is kept (a second import says 'already imported'), and the command says so."""
-    import review.search
+    import review.browse.search
 
     db = tmp_path / "x.db"
     first, second = prefixes(tmp_path, "first"), prefixes(tmp_path, "second")
@@ -253,7 +253,7 @@ def test_import_stopped_while_indexing_says_the_file_is_kept(tmp_path, capsys, m
     def interrupted(store, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(review.search, "ensure_index", interrupted)
+    monkeypatch.setattr(review.browse.search, "ensure_index", interrupted)
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(first), str(second))
     assert code == 130 and "nothing of it kept" not in out + err
     lines = out.splitlines()

@@ -12,16 +12,16 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from codebook import CodebookError
-from review.codebook_versions import codebook_history, current_codebook, edit_label
-from review.reviewers import ensure_reviewer
-from review.rubric_review import evidence_steps, find_item, item_questions, mark_step
-from review.sources import InputError, import_file
-from review.trajectory import trajectory_payload, trajectory_view
+from review.datasets.sources import InputError, import_file
+from review.reviewing.criteria import evidence_steps, find_item, item_questions, mark_step
+from review.reviewing.trajectory import trajectory_payload, trajectory_view
+from review.team.codebook_versions import codebook_history, current_codebook, edit_label
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID, import_all
-from tests.test_rubric_review import CLINICARE_UID
+from tests.test_criteria import CLINICARE_UID
 from tests.test_sources_trajectories import atif_doc, make_trial
 
 KEY = "carebench-escalation"

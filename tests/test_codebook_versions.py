@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from codebook import CodebookError
-from review.codebook_versions import codebook_history, current_codebook, edit_label
-from review.items import commit_answer
-from review.reviewers import ensure_reviewer
+from review.reviewing.items import commit_answer
+from review.team.codebook_versions import codebook_history, current_codebook, edit_label
+from review.team.reviewers import ensure_reviewer
 
 KEY, CODE = "carebench-escalation", "1B_ESCALATION_URGENT_CARE"
 

@@ -33,8 +33,8 @@ from labels.comparisons import (
 )
 from labels.healthbench_meta import MetaRow, grader_vs_physicians, human_ceiling
 from labels.report import report_csv, report_dict, report_html, report_json
-from review.adjudication import ADJUDICATED
-from review.demo import load_demo
+from review.datasets.demo import load_demo
+from review.team.adjudication import ADJUDICATED
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
 from store.writer import RecordWriter
@@ -480,8 +480,8 @@ def test_demo_runs_and_graded_conversations_give_every_rubric_screen_something(d
     """The demo's agent runs and rubric-graded conversations: the judge is caught out
     by the clinicians, the clinicians differ among themselves, and the HealthBench
     grader meets its physicians, each in a question set of its own kind of item."""
-    from review.demo_rubrics import JUDGE_MISTAKES, run_uid
-    from review.reviewers import ensure_reviewer
+    from review.datasets.demo_rubrics import JUDGE_MISTAKES, run_uid
+    from review.team.reviewers import ensure_reviewer
 
     kinds = dict(demo.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
     assert kinds["trajectory"] == 8 and kinds["graded_conversation"] == 12  # 4 prompts + 8 answers
@@ -506,7 +506,7 @@ def test_demo_runs_and_graded_conversations_give_every_rubric_screen_something(d
     assert {"wrong_parameters", "missed_essential_question", "no_error"} <= set(marks)
     adjudicator = ensure_reviewer(demo, "Dr. Sam Rivera", "internal medicine", "consultant",
                                   "adjudicator")
-    from review.adjudication import rubric_queue
+    from review.team.adjudication import rubric_queue
 
     queue = rubric_queue(demo, adjudicator)
     assert queue  # the clinicians differ on some criterion ...
@@ -570,7 +570,7 @@ def test_csv_cells_that_look_like_formulas_are_quoted(store):
 def test_meta_eval_on_rows_from_the_healthbench_meta_importer(store, tmp_path):
     """The importer's shape: one human rater per physician, the criterion bound to the
     prompt item, the answers on the completion item, the category in the question meta."""
-    from review.sources import ImportOptions, import_file
+    from review.datasets.sources import ImportOptions, import_file
 
     rows = []
     for i in range(8):

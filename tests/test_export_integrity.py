@@ -11,12 +11,12 @@ import json
 
 import pytest
 
-from review.adjudication import settle, settle_unanimous, settle_unanimous_steps
-from review.export import carebench_labels, export_annotations
-from review.items import commit_answer, load_item, skip_item
-from review.reviewers import ensure_reviewer
-from review.rubric_review import find_item, mark_step
-from review.sources import import_file
+from review.datasets.export import carebench_labels, export_annotations
+from review.datasets.sources import import_file
+from review.reviewing.criteria import find_item, mark_step
+from review.reviewing.items import commit_answer, load_item, skip_item
+from review.team.adjudication import settle, settle_unanimous, settle_unanimous_steps
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store.spreadsheet import safe_cell, unquote_cell
 from tests.helpers import write_jsonl, write_prefixes
@@ -137,7 +137,7 @@ def in_force(store) -> set[tuple]:
 def test_annotation_export_goes_back_in_as_labels_long(store, tmp_path, run):
     """A skip, a settled mark withdrawn, notes a spreadsheet would run: the same
     answers in force in a fresh database after export -> labels-long import."""
-    from review.rubric_review import item_questions
+    from review.reviewing.criteria import item_questions
     from tests.test_sources_trajectories import kb_row
 
     a, b, c = (ensure_reviewer(store, f"Dr. {x}") for x in "ABC")

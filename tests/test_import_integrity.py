@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from review.sources import InputError, import_file
-from review.sources.healthbench import criterion_key
-from review.trajectory import criterion_view
+from review.datasets.sources import InputError, import_file
+from review.datasets.sources.healthbench import criterion_key
+from review.reviewing.trajectory import criterion_view
 from tests.helpers import table_counts, write_jsonl
 from tests.test_sources_healthbench import real_sample
 from tests.test_sources_trajectories import make_trial

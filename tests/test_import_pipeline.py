@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from review.search import ensure_index, search, unindexed_count
-from review.sources import InputError, import_file
-from review.sources.fields import ALIASES, Fields, pick
-from review.sources.readers import read_jsonl
+from review.browse.search import ensure_index, search, unindexed_count
+from review.datasets.sources import InputError, import_file
+from review.datasets.sources.fields import ALIASES, Fields, pick
+from review.datasets.sources.readers import read_jsonl
 from store import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord
 from store.writer import RecordWriter
@@ -295,7 +295,7 @@ def test_ids_follow_the_file_when_answers_wait_on_batched_items(store, tmp_path)
 
 
 def test_reader_takes_unicode_blank_lines_bare_carriage_returns_and_a_bom_without_a_suffix(tmp_path):
-    from review.sources.readers import file_kind, header_fields
+    from review.datasets.sources.readers import file_kind, header_fields
 
     nbsp = tmp_path / "nbsp.jsonl"
     nbsp.write_bytes('{"a": 1}\n\u00a0\n{"a": 2}\n'.encode())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from review.reviewers import ensure_reviewer
-from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
+from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
+from review.team.reviewers import ensure_reviewer
 from store.records import QuestionRecord
 from store.writer import RecordWriter
 from tests.helpers import write_prefixes
@@ -36,7 +36,7 @@ def test_a_choice_recorded_before_it_said_what_it_covered_is_asked_again(store):
 
 
 def test_a_new_question_of_one_benchmark_brings_back_only_that_benchmarks_runs(db):
-    from review.rubric_review import find_item, item_questions
+    from review.reviewing.criteria import find_item, item_questions
     from tests.review_fixtures import KB_UID
 
     me = ensure_reviewer(db, "Dr. Blind")

@@ -4,16 +4,16 @@ round, or all clinicians' answers in force. To the other scope it is settled:
 a round counts exactly its own reviewers, whatever others answer outside it."""
 import pytest
 
-from review.adjudication import ADJUDICATED, adjudication_queue, settle_unanimous
-from review.items import (
+from review.reviewing.items import (
     commit_answer,
     find_item_id,
     later_rounds_owed,
     load_item,
     reveal_reference_labels,
 )
-from review.reviewers import ensure_reviewer
-from review.rounds import RoundSpec, create_round, reserve_next_item
+from review.team.adjudication import ADJUDICATED, adjudication_queue, settle_unanimous
+from review.team.reviewers import ensure_reviewer
+from review.team.rounds import RoundSpec, create_round, reserve_next_item
 
 Q = "carebench.escalation_needed"
 
@@ -125,7 +125,7 @@ def test_a_withdrawn_settlement_below_the_rounds_distance_is_like_any_disagreeme
 
 
 def test_a_dissent_committed_while_the_page_settles_is_seen_under_the_write_lock(prefixes, monkeypatch):
-    import review.adjudication as adj
+    import review.team.adjudication as adj
 
     item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
     qid = load_item(prefixes, item).question_id
@@ -160,7 +160,7 @@ def test_browse_offers_the_adjudicated_labels_only_while_one_is_in_force(prefixe
 
 
 def test_a_clinician_who_passes_over_an_item_after_answering_withdraws_its_settlement(prefixes):
-    from review.items import skip_item
+    from review.reviewing.items import skip_item
 
     item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
     qid = load_item(prefixes, item).question_id
@@ -189,8 +189,8 @@ def test_reopened_is_said_in_the_scope_whose_agreement_broke(prefixes):
 def test_on_an_agent_run_the_settling_and_the_withdrawing_count_the_same_clinicians(db):
     """Imported physicians' labels are data, not the app's reviewers: a run's criterion is not
     settled on one reviewer and one physician, so no later commit withdraws and resettles it."""
-    from review.adjudication import settle_unanimous_rubric
-    from review.rubric_review import find_item, item_questions
+    from review.reviewing.criteria import find_item, item_questions
+    from review.team.adjudication import settle_unanimous_rubric
     from store.records import AnnotationRecord, RaterRecord
     from store.writer import RecordWriter
     from tests.review_fixtures import KB_UID

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from review.reviewers import can_adjudicate, find_reviewer
+from review.team.reviewers import can_adjudicate, find_reviewer
 from tests.helpers import run_cli, table_counts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,8 +443,8 @@ def test_an_item_the_export_withheld_is_refused_as_unknown_not_as_out_of_order(c
 def test_a_plain_spreadsheets_specialty_column_is_the_cases_not_the_raters(tmp_path):
     """A spreadsheet of labels with the case's specialty on each row goes in as it
     did: only the annotation export's profile columns describe its raters."""
-    from review.sources.base import ImportOptions
-    from review.sources.labels_long import read_labels_long
+    from review.datasets.sources.base import ImportOptions
+    from review.datasets.sources.labels_long import read_labels_long
     from store.records import AnnotationRecord, RaterRecord
 
     path = tmp_path / "labels.csv"
@@ -464,8 +464,8 @@ def test_an_export_in_id_order_streams_through_its_checks(tmp_path):
     import csv as csv_module
     import tracemalloc
 
-    from review.sources.base import ImportOptions
-    from review.sources.labels_long import read_labels_long
+    from review.datasets.sources.base import ImportOptions
+    from review.datasets.sources.labels_long import read_labels_long
 
     path = tmp_path / "export.csv"
     n = 30_000

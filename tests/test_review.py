@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from review.blinding import BLIND, SUGGEST
-from review.items import (
+from review.reviewing.blinding import BLIND, SUGGEST
+from review.reviewing.items import (
     commit_answer,
     find_item_id,
     flag_item,
@@ -16,8 +16,8 @@ from review.items import (
     reveal_reference_labels,
     skip_item,
 )
-from review.queue import QueueFilter, next_unreviewed_item, queue_progress
-from review.reviewers import ensure_reviewer
+from review.reviewing.queue import QueueFilter, next_unreviewed_item, queue_progress
+from review.team.reviewers import ensure_reviewer
 
 
 def test_queue_walks_items_in_order_and_counts_progress(demo):
@@ -154,7 +154,7 @@ def test_a_name_differing_only_in_capitals_is_not_a_second_reviewer(demo):
 
 def test_imported_physicians_are_data_not_people_who_log_in(demo):
     """HealthBench's anonymized physicians label criteria, but nobody reviews as them."""
-    from review.reviewers import find_reviewer, list_reviewers
+    from review.team.reviewers import find_reviewer, list_reviewers
 
     assert demo.scalar("SELECT COUNT(*) FROM raters WHERE role = 'physician'") == 3
     names = {r.name for r in list_reviewers(demo)}
@@ -162,13 +162,13 @@ def test_imported_physicians_are_data_not_people_who_log_in(demo):
     assert find_reviewer(demo, "healthbench-physician:ph-a") is None
     with pytest.raises(ValueError, match="imported rater"):
         ensure_reviewer(demo, "healthbench-physician:ph-a")
-    from review.activity import reviewer_progress
+    from review.team.activity import reviewer_progress
 
     assert not any(p.name.startswith("healthbench-physician") for p in reviewer_progress(demo))
 
 
 def test_a_draft_survives_until_the_answer_and_then_goes(demo):
-    from review.drafts import load_draft, save_draft
+    from review.reviewing.drafts import load_draft, save_draft
 
     me = ensure_reviewer(demo, "Dr. Drafter")
     item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
@@ -184,7 +184,7 @@ def test_a_draft_survives_until_the_answer_and_then_goes(demo):
 
 
 def test_a_picked_verdict_is_a_draft_and_an_empty_one_is_dropped(demo):
-    from review.drafts import drop_draft, load_draft, load_drafts, save_draft
+    from review.reviewing.drafts import drop_draft, load_draft, load_drafts, save_draft
 
     me = ensure_reviewer(demo, "Dr. Picker")
     item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))
@@ -202,7 +202,7 @@ def test_an_answer_after_the_labels_were_once_shown_is_never_blind(demo):
     """The reveal is not undone by what came after it: answer (labels shown),
     skip, answer again -> after the reveal; answer in free review, then in a
     blind round -> after the reveal too."""
-    from review.rounds import RoundSpec, create_round, reserve_next_item
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item
 
     me = ensure_reviewer(demo, "Dr. Phase")
     item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix", round_id=3)))
@@ -238,7 +238,7 @@ def test_the_same_answer_twice_is_one_answer(demo):
 
 
 def test_an_adjudicators_own_answer_after_settling_is_not_blind(demo):
-    from review.adjudication import settle
+    from review.team.adjudication import settle
 
     judge = ensure_reviewer(demo, "Dr. Sam Rivera")  # the demo's adjudicator
     a, b = ensure_reviewer(demo, "Dr. A1"), ensure_reviewer(demo, "Dr. B1")
@@ -251,7 +251,7 @@ def test_an_adjudicators_own_answer_after_settling_is_not_blind(demo):
 
 
 def test_choosing_to_see_every_label_makes_later_answers_after_the_reveal(demo):
-    from review.rubric_review import labels_mark, open_labels
+    from review.reviewing.criteria import labels_mark, open_labels
 
     me = ensure_reviewer(demo, "Dr. Curious")
     item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))

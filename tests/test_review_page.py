@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.items import commit_answer, find_item_id, load_item
-from review.reviewers import ensure_reviewer
+from review.reviewing.items import commit_answer, find_item_id, load_item
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, shown
@@ -166,7 +166,7 @@ def test_a_link_naming_an_unknown_reviewer_says_so(demo_copy, monkeypatch):
 
 
 def test_a_providers_error_text_is_shown_as_written(demo_copy, monkeypatch, tmp_path):
-    from review.sources import import_file
+    from review.datasets.sources import import_file
     from review.workspace import open_store
     from tests.helpers import write_jsonl
 
@@ -207,8 +207,8 @@ def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
 def test_a_blind_rounds_item_gold_is_not_shown_in_a_later_rounds_reveal(demo_copy, monkeypatch):
     """The last round's reveal shows every round's gold, each under its own blinding:
     a round a fully blind review round holds for the reviewer stays blind there too."""
-    from review.items import later_rounds_owed
-    from review.rounds import RoundSpec, create_round, reserve_next_item
+    from review.reviewing.items import later_rounds_owed
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item
     from tests.helpers import open_app
 
     Q = "carebench.escalation_needed"

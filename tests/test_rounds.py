@@ -7,17 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from review.activity import audit_entries, reviewer_progress
-from review.adjudication import (
+from review.reviewing.items import commit_answer, load_item, skip_item
+from review.team.activity import audit_entries, reviewer_progress
+from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
     adjudication_queue,
     settle,
     settle_unanimous,
 )
-from review.items import commit_answer, load_item, skip_item
-from review.reviewers import ensure_reviewer, grant_role, reviewer_for_login
-from review.rounds import (
+from review.team.reviewers import ensure_reviewer, grant_role, reviewer_for_login
+from review.team.rounds import (
     RoundError,
     RoundSpec,
     create_round,
@@ -226,14 +226,14 @@ def test_progress_counts_pace_and_time(demo):
 # -- rounds over agent runs and graded conversations -------------------------------------------
 
 def verdicts_on(s, item_id, choice="met"):
-    from review.rubric_review import Verdict, item_questions
+    from review.reviewing.criteria import Verdict, item_questions
 
     return [Verdict(q.id, choice) for q in item_questions(s, item_id) if q.kind == "criterion"]
 
 
 def review_run(s, rid, rev):
     """Take the next run of the round and commit a verdict on each of its criteria."""
-    from review.rubric_review import commit_verdicts
+    from review.reviewing.criteria import commit_verdicts
 
     item_id = reserve_next_item(s, rid, rev)
     if item_id is not None:
@@ -244,7 +244,7 @@ def review_run(s, rid, rev):
 def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
     """Six clinicians at once on a round of the demo's agent runs, k = 2: each run
     ends with exactly two reviewers, however the batches of verdicts interleave."""
-    from review.rounds import criteria_round_key
+    from review.team.rounds import criteria_round_key
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=2),
@@ -263,8 +263,8 @@ def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
 
 
 def test_a_third_reviewers_batch_is_kept_whole_outside_the_round(demo):
-    from review.rounds import criteria_round_key
-    from review.rubric_review import commit_verdicts
+    from review.reviewing.criteria import commit_verdicts
+    from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("hb", criteria_round_key("graded_conversation"),
                                        reviewers_per_item=1, stratify_by="category"), admin(demo))
@@ -301,8 +301,8 @@ def test_rounds_that_could_never_fill_are_refused(demo, question, stratify, mess
 
 
 def test_a_run_reviewed_outside_the_round_is_not_handed_out_in_it(demo):
-    from review.rounds import criteria_round_key
-    from review.rubric_review import commit_verdicts
+    from review.reviewing.criteria import commit_verdicts
+    from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none"),
                        admin(demo))
@@ -314,8 +314,8 @@ def test_a_run_reviewed_outside_the_round_is_not_handed_out_in_it(demo):
 
 
 def test_a_review_begun_and_abandoned_frees_its_place_when_the_reservation_lapses(demo):
-    from review.rounds import criteria_round_key, has_place
-    from review.rubric_review import commit_verdicts, unfinished_in_round
+    from review.reviewing.criteria import commit_verdicts, unfinished_in_round
+    from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=1,
                                        stratify_by="none", reservation_minutes=1), admin(demo))
@@ -351,8 +351,8 @@ def test_settling_a_label_round_never_counts_the_adjudicator_as_a_reviewer(demo)
 
 
 def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
-    from review.rounds import criteria_round_key
-    from review.rubric_review import mark_step
+    from review.reviewing.criteria import mark_step
+    from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none",
                                        limit=2), admin(demo))
@@ -365,8 +365,8 @@ def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
 def test_a_step_mark_never_makes_a_review_past_k(demo):
     """A reviewer refused a place (the run has its k reviews) can still mark a step,
     but the mark does not turn their free-review verdicts into a review of the round."""
-    from review.rounds import criteria_round_key
-    from review.rubric_review import commit_verdicts, mark_step
+    from review.reviewing.criteria import commit_verdicts, mark_step
+    from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
                                        stratify_by="none"), admin(demo))
@@ -388,8 +388,8 @@ def test_the_migration_counts_only_complete_reviews_given_before_it(demo_copy):
     import sys
     from pathlib import Path
 
-    from review.rounds import criteria_round_key
-    from review.rubric_review import commit_verdicts
+    from review.reviewing.criteria import commit_verdicts
+    from review.team.rounds import criteria_round_key
 
     s = open_store(demo_copy)
     labels = create_round(s, RoundSpec("labels", Q, reviewers_per_item=2, limit=2), admin(s))
@@ -436,8 +436,8 @@ def _lapse(s, rater_id):
 def test_once_kept_outside_a_round_a_reviewers_answers_on_that_run_stay_outside(demo):
     """A reviewer told their answers are 'an extra review, not one of the round's'
     is never later given a round review made mostly of those answers."""
-    from review.rounds import criteria_round_key, has_place
-    from review.rubric_review import commit_verdicts, unfinished_in_round
+    from review.reviewing.criteria import commit_verdicts, unfinished_in_round
+    from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
                                        stratify_by="none"), admin(demo))
@@ -477,9 +477,9 @@ def test_a_label_item_answered_late_is_not_handed_back_by_the_round(demo):
 
 
 def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
-    from review.items import AnswerSpec, commit_answers
-    from review.rounds import criteria_round_key
-    from review.trajectory import STEP_ERROR_QUESTION
+    from review.reviewing.items import AnswerSpec, commit_answers
+    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
                                        stratify_by="none"), admin(demo))
@@ -497,8 +497,8 @@ def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
 def test_marking_steps_keeps_a_reviewers_place_and_needs_one(demo):
     """A clinician marking step after step is working on the run: each mark renews the
     reservation. A mark from someone without a place is kept outside the round."""
-    from review.rounds import criteria_round_key, has_place
-    from review.rubric_review import mark_step
+    from review.reviewing.criteria import mark_step
+    from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
                                        stratify_by="none", reservation_minutes=1), admin(demo))
@@ -522,7 +522,7 @@ def test_a_label_round_gives_no_item_its_reviewer_answered_before_but_a_skip_doe
     """A round's answers are blind: an item the reviewer answered outside it
     (which revealed its labels) is not given to them; one they only skipped
     (which revealed nothing) is."""
-    from review.rounds import answered_outside, my_round_items
+    from review.team.rounds import answered_outside, my_round_items
 
     rid = create_round(demo, RoundSpec("blind", Q, limit=3), admin(demo))
     items = [r[0] for r in demo.query(
@@ -543,9 +543,9 @@ def test_a_run_that_asks_nothing_as_a_whole_completes_its_round_review_with_step
     """A Harbor trial without a rewards file has no criterion: its review is
     its step marks, and a marked run counts in the round (the round used to
     hand the same run back for ever, below k)."""
-    from review.rounds import criteria_round_key
-    from review.rubric_review import is_reviewed, item_questions, mark_step
-    from review.sources import import_file
+    from review.datasets.sources import import_file
+    from review.reviewing.criteria import is_reviewed, item_questions, mark_step
+    from review.team.rounds import criteria_round_key
     from tests.test_sources_trajectories import atif_doc, make_trial
 
     s = open_store(tmp_path / "x.db")
@@ -602,7 +602,7 @@ def test_an_item_answered_in_free_review_while_reserved_is_not_handed_back_by_th
     reveals its labels. Back in the round tab (or on a reload) the round gives
     X back to the pool and hands them the next item, as it would never have
     handed X out after that answer."""
-    from review.rounds import answered_outside, my_round_items
+    from review.team.rounds import answered_outside, my_round_items
 
     rid = create_round(demo, RoundSpec("Double", Q, reviewers_per_item=2, limit=4), admin(demo))
     me = ensure_reviewer(demo, "Dr. Two Tabs")
@@ -624,7 +624,7 @@ def test_such_an_answer_is_kept_but_does_not_fill_a_place_of_the_round(demo):
     the Free-review tab revealed its labels: the answer is kept (after the
     reveal, outside the round, saying which round it was given in) and the
     round's places stay for blind reviews."""
-    from review.rounds import full_text, has_place
+    from review.team.rounds import full_text, has_place
 
     rid = create_round(demo, RoundSpec("Double", Q, reviewers_per_item=2, limit=4), admin(demo))
     me = ensure_reviewer(demo, "Dr. Two Tabs")
@@ -654,8 +654,8 @@ def test_a_reviewer_revising_their_own_answers_inside_the_round_keeps_their_plac
     """Answers given in the round are not 'outside' it: a revised label still
     counts once, and a run begun in the round (one verdict, then a change of
     mind) is handed back and its review counts when finished."""
-    from review.rounds import criteria_round_key, has_place
-    from review.rubric_review import commit_verdicts
+    from review.reviewing.criteria import commit_verdicts
+    from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("r", Q, reviewers_per_item=1, limit=2), admin(demo))
     me = ensure_reviewer(demo, "Dr. Revises")
@@ -682,7 +682,7 @@ def test_a_reviewer_revising_their_own_answers_inside_the_round_keeps_their_plac
 def test_keeping_a_reservation_renews_only_a_live_one_of_ones_own(demo):
     from datetime import UTC, datetime, timedelta
 
-    from review.rounds import keep_reservation
+    from review.team.rounds import keep_reservation
 
     rid = create_round(demo, RoundSpec("Keep", Q, reviewers_per_item=1, limit=2, reservation_minutes=20),
                        ensure_reviewer(demo, "Jordan Lee"))

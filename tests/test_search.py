@@ -30,9 +30,7 @@ from review.browse import (
     to_csv,
     to_jsonl,
 )
-from review.items import commit_answer
-from review.reviewers import ensure_reviewer
-from review.search import (
+from review.browse.search import (
     MARK_END,
     MARK_START,
     ensure_index,
@@ -43,6 +41,8 @@ from review.search import (
     snippet_markdown,
     unindexed_count,
 )
+from review.reviewing.items import commit_answer
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import writer as writer_module
 from store.records import ItemRecord

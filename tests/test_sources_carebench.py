@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from review.sources import ImportOptions, InputError, detect_format, import_file
+from review.datasets.sources import ImportOptions, InputError, detect_format, import_file
 from tests.helpers import table_counts, write_jsonl
 
 PREFIXES = [

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from review.sources import InputError, detect_format, import_file
-from review.sources.base import ImportOptions
-from review.sources.healthbench import criterion_key
-from review.trajectory import criteria_score, load_graded_conversation
+from review.datasets.sources import InputError, detect_format, import_file
+from review.datasets.sources.base import ImportOptions
+from review.datasets.sources.healthbench import criterion_key
+from review.reviewing.trajectory import criteria_score, load_graded_conversation
 from tests.helpers import table_counts, write_jsonl
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "healthbench" / \
@@ -259,8 +259,8 @@ def test_a_prompt_completed_by_a_later_import_counts_as_new_for_the_labels_gate(
     """A HealthBench prompt stub (no completion: nothing to grade) completed in place by a
     later import keeps its row id; a reviewer who chose to see the labels before is asked
     about it, as about an item added since."""
-    from review.reviewers import ensure_reviewer
-    from review.rubric_review import blind_work_left, labels_mark, labels_opened, open_labels
+    from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
+    from review.team.reviewers import ensure_reviewer
 
     meta = write_jsonl(tmp_path / "meta.jsonl", [
         {"prompt": PROMPT["prompt"], "completion": "Keep using it.", "prompt_id": "p-inv-1",
@@ -287,8 +287,7 @@ def test_a_criterion_added_to_a_reviewed_item_counts_as_new_for_the_labels_gate(
     asked about it (the item's own row is unchanged)."""
     import copy
 
-    from review.reviewers import ensure_reviewer
-    from review.rubric_review import (
+    from review.reviewing.criteria import (
         Verdict,
         blind_work_left,
         commit_verdicts,
@@ -296,6 +295,7 @@ def test_a_criterion_added_to_a_reviewed_item_counts_as_new_for_the_labels_gate(
         labels_opened,
         open_labels,
     )
+    from review.team.reviewers import ensure_reviewer
 
     def review_all(uid):
         item = store.scalar("SELECT id FROM items WHERE uid = ?", (uid,))

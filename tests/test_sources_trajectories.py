@@ -13,10 +13,10 @@ import pytest
 
 from bench.gen_klinikebench import write_jsonl as generate_jsonl
 from bench.gen_klinikebench import write_parquet as generate_parquet
-from review.sources import InputError, detect_format, import_file
-from review.sources.base import ImportOptions
-from review.sources.clinicare import cited_evidence, parse_verdict, trial_uid
-from review.sources.klinikebench import read_gates, read_klinikebench
+from review.datasets.sources import InputError, detect_format, import_file
+from review.datasets.sources.base import ImportOptions
+from review.datasets.sources.clinicare import cited_evidence, parse_verdict, trial_uid
+from review.datasets.sources.klinikebench import read_gates, read_klinikebench
 from tests.helpers import table_counts, write_jsonl
 
 # -- builders ------------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_content_parts_and_embedded_subagents_import_and_resolve(store, tmp_path
     doc["subagent_trajectories"] = [child]
     make_trial(tmp_path / "job", "trial-1", atif=doc)
     import_file(store, tmp_path / "job")
-    from review.trajectory import load_trajectory, subagent_view
+    from review.reviewing.trajectory import load_trajectory, subagent_view
 
     view = load_trajectory(store, "harbor:trial-1__abc")
     assert view.steps[1].message == "See the scan.\n\n[image: scan.png]"
@@ -295,7 +295,7 @@ def test_clinicare_trials_give_the_agent_verdict_and_verifier_answers(store, tmp
 
 
 def test_task_ids_stay_out_of_an_export_unless_asked(store, tmp_path):
-    from review.export import export_annotations
+    from review.datasets.export import export_annotations
 
     import_file(store, clinicare_job(tmp_path))
     cohort = tmp_path / "cohort.csv"

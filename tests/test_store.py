@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from review.items import commit_answer
-from review.reviewers import ensure_reviewer
+from review.reviewing.items import commit_answer
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import Store
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.reviewers import ensure_reviewer
-from review.rounds import RoundSpec, create_round
+from review.team.reviewers import ensure_reviewer
+from review.team.rounds import RoundSpec, create_round
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, open_app
@@ -115,8 +115,8 @@ def test_a_round_does_not_give_an_item_its_reviewer_answered_before(demo_copy, m
 def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_copy, monkeypatch):
     """A clinician who took longer than the reservation, while a colleague took
     the place, loses nothing: the answer is kept, outside the round, and said so."""
-    from review.items import commit_answer
-    from review.rounds import reserve_next_item
+    from review.reviewing.items import commit_answer
+    from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("R", "carebench.escalation_needed", reviewers_per_item=1,
@@ -229,7 +229,7 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     first = at.query_params["item"]
     assert at.button(key="trj_next_round").disabled  # reserved for me until I have reviewed it
     s = open_store(demo_copy)
-    from review.rubric_review import item_questions
+    from review.reviewing.criteria import item_questions
 
     criteria = [q for q in item_questions(s, s.scalar("SELECT id FROM items WHERE uid = ?", (first,)))
                 if q.kind == "criterion"]
@@ -256,8 +256,8 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
 
 
 def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_copy, monkeypatch):
-    from review.rounds import reserve_next_item
-    from review.rubric_review import Verdict, commit_verdicts, item_questions
+    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", reviewers_per_item=1,
@@ -296,8 +296,13 @@ def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_co
 
 
 def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypatch):
-    from review.rounds import reserve_next_item
-    from review.rubric_review import Verdict, commit_verdicts, item_questions, unfinished_in_round
+    from review.reviewing.criteria import (
+        Verdict,
+        commit_verdicts,
+        item_questions,
+        unfinished_in_round,
+    )
+    from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("Runs", "criteria@trajectory", stratify_by="none"),
@@ -337,8 +342,8 @@ def test_a_run_opened_by_address_outside_the_round_is_reviewed_outside_it(demo_c
 
 
 def test_a_run_reviewed_blind_in_a_round_stays_blind_in_free_review(demo_copy, monkeypatch):
-    from review.rounds import reserve_next_item
-    from review.rubric_review import Verdict, commit_verdicts, item_questions
+    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("Blind", "criteria@trajectory", stratify_by="none",
@@ -380,8 +385,8 @@ def test_a_clinician_who_answered_the_runs_before_is_told_why_the_round_gives_no
 
 
 def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, monkeypatch):
-    from review.items import load_item
-    from review.rounds import reserve_next_item
+    from review.reviewing.items import load_item
+    from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
     rid = create_round(s, RoundSpec("Blind R", "carebench.escalation_needed", reviewers_per_item=1,
@@ -404,8 +409,8 @@ def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, mon
 def test_a_reviewer_reads_only_their_own_audit_entries(demo_copy, monkeypatch):
     """The audit log holds every answer's value and rationale: a reviewer sees
     their own entries only; an adjudicator sees everyone's."""
-    from review.items import commit_answer, load_item
-    from review.queue import QueueFilter, next_unreviewed_item
+    from review.reviewing.items import commit_answer, load_item
+    from review.reviewing.queue import QueueFilter, next_unreviewed_item
 
     s = open_store(demo_copy)
     colleague, newcomer = ensure_reviewer(s, "Dr. Colleague"), ensure_reviewer(s, "Dr. Newcomer")

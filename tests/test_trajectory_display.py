@@ -9,9 +9,9 @@ import pytest
 
 from bench.gen_klinikebench import episode
 from codebook import CodebookError, builtin_codebooks, parse_codebook
-from review.answers import normalise_value
-from review.sources import import_file
-from review.trajectory import (
+from review.datasets.sources import import_file
+from review.reviewing.answers import normalise_value
+from review.reviewing.trajectory import (
     PREVIEW_CHARS,
     criteria_score,
     criterion_view,
@@ -233,7 +233,7 @@ def test_severity_levels_are_checked():
 
 
 def test_the_tasks_requirements_are_read_in_words():
-    from review.trajectory import task_requirements
+    from review.reviewing.trajectory import task_requirements
 
     meta = {"diagnosis": " stable angina ", "required_tools": ["check_vitals", "refer"],
             "parameterised_actions": [{"tool": "prescribe", "params": {

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.reviewers import ensure_reviewer
-from review.sources import import_file
-from review.sources.clinicare import trial_uid
+from review.datasets.sources import import_file
+from review.datasets.sources.clinicare import trial_uid
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, open_app, rows, shown
@@ -368,7 +368,7 @@ def test_another_reviewer_in_the_same_browser_starts_from_their_own_work(db_path
 
 
 def test_a_verdict_picked_with_the_judges_on_screen_is_recorded_after_the_reveal(db_path):
-    from review.rounds import RoundSpec, create_round
+    from review.team.rounds import RoundSpec, create_round
 
     s = open_store(db_path)
     rid = create_round(s, RoundSpec("Speed", "criteria@trajectory", stratify_by="none",
@@ -418,9 +418,9 @@ def test_after_a_reload_the_keys_go_on_at_the_first_open_criterion(db_path):
 
 
 def test_a_step_mark_begun_and_left_unsaved_is_shown_on_the_run(db_path):
-    from review.drafts import save_step_draft
-    from review.reviewers import find_reviewer
-    from review.rubric_review import step_question_id
+    from review.reviewing.criteria import step_question_id
+    from review.reviewing.drafts import save_step_draft
+    from review.team.reviewers import find_reviewer
 
     with open_store(db_path) as s:
         me = find_reviewer(s, REVIEWER)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.reviewers import ensure_reviewer
-from review.rounds import RoundSpec, create_round
-from review.rubric_review import item_questions
-from review.sources import import_file
+from review.datasets.sources import import_file
+from review.reviewing.criteria import item_questions
+from review.team.reviewers import ensure_reviewer
+from review.team.rounds import RoundSpec, create_round
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, open_app, rows, shown

@@ -21,7 +21,7 @@ clinicians only, so nobody is compared with a vote that contains their own
 Who counts as what (the one place this is decided): clinicians are the human
 raters (reviewers, adjudicators reviewing items of their own, HealthBench
 physicians); settled answers are the answers of the reference rater
-``adjudicated`` that adjudication writes (``review.adjudication``).
+``adjudicated`` that adjudication writes (``review.team.adjudication``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ ALIASES = {"group:humans": CLINICIANS, "group:all": CLINICIANS, "group:consensus
 DERIVED = (MAJORITY, ADJUDICATED)
 """Groups that give one derived answer per unit from the clinicians' answers."""
 ADJUDICATED_RATER = "adjudicated"
-"""The reference rater whose answers are the settled ones (review.adjudication.ADJUDICATED;
+"""The reference rater whose answers are the settled ones (review.team.adjudication.ADJUDICATED;
 labels/ may not import review/, so the name is repeated here and a test holds them equal)."""
 
 

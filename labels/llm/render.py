@@ -8,7 +8,7 @@ Long records are cut to a stated size, `RECORD_CHAR_LIMIT` characters: the
 head and the tail are kept and the middle is replaced by a marker that says
 how much was left out, so the judge sees how the record starts and ends. The
 judge prompt says so. Payload field names below are read defensively (the
-importers' shapes are documented in review/sources); unknown fields are
+importers' shapes are documented in review/datasets/sources); unknown fields are
 ignored, never guessed at.
 """
 

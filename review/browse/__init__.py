@@ -5,7 +5,7 @@ reads, as SQL), `index` (every item's facet values in memory: selections and
 counts), `results` (one page of items), `facets` (counts per value), `tags`
 (the error taxonomy), `side_by_side` (all responses to one prefix), `views`
 (saved views), `export` (rows and case-study sheets) - with their public
-names re-exported here. Full-text search itself lives in `review.search`.
+names re-exported here. Full-text search itself lives in `review.browse.search`.
 """
 
 from review.browse.export import (

@@ -32,7 +32,7 @@ from review.browse.facts import (
     tag_facts,
 )
 from review.browse.query import PARENT
-from review.search import item_parts
+from review.browse.search import item_parts
 from review.text import inline_code, safe_markdown
 from store import Store
 from store.spreadsheet import safe_cell

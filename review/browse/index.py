@@ -42,7 +42,7 @@ from review.browse.facts import (
     tag_facts,
 )
 from review.browse.query import BrowseQuery, split_label
-from review.search import excluded_item_ids, matched_item_ids, parse_query
+from review.browse.search import excluded_item_ids, matched_item_ids, parse_query
 from store import Store
 
 ATTRIBUTES = {"kinds": "i.kind", "datasets": "d.name", "splits": "i.split", "models": "i.model",
@@ -252,7 +252,7 @@ class FacetIndex:
     # -- selecting ---------------------------------------------------------------
     def text_mask(self, store: Store, text: str) -> np.ndarray | None:
         """Items whose text or notes match, or whose parent's do, less the items
-        the -words exclude (see review.search.matching_items); None: nothing to
+        the -words exclude (see review.browse.search.matching_items); None: nothing to
         search for."""
         query = parse_query(text)
         if query.match is None:

@@ -17,7 +17,7 @@ from review.browse.facts import (
 )
 from review.browse.index import FacetIndex, facet_index
 from review.browse.query import BrowseQuery
-from review.search import (
+from review.browse.search import (
     SearchHit,
     TextQuery,
     item_excerpt,
@@ -42,7 +42,7 @@ class ResultItem:
     case_id: str | None
     failed: bool
     snippet: str
-    """Matched text with search markers (see review.search), or the item's opening."""
+    """Matched text with search markers (see review.browse.search), or the item's opening."""
     found_in: str = "item"
     note_by: str | None = None
     target: str = ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from codebook import builtin_codebooks
 from review.browse.facets import label_name
-from review.trajectory import message_text
+from review.reviewing.trajectory import message_text
 from store import Store
 
 

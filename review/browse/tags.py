@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from review.reviewers import Reviewer
+from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
 STEP_TARGET = re.compile(r"^step:[1-9][0-9]*$")

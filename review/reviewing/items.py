@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, builtin_codebooks
-from review.answers import normalise_value
-from review.blinding import (
+from review.reviewing.answers import normalise_value
+from review.reviewing.blinding import (
     BLIND,
     DEFAULT_MODE,
     REVEAL_AFTER_COMMIT,
     labels_visible,
     phase_for_commit,
 )
-from review.drafts import clear_draft
-from review.reviewers import Reviewer
+from review.reviewing.drafts import clear_draft
+from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
 
@@ -286,10 +286,10 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
     first; it is recorded as 'after_reveal' when the labels were visible to
     the reviewer before they answered again. Within a review round the
     round's answer limit is checked in the same transaction (see
-    `review.rounds.claim_answer_slot`), so an item never counts more answers
+    `review.team.rounds.claim_answer_slot`), so an item never counts more answers
     in the round than it asks for, however many reviewers commit at once; an
     answer that comes after its places were taken is kept outside the round
-    (`review.rounds.late_for_round` tells the caller)."""
+    (`review.team.rounds.late_for_round` tells the caller)."""
     answer = AnswerSpec(question_id, value, status, rationale, confidence, target, extra)
     return commit_answers(store, reviewer, item_id, [answer], seconds_on_task=seconds_on_task,
                           mode=mode, source=source, round_id=round_id)[0]
@@ -309,7 +309,7 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
     with store.transaction() as conn:
         late = None
         if round_id is not None:
-            from review.rounds import claim_answer_slot
+            from review.team.rounds import claim_answer_slot
 
             # Decided once for the whole batch, before anything is written: all
             # of it counts in the round, or all of it is kept outside.
@@ -318,14 +318,14 @@ def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list
                 late, round_id = round_id, None
         ids = [_record_answer(store, conn, reviewer, item_id, answer, seconds_on_task, mode,
                               source, round_id, late) for answer in answers]
-        from review.adjudication import reopen_broken
+        from review.team.adjudication import reopen_broken
 
         # An answer that breaks an agreement which settled on its own withdraws that settlement.
         reopen_broken(store, conn, [(item_id, a.question_id, a.target) for a in answers])
         # Step marks alone complete a review only of a run that asks nothing as a whole
         # (`_review_complete` -> `is_reviewed`); anything else needs its whole-item answers.
         if round_id is not None and _review_complete(store, conn, reviewer, item_id, answers):
-            from review.rounds import complete_review
+            from review.team.rounds import complete_review
 
             if complete_review(conn, round_id, item_id, reviewer.id):
                 store.audit(reviewer.name, "complete_review", "round_reviews", None, None,
@@ -338,11 +338,11 @@ def _review_complete(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
     """Whether, with these answers, the reviewer's review of the item is complete:
     an agent run or graded conversation once every criterion has an answer;
     any other item with one counted answer about the whole item."""
-    from review.rounds import RUBRIC_KINDS
+    from review.team.rounds import RUBRIC_KINDS
 
     kind = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()[0]
     if kind in RUBRIC_KINDS:
-        from review.rubric_review import is_reviewed
+        from review.reviewing.criteria import is_reviewed
 
         return is_reviewed(store, reviewer.id, item_id)
     return any(a.target == "" and a.status in ("answered", "cannot_assess") for a in answers)
@@ -379,8 +379,8 @@ def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: in
         " AND s.kind = 'trajectory')) LIMIT 1",
         (question_id, reviewer.id, item_id)).fetchone():
         return True
-    from review.adjudication import ADJUDICATED
-    from review.rubric_review import labels_opened
+    from review.reviewing.criteria import labels_opened
+    from review.team.adjudication import ADJUDICATED
 
     if conn.execute(
         "SELECT 1 FROM annotations a JOIN raters r ON r.id = a.rater_id WHERE a.item_id = ?"

@@ -1,7 +1,7 @@
 """Harbor job and trial directories (`harbor`): one trajectory item per trial.
 
 A trial directory holds `result.json`, `agent/trajectory.json` (ATIF, checked
-by `review.sources.atif`), `verifier/reward.json` (or `reward.txt`) and
+by `review.datasets.sources.atif`), `verifier/reward.json` (or `reward.txt`) and
 optionally `verifier/reward-details.json`; a job directory holds many trial
 directories. Import either.
 
@@ -14,7 +14,7 @@ the annotation's extra). A reward key that is missing or null means "not
 measured": no annotation, never 0.
 
 Benchmarks run under Harbor add meaning through a `TrialProfile` (see
-`review.sources.clinicare`): a profile that claims a trial may change its
+`review.datasets.sources.clinicare`): a profile that claims a trial may change its
 item (dataset, answer, identifying fields) and add records.
 """
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from review.sources.atif import check_trajectory, read_json_file
-from review.sources.base import Format, ImportOptions, register
-from review.trajectory import trajectory_payload
+from review.datasets.sources.atif import check_trajectory, read_json_file
+from review.datasets.sources.base import Format, ImportOptions, register
+from review.reviewing.trajectory import trajectory_payload
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
 

@@ -10,7 +10,7 @@ that went wrong; the judge makes a few mistakes they catch, and they do not
 always agree with each other.
 
 Everything is written as ordinary files in the published shapes and loaded
-through the real importers (see `review.demo.load_demo`).
+through the real importers (see `review.datasets.demo.load_demo`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from review.trajectory import STEP_ERROR_QUESTION
+from review.reviewing.trajectory import STEP_ERROR_QUESTION
 
 KB_SUBSET, KB_RUN = "demo", "r1"
 JUDGE_MODEL = "demo/judge-1"

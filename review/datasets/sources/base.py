@@ -111,7 +111,7 @@ def register(fmt: Format) -> Format:
 
 
 def detect_format(path: Path) -> Format:
-    from review.sources.readers import header_fields
+    from review.datasets.sources.readers import header_fields
 
     fields = set() if path.is_dir() else header_fields(path)
     for fmt in FORMATS.values():
@@ -224,7 +224,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 index: bool = True, progress: Progress | None = None) -> ImportResult:
     """Import one file (or Harbor directory) as one transaction. Then, unless
     `index` is False, add the new items' text to the search index in small
-    transactions of their own (`review.search.ensure_index`): reviewers'
+    transactions of their own (`review.browse.search.ensure_index`): reviewers'
     answers are not held up behind the tokenising of a large file, and search
     catches up by itself before it runs if this step is skipped or killed.
     `progress`, if given, hears how far both steps are."""
@@ -243,7 +243,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     else:
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     if validate is None:
-        from review.answers import normalise_value as validate
+        from review.reviewing.answers import normalise_value as validate
     shown = options.name or str(path)
     listener = _Listener(progress)
     digest = _Digest(path)
@@ -302,7 +302,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                           writer.n_annotations, writer.n_skipped,
                           seconds=time.perf_counter() - started, completed=writer.n_completed)
     if index:
-        from review.search import ensure_index
+        from review.browse.search import ensure_index
 
         started = time.perf_counter()
         result.indexed = ensure_index(store, progress=lambda done, due: listener("index", done, due))
@@ -314,7 +314,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
     """A file that is not UTF-8 text, with the first line that is not."""
     if path.is_file():
-        from review.sources.readers import not_utf8
+        from review.datasets.sources.readers import not_utf8
 
         return not_utf8(path)
     return InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
@@ -323,8 +323,8 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
 def _reopen_broken(store: Store, conn, import_id: int) -> None:
     """Clinicians' answers brought in by this import can break an agreement
     that settled on its own: withdraw those settlements (see
-    `review.adjudication.reopen_broken`), in the import's transaction."""
-    from review.adjudication import ADJUDICATED, reopen_broken
+    `review.team.adjudication.reopen_broken`), in the import's transaction."""
+    from review.team.adjudication import ADJUDICATED, reopen_broken
 
     adjudicated = conn.execute("SELECT id FROM raters WHERE name = ?", (ADJUDICATED,)).fetchone()
     if adjudicated is None:

@@ -3,9 +3,9 @@
 Importing this package registers every format in `FORMATS`.
 """
 
-from review.sources import atif, clinicare, harbor, healthbench, klinikebench  # noqa: F401, I001
-from review.sources import carebench, labels_long  # noqa: F401  (registers formats)
-from review.sources.base import (
+from review.datasets.sources import atif, clinicare, harbor, healthbench, klinikebench  # noqa: F401, I001
+from review.datasets.sources import carebench, labels_long  # noqa: F401  (registers formats)
+from review.datasets.sources.base import (
     FORMATS,
     ImportOptions,
     ImportResult,

@@ -38,9 +38,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import as_bool
-from review.sources.readers import read_rows
+from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
+from review.datasets.sources.fields import as_bool
+from review.datasets.sources.readers import read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
 

@@ -48,9 +48,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from review.sources.base import Format, ImportOptions, register
-from review.sources.fields import pick, require
-from review.sources.harbor import (
+from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.fields import pick, require
+from review.datasets.sources.harbor import (
     PROFILES,
     Measure,
     Trial,
@@ -61,7 +61,7 @@ from review.sources.harbor import (
     read_harbor,
     sample_trials,
 )
-from review.sources.readers import read_rows
+from review.datasets.sources.readers import read_rows
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 
 FAMILY = "clinicare"

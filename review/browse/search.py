@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from review.reviewing.trajectory import message_text
 from review.text import safe_markdown
-from review.trajectory import message_text
 from store import Store, from_json
 from store.writer import on_items_written
 

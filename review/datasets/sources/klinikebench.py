@@ -2,7 +2,7 @@
 
 A clinician agent interviews a simulated patient. Each row carries four JSON
 *strings* - `transcript` (clinician <-> patient; user = patient),
-`agent_steps` (the agent's ATIF steps, checked by `review.sources.atif`),
+`agent_steps` (the agent's ATIF steps, checked by `review.datasets.sources.atif`),
 `gates` (verifier detail) and `meta` - beside plain fields (see FORMATS.md 2).
 Rows are read one at a time; nothing holds the file.
 
@@ -39,11 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from review.sources.atif import check_steps, check_trajectory
-from review.sources.base import Format, ImportOptions, register
-from review.sources.harbor import PASS_THRESHOLD, as_score, criterion_question, verdict_from_score
-from review.sources.readers import file_kind, read_jsonl, read_parquet
-from review.trajectory import trajectory_payload
+from review.datasets.sources.atif import check_steps, check_trajectory
+from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.harbor import (
+    PASS_THRESHOLD,
+    as_score,
+    criterion_question,
+    verdict_from_score,
+)
+from review.datasets.sources.readers import file_kind, read_jsonl, read_parquet
+from review.reviewing.trajectory import trajectory_payload
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
 

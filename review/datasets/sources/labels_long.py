@@ -32,7 +32,7 @@ Rater profile: in a file that describes its raters (it has `rater_role` or
 the file's `specialty`, `seniority` and `rater_role` (a lone `specialty`
 column of a spreadsheet may be each case's, and is not read as the
 rater's), except a role that grants something in the app (adjudicator,
-admin: every role of `review.reviewers.ROLES` but reviewer), which a file
+admin: every role of `review.team.reviewers.ROLES` but reviewer), which a file
 never gives: such a rater is created as a reviewer, the role the
 file named kept in the rater's meta (`role_not_granted`) for an admin to
 grant or not. A rater that exists already is left exactly as it is.
@@ -46,10 +46,10 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from review.reviewers import ROLES
-from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import as_bool, as_int
-from review.sources.readers import file_kind, read_csv, read_rows
+from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
+from review.datasets.sources.fields import as_bool, as_int
+from review.datasets.sources.readers import file_kind, read_csv, read_rows
+from review.team.reviewers import ROLES
 from store.db import to_json
 from store.records import AnnotationRecord, RaterRecord, Record
 from store.spreadsheet import unquote_cell
@@ -60,7 +60,7 @@ STATUSES = ("answered", "cannot_assess", "skipped")
 PHASES = ("imported", "blind", "after_reveal", "suggested")
 PRIVILEGED_ROLES = frozenset(ROLES) - {"reviewer"}
 """Roles that grant something in the app (adjudicate, administer): never taken from a
-file, only granted by an admin (`review.reviewers.grant_role`)."""
+file, only granted by an admin (`review.team.reviewers.grant_role`)."""
 
 
 def _is_no_error(value: str) -> bool:

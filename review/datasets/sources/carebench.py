@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from review.sources.base import Format, ImportOptions, rater_record_for, register
-from review.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
-from review.sources.readers import read_rows
+from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
+from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
+from review.datasets.sources.readers import read_rows
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
-from review.reviewers import PEOPLE, Reviewer
+from review.team.reviewers import PEOPLE, Reviewer
 from store import Store
 
 

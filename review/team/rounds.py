@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from review.blinding import MODES
-from review.reviewers import Reviewer
-from review.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.reviewing.blinding import MODES
+from review.reviewing.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
 STRATA = ("none", "gold", "category")

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from codebook import Codebook, CodebookError, builtin_codebooks, parse_codebook
-from review.reviewers import Reviewer, is_admin
+from review.team.reviewers import Reviewer, is_admin
 from store import Store, to_json, utcnow
 
 EDITABLE = ("short", "definition", "rules", "example")

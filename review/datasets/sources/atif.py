@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from review.sources.readers import mend_surrogates
+from review.datasets.sources.readers import mend_surrogates
 from store.writer import InputError
 
 VERSION = re.compile(r"^ATIF-v1\.(\d+)$")

@@ -7,11 +7,10 @@ import json
 
 import pytest
 
-from review.blinding import BLIND, SUGGEST
-from review.items import AnswerSpec, commit_answers
-from review.queue import QueueFilter
-from review.reviewers import ensure_reviewer
-from review.rubric_review import (
+from review.datasets.sources import import_file
+from review.datasets.sources.clinicare import trial_uid
+from review.reviewing.blinding import BLIND, SUGGEST
+from review.reviewing.criteria import (
     Verdict,
     commit_verdicts,
     evidence_steps,
@@ -29,8 +28,9 @@ from review.rubric_review import (
     review_progress,
     step_marks,
 )
-from review.sources import import_file
-from review.sources.clinicare import trial_uid
+from review.reviewing.items import AnswerSpec, commit_answers
+from review.reviewing.queue import QueueFilter
+from review.team.reviewers import ensure_reviewer
 from tests.helpers import table_counts, write_jsonl
 from tests.review_fixtures import HARBOR_UID, HOSTILE, KB_UID, PROMPT
 

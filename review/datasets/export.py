@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
-from review.adjudication import ADJUDICATED
+from review.team.adjudication import ADJUDICATED
 from store import Store
 from store.spreadsheet import safe_cell
 

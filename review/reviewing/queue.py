@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from review.trajectory import RUBRIC_KINDS
+from review.reviewing.trajectory import RUBRIC_KINDS
 from store import Store
 
 
@@ -48,7 +48,7 @@ class QueueFilter:
             clauses.append("i.failed = 0")
         if self.after is not None:
             # A question of a kind of item: of every prefix or response; of an agent run or
-            # graded conversation only of its benchmark family (`rubric_review.asks_outcome`).
+            # graded conversation only of its benchmark family (`criteria.asks_outcome`).
             family = "substr(nq.key, 1, instr(nq.key, '.') - 1)"
             rubric = ", ".join(f"'{k}'" for k in RUBRIC_KINDS)
             clauses.append(

@@ -5,7 +5,7 @@ fictional models, two versions of a fictional mapper, and three simulated
 clinicians whose disagreement is realistic: adjacent labels are confused
 more often than distant ones, and a few items are "cannot assess". Some
 clinician answers are revised after the mapper's label was revealed, so the
-anchoring view has something to show. Beside them (`review.demo_rubrics`):
+anchoring view has something to show. Beside them (`review.datasets.demo_rubrics`):
 eight agent runs of four invented consultations, with a judge the
 clinicians catch out, and eight rubric-graded conversations with a grader
 and physicians' labels, so the trajectory, graded-conversation, rubric
@@ -23,9 +23,9 @@ import random
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
-from review.demo_rubrics import build_rubric_files
-from review.reviewers import ensure_reviewer
-from review.sources import ImportOptions, import_file
+from review.datasets.demo_rubrics import build_rubric_files
+from review.datasets.sources import ImportOptions, import_file
+from review.team.reviewers import ensure_reviewer
 from store import Store
 
 SEED = 20261130

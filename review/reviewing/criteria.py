@@ -1,6 +1,6 @@
 """Reviewing agent runs and rubric-graded conversations: many questions per item.
 
-`review.queue` serves kinds that ask one question of each item. A trajectory
+`review.reviewing.queue` serves kinds that ask one question of each item. A trajectory
 or a graded conversation asks several at once: its own rubric criteria (gates,
 must-ask topics, HealthBench criteria; a completion shares its prompt's), the
 outcome verdict where its benchmark has one, and a mark per step. This module
@@ -31,12 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, builtin_codebooks
-from review.blinding import DEFAULT_MODE, labels_visible
-from review.codebook_versions import current_codebook
-from review.items import AnswerSpec, commit_answers
-from review.queue import Progress, QueueFilter
-from review.reviewers import Reviewer
-from review.trajectory import (
+from review.reviewing.blinding import DEFAULT_MODE, labels_visible
+from review.reviewing.items import AnswerSpec, commit_answers
+from review.reviewing.queue import Progress, QueueFilter
+from review.reviewing.trajectory import (
     RUBRIC_KINDS,
     STEP_ERROR_QUESTION,
     CriterionView,
@@ -48,6 +46,8 @@ from review.trajectory import (
     subagent_view,
     trajectory_view,
 )
+from review.team.codebook_versions import current_codebook
+from review.team.reviewers import Reviewer
 from store import Store
 
 STEP_CODEBOOK = "trajectory-errors"
@@ -251,7 +251,7 @@ def is_reviewed(store: Store, reviewer_id: int, item_id: int) -> bool:
 def unfinished_in_round(store: Store, round_id: int, reviewer_id: int) -> int | None:
     """An item of the round this reviewer began and has not finished, while its
     place is still theirs to take: it comes back before anything new."""
-    from review.rounds import has_place
+    from review.team.rounds import has_place
 
     for (item_id,) in store.query(
             "SELECT a.item_id FROM annotations a WHERE a.round_id = ? AND a.rater_id = ?"
@@ -332,7 +332,7 @@ def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: It
     value anywhere rejects the whole batch. In a review round (`round_id`),
     the batch takes the reviewer's place on the item; if the item already
     has all the reviewers the round asks for, the whole batch is kept outside
-    the round (`review.rounds.late_for_round`)."""
+    the round (`review.team.rounds.late_for_round`)."""
     asked = {q.id for q in item_questions(store, item_id)}
     answers = []
     for v in verdicts:
@@ -624,7 +624,7 @@ def blind_work_left(store: Store, reviewer_id: int,
     gold and machine labels would unblind. `after`: only items that came
     after that `labels_mark` (those a reviewer who chose to see the labels
     then has not been asked about)."""
-    from review.queue import queue_progress
+    from review.reviewing.queue import queue_progress
 
     left = 0
     for kind in ("prefix", "response"):
