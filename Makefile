@@ -1,13 +1,14 @@
 # carelens: two commands for a new user.
 #   make run   installs into .venv and starts the app on a demo database
 #   make test  installs into .venv and runs every test (unit, page, browser)
+#   make test-fast  the same without the browser tests, for the edit-test loop
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DB ?= carelens.db
 PORT ?= 8501
 PYTHON ?= python3
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,10 @@ lint: install
 test: lint
 	@test -x /usr/bin/chromium || echo "note: /usr/bin/chromium is missing, so the browser tests will be skipped (Debian: apt-get install chromium)"
 	$(VENV)/bin/pytest
+
+# The edit-test loop: everything but the browser tests (make test stays the whole suite).
+test-fast: lint
+	$(VENV)/bin/pytest -m "not browser"
 
 bench: install
 	for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

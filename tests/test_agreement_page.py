@@ -1,72 +1,30 @@
 """The Agreement screen through Streamlit's AppTest: it opens on the demo with a
 non-trivial report, its widgets drive the library, and empty databases explain
-themselves."""
+themselves.
+
+The Agreement screen and its command line, finding by finding: the statistic follows
+the level the report was computed at, triage leaves 'cannot assess' out, drill-down
+links open exactly the unit for the same reviewer, the words beside the numbers say
+what the numbers mean, and the command line takes the screen's filters."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.datasets.demo import load_demo
+from labels import comparisons as cmp
 from review.reviewing.criteria import open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
 from store.writer import RecordWriter
-from tests.helpers import shown
+from tests.conftest import ROOT
+from tests.helpers import CODES, run_cli, shown
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = "pages/agreement.py"
 REVIEWER = "Dr. Mei Tanaka"
-
-
-def app_path(tmp_path: Path) -> Path:
-    """app.py, or, until app.py lists the Agreement page, a copy beside links to the
-    project's pages and assets that adds it (the lead wires the navigation)."""
-    app = ROOT / "app.py"
-    source = app.read_text(encoding="utf-8")
-    if PAGE in source:
-        return app
-    home = tmp_path / "app_home"
-    if (home / "app.py").exists():
-        return home / "app.py"
-    home.mkdir()
-    for name in ("pages", "assets"):
-        (home / name).symlink_to(ROOT / name)
-    source = source.replace(
-        "st.navigation(PAGES",
-        'PAGES.setdefault("Reference", []).append(st.Page("pages/agreement.py", '
-        'title="Agreement", url_path="agreement"))\nst.navigation(PAGES', 1)
-    (home / "app.py").write_text(source, encoding="utf-8")
-    return home / "app.py"
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("agreement_demo")
-    path = root / "demo.db"
-    with open_store(path) as store:
-        load_demo(store, root / "files")
-    return path
-
-
-def open_page(tmp_path, monkeypatch, db: Path, reviewer: str | None = REVIEWER,
-              tab: str | None = None) -> AppTest:
-    monkeypatch.setenv("CARELENS_DB", str(db))
-    at = AppTest.from_file(str(app_path(tmp_path)), default_timeout=60)
-    if reviewer:
-        at.query_params["reviewer"] = reviewer
-        with open_store(db) as s:  # a researcher who chose to see every rater's labels
-            open_labels(s, find_reviewer(s, reviewer), "agreement", 0)
-    at.run()
-    at.switch_page(PAGE)
-    if tab:
-        at.session_state["agr_tab"] = tab
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def coefficient_table(at: AppTest):
@@ -81,8 +39,8 @@ def review_links(at: AppTest) -> list[str]:
             for line in m.value.splitlines() if "](./" in line and "item=" in line]
 
 
-def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo_db):
-    at = open_page(tmp_path, monkeypatch, demo_db)
+def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo_copy):
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER)
     assert at.selectbox(key="agr_question").value == "carebench.response_action"
     assert shown(at.subheader[0].value) == "Clinicians' majority vs demo:mapper@v1"
     table = coefficient_table(at)
@@ -105,8 +63,8 @@ def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo
                          and link.endswith("reviewer=Dr.%20Mei%20Tanaka") for link in links)
 
 
-def test_choosing_rater_b_and_a_cell_lists_its_items(tmp_path, monkeypatch, demo_db):
-    at = open_page(tmp_path, monkeypatch, demo_db)
+def test_choosing_rater_b_and_a_cell_lists_its_items(tmp_path, monkeypatch, demo_copy):
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER)
     at.selectbox(key="agr_b:carebench.response_action").set_value("demo:mapper@v2").run()
     assert not at.exception
     assert shown(at.subheader[0].value) == "Clinicians' majority vs demo:mapper@v2"
@@ -120,8 +78,8 @@ def test_choosing_rater_b_and_a_cell_lists_its_items(tmp_path, monkeypatch, demo
     assert len(review_links(at)) == count
 
 
-def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_db):
-    at = open_page(tmp_path, monkeypatch, demo_db)
+def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_copy):
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER)
     at.selectbox(key="agr_a:carebench.response_action").set_value("group:clinicians")
     at.selectbox(key="agr_b:carebench.response_action").set_value(None).run()
     assert not at.exception
@@ -138,15 +96,15 @@ def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_db):
     ("Machine raters", "Each machine rater against each clinician"),
     ("Triage & leaderboard", "Would the mapper have changed the leaderboard?"),
 ])
-def test_other_sections_render_on_the_demo(tmp_path, monkeypatch, demo_db, tab, expected):
-    at = open_page(tmp_path, monkeypatch, demo_db, tab=tab)
+def test_other_sections_render_on_the_demo(tmp_path, monkeypatch, demo_copy, tab, expected):
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER, tab=tab)
     assert any(expected in s.value for s in at.subheader)
 
 
-def test_anchoring_and_meta_eval_sections(tmp_path, monkeypatch, demo_db):
-    at = open_page(tmp_path, monkeypatch, demo_db, tab="Anchoring")
+def test_anchoring_and_meta_eval_sections(tmp_path, monkeypatch, demo_copy):
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER, tab="Anchoring")
     assert any(m.label == "Blind answers revised after the reveal" for m in at.metric)
-    at = open_page(tmp_path, monkeypatch, demo_db, tab="HealthBench meta-eval")
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER, tab="HealthBench meta-eval")
     metrics = {shown(m.label): m.value for m in at.metric}
     # The demo's grader on its graded conversations, not the agent runs' judge (whose
     # must-ask criteria the demo clinicians answer): sets are split by kind of item.
@@ -178,18 +136,18 @@ def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):
                 AnnotationRecord(uid, key, "phys-2", "met" if met or i % 7 == 0 else "not_met"),
             ]
         RecordWriter(conn, source="test").write(records)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="phys-1")
+    at = open_page(db, monkeypatch, reviewer="phys-1")
     assert at.selectbox(key="agr_question").value == "criteria:rubric"
     rows = set(coefficient_table(at)["Coefficient"])
     assert {"Gwet's AC1", "PABAK (prevalence- and bias-adjusted kappa)"} <= rows
     links = review_links(at)  # graded conversations open in their own screen
     assert links and all(link.startswith("./graded?item=hb-") for link in links)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="phys-1", tab="HealthBench meta-eval")
+    at = open_page(db, monkeypatch, reviewer="phys-1", tab="HealthBench meta-eval")
     assert any(shown(m.label) == "judge@v1 vs physicians" for m in at.metric)
 
 
 def test_an_empty_database_explains_itself(tmp_path, monkeypatch):
-    at = open_page(tmp_path, monkeypatch, tmp_path / "empty.db", reviewer=None)
+    at = open_page(tmp_path / "empty.db", monkeypatch, reviewer=None)
     assert any("No answers yet" in i.value for i in at.info)
 
 
@@ -209,10 +167,257 @@ def test_rater_names_are_shown_as_text_not_markdown(tmp_path, monkeypatch):
                         AnnotationRecord(uid, "carebench.escalation_needed", hostile,
                                          "1A_ESCALATION_NONURGENT_CARE" if i % 3 else label)]
         RecordWriter(conn, source="test").write(records)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="Ann")
+    at = open_page(db, monkeypatch, reviewer="Ann")
     assert at.selectbox(key="agr_b:carebench.escalation_needed").value == hostile
     texts = [e.value for kind in ("markdown", "caption", "subheader", "success", "warning",
                                   "info") for e in getattr(at, kind)]
     texts += [m.label for m in at.metric] + [x.label for x in at.expander]
     assert any(hostile in shown(text) for text in texts)  # the name as written ...
     assert not any("](http" in text for text in texts)  # ... with nothing left to link or load
+
+
+Q = "carebench.escalation_needed"
+
+
+def write(db: Path, records: list) -> Path:
+    with open_store(db) as store, store.transaction() as conn:
+        RecordWriter(conn, source="test").write(records)
+    return db
+
+
+def two_doctors(db: Path, a: list, b: list) -> Path:
+    """Dr. A and Dr. B on prefixes p00.. (codebook indexes; None: no answer, 'ca':
+    cannot assess)."""
+    recs = [RaterRecord("Dr. A", "human"), RaterRecord("Dr. B", "human")]
+    for i, pair in enumerate(zip(a, b, strict=True)):
+        uid = f"p{i:02d}"
+        recs.append(ItemRecord(uid=uid, kind="prefix", dataset="t", case_id=f"c{i:02d}",
+                               round_id=1, split="validation", payload={"turns": ["x"]}))
+        for rater, x in zip(("Dr. A", "Dr. B"), pair, strict=True):
+            if x == "ca":
+                recs.append(AnnotationRecord(uid, Q, rater, None, status="cannot_assess"))
+            elif x is not None:
+                recs.append(AnnotationRecord(uid, Q, rater, CODES[x]))
+    return write(db, recs)
+
+
+def open_page(db: Path, monkeypatch, reviewer: str | None = None, tab: str | None = None,
+              **state) -> AppTest:
+    monkeypatch.setenv("CARELENS_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    if reviewer:
+        at.query_params["reviewer"] = reviewer
+        with open_store(db) as s:  # a researcher who chose to see every rater's labels
+            open_labels(s, find_reviewer(s, reviewer), "agreement", 0)
+    at.run()
+    at.switch_page("pages/agreement.py")
+    if tab:
+        at.session_state["agr_tab"] = tab
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def pair_state(question: str, a: str, b: str, **more) -> dict:
+    return {"agr_question": question, f"agr_a:{question}": a, f"agr_b:{question}": b, **more}
+
+
+def coefficients(at: AppTest) -> dict[str, str]:
+    table = next(d.value for d in at.dataframe if "Coefficient" in d.value.columns)
+    return dict(zip(table["Coefficient"], table["Value"], strict=True))
+
+
+def item_lines(at: AppTest) -> list[str]:
+    return [line for m in at.markdown for line in m.value.splitlines()
+            if line.startswith("- [") and "item=" in line]
+
+
+# -- 1. 'cannot assess' counted: an ordinal set is compared as nominal, everywhere ----------
+
+A = [0, 3, 0, 3, 3, 0, 1, 2]
+B = [0, 3, 0, 3, "ca", 1, 1, 2]
+
+
+def test_counting_cannot_assess_makes_the_compared_set_nominal(tmp_path):
+    with open_store(two_doctors(tmp_path / "ca.db", A, B)) as s:
+        qs = cmp.question_set(s, Q)
+        assert cmp.compared_question_set(qs, cmp.Filters()).level == "ordinal"
+        counted = cmp.compared_question_set(qs, cmp.Filters(include_cannot_assess=True))
+        report = cmp.agreement_report(s, Q, "Dr. A", "Dr. B", {"include_cannot_assess": True})
+    assert counted.level == report.question_set.level == "nominal"
+
+
+def test_with_cannot_assess_counted_the_page_uses_the_reports_statistics(tmp_path, monkeypatch):
+    db = two_doctors(tmp_path / "ca.db", A, B)
+    at = open_page(db, monkeypatch, **pair_state(Q, "Dr. A", "Dr. B", agr_cannot=True,
+                                                 **{f"agr_by:{Q}": "round"}))
+    values = coefficients(at)
+    labels = [shown(m.label) for m in at.metric]
+    assert labels[0] == "Cohen's kappa" and labels[0] in values  # the nominal headline
+    head = next(shown(s.value) for s in at.subheader if s.value.startswith("By conversation"))
+    name = head.split(": ", 1)[1]
+    assert name == "Krippendorff's alpha (nominal)"
+    per_round = next(d.value for d in at.dataframe if "Conversation round" in d.value.columns)
+    assert per_round["Value"][0] == values[name]  # one group: the table's own figure
+    assert any(shown(c.value).startswith("Nominal labels ('cannot assess' counted")
+               for c in at.caption)
+
+
+# -- 2. triage never takes 'cannot assess' as an escalation label ---------------------------
+
+def test_triage_leaves_cannot_assess_out_whatever_the_filter(demo):
+    counted = cmp.triage_comparison(demo, cmp.Filters(include_cannot_assess=True))
+    plain = cmp.triage_comparison(demo, cmp.Filters())
+    assert counted.labellings and counted.labellings == plain.labellings
+    said = [n for n in counted.notes if "'cannot assess'" in n]
+    assert said and said[0].startswith("12 'cannot assess' answers (12 on prefixes")
+    assert any(n.startswith("12 'cannot assess' answers") for n in plain.notes)
+
+
+def test_the_full_bundle_counts_cannot_assess_without_failing(demo):
+    report, extras = cmp.agreement_bundle(demo, Q, cmp.MAJORITY, "carebench-gold",
+                                          {"include_cannot_assess": True}, n_boot=50)
+    triage = next(x for x in extras if isinstance(x, cmp.TriageReport))
+    assert triage.labellings and report.question_set.level == "nominal"
+
+
+def test_triage_tab_with_cannot_assess_counted(demo_copy, monkeypatch):
+    at = open_page(demo_copy, monkeypatch, tab="Triage & leaderboard", agr_cannot=True)
+    assert any("Would the mapper have changed the leaderboard?" in s.value for s in at.subheader)
+    assert any("'cannot assess' answers" in shown(c.value) for c in at.caption)
+
+
+# -- 3, 4, 5. a cell's links open exactly its units, for the same reviewer ------------------
+
+def test_step_error_links_open_the_step(demo_copy, monkeypatch):
+    q = "trajectory.step_error"
+    at = open_page(demo_copy, monkeypatch, reviewer="Dr. Mei Tanaka",
+                   **pair_state(q, "Dr. Amara Okafor", "Dr. Lukas Brenner"))
+    lines = item_lines(at)
+    assert lines and all("&step=" in line and " · step " in line for line in lines), lines
+
+
+def test_criterion_links_say_which_criterion(tmp_path, monkeypatch):
+    recs = [RaterRecord("judge@v1", "machine"), RaterRecord("phys-1", "human")]
+    for i in range(1, 6):
+        recs.append(ItemRecord(uid=f"hb-{i}", kind="graded_conversation", dataset="hb",
+                               payload={}))
+    for c, text in (("a", "Advises emergency care"), ("b", "Asks about allergies")):
+        recs += [QuestionRecord(key=f"hb:1:{c}", codebook="rubric", kind="criterion", text=text,
+                                item_uid="hb-1", points=1),
+                 AnnotationRecord("hb-1", f"hb:1:{c}", "judge@v1", "met"),
+                 AnnotationRecord("hb-1", f"hb:1:{c}", "phys-1", "not_met")]
+    for i in range(2, 6):
+        recs += [QuestionRecord(key=f"hb:{i}:a", codebook="rubric", kind="criterion",
+                                text="Advises emergency care", item_uid=f"hb-{i}", points=1),
+                 AnnotationRecord(f"hb-{i}", f"hb:{i}:a", "judge@v1", "met"),
+                 AnnotationRecord(f"hb-{i}", f"hb:{i}:a", "phys-1", "met")]
+    db = write(tmp_path / "crit.db", recs)
+    q = "criteria:rubric"
+    at = open_page(db, monkeypatch, reviewer="phys-1", **pair_state(q, "phys-1", "judge@v1"))
+    lines = [shown(line) for line in item_lines(at)]
+    assert len(lines) == 2 and len(set(lines)) == 2
+    assert {line.split(" · criterion: ")[1] for line in lines} == {
+        "Advises emergency care", "Asks about allergies"}
+
+
+def test_the_browse_link_keeps_the_reviewer(tmp_path, monkeypatch):
+    db = two_doctors(tmp_path / "b.db", [0] * 6 + [0, 2], [0] * 6 + [1, 3])
+    at = open_page(db, monkeypatch, reviewer="Dr. A", **pair_state(Q, "Dr. A", "Dr. B"))
+    assert all("reviewer=Dr.%20A" in line for line in item_lines(at))
+    browse = next(m.value for m in at.markdown if "in Browse](./browse?" in m.value)
+    assert browse.rstrip(")").endswith("&reviewer=Dr.%20A")
+
+
+# -- 6. no shared unit is not full agreement --------------------------------------------------
+
+def test_raters_with_no_shared_unit_have_nothing_to_compare(tmp_path, monkeypatch):
+    db = two_doctors(tmp_path / "d.db", [0] * 5 + [None] * 5, [None] * 5 + [1] * 5)
+    at = open_page(db, monkeypatch, **pair_state(Q, "Dr. A", "Dr. B"))
+    assert {shown(m.label): m.value for m in at.metric}["Units compared"] == "0"
+    assert "The two raters agree on every unit." not in [c.value for c in at.caption]
+    assert any("no unit in common" in shown(i.value) and "nothing to compare" in i.value
+               for i in at.info)
+
+
+# -- 7. the meta-evaluation names the phase filter that hid the physicians ------------------
+
+def test_meta_eval_says_the_phase_filter_left_no_physician_label(demo):
+    assert cmp.meta_eval(demo, n_boot=20).n_rows == 34
+    m = cmp.meta_eval(demo, None, None, cmp.Filters(phase="blind"), n_boot=20)
+    assert m.explanation.startswith("The phase filter (clinicians' blind answers only) leaves "
+                                    "no physician label on these criteria")
+    assert "No physician" not in m.explanation
+
+
+# -- 8. the kappa paradox, beside the headline ---------------------------------------------
+
+def test_the_kappa_paradox_is_explained_beside_the_headline(tmp_path, monkeypatch):
+    db = two_doctors(tmp_path / "k.db", [0] * 18 + [0, 1], [0] * 18 + [1, 0])
+    at = open_page(db, monkeypatch, **pair_state(Q, "Dr. A", "Dr. B"))
+    assert float(at.metric[0].value) < 0 and at.metric[1].value == "90%"
+    said = [shown(c.value) for c in at.caption if "paradox" in c.value]
+    assert said == ["95% of the answers are \"Ask first\": with one answer this common, Cohen's "
+                    "kappa (quadratic) expects most agreement to happen by chance, so it stays "
+                    "low at 90% agreement (the prevalence, or kappa, paradox). Gwet's AC2 "
+                    "(quadratic) reads 0.99: it corrects for chance in a way a dominant answer "
+                    "sways far less."]
+
+
+def test_no_paradox_note_on_balanced_answers_or_real_disagreement(tmp_path):
+    balanced = two_doctors(tmp_path / "bal.db", [0, 1, 2, 3] * 5, [0, 1, 2, 3] * 4 + [1, 0, 3, 2])
+    with open_store(balanced) as s:
+        report = cmp.agreement_report(s, Q, "Dr. A", "Dr. B", n_boot=50)
+    assert cmp.prevalence_note(report, report.coefficient("cohen_kappa_quadratic")) is None
+    skewed = two_doctors(tmp_path / "low.db", [0] * 14 + [1] * 6, [0] * 20)  # 70% agreement
+    with open_store(skewed) as s:
+        report = cmp.agreement_report(s, Q, "Dr. A", "Dr. B", n_boot=50)
+    assert cmp.prevalence_note(report, report.coefficient("cohen_kappa_quadratic")) is None
+
+
+# -- 9. the command line takes the screen's filters ------------------------------------------
+
+def test_agreement_command_reproduces_the_screens_filters(capsys, demo):
+    code, out, err = run_cli(capsys, "--db", demo.path, "agreement", "--question-set", Q,
+                             "--a", "group:majority", "--b", "carebench-gold", "--round", "2",
+                             "--category", "general", "--count-cannot-assess", "--json")
+    assert code == 0, err
+    given = json.loads(out)
+    flt = cmp.filters_from({"round": 2, "category": "general", "include_cannot_assess": True})
+    report = cmp.agreement_report(demo, Q, "group:majority", "carebench-gold", flt)
+    assert given["filters"]["round_id"] == 2 and given["filters"]["include_cannot_assess"]
+    assert given["question_set"]["level"] == "nominal"
+    assert given["n_items"] == report.n_units
+    assert [c["value"] for c in given["coefficients"]] == [c.value for c in report.coefficients]
+
+
+def test_triage_command_reproduces_the_tabs_filters(capsys, demo):
+    code, out, err = run_cli(capsys, "--db", demo.path, "triage-metrics", "--split",
+                             "validation", "--round", "1", "--phase", "blind", "--json")
+    assert code == 0, err
+    given = json.loads(out)
+    report = cmp.triage_comparison(demo, cmp.Filters(split="validation", round_id=1,
+                                                     phase="blind"))
+    assert given["filters"]["split"] == "validation" and given["filters"]["phase"] == "blind"
+    assert [x["n_responses"] for x in given["labellings"]] == [
+        x.n_responses for x in report.labellings]
+
+
+@pytest.mark.parametrize("command, options", [
+    ("agreement", ("--round", "--category", "--count-cannot-assess", "--phase", "--split")),
+    ("triage-metrics", ("--split", "--round", "--phase", "--category", "--dataset")),
+])
+def test_filter_options_have_help(capsys, command, options):
+    code, text, _ = run_cli(capsys, command, "-h")
+    assert code == 0
+    for option in options:
+        assert option in text
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert all(option in readme for option in options)
+
+
+def test_an_unknown_phase_is_refused_with_the_list(capsys, demo_copy):
+    code, _, err = run_cli(capsys, "--db", str(demo_copy), "triage-metrics", "--phase", "blindly")
+    assert code == 2 and "invalid choice: 'blindly'" in err and "'after_reveal'" in err
