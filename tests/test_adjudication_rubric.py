@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.criteria import (
-    CANNOT_ASSESS,
-    Verdict,
-    commit_verdicts,
-    find_item,
-    item_questions,
-)
+from review.reviewing.commit import Verdict, commit_verdicts
+from review.reviewing.criteria import CANNOT_ASSESS, find_item, item_questions
 from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,

@@ -4,13 +4,9 @@ round, or all clinicians' answers in force. To the other scope it is settled:
 a round counts exactly its own reviewers, whatever others answer outside it."""
 import pytest
 
-from review.reviewing.items import (
-    commit_answer,
-    find_item_id,
-    later_rounds_owed,
-    load_item,
-    reveal_reference_labels,
-)
+from review.reviewing.blinding import later_rounds_owed, reveal_reference_labels
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import find_item_id, load_item
 from review.team.adjudication import ADJUDICATED, adjudication_queue, settle_unanimous
 from review.team.reviewers import ensure_reviewer
 from review.team.rounds import RoundSpec, create_round, reserve_next_item
@@ -160,7 +156,7 @@ def test_browse_offers_the_adjudicated_labels_only_while_one_is_in_force(prefixe
 
 
 def test_a_clinician_who_passes_over_an_item_after_answering_withdraws_its_settlement(prefixes):
-    from review.reviewing.items import skip_item
+    from review.reviewing.commit import skip_item
 
     item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
     qid = load_item(prefixes, item).question_id

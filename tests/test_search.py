@@ -41,7 +41,7 @@ from review.browse.search import (
     snippet_markdown,
     unindexed_count,
 )
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import writer as writer_module

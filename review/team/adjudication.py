@@ -834,13 +834,13 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
     replaces is named in the audit trail. `expected` and `answers_shown`:
     the settled mark and the clinicians' marks the adjudicator saw (the queue
     entry's `settled_id` and `answer_ids`), as in `settle`."""
-    from review.reviewing.criteria import NO_ERROR, STEP_CODEBOOK, _step_count
+    from review.reviewing.criteria import NO_ERROR, STEP_CODEBOOK, step_count
     from review.reviewing.trajectory import STEP_ERROR_QUESTION
 
     _require_adjudicator(adjudicator, "settle disagreements")
     if reason not in REASONS or reason == "unanimous":
         raise AdjudicationError(f"give a reason: one of {', '.join(r for r in REASONS if r != 'unanimous')}")
-    if not 1 <= int(step_id) <= _step_count(store, item_id):
+    if not 1 <= int(step_id) <= step_count(store, item_id):
         raise AdjudicationError(f"this run has no step {step_id}")
     error = builtin_codebooks()[STEP_CODEBOOK].normalise(error)
     if error == NO_ERROR:
