@@ -7,7 +7,6 @@ import sqlite3
 
 import pytest
 
-from review import search as search_module
 from review.browse import (
     BrowseQuery,
     ExportOptions,
@@ -30,6 +29,7 @@ from review.browse import (
     to_csv,
     to_jsonl,
 )
+from review.browse import search as search_module
 from review.browse.search import (
     MARK_END,
     MARK_START,
