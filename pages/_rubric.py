@@ -18,12 +18,11 @@ from typing import Any
 
 import streamlit as st
 
+from codebook import BLIND, CANNOT_ASSESS, SUGGEST
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
-from review.reviewing.blinding import BLIND, SUGGEST
 from review.reviewing.commit import Verdict, commit_verdicts
 from review.reviewing.criteria import (
-    CANNOT_ASSESS,
     ItemQuestion,
     MyAnswer,
     RaterVerdict,

@@ -6,10 +6,11 @@ import re
 
 import streamlit as st
 
+from codebook import NO_ERROR
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
-from review.reviewing.criteria import NO_ERROR, severity_levels, step_codebook
+from review.reviewing.criteria import severity_levels, step_codebook
 from review.reviewing.items import item_uid, load_item
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from codebook import BLINDING_MODES
 from pages._shared import require_reviewer, store
-from review.reviewing.blinding import MODES
 from review.reviewing.queue import filter_choices
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
@@ -92,7 +92,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
                                                "none": "nothing"}.get)
-        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get,
+        blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
         minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)

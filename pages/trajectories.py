@@ -14,6 +14,7 @@ import time
 
 import streamlit as st
 
+from codebook import NO_ERROR
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
@@ -28,7 +29,6 @@ from pages._steps import (
 from review.reviewing.blinding import DEFAULT_MODE
 from review.reviewing.commit import mark_step
 from review.reviewing.criteria import (
-    NO_ERROR,
     is_reviewed,
     item_position,
     item_questions,

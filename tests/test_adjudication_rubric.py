@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from codebook import CANNOT_ASSESS
 from review.reviewing.commit import Verdict, commit_verdicts
-from review.reviewing.criteria import CANNOT_ASSESS, find_item, item_questions
+from review.reviewing.criteria import find_item, item_questions
 from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,

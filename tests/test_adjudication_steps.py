@@ -266,8 +266,8 @@ def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_se
 
 
 def test_a_step_no_clinician_could_assess_is_a_disagreement(db):
+    from codebook import STEP_ERROR_QUESTION
     from review.reviewing.commit import AnswerSpec, commit_answers
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
 
     a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")

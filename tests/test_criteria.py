@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from codebook import BLIND, SUGGEST
 from review.datasets.sources import import_file
 from review.datasets.sources.clinicare import trial_uid
-from review.reviewing.blinding import BLIND, SUGGEST, revealed_verdicts
+from review.reviewing.blinding import revealed_verdicts
 from review.reviewing.commit import AnswerSpec, Verdict, commit_answers, commit_verdicts, mark_step
 from review.reviewing.criteria import (
     evidence_steps,

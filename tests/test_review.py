@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.blinding import BLIND, SUGGEST, later_rounds_owed, reveal_reference_labels
+from codebook import BLIND, SUGGEST
+from review.reviewing.blinding import later_rounds_owed, reveal_reference_labels
 from review.reviewing.commit import commit_answer, skip_item
 from review.reviewing.items import find_item_id, flag_item, is_flagged, load_item, my_answers
 from review.reviewing.queue import QueueFilter, next_unreviewed_item, queue_progress

@@ -481,8 +481,8 @@ def test_a_label_item_answered_late_is_not_handed_back_by_the_round(demo):
 
 
 def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
+    from codebook import STEP_ERROR_QUESTION
     from review.reviewing.commit import AnswerSpec, commit_answers
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,

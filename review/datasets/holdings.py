@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codebook import ITEM_KINDS
 from store import Store
-
-KIND_ORDER = ("prefix", "response", "trajectory", "graded_conversation")
 
 
 @dataclass(frozen=True)
@@ -27,11 +26,11 @@ class KindCount:
 
 def item_counts(store: Store) -> list[KindCount]:
     """Items counted by kind, in the order of the review screens."""
-    order = " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(KIND_ORDER))
+    order = " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(ITEM_KINDS))
     return [KindCount(r["kind"], r["n"], r["failed"] or 0, r["prompts"] or 0) for r in store.query(
         "SELECT kind, COUNT(*) AS n, SUM(failed) AS failed, SUM(kind = 'graded_conversation'"
         " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind"
-        f" ORDER BY CASE kind {order} ELSE {len(KIND_ORDER)} END")]
+        f" ORDER BY CASE kind {order} ELSE {len(ITEM_KINDS)} END")]
 
 
 def annotation_count(store: Store) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from codebook import BLIND, LABEL_KINDS, REVEAL_AFTER_COMMIT, RUBRIC_KINDS, SUGGEST
 from review.reviewing.criteria import (
     RaterVerdict,
     item_header,
@@ -37,15 +38,10 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
 from review.reviewing.queue import QueueFilter, queue_progress
-from review.reviewing.trajectory import RUBRIC_KINDS
 from review.team.reviewers import Reviewer
 from review.text import safe_markdown
 from store import Store, utcnow
 
-BLIND = "blind"
-REVEAL_AFTER_COMMIT = "reveal_after_commit"
-SUGGEST = "suggest"
-MODES = (BLIND, REVEAL_AFTER_COMMIT, SUGGEST)
 DEFAULT_MODE = REVEAL_AFTER_COMMIT
 
 
@@ -406,7 +402,7 @@ def blind_work_left(store: Store, reviewer_id: int,
     after that `labels_mark` (those a reviewer who chose to see the labels
     then has not been asked about)."""
     left = 0
-    for kind in ("prefix", "response"):
+    for kind in LABEL_KINDS:
         p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
         left += p.total - p.done
     for kind in RUBRIC_KINDS:

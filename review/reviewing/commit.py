@@ -18,18 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from codebook import CANNOT_ASSESS, NO_ERROR, REVEAL_AFTER_COMMIT, RUBRIC_KINDS
 from review.reviewing.answers import normalise_value
 from review.reviewing.blinding import (
     DEFAULT_MODE,
-    REVEAL_AFTER_COMMIT,
     labels_opened,
     labels_visible,
     later_rounds_owed,
     phase_for_commit,
 )
 from review.reviewing.criteria import (
-    CANNOT_ASSESS,
-    NO_ERROR,
     is_reviewed,
     item_questions,
     step_codebook,
@@ -39,7 +37,7 @@ from review.reviewing.criteria import (
 from review.reviewing.drafts import clear_draft
 from review.team.adjudication import ADJUDICATED, reopen_broken
 from review.team.reviewers import Reviewer
-from review.team.rounds import RUBRIC_KINDS, claim_answer_slot, complete_review
+from review.team.rounds import claim_answer_slot, complete_review
 from store import Store, from_json, to_json, utcnow
 
 

@@ -30,10 +30,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codebook import Codebook, builtin_codebooks
+from codebook import (
+    CANNOT_ASSESS,
+    NO_ERROR,
+    STEP_CODEBOOK,
+    STEP_ERROR_QUESTION,
+    Codebook,
+    builtin_codebooks,
+)
 from review.reviewing.queue import Progress, QueueFilter
 from review.reviewing.trajectory import (
-    STEP_ERROR_QUESTION,
     CriterionView,
     TrajectoryView,
     criteria_score,
@@ -42,12 +48,6 @@ from review.reviewing.trajectory import (
 )
 from review.team.codebook_versions import current_codebook
 from store import Store
-
-STEP_CODEBOOK = "trajectory-errors"
-NO_ERROR = "no_error"
-CANNOT_ASSESS = "cannot_assess"
-KINDS = ("trajectory", "graded_conversation")
-
 
 # -- what an item is and what it asks ---------------------------------------------
 

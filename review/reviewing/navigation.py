@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codebook import RUBRIC_KINDS
 from review.reviewing import criteria, queue
 from review.reviewing.criteria import is_reviewed
 from review.reviewing.queue import QueueFilter
-from review.reviewing.trajectory import RUBRIC_KINDS
 from review.team.reviewers import Reviewer
 from review.team.rounds import (
     RoundInfo,

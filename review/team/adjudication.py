@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codebook import builtin_codebooks
+from codebook import RUBRIC_KINDS, builtin_codebooks
 from review.reviewing.answers import normalise_value
-from review.reviewing.trajectory import RUBRIC_KINDS
 from review.team.reviewers import Reviewer, can_adjudicate, people_sql
 from store import Store, to_json, utcnow
 
@@ -686,7 +685,7 @@ def _step_marks(store: Store, item_id: int | None = None) -> dict[tuple[int, int
     where two or more clinicians marked that step (`item_id`: of that run
     only). Only explicit marks count: a reviewer who left a step unmarked
     said nothing about it."""
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
 
     only, only_params = ("", ()) if item_id is None else (" AND c.item_id = ?", (item_id,))
     rows = store.query(
@@ -731,7 +730,7 @@ def _agreed_step(marks: list) -> tuple[str, int | None] | None:
 
 def _settled_steps(store: Store) -> dict[tuple[int, int], tuple[str | None, str | None, int | None]]:
     """(run, step id) -> (reason, error, severity) of the settled mark in force (see `_settled`)."""
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
 
     out = {}
     for r in store.query(
@@ -747,7 +746,7 @@ def _settled_steps(store: Store) -> dict[tuple[int, int], tuple[str | None, str 
 def _insert_step(conn, item_id: int, step_id: int, error: str, severity: int | None,
                  note: str | None, extra: dict) -> tuple[int, tuple | None]:
     """Write a settled mark; returns its id and the settled mark it replaces, if any."""
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
 
     question_id = conn.execute("SELECT id FROM questions WHERE key = ?",
                                (STEP_ERROR_QUESTION,)).fetchone()[0]
@@ -795,7 +794,7 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
     run by run, steps in order. A run the adjudicator answered anything about
     is left to someone else. Only for adjudicators and admins: it shows every
     clinician's marks."""
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
 
     _require_adjudicator(adjudicator, "see the disagreements to settle")
     step_question = store.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
@@ -834,8 +833,8 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
     replaces is named in the audit trail. `expected` and `answers_shown`:
     the settled mark and the clinicians' marks the adjudicator saw (the queue
     entry's `settled_id` and `answer_ids`), as in `settle`."""
-    from review.reviewing.criteria import NO_ERROR, STEP_CODEBOOK, step_count
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import NO_ERROR, STEP_CODEBOOK, STEP_ERROR_QUESTION
+    from review.reviewing.criteria import step_count
 
     _require_adjudicator(adjudicator, "settle disagreements")
     if reason not in REASONS or reason == "unanimous":

@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from review.reviewing.blinding import MODES
-from review.reviewing.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
 from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
@@ -116,8 +115,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("the overlap share is a fraction between 0 and 1")
     if spec.stratify_by not in STRATA:
         raise RoundError(f"stratify by one of {', '.join(STRATA)}")
-    if spec.blinding not in MODES:
-        raise RoundError(f"blinding is one of {', '.join(MODES)}")
+    if spec.blinding not in BLINDING_MODES:
+        raise RoundError(f"blinding is one of {', '.join(BLINDING_MODES)}")
     if is_rubric_round(spec.question_key):
         item_kind = spec.question_key[len(CRITERIA_PREFIX):]
         if item_kind not in RUBRIC_KINDS:
