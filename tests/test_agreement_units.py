@@ -216,7 +216,7 @@ def cell_page(tmp_path, monkeypatch, records, **choose):
     db = tmp_path / "cell.db"
     with open_store(db) as s:
         write(s, records)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="Dr One")
+    at = open_page(db, monkeypatch, reviewer="Dr One")
     for key, value in choose.items():
         at.selectbox(key=key).set_value(value).run()
     assert not at.exception, [e.value for e in at.exception]
