@@ -423,8 +423,8 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
 
 def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
     """The options' filters, read by the same code as the screen's
-    (``labels.comparisons.filters_from``)."""
-    from labels.comparisons import filters_from
+    (``labels.compare.filters_from``)."""
+    from labels.compare import filters_from
 
     return filters_from({name: getattr(args, name) for name in names})
 
@@ -432,7 +432,7 @@ def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
-    from labels.comparisons import agreement_bundle, agreement_report, format_report_text
+    from labels.compare import agreement_bundle, agreement_report, format_report_text
     from labels.report import report_csv, report_html, report_json
 
     for path in (args.html, args.csv):
@@ -461,7 +461,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.compare import format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)

@@ -8,9 +8,10 @@ of truth at run time; ``CAREBENCH_ORDER`` is a copy for tests and examples.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+from labels.intervals import wilson_interval
 
 CAREBENCH_ORDER = (
     "0A_NO_ESCALATION_INFO_NEEDED",
@@ -102,21 +103,6 @@ def escalation_split(order: Sequence[str]) -> tuple[frozenset[str], str]:
     the order. This is the only place that reads meaning into the code names.
     """
     return frozenset(c for c in order if c.startswith("1")), order[-1]
-
-
-Z95 = 1.959963984540054
-"""The standard normal quantile for a two-sided 95% interval."""
-
-
-def wilson_interval(count: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson's score interval for count successes in n (None when n is 0)."""
-    if n <= 0:
-        return None
-    p = count / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _share(key, name, count, n, what) -> TriageMetric:

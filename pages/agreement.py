@@ -1,7 +1,7 @@
 """Agreement screen: how far raters agree, with intervals, down to the disagreeing items.
 
 Layout and widgets only: every number comes from one call into
-``labels.comparisons`` (cached on the database's data version), every figure
+``labels.compare`` (cached on the database's data version), every figure
 from ``labels.compare.figures``. Data text is shown as plain text or escaped
 Markdown, never as HTML.
 """
@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 import streamlit as st
 
-from labels import comparisons as cmp
+from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
     cell_of_point,

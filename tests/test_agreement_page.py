@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labels import comparisons as cmp
+from labels import compare as cmp
 from review.reviewing.criteria import open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store

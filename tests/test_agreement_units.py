@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from codebook import CAREBENCH, codebook
-from labels.comparisons import compare, meta_eval, triage_comparison
+from labels.compare import compare, meta_eval, triage_comparison
 from labels.healthbench_meta import MetaRow, by_group
 from review.browse import BrowseQuery, view_item_ids
 from review.workspace import open_store
@@ -216,7 +216,7 @@ def cell_page(tmp_path, monkeypatch, records, **choose):
     db = tmp_path / "cell.db"
     with open_store(db) as s:
         write(s, records)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="Dr One")
+    at = open_page(db, monkeypatch, reviewer="Dr One")
     for key, value in choose.items():
         at.selectbox(key=key).set_value(value).run()
     assert not at.exception, [e.value for e in at.exception]

@@ -11,8 +11,7 @@ import math
 import pytest
 
 from codebook import CAREBENCH, codebook
-from labels.compare.raters import ADJUDICATED_RATER
-from labels.comparisons import (
+from labels.compare import (
     Filters,
     agreement_bundle,
     agreement_report,
@@ -31,6 +30,7 @@ from labels.comparisons import (
     ratings_for,
     triage_comparison,
 )
+from labels.compare.raters import ADJUDICATED_RATER
 from labels.healthbench_meta import MetaRow, grader_vs_physicians, human_ceiling
 from labels.report import report_csv, report_dict, report_html, report_json
 from review.datasets.demo import load_demo

@@ -16,6 +16,7 @@ when it becomes a category of its own; a skip is always missing.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
@@ -69,6 +70,23 @@ class Filters:
         if self.include_cannot_assess:
             parts.append("'cannot assess' counted as an answer")
         return " · ".join(parts) or "all items"
+
+
+def filters_from(values: Filters | Mapping | None) -> Filters:
+    """Filters from a mapping such as argparse's (``round`` or ``round_id``; empty
+    values ignored): the one place filters are read from a mapping, for the command
+    line and the screen alike."""
+    if values is None or isinstance(values, Filters):
+        return values or Filters()
+    given = {k: v for k, v in dict(values).items() if v not in (None, "")}
+    if "round" in given:
+        given["round_id"] = given.pop("round")
+    if "round_id" in given:
+        given["round_id"] = int(given["round_id"])
+    unknown = set(given) - set(Filters.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+    return Filters(**given)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CAREBENCH, codebook
-from labels.compare.answers import Answers, Filters, load_answers, without_cannot_assess
+from labels.compare.answers import (
+    Answers,
+    Filters,
+    filters_from,
+    load_answers,
+    without_cannot_assess,
+)
 from labels.compare.questions import question_set
 from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
 from labels.compare.raters import references as reference_raters
@@ -152,18 +158,6 @@ def _reference_name(spec: str) -> str:
     return "the clinicians' majority" if spec == MAJORITY else display_name(spec)
 
 
-def _as_filters(filters: Filters | Mapping | None) -> Filters:
-    """The filters as the dataclass: a mapping such as the command line's
-    ``{"dataset": "demo"}`` is read by ``labels.comparisons.filters_from``, the one
-    place that reads filters from a mapping (imported here, when needed: that module
-    imports this one)."""
-    if filters is None or isinstance(filters, Filters):
-        return filters or Filters()
-    from labels.comparisons import filters_from
-
-    return filters_from(filters)
-
-
 def _datasets_answered(store: Store, prefix_q: str, response_q: str) -> list[str]:
     """The datasets that hold answers to the CARE-Bench questions, for saying what a
     dataset filter could have been."""
@@ -197,7 +191,7 @@ def triage_comparison(
     escalation labels), whatever ``include_cannot_assess`` says; a note counts them.
     ``filters`` may be a mapping (``{"dataset": "demo"}``), as
     ``agreement_bundle`` takes it; an unknown filter name is a ValueError."""
-    filters = _as_filters(filters)
+    filters = filters_from(filters)
     # Read with "cannot assess" counted, only to say how many are left out: triage
     # compares escalation labels, so they never enter it, whatever the filter says.
     model_free = replace(filters, model=None, include_cannot_assess=True)
