@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from labels.compare.answers import PHASES
+from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
 from review.workspace import default_db_path, open_store
 
@@ -406,10 +406,13 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
                                               "category, CARE-Bench specialty)")),
-        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE",
-                                  help="clinicians' answers from this phase only: "
-                                       f"{', '.join(PHASES)} (machine and reference labels are "
-                                       "never filtered); default: each one's current answer")),
+        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE", default=DEFAULT_PHASE,
+                                  help="which of the clinicians' answers: "
+                                       f"{', '.join(PHASES)} (default {DEFAULT_PHASE}: each "
+                                       "one's answer given before any machine label was seen, "
+                                       "imported answers included; current: the latest, "
+                                       "after any reveal). Machine and reference labels are "
+                                       "never filtered")),
         "include_cannot_assess": ("--count-cannot-assess", dict(
             action="store_true", dest="include_cannot_assess",
             help="count 'cannot assess' as an answer (one more, unordered category: an "

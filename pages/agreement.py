@@ -26,14 +26,13 @@ from labels.compare.figures import (
 from labels.compare.questions import CANNOT_ASSESS
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
+from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json
 from pages._shared import current_reviewer, labels_gate, store
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
-PHASES = {None: "Current answers", "blind": "Blind answers only",
-          "after_reveal": "After-reveal answers only"}
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
             "axis": "Rubric axis"}
@@ -164,10 +163,13 @@ with st.sidebar:
     category = (st.selectbox("Category", facets.categories, index=None,
                              placeholder="All categories", key="agr_category")
                 if facets.categories else None)
-    phase = st.selectbox("Clinicians' answers", list(PHASES), format_func=PHASES.get,
-                         key="agr_phase",
-                         help="Blind: each clinician's answer before any machine or reference "
-                              "label was shown. Machine and reference labels are never filtered.")
+    phase = st.selectbox("Clinicians' answers", PHASES, format_func=SHORT_WORDS.get,
+                         index=PHASES.index(DEFAULT_PHASE), key="agr_phase",
+                         help="Blind (the default): each clinician's answer given before any "
+                              "machine or reference label was shown; imported answers count as "
+                              "blind unless their file gave another phase. Current: the latest "
+                              "answer, including answers changed after the reveal. Machine and "
+                              "reference labels are never filtered.")
     with_cannot = st.toggle("Count 'cannot assess' as an answer", key="agr_cannot",
                             help="Off: 'cannot assess' is a missing rating.")
 # Read through the same code as `carelens agreement` / `triage-metrics` options.
@@ -205,6 +207,9 @@ st.caption(f"{compared.level.capitalize()} labels"
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[compared.level]
            + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
              "answered.")
+st.caption(f"**Answers used:** {describe_phase(filters.phase)}."
+           + ("" if filters.phase != DEFAULT_PHASE else
+              " Choose *Current answers* in the sidebar to compare the latest instead."))
 
 tabs = st.tabs(TABS, key="agr_tab", on_change="rerun")
 
@@ -319,7 +324,7 @@ def headline_cards(report) -> None:
         st.caption(md(paradox))
 
 
-def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, list[str]]:
+def browse_cell(a_said: str, b_said: str, units, report) -> tuple[BrowseQuery | None, list[str]]:
     """A confusion cell of named raters A and B as a Browse view: the pair's answers, the
     item kinds, and the screen's filters Browse has (dataset, split, model, round). Also
     what Browse cannot narrow to, as Markdown (data escaped); (None, [why]) when it cannot
@@ -329,9 +334,9 @@ def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, li
         return None, ["Browse pairs raters on their label for a whole item, not on rubric "
                       "criteria or single steps, so this cell cannot be opened there."]
     gaps = []
-    if filters.phase:
-        gaps.append(f"it reads each rater's current answer, not the clinicians' "
-                    f"{filters.phase.replace('_', ' ')} answers")
+    if report.set_aside:  # some latest answers are not of the phase compared
+        gaps.append(f"it reads each rater's current answer, not the "
+                    f"{describe_phase(filters.phase)}")
     if filters.category:
         gaps.append(f"it has no category filter (this screen shows {md(filters.category)} only)")
     if CANNOT_ASSESS in (a_said, b_said):
@@ -395,7 +400,7 @@ def confusion_section(report) -> None:
         st.caption("Each opens in a new tab, in the screen where it is reviewed.")
         if a and b and not a.startswith("group:") and not b.startswith("group:"):
             # Named raters: the same cell as a Browse view, to search, tag and export.
-            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units)
+            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units, report)
             if query is None:
                 st.caption(gaps[0])
             elif not gaps:
