@@ -424,6 +424,14 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
         parser.add_argument(flag, **kwargs)
 
 
+def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-boot", type=int, default=1000, metavar="N",
+                        help="bootstrap resamples for every interval (default 1000; 0: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap: the same data and seed give the same "
+                             "intervals (default 0)")
+
+
 def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
     """The options' filters, read by the same code as the screen's
     (``labels.compare.filters_from``)."""
@@ -436,7 +444,8 @@ def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
     from labels.compare import agreement_bundle, agreement_report, format_report_text
-    from labels.report import report_csv, report_html, report_json
+    from labels.provenance import write_sidecar
+    from labels.report import report_csv, report_html, report_json, report_provenance
 
     for path in (args.html, args.csv):
         if path:
@@ -445,10 +454,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
+        boot = dict(n_boot=args.n_boot, seed=args.seed)
         if args.html:
-            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
+            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot)
         else:
-            report, extras = agreement_report(store, args.question, args.a, args.b, filters, by=by), ()
+            report, extras = agreement_report(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot), ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.html:
@@ -456,7 +468,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         print(f"{args.html}: report written", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(report_csv(report), encoding="utf-8")
-        print(f"{args.csv}: table written", file=sys.stderr)
+        side = write_sidecar(args.csv, report_provenance(report))
+        print(f"{args.csv}: table written (provenance in {side})", file=sys.stderr)
     print(report_json(report) if args.json else format_report_text(report))
     return 0
 
@@ -471,7 +484,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
-                                   rank_by=args.rank_by)
+                                   rank_by=args.rank_by, common=args.common,
+                                   n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
@@ -595,12 +609,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", help="also write one self-contained HTML report with the plots")
-    a.add_argument("--csv", help="also write the coefficient table as CSV")
+    a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
+                                 "beside it, in FILE.provenance.json)")
+    add_bootstrap_options(a)
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
+    t.add_argument("--common", action="store_true",
+                   help="score only the responses every reader labelled and every reference "
+                        "covers, so a change of ranking comes from the labels alone (default: "
+                        "each model on everything its reading covers, coverage beside)")
+    add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
 
     s = sub.add_parser("serve", help="start the app on this database")

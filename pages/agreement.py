@@ -28,6 +28,7 @@ from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json
+from labels.triage import METRIC_NAMES
 from pages._shared import current_reviewer, labels_gate, store
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
 from review.text import safe_markdown
@@ -515,14 +516,21 @@ def triage_tab() -> None:
         st.info("Triage metrics apply to the CARE-Bench escalation labels; choose a CARE-Bench "
                 "question set.")
         return
-    t = call("triage_comparison", filters)
+    common = st.toggle("Common set only", key="agr_triage_common",
+                       help="Score only the responses every reading labelled and every "
+                            "reference covers, so that a change of ranking comes from the "
+                            "labels alone. Off: each model is scored on everything its reading "
+                            "covers, with coverage beside.")
+    t = call("triage_comparison", filters, common=common)
     if t.explanation:
         st.info(md(t.explanation), icon=":material/info:")
         return
     base = t.labellings[0]
     st.subheader("Would the mapper have changed the leaderboard?", anchor=False)
     st.caption(f"Baseline: responses {md(base.name)}. Models ranked by macro-F1 "
-               f"({base.n_responses} responses, the same ones under every labelling).")
+               + (f"({base.n_responses} responses, the same ones under every labelling)."
+                  if t.common else f"({base.n_responses} responses scored: each labelling "
+                  "scores what its reading covers; see each model's coverage)."))
     for c in t.correlations:
         if not c.same_reference:
             continue
@@ -566,8 +574,27 @@ def triage_tab() -> None:
             st.dataframe([{
                 "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
                 **{ms[k].name: with_ci(ms[k].value, ms[k].ci_low, ms[k].ci_high) for k in METRIC_KEYS},
-                "Coverage": share_text(ms["coverage"].value),
+                "Coverage": share_text(ms["coverage"].value)
+                + (f" · {x.coverage[model].words()}" if model in x.coverage else ""),
+                "From": x.sources.get(model, ""),
             } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
+            for model, wrong in x.missing_as_wrong.items():
+                st.caption(f"{md(model)}, its missing predictions counted against it (the "
+                           "CARE-Bench scorer's rule is not published): " + ", ".join(
+                               f"{v.name} {number(v.value)}" for v in wrong.values()))
+            if x.paired and x.paired.pairs:
+                st.markdown("**Paired comparisons** (the same cases resampled for both "
+                            "models)")
+                st.dataframe([{
+                    "Model A": d.a, "Model B": d.b,
+                    f"{METRIC_NAMES.get(d.key, d.key)} A − B": "—" if d.difference is None
+                    else f"{d.difference:+.2f}",
+                    "95% CI": interval(d.ci_low, d.ci_high), "Verdict": d.verdict,
+                    "Accuracy, McNemar p": "—" if d.mcnemar_p is None else f"{d.mcnemar_p:.3f}",
+                } for d in x.paired.pairs], hide_index=True, width="stretch")
+                st.caption("Each model's chance of holding its rank over the resamples: "
+                           + ", ".join(f"{md(m)} {share_text(v)}"
+                                       for m, v in x.paired.rank_probability.items()))
     for note in t.notes:
         st.caption(f"Note: {md(note)}")
 

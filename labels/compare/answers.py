@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
 from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
+from labels.provenance import Digest, answers_digest
+from labels.provenance import file_name as _file_name
 from store import Store
 
 __all__ = ["PHASES", "Answers", "Filters", "RaterInfo", "Unit", "compared_question_set",
@@ -144,6 +146,12 @@ class Answers:
     """clinician name -> units whose latest answer is not of the phase compared (e.g.
     changed after the machine label was shown): the comparison uses their answer of
     that phase, or none. Empty under ``phase="current"``."""
+    database_file: str | None = None
+    """The database the answers were read from (its file name), for provenance."""
+
+    def digest(self) -> Digest:
+        """The answers used, as a :class:`labels.provenance.Digest` (content, not ids)."""
+        return answers_digest(self)
 
     def of_kind(self, kind: str) -> list[str]:
         return sorted(n for n, r in self.raters.items() if r.kind == kind and self.values.get(n))
@@ -189,7 +197,8 @@ def without_cannot_assess(answers: Answers, original: QuestionSet) -> tuple[Answ
             ids[name] = {u: i for u, i in answers.answer_ids.get(name, {}).items() if u in kept}
     filters = replace(answers.filters, include_cannot_assess=False)
     return (Answers(original, filters, answers.units, answers.raters, values, ids,
-                    set_aside=dict(answers.set_aside)), dropped)
+                    set_aside=dict(answers.set_aside), database_file=answers.database_file),
+            dropped)
 
 
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
@@ -282,4 +291,5 @@ ORDER BY x.item_id, x.question_id, x.target
             continue
         values.setdefault(name, {})[index] = value
         ids.setdefault(name, {})[index] = row["id"]
-    return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside)
+    return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside,
+                   database_file=_file_name(store))

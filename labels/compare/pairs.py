@@ -37,6 +37,7 @@ from labels.compare.raters import (
 )
 from labels.compare.stats import coefficient, coefficient_name, forest_keys, headline_key
 from labels.phases import describe_phase
+from labels.provenance import Digest
 from store import Store, utcnow
 
 BREAKDOWNS = ("category", "round", "split", "model", "dataset", "criterion", "axis")
@@ -146,6 +147,9 @@ class ComparisonReport:
     set_aside: dict[str, int] = field(default_factory=dict)
     """Clinicians of the comparison -> their answers left out because the latest is of
     another phase than the one compared (``Answers.set_aside``)."""
+    data: Digest | None = field(default=None, repr=False, compare=False)
+    """The answers the report was computed from (for its provenance)."""
+    database_file: str | None = None
 
     @property
     def level(self) -> str:
@@ -346,6 +350,7 @@ def compare_answers(
         coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
         created_at=utcnow(),
     )
+    report.data, report.database_file = answers.digest(), answers.database_file
     report.set_aside = set_aside_of(answers, specs, table.columns)
     if said := set_aside_note(report.set_aside, answers.filters.phase):
         report.notes.append(said)
