@@ -18,7 +18,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
+from codebook import CANNOT_ASSESS
+from labels.compare.questions import QuestionSet, question_set
 from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
 from labels.provenance import Digest, answers_digest
 from labels.provenance import file_name as _file_name
