@@ -635,7 +635,11 @@ def anchoring_tab() -> None:
         return
     st.caption("A revision: a clinician answered blind, then answered again after the machine "
                "and reference labels were shown. Each change is classed against the chosen "
-               "machine rater's label.")
+               "machine rater's label as that clinician was shown it (recorded with each "
+               "reveal), so a model run later does not change the result. "
+               + (f"Shown on {r.shown.get(machine, 0)} of the revisions."
+                  if r.shown else "No reveal was recorded on these items: the machine's "
+                  "label now stands in (see the note below)."))
     overall = r.rows[-1]
     cols = st.columns(3)
     cols[0].metric("Blind answers revised after the reveal",
