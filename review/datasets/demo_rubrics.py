@@ -284,42 +284,47 @@ def _row(c: Consultation, agent: str, start: datetime, end: datetime, steps: lis
     judged = {i for i in range(len(c.topics))
               if (i in asked or (c.task_id, agent, i) in JUDGE_MISTAKES)
               and (c.task_id, agent, i) not in JUDGE_MISSES}
-    topics = [{"topic": topic, "asked": i in judged,
+    topics = [{"topic": topic, "asked": i in judged, "verdict": "yes" if i in judged else "no",
                "explanation": ("The agent asked about this directly." if i in judged and i in asked
                                else "Covered by an open question about the family or home."
                                if i in judged else "Not asked at any point.")}
               for i, (topic, _, _) in enumerate(c.topics)]
-    must_ask = round(len(judged) / len(c.topics), 2)
     tools_used = len(c.tools) - (b.skip_tool is not None)
+    scores = {"diagnosis": 1.0, "required_tools": round(tools_used / len(c.tools), 4),
+              "parameterised_actions": 0.0 if b.wrong_dose else 1.0,
+              "must_ask": round(len(judged) / len(c.topics), 4)}
     gates = {
-        "diagnosis": {"score": 1.0, "passed": True, "expected": c.diagnosis},
-        "required_tools": {"score": round(tools_used / len(c.tools), 2),
-                           "passed": b.skip_tool is None,
-                           "missing": [c.tools[b.skip_tool][0]] if b.skip_tool is not None else []},
-        "parameterised_actions": {"score": 0.0 if b.wrong_dose else 1.0, "passed": not b.wrong_dose,
-                                  "violations": [{"tool": "prescribe", "expected": c.prescription[0],
-                                                  "given": c.prescription[1]}]
-                                  if b.wrong_dose else []},
-        "must_ask": {"score": must_ask, "passed": must_ask >= 0.75, "topics": topics},
+        "diagnosis": {"passed": True, "expected": c.diagnosis, "recorded": c.diagnosis},
+        "required_tools": {"passed": b.skip_tool is None,
+                           "required": [tool for tool, _, _ in c.tools],
+                           "missing_tools": [c.tools[b.skip_tool][0]]
+                           if b.skip_tool is not None else []},
+        "parameterised_actions": {
+            "passed": not b.wrong_dose,
+            "required": [{"tool": "prescribe", "params": c.prescription[0]}],
+            "violations": [{"tool": "prescribe", "expected": c.prescription[0],
+                            "given": c.prescription[1]}] if b.wrong_dose else []},
+        "must_ask": {"passed": scores["must_ask"] >= 0.75, "judge_model": JUDGE_MODEL,
+                     "topics": topics},
     }
     passed = all(g["passed"] for g in gates.values())
+    steps_doc = {"schema_version": "ATIF-v1.5", "session_id": f"{trial_name(c.task_id, agent)}-sess",
+                 "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": agent},
+                 "steps": steps}
     return {
         "subset": KB_SUBSET, "run": KB_RUN, "trial_name": trial_name(c.task_id, agent),
         "task_id": c.task_id, "split": "test", "task_dataset": "carelens-demo",
         "clinician_model": agent, "patient_model": "demo/patient-sim", "judge_model": JUDGE_MODEL,
         "max_turns": 20, "max_steps": 30,
-        "reward": None if failed else round(sum(g["score"] for g in gates.values()) / 4, 3),
-        "outcome_pass": None if failed else passed, "diagnosis": c.diagnosis,
-        "required_tools": [tool for tool, _, _ in c.tools],
-        "parameterised_actions": [{"tool": "prescribe", "params": c.prescription[0]}],
-        "must_ask": [topic for topic, _, _ in c.topics],
+        "reward": None if failed else float(passed),
+        "outcome_pass": None if failed else float(passed),
+        **{k: None if failed else v for k, v in scores.items()},
         "n_turns": len(transcript) // 2, "n_steps": len(steps),
-        "diagnosed": None if failed else True, "sim_ok": not failed,
-        "judge_ok": None if failed else True,
+        "diagnosed": not failed, "sim_ok": not failed, "judge_ok": not failed,
         "started_at": start.isoformat(), "finished_at": end.isoformat(),
         "exception": "PatientSimulatorTimeout: the simulated patient did not reply within 60 s"
                      if failed else None,
-        "transcript": json.dumps(transcript), "agent_steps": json.dumps(steps),
+        "transcript": json.dumps(transcript), "agent_steps": json.dumps(steps_doc),
         "gates": None if failed else json.dumps(gates),
         "meta": json.dumps({"harness": "carelens-demo", "note": "invented consultation"}),
     }
