@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,11 @@ class ImportOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
+    known_item: Callable[[str], bool] | None = None
+    """Set by `import_file` for the reader: whether the database holds an item of
+    this uid (not a placeholder), as the import's transaction sees it. A reader
+    that labels items an earlier file brought (CARE-Bench mapped responses) uses
+    it to find which of a row's names the item was imported under."""
 
 
 @dataclass
@@ -270,6 +275,9 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
+            options = replace(options, known_item=lambda uid: conn.execute(
+                "SELECT 1 FROM items WHERE uid = ? AND NOT coalesce(json_extract(meta, '$.stub'), 0)",
+                (uid,)).fetchone() is not None)
             guard = _Guard(seen_before, digest.done)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True)
