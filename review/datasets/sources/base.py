@@ -58,6 +58,9 @@ class ImportOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
+    left_out: list[str] = field(default_factory=list)
+    """What the reader left out of the source, each in words (a Harbor trial still
+    running); `import_file` reports it in the ImportResult."""
     known_item: Callable[[str], bool] | None = None
     """Set by `import_file` for the reader: whether the database holds an item of
     this uid (not a placeholder), as the import's transaction sees it. A reader
@@ -92,10 +95,15 @@ class ImportResult:
     completed: int = 0
     """Items an earlier file had only named (placeholders) that this one filled in."""
     index_seconds: float = 0.0
+    left_out: list[str] = field(default_factory=list)
+    """Parts of the source not imported, each with why (a Harbor trial still running)."""
 
     def summary(self) -> str:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
+        return self._summary() + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+
+    def _summary(self) -> str:
         return (
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
@@ -275,7 +283,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
-            options = replace(options, known_item=lambda uid: conn.execute(
+            options = replace(options, left_out=[], known_item=lambda uid: conn.execute(
                 "SELECT 1 FROM items WHERE uid = ? AND NOT coalesce(json_extract(meta, '$.stub'), 0)",
                 (uid,)).fetchone() is not None)
             guard = _Guard(seen_before, digest.done)
@@ -308,7 +316,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
-                          seconds=time.perf_counter() - started, completed=writer.n_completed)
+                          seconds=time.perf_counter() - started, completed=writer.n_completed,
+                          left_out=options.left_out)
     if index:
         from review.browse.search import ensure_index
 

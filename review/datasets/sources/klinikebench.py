@@ -66,6 +66,7 @@ import orjson
 
 from review.datasets.sources.atif import check_steps, check_trajectory
 from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.fields import quoted
 from review.datasets.sources.harbor import (
     PASS_THRESHOLD,
     as_score,
@@ -185,12 +186,6 @@ def score_field(row: Mapping[str, Any], name: str, where: str) -> float | None:
     else:
         got = quoted(value)
     raise InputError(f"{where}: field {name!r} must be a score in 0..1, got {got}")
-
-
-def quoted(value: Any, limit: int = 200) -> str:
-    """A value as an error message shows it: its repr, cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 def _slow_json(text: str, name: str, where: str) -> Any:
