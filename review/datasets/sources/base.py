@@ -295,7 +295,10 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
             if options.rater:
-                rater_id = writer.rater_id(options.rater)
+                # A rater the file gave no answers by (a format that names its own
+                # raters, or rows without the grader's verdict) is not made: no rater.
+                row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()
+                rater_id = row[0] if row else None
             dataset_id = next(iter(writer._datasets.values()), None)
             conn.execute(
                 "UPDATE imports SET sha256 = ?, dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
