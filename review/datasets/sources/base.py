@@ -61,9 +61,9 @@ class ImportOptions:
     left_out: list[str] = field(default_factory=list)
     """What the reader left out of the source, each in words (a Harbor trial still
     running); `import_file` reports it in the ImportResult."""
-    known_item: Callable[[str], bool] | None = None
-    """Set by `import_file` for the reader: whether the database holds an item of
-    this uid (not a placeholder), as the import's transaction sees it. A reader
+    query: Callable[[str, tuple], list[Any]] | None = None
+    """Set by `import_file` for the reader: a read-only query of the database as
+    the import's transaction sees it (`query(sql, params)` -> rows). A reader
     that labels items an earlier file brought (CARE-Bench mapped responses) uses
     it to find which of a row's names the item was imported under."""
 
@@ -283,9 +283,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
-            options = replace(options, left_out=[], known_item=lambda uid: conn.execute(
-                "SELECT 1 FROM items WHERE uid = ? AND NOT coalesce(json_extract(meta, '$.stub'), 0)",
-                (uid,)).fetchone() is not None)
+            options = replace(options, left_out=[],
+                              query=lambda sql, params=(): conn.execute(sql, params).fetchall())
             guard = _Guard(seen_before, digest.done)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True)

@@ -289,16 +289,27 @@ def mapper_name(row: dict) -> str | None:
     return name
 
 
-def _mapped_response(row: dict, prefix_id: str, known: Any, where: str) -> tuple[str, str]:
-    """(uid, model) of the imported response a mapped row labels."""
+def _mapped_response(row: dict, prefix_id: str, query: Any, where: str) -> tuple[str, str]:
+    """(uid, model) of the imported response a mapped row labels: the response to
+    the prefix whose model, or `model_requested` / `model_actual` as its
+    generation gave them, is one of the row's names for it (tried in order)."""
     tried = list(dict.fromkeys(str(row[k]) for k in MAPPED_MODELS if row.get(k) not in (None, "")))
     if not tried:
         require(row, "model", where)  # names the missing field
-    if known is None:  # read outside an import: the first name, as generations key it
+    if query is None:  # read outside an import: the first name, as generations key it
         return response_uid(prefix_id, tried[0]), tried[0]
+    names: dict[str, str] = {}
+    for uid, model, requested, actual in query(
+            "SELECT uid, model, json_extract(meta, '$.model_requested'),"
+            " json_extract(meta, '$.model_actual') FROM items WHERE kind = 'response'"
+            " AND parent_id = (SELECT id FROM items WHERE uid = ?)"
+            " AND NOT coalesce(json_extract(meta, '$.stub'), 0) ORDER BY id", (prefix_id,)):
+        for name in (model, requested, actual):
+            if name is not None:
+                names.setdefault(str(name), uid)
     for model in tried:
-        if known(response_uid(prefix_id, model)):
-            return response_uid(prefix_id, model), model
+        if model in names:
+            return names[model], model
     models = " or ".join(repr(m) for m in tried)
     raise InputError(f"{where}: no response of model {models} to prefix {prefix_id!r} has been"
                      " imported; import its raw generations first (a mapped label belongs to the"
@@ -309,7 +320,7 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
     """The mapper's label of each response already imported; no items."""
     announced: set[str] = set()
     name = str(path)
-    known = options.known_item
+    query = options.query
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
@@ -321,7 +332,7 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
                 mapper, "machine", role="mapper",
                 meta={k: row[k] for k in ("mapper_model", "mapper_prompt_version",
                                           "mapper_provider") if row.get(k) not in (None, "")})
-        uid, model = _mapped_response(row, prefix_id, known, where)
+        uid, model = _mapped_response(row, prefix_id, query, where)
         extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
         raw = row.get("mapper_raw_output")
         if raw is not None:

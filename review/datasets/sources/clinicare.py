@@ -163,7 +163,8 @@ def claims(trial: Trial) -> bool:
     if REWARD_KEYS & trial.rewards.keys():
         return True
     task = trial.task_name or trial.trial_name.split("__", 1)[0]
-    if trial.known is not None and task and trial.known(task_uid(task)):
+    if trial.query is not None and task and trial.query(
+            "SELECT 1 FROM items WHERE uid = ?", (task_uid(task),)):
         return True
     return _job_is_clinicare(trial.dir)
 

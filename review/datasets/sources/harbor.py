@@ -181,8 +181,8 @@ class Trial:
     into `subagent_trajectories` (how the screen opens a reference by path)."""
     missing: list[str] = field(default_factory=list)
     """Linked trajectory files named but not in the trial folder."""
-    known: Callable[[str], bool] | None = None
-    """Whether the database holds an item (`ImportOptions.known_item`), for profiles."""
+    query: Callable[[str, tuple], list[Any]] | None = None
+    """The database as the import sees it (`ImportOptions.query`), for profiles."""
 
     @property
     def trial_name(self) -> str:
@@ -535,7 +535,7 @@ def read_harbor(path: Path, options: ImportOptions, profile: str | None = None) 
         line += 1
         label = trial_dir.name if single else f"{path.name}/{trial_dir.name}"
         trial = load_trial(trial_dir, label, line)
-        trial.known = options.known_item
+        trial.query = options.query
         item = trial_item(trial, options)
         chosen = next((p for p in PROFILES if p.name == profile or (profile is None and p.claims(trial))),
                       None)
