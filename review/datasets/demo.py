@@ -165,10 +165,11 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                     "protocol": "unprompted", "prompt_version": "demo-1",
                     "patient_information_available_so_far": "\n".join(turns),
                     "input_messages": [{"role": "user", "content": t} for t in turns],
-                    "model_requested": model, "model_actual": f"{model}-2026-10", "provider": "demo",
+                    "model_requested": model, "model_actual": None if failed else f"{model}-2026-10",
+                    "provider": "demo",
                     "raw_model_response": None if failed else f"{rng.choice(OPENINGS)} {ADVICE[said]}",
                     "generation_failed": failed,
-                    "error_message": "upstream timeout after 60 s" if failed else None,
+                    "error_message": "APITimeoutError: upstream timeout after 60 s" if failed else None,
                 })
                 if failed:
                     continue
