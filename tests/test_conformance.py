@@ -678,3 +678,25 @@ def test_a_completion_given_as_several_messages_keeps_them(tmp_path):
         payload = json.loads(s.scalar("SELECT payload FROM items WHERE uid LIKE '%::%'"))
     assert payload["completion"] == "First part.\n\nSecond part."
     assert payload["completion_messages"] == row["completion"]
+
+
+def test_the_review_screen_shows_the_empty_reply_as_empty(groups, tmp_path, monkeypatch):
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from review.team.reviewers import ensure_reviewer
+    from tests.conftest import ROOT
+
+    db = tmp_path / "review.db"
+    shutil.copy(groups["carebench"], db)
+    with open_store(db) as s:
+        ensure_reviewer(s, "Dr. Conformance", "emergency medicine", "resident")
+    monkeypatch.setenv("CARELENS_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["reviewer"] = "Dr. Conformance"
+    at.query_params["kind"] = "response"
+    at.query_params["item"] = "meb_v1_case_0307_r02::gpt-4.1-mini"
+    at.run()
+    assert not at.exception
+    assert any("(empty reply" in c.value for c in at.caption), [c.value for c in at.caption]
