@@ -700,3 +700,21 @@ def test_the_review_screen_shows_the_empty_reply_as_empty(groups, tmp_path, monk
     at.run()
     assert not at.exception
     assert any("(empty reply" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_the_direct_label_submission_is_ranked_like_any_other_model(groups, tmp_path):
+    from labels.compare.leaderboard import triage_comparison
+
+    with store_of(groups, "carebench") as s:
+        report = triage_comparison(s)
+    ranked = {r.model for r in report.labellings[0].ranking}
+    assert ranked == {"gpt-4.1-mini", "my-direct-model"}
+    # scored on the same prefixes as the responses (the failed one's prefix left out)
+    assert report.labellings[0].metrics["my-direct-model"]["accuracy"].n == 7
+    # a submission alone, with no responses read, is ranked too
+    with open_store(tmp_path / "direct.db") as s:
+        import_file(s, CB / "evaluation_prefixes_public.jsonl")
+        import_file(s, CB / "predictions.csv", options=ImportOptions(rater="my-direct-model"))
+        alone = triage_comparison(s)
+    assert [r.model for r in alone.labellings[0].ranking] == ["my-direct-model"]
+    assert alone.labellings[0].metrics["my-direct-model"]["accuracy"].n == 8

@@ -138,7 +138,13 @@ def _tied_prefixes(answers: Answers) -> set[str]:
     return {answers.units[u].item_uid for u in ties if answers.units[u].target == ""}
 
 
+DIRECT = "direct labels"
+"""The 'reader' of a labelling with no responses read: the models' own prefix labels."""
+
+
 def _reader_name(spec: str) -> str:
+    if spec == DIRECT:
+        return "the models' own labels"
     return "clinicians" if spec == MAJORITY else display_name(spec)
 
 
@@ -222,6 +228,9 @@ def triage_comparison(
     if readers is None:
         readers = ([MAJORITY] if clinicians(response_answers) else [])
         readers += response_answers.of_kind("machine")
+    # A direct-label submission (a model's own label of each prefix, a machine rater
+    # on the prefix question) is ranked beside the models whose responses are read.
+    direct = {name: _labels(prefix_answers, name) for name in prefix_answers.of_kind("machine")}
     report = TriageReport(filters, rank_by, [], [], {}, [], notes)
     if filters.dataset and not prefix_answers.units and not response_answers.units:
         known = _datasets_answered(store, prefix_q, response_q)
@@ -230,7 +239,7 @@ def triage_comparison(
             + (f"datasets with some: {', '.join(known)}." if known else "no dataset has any yet.")
         )
         return report
-    if not references or not readers:
+    if not references or not (readers or direct):
         missing = "no reference label on the prefixes" if not references else (
             "nobody has read the responses as labels")
         report.explanation = (
@@ -265,15 +274,29 @@ def triage_comparison(
         notes.append(f"every labelling scores the same {len(scored)} of "
                      f"{len(response_units)} responses, so a change in ranking comes from the "
                      "labels, not from which responses were scored")
+    # Direct labels are scored on the prefixes the responses are (the same items as every
+    # model), or, without responses, on the prefixes every reference labels.
+    direct_prefixes = sorted({response_units[uid].parent_uid for uid in scored}) if readers else [
+        p for p in sorted({p for labels in direct.values() for p in labels})
+        if all(p in refs[r] for r in references)]
+    if direct and readers:
+        notes.append(f"{len(direct)} direct-label submission{'' if len(direct) == 1 else 's'} "
+                     f"({', '.join(direct)}) scored on the prefixes of the scored responses")
     for reference in references:
         ref = refs[reference]
-        for reader in readers:
+        for reader in readers or [DIRECT]:
             by_model: dict[str, tuple[list, list]] = {}
-            for uid in scored:
+            for uid in scored if reader != DIRECT else []:
                 model = response_units[uid].model or "(no model)"
                 gold, said = by_model.setdefault(model, ([], []))
                 gold.append(ref[response_units[uid].parent_uid])
                 said.append(read[reader][uid])
+            for name, labels in direct.items():
+                for prefix in direct_prefixes:
+                    if prefix in labels and prefix in ref:
+                        gold, said = by_model.setdefault(name, ([], []))
+                        gold.append(ref[prefix])
+                        said.append(labels[prefix])
             metrics = {m: _triage_metrics(g, p, order) for m, (g, p) in sorted(by_model.items())}
             name = f"read by {_reader_name(reader)}, scored against {_reference_name(reference)}"
             ref_short = "clinicians' majority" if reference == MAJORITY else reference
