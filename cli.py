@@ -236,9 +236,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_kind,
     )
 
-    if args.rater and args.what == "annotations":
-        raise UsageError("--rater is for --what carebench-labels; an annotations export "
-                         "holds every rater's answers")
+    if (args.rater or args.model) and args.what == "annotations":
+        raise UsageError("--rater and --model are for --what carebench-labels; an annotations "
+                         "export holds every rater's answers")
+    if args.model and not args.rater:
+        raise UsageError("--model chooses which model's responses a rater's labels are"
+                         " exported for: give --rater too")
     out = output_file(args.out)
     try:
         export_kind(out)
@@ -247,7 +250,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater)
+            n, ties = export_carebench_labels(store, out, args.rater, model=args.model)
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -549,7 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
     e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
-                                   "answer, else the clinicians' majority)")
+                                   "answer, else the clinicians' majority); a mapper's labels of"
+                                   " one model's responses are that model's scorer submission")
+    e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
+                                   " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
 
