@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 
 import streamlit as st
 
+from codebook import CANNOT_ASSESS
 from labels import comparisons as cmp
 from labels.compare.figures import (
     anchoring_figure,
@@ -23,7 +24,6 @@ from labels.compare.figures import (
     ranking_figure,
     versions_figure,
 )
-from labels.compare.questions import CANNOT_ASSESS
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.report import report_csv, report_html, report_json

@@ -9,8 +9,9 @@ from pathlib import Path
 from bench.gen_klinikebench import episode
 from review.browse import add_tag
 from review.datasets.sources import import_file
-from review.reviewing.criteria import open_labels
-from review.reviewing.items import commit_answer, flag_item
+from review.reviewing.blinding import open_labels
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import flag_item
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labels import comparisons as cmp
-from review.reviewing.criteria import open_labels
+from review.reviewing.blinding import open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord

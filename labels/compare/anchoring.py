@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from codebook import CANNOT_ASSESS
 from labels.compare.answers import Filters
-from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
+from labels.compare.questions import QuestionSet, question_set
 from store import Store
 
 DIRECTIONS = ("unchanged", "adopted", "toward", "away", "other")

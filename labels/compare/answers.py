@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
+from codebook import CANNOT_ASSESS
+from labels.compare.questions import QuestionSet, question_set
 from store import Store
 
 PHASES = ("blind", "after_reveal", "suggested", "imported")

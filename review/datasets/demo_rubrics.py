@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from review.reviewing.trajectory import STEP_ERROR_QUESTION
+from codebook import STEP_ERROR_QUESTION
 
 KB_SUBSET, KB_RUN = "demo", "r1"
 JUDGE_MODEL = "demo/judge-1"

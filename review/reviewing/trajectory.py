@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from codebook import STEP_ERROR_QUESTION
+
 PREVIEW_CHARS = 4000
 """Observations longer than this show a preview; the screen puts the rest in an expander."""
 LABEL_CHARS = 60
@@ -46,14 +48,9 @@ LABEL_CHARS = 60
 COMMAND_KEYS = ("keystrokes", "command", "cmd", "input", "script")
 SAY_TOOLS = ("say", "clinic_say", "ask_patient", "talk_to_patient", "speak")
 SAY_KEYS = ("text", "message", "utterance", "question", "content")
-STEP_ERROR_QUESTION = "trajectory.step_error"
-"""The question a reviewer answers about one step (codebook trajectory-errors), target `step:<id>`."""
 RUN_TOTALS = ("total_prompt_tokens", "total_completion_tokens", "total_cached_tokens",
               "total_cost_usd")
 """The run totals of ATIF `final_metrics` the timeline shows."""
-RUBRIC_KINDS = ("trajectory", "graded_conversation")
-"""Item kinds answered criterion by criterion (gates, must-ask topics, verifier
-checks, process and HealthBench rubrics, the CliniCARE verdict)."""
 
 
 # -- payload (written by importers) ------------------------------------------
