@@ -139,6 +139,8 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
 # (Streamlit keeps C and R for the browser).
 REASON_KEYS = {"ambiguous_item": "A", "codebook_gap": "G", "reviewer_error": "H",
                "machine_error": "M"}
+REASON_SHORT = {"ambiguous_item": "Ambiguous item", "codebook_gap": "Codebook gap",
+                "reviewer_error": "Reviewer error", "machine_error": "Machine error"}
 
 
 def _choose(key: str, value) -> None:
@@ -161,7 +163,7 @@ def answer_keys(codes: list[str], book) -> dict[str, str]:
 
 def settle_controls(form: str, codes: list[str], words, label: str, on_settle, args: tuple,
                     keys: dict[str, str] | None, noun: str = "answer",
-                    severities: dict[int, str] | None = None) -> None:
+                    severities: dict[int, str] | None = None, per_row: int = 4) -> None:
     """Pick the settled answer (and, for a step's mark, its severity) and a reason with
     buttons, write a note, and settle. With `keys` (each answer's key), the keys are
     live and shown on screen: the answer's, Shift+1-5 the severity, A G H M the reason,
@@ -170,7 +172,7 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
     chosen = st.session_state.get(f"{form}:value")
     reason = st.session_state.get(f"{form}:reason")
     st.markdown(f"**Settled {noun}**")
-    cols = st.columns(min(len(codes), 4))
+    cols = st.columns(min(len(codes), per_row))
     for n, code in enumerate(codes):
         cols[n % len(cols)].button(
             words(code), key=f"{form}:pick:{code}", width="stretch",
@@ -187,12 +189,13 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
                        type="primary" if picked == level else "secondary",
                        on_click=_choose, args=(f"{form}:severity", level))
     st.markdown("**Reason**")
-    cols = st.columns(len(SETTLE_REASONS))
-    for col, why in zip(cols, SETTLE_REASONS, strict=True):
-        col.button(REASONS[why].capitalize(), key=f"{form}:why:{why}", width="stretch",
-                   shortcut=REASON_KEYS.get(why) if keys else None,
-                   type="primary" if reason == why else "secondary",
-                   on_click=_choose, args=(f"{form}:reason", why))
+    cols = st.columns(min(len(SETTLE_REASONS), per_row))
+    for n, why in enumerate(SETTLE_REASONS):
+        cols[n % len(cols)].button(REASON_SHORT.get(why, why), key=f"{form}:why:{why}",
+                                   help=REASONS[why].capitalize(), width="stretch",
+                                   shortcut=REASON_KEYS.get(why) if keys else None,
+                                   type="primary" if reason == why else "secondary",
+                                   on_click=_choose, args=(f"{form}:reason", why))
     with st.form(form, border=False):
         st.text_input("Note", placeholder="What decided it; a codebook gap to fix",
                       key=f"{form}:note")
@@ -496,5 +499,5 @@ with right:
         settle_controls(form, codes, lambda c: answer_words(c, "answered", book), "Settle",
                         settle_from_form, (form, me, case.round_id, case.item_id, question_key,
                                            case.settled_id, case.answer_ids),
-                        keys=answer_keys(codes, book))
+                        keys=answer_keys(codes, book), per_row=2)
     queue_nav(pos, len(queue), "adj_pos")
