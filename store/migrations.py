@@ -602,3 +602,37 @@ CREATE TRIGGER reveals_no_delete BEFORE DELETE ON reveals
 BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
 """
     )
+
+
+@migrations()
+def m025_round_members(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Who is in a review round, as its admin named them. Append-only: taking a
+-- reviewer out is a new row with in_round = 0; the newest row for (round,
+-- reviewer) is in force. A round in which nobody is named is open to every
+-- reviewer; once anyone is named, only those named take places in it
+-- (review.team.rounds enforces it where places are reserved and claimed).
+CREATE TABLE round_members (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer named or taken out
+    in_round INTEGER NOT NULL CHECK (in_round IN (0, 1)),  -- 1 named in the round, 0 taken out
+    named_by TEXT NOT NULL,               -- the admin who did it (rater name)
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX round_members_unit ON round_members (round_id, rater_id, id);
+CREATE TRIGGER round_members_no_update BEFORE UPDATE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that names or removes'); END;
+CREATE TRIGGER round_members_no_delete BEFORE DELETE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that removes the reviewer'); END;
+
+-- The reviewers named in each round now: the newest row says in_round = 1.
+CREATE VIEW current_round_members AS
+SELECT m.* FROM round_members m
+WHERE m.in_round = 1 AND m.id = (
+    SELECT MAX(u.id) FROM round_members u WHERE u.round_id = m.round_id AND u.rater_id = m.rater_id
+);
+"""
+    )
