@@ -142,5 +142,5 @@ def test_the_lead_sees_who_holds_which_place_and_what_is_stuck(demo):
     assert all(p.stuck for p in places.values())
     other = next(i for i in places if i != first)
     assert held == first  # Rev Two is given the first item's second place
-    assert places[first].words() == "in progress; stuck: 1 place free and nobody left who can take it"
-    assert places[other].words() == "stuck: 3 places free and only 2 left who can take them"
+    assert places[first].words() == "in progress; stuck: 1 place free, nobody left to take it"
+    assert places[other].words() == "stuck: 3 places free, 2 reviewers left"

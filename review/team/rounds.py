@@ -870,9 +870,10 @@ class ItemPlaces:
         if self.held_by:
             parts.append("in progress")
         if self.stuck:
-            parts.append(f"stuck: {free} place{'s' * (free != 1)} free and "
-                         + ("nobody" if not self.could_take else f"only {self.could_take}")
-                         + " left who can take " + ("them" if free != 1 else "it"))
+            parts.append(f"stuck: {free} place{'s' * (free != 1)} free, "
+                         + ("nobody left to take " + ("them" if free != 1 else "it")
+                            if not self.could_take else
+                            f"{self.could_take} reviewer{'s' * (self.could_take != 1)} left"))
         elif free > 0:
             parts.append(f"waiting for {free} reviewer{'s' * (free != 1)}")
         return "; ".join(parts)
