@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import chain, groupby
 
-from store.db import from_json, to_json, utcnow
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.values import from_json, to_json, utcnow
 
 DATASET_KINDS = {
     "carebench": "carebench",
