@@ -475,6 +475,34 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Whether the record is whole: protections in place, hash chains unbroken.
+    One line per problem (exit 1), or one line saying it is whole (exit 0)."""
+    from store.verify import verify_file
+
+    verdict = verify_file(args.db)
+    for line in verdict.lines():
+        print(f"{args.db}: {line}")
+    return 0 if verdict.whole else 1
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy made while the app serves (SQLite's online backup), verified."""
+    from store.backup import BackupError, backup
+
+    out = output_file(args.out)
+    try:
+        made = backup(args.db, out)
+    except BackupError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    for line in made.verdict.lines():
+        print(f"{out}: {line}")
+    return 0 if made.verdict.whole else 1
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar
@@ -599,6 +627,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--json", action="store_true")
+
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
