@@ -671,3 +671,22 @@ WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
 BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
 """
     run_script(db, script)
+
+
+@migrations()
+def m016_login_identity(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Server mode: a person is the pair (issuer, subject) of their OpenID Connect
+-- login, never an e-mail (which may be unverified or change) nor a display
+-- name. `login` (m003: e-mail or subject, lower-cased) is kept for accounts
+-- made before: such an account is linked to its person at their first sign-in
+-- whose verified e-mail is exactly that login (review.team.identity).
+ALTER TABLE raters ADD COLUMN login_issuer TEXT;   -- server mode: the login provider (OIDC `iss`) that vouches for this person
+ALTER TABLE raters ADD COLUMN login_subject TEXT;  -- server mode: the person's id at that provider (OIDC `sub`), never reassigned
+ALTER TABLE raters ADD COLUMN login_email TEXT;    -- the e-mail the provider verified at the last sign-in (shown; matched against CARELENS_ADMINS); NULL if unverified
+CREATE UNIQUE INDEX raters_login_identity ON raters (login_issuer, login_subject)
+    WHERE login_subject IS NOT NULL;
+"""
+    )

@@ -20,7 +20,6 @@ from review.reviewing.items import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import Store
-from store.backup import backup
 from store.migrations import APPEND_ONLY, CHAINED
 from store.verify import verify_file
 
@@ -51,8 +50,8 @@ def demo(demo_copy):
     append-only table."""
     from review.browse.tags import add_tag
     from review.reviewing.items import flag_item
-    from review.team.rounds import RoundSpec, create_round, reserve_next_item
     from review.team.reviewers import find_reviewer
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item
 
     s = open_store(demo_copy)
     admin = next(r for r in s.query("SELECT name FROM raters WHERE role = 'admin'"))
