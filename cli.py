@@ -136,7 +136,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from review.datasets.sources import ImportOptions, InputError
 
     store = open_store(args.db)
-    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
+                            replace=args.replace)
     imported = already = refused = 0
 
     def tally() -> str:
@@ -532,6 +533,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
+def _account() -> str:
+    """The account running the command, for the audit log."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return os.environ.get("USER") or f"uid {os.getuid()}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="carelens",
@@ -551,7 +562,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", help="importer name; see `carelens formats`")
     i.add_argument("--rater", help="rater whose labels the file carries")
     i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
-    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
+    i.add_argument("--actor", default=f"cli:{_account()}",
+                   help="who is importing, as the audit log names them (default: cli:ACCOUNT,"
+                        " the account running the command)")
+    i.add_argument("--replace", action="store_true",
+                   help="let the files replace answers in force of raters who already exist"
+                        " (each audited with its old and new value); without it such a row is"
+                        " refused: an import adds answers")
     i.add_argument("files", nargs="+")
 
     sub.add_parser("formats", help="list the import formats")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from review.datasets.sources.rules import ImportRules
 from store import Store, utcnow
 from store.records import RaterRecord, Record
 from store.writer import InputError, RecordWriter
@@ -55,6 +56,12 @@ class ImportOptions:
     dataset: str | None = None
     """Dataset name for the items; each format has a default."""
     actor: str = "cli"
+    """Who imports, as the audit log names them: a person (the app), or the command and
+    the account that ran it (`cli:alice`)."""
+    replace: bool = False
+    """Allow the file to replace answers in force of raters who already exist (each
+    audited with its old and new value); without it such a row is refused
+    (`review.datasets.sources.rules`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
@@ -87,6 +94,8 @@ class ImportResult:
     completed: int = 0
     """Items an earlier file had only named (placeholders) that this one filled in."""
     index_seconds: float = 0.0
+    replaced: int = 0
+    """Answers in force of raters who existed that this import replaced (`replace`)."""
 
     def summary(self) -> str:
         if self.already_imported:
@@ -95,6 +104,7 @@ class ImportResult:
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
             + f"{self.annotations:,} new annotations"
+            + (f" ({self.replaced:,} replacing answers in force, audited)" if self.replaced else "")
             + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
             + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
@@ -244,6 +254,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     if validate is None:
         from review.reviewing.answers import normalise_value as validate
+
     shown = options.name or str(path)
     listener = _Listener(progress)
     digest = _Digest(path)
@@ -271,8 +282,10 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             )
             import_id = cur.lastrowid
             guard = _Guard(seen_before, digest.done)
+            rules = ImportRules(store, conn, import_id, str(path), options.actor,
+                                replace=options.replace)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                                  validate=validate, index_later=True)
+                                  validate=validate, index_later=True, rules=rules)
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
@@ -290,6 +303,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             store.audit(options.actor, "import", "imports", import_id, None, {
                 "path": shown, "format": format_.name, "rows": rows, "items": writer.n_items,
                 "completed": writer.n_completed, "annotations": writer.n_annotations,
+                "replaced": rules.replaced,
             })
     except _AlreadyImported:
         listener.reraise()
@@ -300,7 +314,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
-                          seconds=time.perf_counter() - started, completed=writer.n_completed)
+                          seconds=time.perf_counter() - started, completed=writer.n_completed,
+                          replaced=rules.replaced)
     if index:
         from review.browse.search import ensure_index
 
