@@ -8,6 +8,7 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from review.team.access import Viewer, open_for, viewer_scope
 from review.team.identity import (
     Identity,
     NoIdentity,
@@ -75,6 +76,26 @@ def sign_in() -> Reviewer | None:
     except Exception:  # no secrets section for carelens
         configured = None
     return reviewer_for_identity(store(), identity, configured_admins(configured))
+
+
+def viewer() -> Viewer | None:
+    """What the reader of a screen that shows every rater's labels (Browse,
+    Agreement, exports; asked after the labels gate) may read: None for every
+    answer, else their own and the labels their blinding shows
+    (`review.team.access`: reviewers in server mode)."""
+    return viewer_scope(current_reviewer(), server=server_mode(), labels=True)
+
+
+def viewer_store() -> Store:
+    """A store for this run whose reads hold only what `viewer()` may read."""
+    scope = viewer()
+    if scope is None:
+        return store()
+    run = st.session_state.setdefault(_RUN_KEY, {})
+    key = (threading.get_ident(), scope)
+    if key not in run:
+        run[key] = open_for(default_db_path(), scope)
+    return run[key]
 
 
 def current_reviewer() -> Reviewer | None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.rules import ImportRules
+from review.team.access import require
+from review.team.reviewers import Reviewer
 from store import Store, utcnow
 from store.records import RaterRecord, Record
 from store.writer import InputError, RecordWriter
@@ -62,6 +64,11 @@ class ImportOptions:
     """Allow the file to replace answers in force of raters who already exist (each
     audited with its old and new value); without it such a row is refused
     (`review.datasets.sources.rules`)."""
+    by: Reviewer | None = None
+    """Who imports, in the app (None: the command line's operator)."""
+    server: bool = False
+    """Whether in server mode, where importing (and `replace`) is an admin's
+    (`review.team.access`): anyone else is refused (NotAllowed)."""
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
@@ -241,6 +248,9 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     started = time.perf_counter()
     path = Path(path)
     options = options or ImportOptions()
+    require(options.by, "import", server=options.server)
+    if options.replace:
+        require(options.by, "replace_answers", server=options.server)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if fmt is None:
