@@ -34,9 +34,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
+def running_app(db: Path, timeout: float = 60, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`env`: more environment for the server (e.g. STREAMLIT_SECRETS_FILES for a login)."""
     port = free_port()
-    env = dict(os.environ, CARELENS_DB=str(db))
+    env = dict(os.environ, **(env or {}), CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(
