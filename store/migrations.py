@@ -690,3 +690,19 @@ CREATE UNIQUE INDEX raters_login_identity ON raters (login_issuer, login_subject
     WHERE login_subject IS NOT NULL;
 """
     )
+
+
+@migrations()
+def m017_labels_opened_no_replace(db: Database) -> None:
+    """`labels_opened` (a reviewer's choices to see every rater's labels) is
+    append-only too: no insert may take the place of a choice recorded. The
+    table comes with another change to the schema; where it is not there yet,
+    there is nothing to protect."""
+    if db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                       " AND name = 'labels_opened'").fetchone() is None:
+        return
+    run_script(db, """
+CREATE TRIGGER labels_opened_no_replace BEFORE INSERT ON labels_opened
+WHEN EXISTS (SELECT 1 FROM labels_opened WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+""")

@@ -252,3 +252,16 @@ def test_a_backup_made_while_reviewers_answer_is_whole_and_restores(demo, tmp_pa
     # A backup never overwrites a file.
     assert main(["--db", str(demo), "backup", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_choices_to_see_the_labels_refuse_a_replacement(store):
+    if store.scalar("SELECT 1 FROM sqlite_master WHERE name = 'labels_opened'") is None:
+        pytest.skip("labels_opened comes with the blinding change (its own migration)")
+    me = ensure_reviewer(store, "Dr. Opened")
+    store.conn.execute("INSERT INTO labels_opened (rater_id, screen, unanswered, opened_at)"
+                       " VALUES (?, 'browse', 3, 'then')", (me.id,))
+    row = store.scalar("SELECT max(id) FROM labels_opened")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        store.conn.execute("INSERT OR REPLACE INTO labels_opened (id, rater_id, screen,"
+                           " unanswered, opened_at) VALUES (?, ?, 'browse', 0, 'now')",
+                           (row, me.id))
