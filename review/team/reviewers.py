@@ -96,9 +96,6 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
     existing = find_reviewer(store, name)
     if existing:
         return existing
-    reserved = reserved_name(store, name)
-    if reserved is not None:
-        raise ValueError(f"{reserved}; choose another name")
     folded = name.casefold()
     twin = next((r.name for r in list_reviewers(store) if r.name.casefold() == folded), None)
     if twin is not None:
@@ -111,6 +108,9 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
         if clash is not None and clash[1] is not None and clash[1] not in ROLES:
             raise ValueError(f"{name!r} is the name of an imported rater whose answers are data, "
                              "not a reviewer's; choose another name")
+        reserved = reserved_name(store, name) if clash is None else None
+        if reserved is not None:
+            raise ValueError(f"{reserved}; choose another name")
         if clash is None:
             cur = conn.execute(
                 "INSERT INTO raters (name, kind, role, specialty, seniority, created_at)"

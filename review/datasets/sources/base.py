@@ -318,6 +318,13 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     except _AlreadyImported:
         listener.reraise()
         return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+    except InputError:
+        # A row the import's rules refuse before the file's digest was ready: a file
+        # imported before is said to be so (its rows meet their own answers), not refused.
+        if _imported_before(store, digest, format_.name, options.rater):
+            listener.reraise()
+            return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+        raise
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
     except RecursionError:
@@ -334,6 +341,17 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         result.index_seconds = time.perf_counter() - started
     listener.reraise()
     return result
+
+
+def _imported_before(store: Store, digest: _Digest, fmt: str, rater: str | None) -> bool:
+    """Whether this file's content was imported before in this format (and for this rater)."""
+    try:
+        sha = digest.result()
+    except OSError:
+        return False
+    rater_id = store.scalar("SELECT id FROM raters WHERE name = ?", (rater,)) if rater else None
+    return store.scalar("SELECT 1 FROM imports WHERE sha256 = ? AND format = ? AND rater_id IS ?",
+                        (sha, fmt, rater_id)) is not None
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
