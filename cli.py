@@ -136,7 +136,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from review.datasets.sources import ImportOptions, InputError
 
     store = open_store(args.db)
-    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
+                            replace=args.replace)
     imported = already = refused = 0
 
     def tally() -> str:
@@ -495,6 +496,34 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Whether the record is whole: protections in place, hash chains unbroken.
+    One line per problem (exit 1), or one line saying it is whole (exit 0)."""
+    from store.verify import verify_file
+
+    verdict = verify_file(args.db)
+    for line in verdict.lines():
+        print(f"{args.db}: {line}")
+    return 0 if verdict.whole else 1
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy made while the app serves (SQLite's online backup), verified."""
+    from store.backup import BackupError, backup
+
+    out = output_file(args.out)
+    try:
+        made = backup(args.db, out)
+    except BackupError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    for line in made.verdict.lines():
+        print(f"{out}: {line}")
+    return 0 if made.verdict.whole else 1
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar
@@ -524,6 +553,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
+def _account() -> str:
+    """The account running the command, for the audit log."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return os.environ.get("USER") or f"uid {os.getuid()}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="carelens",
@@ -543,7 +582,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", help="importer name; see `carelens formats`")
     i.add_argument("--rater", help="rater whose labels the file carries")
     i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
-    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
+    i.add_argument("--actor", default=f"cli:{_account()}",
+                   help="who is importing, as the audit log names them (default: cli:ACCOUNT,"
+                        " the account running the command)")
+    i.add_argument("--replace", action="store_true",
+                   help="let the files replace answers in force of raters who already exist"
+                        " (each audited with its old and new value); without it such a row is"
+                        " refused: an import adds answers")
     i.add_argument("files", nargs="+")
 
     sub.add_parser("formats", help="list the import formats")
@@ -629,6 +674,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "each model on everything its reading covers, coverage beside)")
     add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
+
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
