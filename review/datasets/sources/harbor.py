@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.atif import check_trajectory, read_json_file
-from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.base import Format, ImportOptions, present, register
 from review.reviewing.trajectory import trajectory_payload
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
@@ -180,34 +180,36 @@ def load_trial(path: Path, label: str, line: int) -> Trial:
     """Read and check one trial directory; InputError names the file and JSON path."""
     result_path = path / "result.json"
     atif_path = path / "agent" / "trajectory.json"
-    if not result_path.is_file() and not atif_path.is_file():
+    has_result = present(result_path, f"{label}/result.json")
+    has_atif = present(atif_path, f"{label}/agent/trajectory.json")
+    if not has_result and not has_atif:
         raise InputError(f"{label}: neither result.json nor agent/trajectory.json: not a Harbor trial")
     result: dict[str, Any] = {}
-    if result_path.is_file():
+    if has_result:
         result = read_json_file(result_path, f"{label}/result.json")
         if not isinstance(result, dict):
             raise InputError(f"{label}/result.json: expected a JSON object")
     atif = None
-    if atif_path.is_file():
+    if has_atif:
         atif = check_trajectory(read_json_file(atif_path, f"{label}/agent/trajectory.json"),
                                 f"{label}/agent/trajectory.json")
     trial = Trial(dir=path, label=label, line=line, result=result, atif=atif,
                   rewards=_rewards(path, label, result))
     details = path / "verifier" / "reward-details.json"
-    if details.is_file():
+    if present(details, f"{label}/verifier/reward-details.json"):
         trial.reward_details = read_json_file(details, f"{label}/verifier/reward-details.json")
     return trial
 
 
 def _rewards(path: Path, label: str, result: dict[str, Any]) -> dict[str, Any]:
     reward_json = path / "verifier" / "reward.json"
-    if reward_json.is_file():
+    if present(reward_json, f"{label}/verifier/reward.json"):
         rewards = read_json_file(reward_json, f"{label}/verifier/reward.json")
         if not isinstance(rewards, dict):
             raise InputError(f"{label}/verifier/reward.json: expected a JSON object of reward keys")
         return rewards
     reward_txt = path / "verifier" / "reward.txt"
-    if reward_txt.is_file():
+    if present(reward_txt, f"{label}/verifier/reward.txt"):
         text = reward_txt.read_text(encoding="utf-8").strip()
         try:
             return {"reward": float(text)} if text else {}
