@@ -309,6 +309,7 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     limits = current_limits()
     _check_size(path, limits)
     cut = not _ends_a_line(path)
+    nul = _holds_nul(path)
     line_no = 0
     _track(path, "line_no")
     with path.open("r", encoding="utf-8-sig", newline="") as fh:
@@ -336,6 +337,8 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 if line_no > limits.max_rows + 1:
                     raise limits.rows_exceeded(path)
                 row = {k: v.strip() for k, v in zip(names, fields, strict=False)}
+                if nul:
+                    _refuse_nul(path, line_no, row)
                 if n < width:
                     row.update(dict.fromkeys(names[n:]))
                     if cut:
@@ -353,6 +356,12 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(f"{path}:{line_no + 1}: {what}") from None
         except UnicodeDecodeError:
             raise not_utf8(path) from None
+
+
+def _holds_nul(path: Path) -> bool:
+    """Whether a file holds a NUL byte anywhere (read in large blocks: fast)."""
+    with path.open("rb") as fh:
+        return any(b"\0" in block for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 def _ends_a_line(path: Path) -> bool:
