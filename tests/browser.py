@@ -34,14 +34,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
+def running_app(db: Path, timeout: float = 60, carelens: list[str] | None = None,
+                cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`carelens serve` on a free port, until the block ends. `carelens`: the
+    command (default: this checkout's, `python -m cli`), run from `cwd`."""
     port = free_port()
-    env = dict(os.environ, CARELENS_DB=str(db))
+    env = dict(env if env is not None else os.environ, CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "--db", str(db), "serve", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+            [*(carelens or [sys.executable, "-m", "cli"]), "--db", str(db), "serve",
+             "--port", str(port)],
+            cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped whole, nothing left running
         )
     url = f"http://127.0.0.1:{port}"
