@@ -393,7 +393,8 @@ with left:
                     st.error("Generation failed: " + safe_markdown(item.error or "no reason given"),
                              icon=":material/error:")
                 else:
-                    show_text(item.response, key=f"response:{item.id}")
+                    show_text(item.response, key=f"response:{item.id}",
+                              empty="(empty reply: the model returned no text)")
 
 # -- the answer ----------------------------------------------------------------
 with right:

@@ -575,3 +575,30 @@ FROM audit_log a JOIN raters r ON r.name = a.actor
 WHERE a.action = 'labels_opened' ORDER BY a.id;
 """
     )
+
+
+@migrations()
+def m030_reveals(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Which machine and reference labels a reviewer was shown, and when: the first
+-- time each label (an annotation) reached their screen. Anchoring measures a
+-- changed answer against the label the reviewer saw (labels.compare.anchoring),
+-- not against whatever label a machine gives the item later.
+CREATE TABLE reveals (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer the label was shown to
+    item_id INTEGER NOT NULL REFERENCES items(id),    -- the item they were reviewing
+    annotation_id INTEGER NOT NULL REFERENCES annotations(id),  -- the label shown (its rater,
+                                          -- value, item and question are the annotation's)
+    shown_at TEXT NOT NULL,               -- ISO 8601, UTC: when it was first shown
+    UNIQUE (rater_id, annotation_id)
+);
+CREATE INDEX reveals_by_item ON reveals (rater_id, item_id);
+CREATE TRIGGER reveals_no_update BEFORE UPDATE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+CREATE TRIGGER reveals_no_delete BEFORE DELETE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+"""
+    )

@@ -25,8 +25,8 @@ FABRICATED = "The troponin came back normal, so cardiac causes are excluded."
 def trajectory_rows(n: int = RUNS, steps: int = STEPS) -> list[dict]:
     """KlinikeBench-shaped episodes (invented text), the first with a claim to find."""
     rows = [episode(i, seed=3, steps=steps, n_total=n) for i in range(n)]
-    first = json.loads(rows[0]["agent_steps"])
-    step = next(s for s in first if s["step_id"] == 7)
+    first = json.loads(rows[0]["agent_steps"])  # a whole ATIF trajectory
+    step = next(s for s in first["steps"] if s["step_id"] == 7)
     reply = json.loads(step["message"])
     reply["plan"] = FABRICATED
     step["message"] = json.dumps(reply)

@@ -38,6 +38,16 @@ def running_app(db: Path, timeout: float = 60, carelens: list[str] | None = None
                 cwd: Path = ROOT, env: dict[str, str] | None = None) -> Iterator[str]:
     """`carelens serve` on a free port, until the block ends. `carelens`: the
     command (default: this checkout's, `python -m cli`), run from `cwd`."""
+    with running_server(db, timeout, carelens, cwd, env) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def running_server(db: Path, timeout: float = 60, carelens: list[str] | None = None,
+                   cwd: Path = ROOT, env: dict[str, str] | None = None,
+                   ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`running_app`, with the server's process (its own process group): for
+    benchmarks that read its CPU time."""
     port = free_port()
     env = dict(env if env is not None else os.environ, CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
@@ -61,7 +71,7 @@ def running_app(db: Path, timeout: float = 60, carelens: list[str] | None = None
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app did not start:\n{log.read_text()}")
             time.sleep(0.2)
-        yield url
+        yield url, proc
     finally:
         stop_group(proc)
 
