@@ -577,9 +577,15 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
-# link such as /review runs pages/review.py alone, without app.py's sidebar
-# and router. carelens routes with st.navigation only, so the server starts
-# with the legacy mode off.
+# link such as /review runs pages/review.py alone, without app.py's sidebar,
+# login gate and router. carelens routes with st.navigation only, so the server
+# starts with the legacy mode off. The switch is private: Streamlit 1.67 has no
+# public one (`client.showSidebarNavigation` only hides the legacy menu; the
+# per-process flag is set by the first PagesManager from whether `pages/`
+# exists, and only a call to st.navigation clears it). Hence the exact pin
+# `streamlit==1.67.*` in pyproject.toml: on a version where this attribute has
+# moved, setting it would fail silently and the deep links would bypass app.py.
+# The public way out is a page folder not named `pages/` (Streamlit's own advice).
 _STREAMLIT_BOOT = (
     "import sys;"
     "from streamlit.runtime.pages_manager import PagesManager;"
@@ -589,17 +595,33 @@ _STREAMLIT_BOOT = (
     "sys.exit(main())"
 )
 
+APP_FOLDER = "carelens_app"
+"""Where an installed wheel keeps the browser face (app.py, pages/, assets/,
+.streamlit/config.toml): a folder beside this module (setup.py puts it there).
+A source checkout, or an editable install of one, has them beside this file."""
+
+
+def app_dir() -> Path:
+    """The folder of app.py and its pages, in an installed wheel or a checkout."""
+    for where in (ROOT / APP_FOLDER, ROOT):
+        if (where / "app.py").is_file() and (where / "pages").is_dir():
+            return where
+    raise UsageError(f"{ROOT}: the app (app.py and pages/) is not installed here; "
+                     "reinstall carelens")
+
 
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
-    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
+    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
-    os.chdir(ROOT)
+    # From the app's folder: Streamlit reads its .streamlit/config.toml there.
+    os.chdir(app)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return
 

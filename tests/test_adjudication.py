@@ -30,14 +30,6 @@ from tests.review_fixtures import KB_UID
 Q = "carebench.escalation_needed"
 
 
-@pytest.fixture
-def prefixes(store):
-    from tests.helpers import write_prefixes
-
-    write_prefixes(store, 3)
-    return store
-
-
 def settled_label(s, item_id: int) -> tuple:
     row = s.query_one(
         "SELECT c.value, json_extract(c.extra, '$.adjudicator') FROM current_annotations c"
