@@ -126,6 +126,40 @@ def _share(key, name, count, n, what) -> TriageMetric:
     return TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high)
 
 
+SHARE_KEYS = METRIC_KEYS[1:8]
+"""The metrics that are a share of prefixes: a mean over responses of a 0/1 reading."""
+SHARE_WORDS = {  # name, what the denominator counts
+    "accuracy": ("Accuracy", "a prediction"),
+    "over_triage": ("Over-triage", "a prediction"),
+    "under_triage": ("Under-triage", "a prediction"),
+    "missed_care": ("Missed care", "a gold label that escalates care"),
+    "unnecessary_care": ("Unnecessary care", "a gold label that does not escalate care"),
+    "urgent_false_negative": ("Urgent false negative", "gold label {urgent}"),
+    "false_urgent_escalation": ("False urgent escalation", "a gold label other than {urgent}"),
+}
+
+
+def share_rule(key: str, order: Sequence[str], escalating: Collection[str] | None = None):
+    """The rule of a share metric (the one place each is defined): (whether a prefix
+    with this gold label counts in the denominator, whether a (gold, predicted) pair
+    meets the condition). See :func:`triage_metrics` for the definitions."""
+    rank = {code: i for i, code in enumerate(order)}
+    esc, urgent = escalation_split(list(order))
+    esc = frozenset(escalating) if escalating is not None else esc
+    rules = {
+        "accuracy": (lambda g: True, lambda g, p: g == p),
+        "over_triage": (lambda g: True, lambda g, p: rank[p] > rank[g]),
+        "under_triage": (lambda g: True, lambda g, p: rank[p] < rank[g]),
+        "missed_care": (lambda g: g in esc, lambda g, p: p not in esc),
+        "unnecessary_care": (lambda g: g not in esc, lambda g, p: p in esc),
+        "urgent_false_negative": (lambda g: g == urgent, lambda g, p: p != urgent),
+        "false_urgent_escalation": (lambda g: g != urgent, lambda g, p: p == urgent),
+    }
+    if key not in rules:
+        raise ValueError(f"{key!r} is not a share metric: choose one of {', '.join(SHARE_KEYS)}")
+    return rules[key]
+
+
 def triage_metrics(
     gold: Sequence[str],
     predicted: Sequence[str | None],
@@ -165,54 +199,20 @@ def triage_metrics(
     pairs = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
     n = len(pairs)
 
-    def count(cond):
-        return sum(1 for g, p in pairs if cond(g, p))
-
     # local import: labels.agreement loads scipy, and every `carelens` command reads
     # METRIC_KEYS from this module
     from labels.agreement import macro_f1
 
-    gold_esc = count(lambda g, p: g in esc)
-    gold_urgent = count(lambda g, p: g == urgent)
     f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=n_boot, seed=seed)
     no_prefix = "no scored prefix has a prediction" if f1.value is None else None
     out = {"macro_f1": TriageMetric("macro_f1", "Macro-F1", f1.value, None, n, no_prefix,
                                     ci_low=f1.ci_low, ci_high=f1.ci_high)}
-    rules = [  # key, name, denominator, what the denominator counts, numerator condition
-        ("accuracy", "Accuracy", n, "a prediction", lambda g, p: g == p),
-        ("over_triage", "Over-triage", n, "a prediction", lambda g, p: rank[p] > rank[g]),
-        ("under_triage", "Under-triage", n, "a prediction", lambda g, p: rank[p] < rank[g]),
-        (
-            "missed_care",
-            "Missed care",
-            gold_esc,
-            "a gold label that escalates care",
-            lambda g, p: g in esc and p not in esc,
-        ),
-        (
-            "unnecessary_care",
-            "Unnecessary care",
-            n - gold_esc,
-            "a gold label that does not escalate care",
-            lambda g, p: g not in esc and p in esc,
-        ),
-        (
-            "urgent_false_negative",
-            "Urgent false negative",
-            gold_urgent,
-            f"gold label {urgent}",
-            lambda g, p: g == urgent and p != urgent,
-        ),
-        (
-            "false_urgent_escalation",
-            "False urgent escalation",
-            n - gold_urgent,
-            f"a gold label other than {urgent}",
-            lambda g, p: p == urgent and g != urgent,
-        ),
-    ]
-    for key, name, denominator, what, condition in rules:
-        out[key] = _share(key, name, count(condition), denominator, what)
+    for key in SHARE_KEYS:
+        counts, condition = share_rule(key, order, esc)
+        name, what = SHARE_WORDS[key]
+        scored = [(g, p) for g, p in pairs if counts(g)]
+        out[key] = _share(key, name, sum(1 for g, p in scored if condition(g, p)), len(scored),
+                          what.format(urgent=urgent))
     out["coverage"] = _share(
         "coverage", "Coverage (prefixes with a usable label)", n, len(gold), "a gold label"
     )
