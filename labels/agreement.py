@@ -410,6 +410,13 @@ def _kappa_batch(t: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(ok, (po - pe) / np.where(ok, 1 - pe, 1), np.nan)
 
 
+def kappa_of_tables(tables, weights: str | None = None) -> np.ndarray:
+    """Cohen's (weighted) kappa of each K x K table of a batch, shape (B, K, K): counts,
+    or sums of sampling weights (a weighted sample's table). NaN where undefined."""
+    t = np.asarray(tables, dtype=float)
+    return _kappa_batch(t, agreement_weights(t.shape[-1], weights))
+
+
 def _kappa_se(table: np.ndarray, w: np.ndarray, kappa: float) -> float:
     """Large-sample SE of (weighted) kappa, Fleiss, Cohen & Everitt (1969)."""
     n = table.sum()

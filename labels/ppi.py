@@ -164,7 +164,10 @@ def ppi_mean(
     if reason := _too_few(n):
         return _undefined(n, big_n, reason)
     if big_n == 0:
-        return classical_mean(y, alpha=alpha, n_unlabeled=0)
+        own = classical_mean(y, alpha=alpha, n_unlabeled=0)
+        every = "every item has a clinician's label: the estimate is the clinicians' own"
+        return MeanEstimate(own.value, own.ci_low, own.ci_high, n, 0, 0.0,
+                            note="; ".join(x for x in (every, own.note) if x))
     if lam is None:
         lam = power_tuning(y, yhat, yhat_u)
     theta = (lam * yhat_u).mean() + (y - lam * yhat).mean()

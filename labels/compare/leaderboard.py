@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from codebook import CAREBENCH, codebook
 from labels.compare.answers import Answers, Filters, load_answers, without_cannot_assess
-from labels.compare.questions import question_set
+from labels.compare.questions import carebench_questions, question_set
 from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
 from labels.compare.raters import references as reference_raters
 from labels.triage import RankCorrelation, RankedModel, TriageMetric, rank_correlation, rank_models
@@ -115,12 +115,6 @@ class TriageReport:
 
     def labelling(self, name: str) -> Labelling | None:
         return next((x for x in self.labellings if x.name == name), None)
-
-
-def carebench_questions() -> tuple[str, str]:
-    """The CARE-Bench prefix and response question keys, from the codebook."""
-    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
-    return qs["prefix"], qs["response"]
 
 
 def _labels(answers: Answers, spec: str) -> dict[str, str]:
