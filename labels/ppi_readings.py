@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from codebook import CAREBENCH, codebook
 from labels.compare.answers import Answers, Filters, load_answers
 from labels.compare.questions import QuestionSet, carebench_questions, question_set, question_sets
-from labels.compare.raters import columns_for, normalise_spec, references
+from labels.compare.raters import CLINICIANS, columns_for, normalise_spec, references
 from labels.triage import SHARE_KEYS, SHARE_WORDS, share_rule
 from store import Store
 
@@ -120,7 +120,7 @@ def load_readings(store: Store, qs: QuestionSet | str, filters: Filters,
 
 def one_column(answers: Answers, spec: str, side: str) -> tuple[dict[int, str], list[str]]:
     names, columns, notes = columns_for(answers, spec)
-    if len(names) != 1:
+    if len(names) != 1 or normalise_spec(spec) == CLINICIANS:
         raise ValueError(f"{side} {spec!r} is several raters: give one rater, group:majority "
                          "or group:adjudicated (one reading per item)")
     return columns[0], notes
