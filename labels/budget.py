@@ -9,10 +9,11 @@ the data at hand (:data:`METHOD` says how, and every plan carries it):
 1. A simulated population. Every item keeps the machine's value; an item the
    clinicians have not labelled gets a clinician value drawn, anew in each
    replicate, from the labelled items with the same machine value and the same
-   band (thirds) of each weighting score, where at least
-   :data:`MIN_CELL` labelled items share them (else the same machine value,
-   else any). So the machine's observed errors, and how far the scores
-   foretell them, carry over to the unlabelled items.
+   band (thirds) of each weighting score, with probability c / (c + 3) where
+   c of them share it, else from those with the same machine value (else any).
+   So the machine's observed errors, and how far the scores foretell them,
+   carry over to the unlabelled items, a small pilot's cells shrunk toward the
+   coarser ones.
 2. Each design draws n items from it: *uniform*, a simple random sample;
    a *weighted* design, each item independently with its inclusion
    probability (``review.team.designs`` gives them; independent draws are a
@@ -52,8 +53,9 @@ MIN_PILOT = 10
 """Labelled items a plan needs to learn the machine's errors from."""
 METHOD = (
     "simulated from the data at hand: each item the clinicians have not labelled gets a "
-    "clinician value drawn from the labelled items with the same machine value (and the same "
-    "third of each weighting score, where 3 or more share it); each design then draws n items "
+    "clinician value drawn from the labelled items with the same machine value and the same "
+    "third of each weighting score (shrunk toward the same machine value alone when few share "
+    "them); each design then draws n items "
     f"{REPLICATES} times (uniform: a simple random sample; weighted: each item independently "
     "with its inclusion probability), and the smallest n (at least 10) whose 95% half-width "
     "(PPI: the mean interval half-width, or 1.96 x the spread of the estimates if larger; "
@@ -114,11 +116,16 @@ def _bands(scores: np.ndarray) -> np.ndarray:
     cuts = np.quantile(scores, [1 / 3, 2 / 3])
     if cuts[0] == cuts[1] == scores.min() == scores.max():
         return np.zeros(len(scores), dtype=int)
-    return np.searchsorted(np.unique(cuts), scores, side="right")
+    return np.searchsorted(np.unique(cuts), scores, side="left")
 
 
 class _Imputer:
-    """Draws a clinician value for every unlabelled item from labelled look-alikes."""
+    """Draws a clinician value for every unlabelled item from labelled look-alikes: from
+    those with the same machine value and score bands (its cell) with probability
+    c / (c + MIN_CELL), c the cell's labelled items, else from those with the same
+    machine value (else from any): a small cell is shrunk toward the coarser one
+    rather than dropped, so a score that foretells the machine's errors keeps some of
+    its say even in a small pilot."""
 
     def __init__(self, machine: np.ndarray, labelled: np.ndarray, values: np.ndarray,
                  designs: Sequence[PlanDesign]):
@@ -131,34 +138,41 @@ class _Imputer:
         for pilot, position in enumerate(labelled):
             by_cell.setdefault(tuple(cells[position]), []).append(pilot)
             by_value.setdefault(float(coarse[position]), []).append(pilot)
+        every = list(range(len(labelled)))
         groups: dict[tuple, list[int]] = {}
         for position in range(len(machine)):
-            donors = by_cell.get(tuple(cells[position]), [])
-            if len(donors) < MIN_CELL:
-                donors = by_value.get(float(coarse[position]), [])
-            if len(donors) < MIN_CELL:
-                donors = list(range(len(labelled)))
-            groups.setdefault(tuple(donors), []).append(position)
-        self.groups = [(np.array(d), np.array(p)) for d, p in groups.items()]
+            fine = by_cell.get(tuple(cells[position]), [])
+            broad = by_value.get(float(coarse[position]), [])
+            if len(broad) < MIN_CELL:
+                broad = every
+            groups.setdefault((tuple(fine), tuple(broad)), []).append(position)
+        self.groups = [(np.array(f, dtype=int), np.array(b, dtype=int), np.array(p))
+                       for (f, b), p in groups.items()]
         self.size = len(machine)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One simulated population of clinician values (the labelled items keep theirs)."""
         out = np.empty(self.size)
-        for donors, positions in self.groups:
-            out[positions] = self.values[donors[rng.integers(len(donors), size=len(positions))]]
+        for fine, broad, positions in self.groups:
+            pick = broad[rng.integers(len(broad), size=len(positions))]
+            if len(fine):
+                use_fine = rng.random(len(positions)) < len(fine) / (len(fine) + MIN_CELL)
+                pick = np.where(use_fine, fine[rng.integers(len(fine), size=len(positions))],
+                                pick)
+            out[positions] = self.values[pick]
         out[self.labelled] = self.values
         return out
 
 
-def _sample(design: PlanDesign, n: int, big_n: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """(mask of the items drawn, their probabilities) for one replicate."""
-    if design.probabilities is None:
+def _sample(design: PlanDesign, n: int, big_n: int, rng,
+            chance: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of the items drawn, their probabilities) for one replicate; ``chance``: the
+    design's probabilities for n (None: uniform)."""
+    if chance is None:
         mask = np.zeros(big_n, dtype=bool)
         mask[rng.choice(big_n, size=n, replace=False)] = True
         return mask, np.full(big_n, n / big_n)
-    pi = np.asarray(design.probabilities(n), dtype=float)
-    return rng.random(big_n) < pi, pi
+    return rng.random(big_n) < chance, chance
 
 
 def _ppi_half_width(design, n, machine, imputer, seed, replicates) -> float:
@@ -167,9 +181,10 @@ def _ppi_half_width(design, n, machine, imputer, seed, replicates) -> float:
     estimates' real spread (every label agreeing gives a zero-width interval)."""
     rng = np.random.default_rng(seed)
     widths, values = [], []
+    chance = None if design.probabilities is None else np.asarray(design.probabilities(n))
     for _ in range(replicates):
         y = imputer.draw(rng)
-        mask, pi = _sample(design, n, len(machine), rng)
+        mask, pi = _sample(design, n, len(machine), rng, chance)
         if mask.sum() < 2:
             continue
         if design.probabilities is None:

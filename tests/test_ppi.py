@@ -117,13 +117,18 @@ def test_the_worked_example_gives_ppi_pythons_figures():
     assert ppi_mean(y, yhat, yhat_u, lam=0).ci_low == pytest.approx(c.ci_low, abs=1e-12)
 
 
-def test_equal_probabilities_give_the_clinicians_own_interval():
+def test_equal_probabilities_give_the_clinicians_own_estimate_a_little_wider():
+    """The design estimator's interval with equal weights: the clinicians' mean, with the
+    with-replacement factor n/(n-1) and Student's t on n - 1 degrees of freedom."""
+    from scipy.stats import t
+
     rng = np.random.default_rng(3)
     y = (rng.random(80) < 0.4).astype(float)
     weighted = design_classical_mean(y, np.full(80, 0.25), n_unlabeled=240)
     plain = classical_mean(y)
-    assert (weighted.value, weighted.ci_low, weighted.ci_high) == pytest.approx(
-        (plain.value, plain.ci_low, plain.ci_high), abs=1e-12)
+    assert weighted.value == pytest.approx(plain.value, abs=1e-12)
+    ratio = (weighted.half_width / plain.half_width) / np.sqrt(80 / 79)
+    assert ratio == pytest.approx(t.ppf(0.975, 79) / 1.959963984540054, abs=1e-9)
 
 
 def test_the_weighted_design_estimate_is_unbiased_where_the_machine_errs_unevenly():
@@ -336,3 +341,38 @@ def test_plan_labels_asks_more_for_a_narrower_interval(store, capsys):
     code, out, err = run_cli(capsys, "--db", store.path, "plan-labels", "--target-halfwidth",
                              "0", "--human", CLINICIAN)
     assert code == 2 and "positive" in err
+
+
+def test_the_plan_learns_from_the_pilot_where_the_machine_errs():
+    """A score that flags the items the machine gets wrong makes a weighted round need
+    fewer labels than a uniform one; a score that flags nothing does not."""
+    from labels.budget import PlanDesign, plan_model, uniform_design
+    from labels.ppi_readings import Readings
+    from review.team.designs import weighted_probabilities
+
+    rng = np.random.default_rng(8)
+    big_n = 300
+    flagged = rng.random(big_n) < 0.2
+    y = (rng.random(big_n) < 0.6).astype(float)
+    f = np.where(rng.random(big_n) < np.where(flagged, 0.45, 0.03), 1 - y, y)
+    pilot = rng.choice(big_n, size=60, replace=False)
+    readings = Readings("m", list(range(big_n)), [str(i) for i in range(big_n)], list(f),
+                        {int(i): float(y[i]) for i in pilot})
+
+    def weighted(scores):
+        by_item = dict(enumerate(scores))
+
+        def probabilities(n):
+            chance = weighted_probabilities(by_item, n)
+            return np.array([chance[i] for i in range(big_n)])
+
+        return PlanDesign("weighted", "weighted", probabilities, scores)
+
+    informative = plan_model(readings, 0.07, [uniform_design(), weighted(flagged * 1.0)],
+                             replicates=40)
+    uniform, better = (n.labels_needed for n in informative.needs)
+    assert better < uniform
+    noise = plan_model(readings, 0.07, [uniform_design(), weighted((rng.random(big_n) < 0.2) * 1.0)],
+                       replicates=40)
+    uniform, blind = (n.labels_needed for n in noise.needs)
+    assert blind >= 0.95 * uniform

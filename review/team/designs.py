@@ -17,13 +17,18 @@ the design in words), whatever the design:
 - **weighted**: toward the items where the machine is likely wrong: where
   machine raters disagree (two mapper versions, two judges) or where a machine
   rater said it was unsure (its confidence, 1-5). Each candidate gets a score
-  s in [0, 1]; its probability is
-  ``n * (floor / N + (1 - floor) * s / sum(s))``, capped at 1 (the excess
-  shared among the others), so every candidate keeps a chance of at least
-  ``floor * n / N`` (a design with a zero chance anywhere cannot be corrected
-  for). The sample is drawn by systematic sampling with probability
-  proportional to that size over the candidates in a random order: exactly
-  ``n`` items, each drawn with exactly its probability.
+  s in [0, 1] and a size ``FLOOR + s``; its probability is n times its share
+  of the sizes, capped at 1 (the excess shared among the others). So no
+  candidate has a zero chance (a design with one cannot be corrected for),
+  and one the machine is surely wrong on is drawn at most
+  (FLOOR + 1) / FLOOR = 3 times as often as one it is surely right on: about
+  the square-root allocation that minimises the variance when the machine
+  errs some 40% of the time on the first and 5% on the second, and not so
+  steep that a handful of heavily weighted labels carry the estimate (a
+  steeper design's intervals undercover; bench/bench_ppi_simulation.py). The
+  sample is drawn by systematic sampling with probability proportional to
+  size over the candidates in a random order: exactly ``n`` items, each drawn
+  with exactly its probability.
 
 The drawn items are offered to reviewers in a random order (interleaved by
 stratum), so the items reviewed so far in a half-done round are a random
@@ -35,8 +40,10 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from store import Store, to_json
 
@@ -45,8 +52,8 @@ MORE_STRATA = ("model", "machine_label", "case")
 """Strata beside the round's own (none, gold, category): the responding model, a
 machine rater's label on the item (e.g. the mapper's), the CARE-Bench case."""
 WEIGHT_BY = ("machine_disagreement", "machine_confidence")
-FLOOR = 0.2
-"""Share of a weighted round's draw spread evenly over every candidate."""
+FLOOR = 0.5
+"""A weighted round's size of a candidate is FLOOR + its score (0..1)."""
 DESIGN_WORDS = {
     "uniform": "uniform random sample (in proportion within strata)",
     "weighted": "weighted toward items where the machine is likely wrong",
@@ -184,15 +191,11 @@ def machine_scores(store: Store, question_key: str, ids: Sequence[int], weight_b
 
 def weighted_probabilities(scores: Mapping[int, float], n: int,
                            floor: float = FLOOR) -> dict[int, float]:
-    """Inclusion probabilities summing to n: a ``floor`` share spread evenly, the rest in
-    proportion to the scores (evenly when every score is 0), none above 1 (the excess
-    goes to the others, in proportion to their sizes)."""
+    """Inclusion probabilities summing to n, in proportion to ``floor + score``, none
+    above 1 (the excess goes to the others, in proportion to their sizes)."""
     ids = list(scores)
-    big_n = len(ids)
-    n = min(n, big_n)
-    total = sum(scores.values())
-    size = {i: floor / big_n + (1 - floor) * (scores[i] / total if total > 0 else 1 / big_n)
-            for i in ids}
+    n = min(n, len(ids))
+    size = {i: floor + max(0.0, float(scores[i])) for i in ids}
     fixed: dict[int, float] = {}
     while True:
         free = [i for i in ids if i not in fixed]
@@ -268,9 +271,11 @@ def sampling_design(store: Store, spec, keys: Mapping[int, str],
               "machine": machine, "frame": frame, "drawn": len(chosen), "seed": spec.seed,
               "floor": FLOOR,
               "method": (f"systematic sampling with probability proportional to size, size = "
-                         f"{FLOOR:g}/N + {1 - FLOOR:g} * score/sum(score), score = share of the "
-                         f"item's questions where {WEIGHT_WORDS[weight_by]}; capped at 1; "
-                         f"lowest probability {lowest:.3g}")}
+                         f"{FLOOR:g} + score, score = "
+                         + ("share of the item's questions where machine raters disagree"
+                            if weight_by == "machine_disagreement" else
+                            "(5 - the machine's confidence) / 4")
+                         + f"; capped at 1; lowest probability {lowest:.3g}")}
     return Draw([(i, "all") for i in chosen], probabilities, {i: "all" for i in keys}, record,
                 scores)
 
@@ -298,3 +303,36 @@ def describe(design: Mapping | None) -> str:
     strata = design.get("stratify_by", "none")
     return (("uniform" if kind == "uniform" else f"stratified by {strata.replace('_', ' ')}")
             + f": {design.get('drawn')} of {design.get('frame')} candidates")
+
+
+@dataclass(frozen=True)
+class PlanningDesign:
+    """A weighted design to plan a round with (``labels.budget``): its inclusion
+    probabilities over given items for a round of n, and the score behind them."""
+
+    key: str
+    name: str
+    probabilities: Callable[[int], np.ndarray]
+    scores: np.ndarray
+
+
+def planning_designs(store: Store, question_key: str,
+                     item_ids: Sequence[int]) -> list[PlanningDesign]:
+    """The weighted designs these items allow (machine disagreement needs two machine
+    raters; machine confidence a recorded confidence), with probabilities in the items'
+    order. A uniform design is always possible and is not listed."""
+    out = []
+    distinct = list(dict.fromkeys(int(i) for i in item_ids))
+    for weight_by in WEIGHT_BY:
+        try:
+            scores = machine_scores(store, question_key, distinct, weight_by)
+        except DesignError:
+            continue
+
+        def probabilities(n: int, scores: dict[int, float] = scores) -> np.ndarray:
+            chance = weighted_probabilities(scores, n)
+            return np.array([chance[int(i)] for i in item_ids])
+
+        out.append(PlanningDesign(f"weighted:{weight_by}", f"weighted: {WEIGHT_WORDS[weight_by]}",
+                                  probabilities, np.array([scores[int(i)] for i in item_ids])))
+    return out
