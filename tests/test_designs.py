@@ -158,3 +158,39 @@ def test_planning_lists_the_weighted_designs_the_items_allow(demo):
     assert designs[0].probabilities(30).sum() == pytest.approx(30)
     prefixes = [r[0] for r in demo.query("SELECT id FROM items WHERE kind = 'prefix'")]
     assert planning_designs(demo, PREFIX_Q, prefixes) == []
+
+
+def test_an_admin_draws_a_weighted_round_and_plans_it_from_the_screen(demo_copy, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from review.workspace import open_store
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["reviewer"] = "Jordan Lee"
+    at.run()
+    at.switch_page("pages/rounds.py").run()
+    question = next(s for s in at.selectbox if s.label == "What each reviewer answers")
+    question.set_value(RESPONSE_Q).run()
+    assert not at.exception
+    at.button(key="budget_plan").click().run()
+    assert not at.exception
+    plan = next(d.value for d in at.dataframe if "Labelled so far" in d.value.columns)
+    assert list(plan[""])[:3] == ["aster-7b", "borealis-large", "cobalt-mini"]
+    assert {"uniform random sample", "weighted: machine raters disagree"} <= set(plan.columns)
+    assert any("simulated from the data at hand" in c.value for c in at.caption)
+    at.radio(key="round_design").set_value("weighted:machine_disagreement")
+    next(t for t in at.text_input if t.label == "Name").input("Where the mappers disagree")
+    next(n for n in at.number_input if n.label.startswith("Items")).set_value(30)
+    next(b for b in at.button if b.label == "Create round").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    with open_store(demo_copy) as s:
+        rid = s.scalar("SELECT id FROM review_rounds WHERE name = 'Where the mappers disagree'")
+        assert design(s, rid)["kind"] == "weighted"
+        assert len(drawn(s, rid)) == 30
+    rounds = next(d.value for d in at.dataframe if "design" in d.value.columns)
+    assert "weighted toward items where machine raters disagree: 30 of 252 candidates" in set(
+        rounds["design"])

@@ -376,3 +376,53 @@ def test_the_plan_learns_from_the_pilot_where_the_machine_errs():
                        replicates=40)
     uniform, blind = (n.labels_needed for n in noise.needs)
     assert blind >= 0.95 * uniform
+
+
+# -- the screens ----------------------------------------------------------------------------
+
+def open_agreement(db, monkeypatch, **state):
+    from streamlit.testing.v1 import AppTest
+
+    from review.reviewing.criteria import open_labels
+    from review.team.reviewers import find_reviewer
+    from review.workspace import open_store
+
+    monkeypatch.setenv("CARELENS_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["reviewer"] = "Dr. Mei Tanaka"
+    with open_store(db) as s:  # a researcher who chose to see every rater's labels
+        open_labels(s, find_reviewer(s, "Dr. Mei Tanaka"), "agreement", 0)
+    at.run()
+    at.switch_page("pages/agreement.py")
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_agreement_screen_shows_ppi_per_model_and_names_the_assumption(demo_copy,
+                                                                          monkeypatch):
+    at = open_agreement(demo_copy, monkeypatch, agr_tab="Few clinicians (PPI)")
+    table = next(d.value for d in at.dataframe if "PPI (95% CI)" in d.value.columns)
+    assert list(table["Model"]) == ["aster-7b", "borealis-large", "cobalt-mini"]
+    assert set(table["Sampling"]) == {"assumed uniform"}
+    assert all(" (" in cell for cell in table["PPI (95% CI)"])
+    assert any("uniform random sample" in w.value for w in at.warning)
+    assert any("before any machine label was seen" in c.value for c in at.caption)
+    # the same figures as the command line's
+    from review.workspace import open_store
+
+    with open_store(demo_copy) as s:
+        report = ppi_report(s, "accuracy", "group:majority", "demo:mapper@v1")
+    first = report.estimates[0].ppi
+    assert table["PPI (95% CI)"][0].startswith(f"{first.value:.3f}")
+
+
+def test_the_leaderboard_has_a_ppi_column(demo_copy, monkeypatch):
+    at = open_agreement(demo_copy, monkeypatch, agr_tab="Triage & leaderboard")
+    table = next(d.value for d in at.dataframe if "Model" in d.value.columns
+                 and any(c.startswith("PPI ") for c in d.value.columns))
+    column = next(c for c in table.columns if c.startswith("PPI "))
+    assert column == "PPI accuracy" and all("labelled" in cell for cell in table[column])
+    assert any(c.value.startswith("PPI: each model's accuracy") for c in at.caption)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from store import Store, to_json
+from store import Store, from_json, to_json
 
 DESIGNS = ("uniform", "weighted")
 MORE_STRATA = ("model", "machine_label", "case")
@@ -135,9 +135,10 @@ def stratum_keys(store: Store, stratify_by: str, question_key: str, rows: Sequen
                               or "all") for r in rows}
     if stratify_by in ("model", "case"):
         column = {"model": "model", "case": "case_id"}[stratify_by]
-        found = dict(store.query(
-            f"SELECT id, {column} FROM items WHERE id IN (SELECT value FROM json_each(?))",
-            (_ids_json(ids),)))
+        found = dict(store.query(  # a response's case is its prefix's
+            f"SELECT i.id, COALESCE(i.{column}, p.{column}) FROM items i"
+            " LEFT JOIN items p ON p.id = i.parent_id"
+            " WHERE i.id IN (SELECT value FROM json_each(?))", (_ids_json(ids),)))
         return {i: str(found.get(i) or "all") for i in ids}
     if stratify_by == "machine_label":
         if question_key.startswith("criteria@"):
@@ -336,3 +337,9 @@ def planning_designs(store: Store, question_key: str,
         out.append(PlanningDesign(f"weighted:{weight_by}", f"weighted: {WEIGHT_WORDS[weight_by]}",
                                   probabilities, np.array([scores[int(i)] for i in item_ids])))
     return out
+
+
+def design_words(store: Store) -> dict[int, str]:
+    """Each round's design in words, by round id (Rounds and people)."""
+    return {r["id"]: describe(from_json(r["design"]) if r["design"] else None)
+            for r in store.query("SELECT id, design FROM review_rounds")}
