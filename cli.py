@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from labels.compare.answers import PHASES
+from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
 from review.workspace import default_db_path, open_store
 
@@ -236,9 +236,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_kind,
     )
 
-    if args.rater and args.what == "annotations":
-        raise UsageError("--rater is for --what carebench-labels; an annotations export "
-                         "holds every rater's answers")
+    if (args.rater or args.model) and args.what == "annotations":
+        raise UsageError("--rater and --model are for --what carebench-labels; an annotations "
+                         "export holds every rater's answers")
+    if args.model and not args.rater:
+        raise UsageError("--model chooses which model's responses a rater's labels are"
+                         " exported for: give --rater too")
     out = output_file(args.out)
     try:
         export_kind(out)
@@ -247,7 +250,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater)
+            n, ties = export_carebench_labels(store, out, args.rater, model=args.model)
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -406,10 +409,13 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
                                               "category, CARE-Bench specialty)")),
-        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE",
-                                  help="clinicians' answers from this phase only: "
-                                       f"{', '.join(PHASES)} (machine and reference labels are "
-                                       "never filtered); default: each one's current answer")),
+        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE", default=DEFAULT_PHASE,
+                                  help="which of the clinicians' answers: "
+                                       f"{', '.join(PHASES)} (default {DEFAULT_PHASE}: each "
+                                       "one's answer given before any machine label was seen, "
+                                       "imported answers included; current: the latest, "
+                                       "after any reveal). Machine and reference labels are "
+                                       "never filtered")),
         "include_cannot_assess": ("--count-cannot-assess", dict(
             action="store_true", dest="include_cannot_assess",
             help="count 'cannot assess' as an answer (one more, unordered category: an "
@@ -421,10 +427,18 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
         parser.add_argument(flag, **kwargs)
 
 
+def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-boot", type=int, default=1000, metavar="N",
+                        help="bootstrap resamples for every interval (default 1000; 0: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap: the same data and seed give the same "
+                             "intervals (default 0)")
+
+
 def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
     """The options' filters, read by the same code as the screen's
-    (``labels.comparisons.filters_from``)."""
-    from labels.comparisons import filters_from
+    (``labels.compare.filters_from``)."""
+    from labels.compare import filters_from
 
     return filters_from({name: getattr(args, name) for name in names})
 
@@ -432,8 +446,9 @@ def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
-    from labels.comparisons import agreement_bundle, agreement_report, format_report_text
-    from labels.report import report_csv, report_html, report_json
+    from labels.compare import agreement_bundle, agreement_report, format_report_text
+    from labels.provenance import write_sidecar
+    from labels.report import report_csv, report_html, report_json, report_provenance
 
     for path in (args.html, args.csv):
         if path:
@@ -442,10 +457,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
+        boot = dict(n_boot=args.n_boot, seed=args.seed)
         if args.html:
-            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
+            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot)
         else:
-            report, extras = agreement_report(store, args.question, args.a, args.b, filters, by=by), ()
+            report, extras = agreement_report(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot), ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.html:
@@ -453,7 +471,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         print(f"{args.html}: report written", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(report_csv(report), encoding="utf-8")
-        print(f"{args.csv}: table written", file=sys.stderr)
+        side = write_sidecar(args.csv, report_provenance(report))
+        print(f"{args.csv}: table written (provenance in {side})", file=sys.stderr)
     print(report_json(report) if args.json else format_report_text(report))
     return 0
 
@@ -461,14 +480,15 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.compare import format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
-                                   rank_by=args.rank_by)
+                                   rank_by=args.rank_by, common=args.common,
+                                   n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
@@ -481,7 +501,7 @@ PPI_FILTERS = ("dataset", "split", "model")
 
 
 def _ppi_filters(args: argparse.Namespace):
-    from labels.comparisons import filters_from
+    from labels.compare import filters_from
 
     return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
 
@@ -633,7 +653,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
     e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
-                                   "answer, else the clinicians' majority)")
+                                   "answer, else the clinicians' majority); a mapper's labels of"
+                                   " one model's responses are that model's scorer submission")
+    e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
+                                   " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
 
@@ -693,12 +716,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", help="also write one self-contained HTML report with the plots")
-    a.add_argument("--csv", help="also write the coefficient table as CSV")
+    a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
+                                 "beside it, in FILE.provenance.json)")
+    add_bootstrap_options(a)
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
+    t.add_argument("--common", action="store_true",
+                   help="score only the responses every reader labelled and every reference "
+                        "covers, so a change of ranking comes from the labels alone (default: "
+                        "each model on everything its reading covers, coverage beside)")
+    add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
 
     add_ppi_commands(sub)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from labels.agreement import kappa_of_tables
+from labels.agreement import agreement_weights, cohen_kappa_batch
 from labels.compare.answers import Filters
 from labels.compare.questions import question_set
 from labels.ppi import design_ppi_mean, ppi_mean, z_value
@@ -263,7 +263,7 @@ def _kappa_half_width(design, n, machine_codes, imputer, k, weights, seed, repli
             weight = 1 / chance[drawn]
         table = np.zeros((k, k))
         np.add.at(table, (machine_codes[drawn], human[drawn]), weight * n / weight.sum())
-        values.append(kappa_of_tables(table[None], weights)[0])
+        values.append(cohen_kappa_batch(table[None], agreement_weights(k, weights))[0])
     values = np.array(values)
     values = values[np.isfinite(values)]
     if len(values) < replicates / 2:

@@ -2,13 +2,15 @@
 
 Every metric here is a mean over items of a value each reader gives each item:
 
-- the CARE-Bench triage shares (``labels.triage.SHARE_KEYS``: accuracy,
-  over- and under-triage, missed and unnecessary care, urgent false negative,
-  false urgent escalation): an item is a model's response whose prefix has a
+- the CARE-Bench triage shares (:data:`SHARE_KEYS`: accuracy, over- and
+  under-triage, missed and unnecessary care, urgent false negative, false
+  urgent escalation): an item is a model's response whose prefix has a
   reference (gold) label and which counts in the metric's denominator (missed
   care counts the responses to prefixes whose gold label escalates care); its
   value is 1 when the reader's label of the response meets the metric's
-  condition against that gold label (``labels.triage.share_rule``);
+  condition against that gold label. Both are read off the scorer's own
+  definition (``labels.triage.triage_metric_batch`` on the response's one-prefix
+  table), so the two cannot drift;
 - ``met_rate``: an item is an agent run or graded conversation; its value is
   the share of its criteria (of the chosen question set) the reader marked
   met. The machine's over the criteria it answered; a clinician's over those
@@ -18,10 +20,10 @@ Every metric here is a mean over items of a value each reader gives each item:
   every criterion the machine answered.
 
 A clinician's reading is one rater's answer or one derived label per item
-(``group:majority``, ``group:adjudicated``). By default it is the answer given
-before any machine label was seen: blind answers, and imported answers (whose
-file does not say they were given after a reveal); ``phase="current"`` takes
-each clinician's latest answer, and says so.
+(``group:majority``, ``group:adjudicated``). Which of their answers is decided
+in ``labels.phases``: by default those given before any machine label was
+seen (blind answers, and imported ones); ``phase="current"`` takes each
+clinician's latest answer, and says so.
 """
 
 from __future__ import annotations
@@ -33,21 +35,20 @@ from codebook import CAREBENCH, codebook
 from labels.compare.answers import Answers, Filters, load_answers
 from labels.compare.questions import QuestionSet, carebench_questions, question_set, question_sets
 from labels.compare.raters import CLINICIANS, columns_for, normalise_spec, references
-from labels.triage import SHARE_KEYS, SHARE_WORDS, share_rule
+from labels.phases import BLIND, CURRENT, describe_phase
+from labels.triage import METRIC_KEYS, METRIC_NAMES, triage_metric_batch, triage_tables
 from store import Store
 
+SHARE_KEYS = tuple(k for k in METRIC_KEYS if k not in ("macro_f1", "coverage"))
+"""The triage metrics that are a mean over responses of a 0/1 reading."""
 CRITERIA_METRICS = {
     "met_rate": "Criteria met (share of an item's criteria)",
     "pass_rate": "Pass rate (every criterion met)",
 }
-METRICS = {**{k: SHARE_WORDS[k][0] for k in SHARE_KEYS}, **CRITERIA_METRICS}
+METRICS = {**{k: METRIC_NAMES[k] for k in SHARE_KEYS}, **CRITERIA_METRICS}
 """Every metric PPI estimates: key -> name."""
-PHASES = {
-    "blind": "clinicians' answers given before any machine label was seen (blind answers, "
-             "and imported ones)",
-    "current": "each clinician's latest answer, including answers changed after a machine "
-               "label was shown",
-}
+PHASES = {phase: describe_phase(phase) for phase in (BLIND, CURRENT)}
+"""The clinicians' answers a reading may rest on (``labels.phases``)."""
 MET = "met"
 
 
@@ -84,38 +85,20 @@ class MetricReadings:
     notes: list[str] = field(default_factory=list)
 
 
-def _merge_blind(blind: Answers, imported: Answers) -> Answers:
-    """Blind answers, with imported ones where a rater gave no blind answer on a unit.
-    Both were read from the same question set and filters, so units are matched by key."""
-    index = {(u.item_uid, u.question_key, u.target): i for i, u in enumerate(blind.units)}
-    units = list(blind.units)
-    values = {name: dict(col) for name, col in blind.values.items()}
-    ids = {name: dict(col) for name, col in blind.answer_ids.items()}
-    raters = dict(blind.raters)
-    for position, unit in enumerate(imported.units):
-        key = (unit.item_uid, unit.question_key, unit.target)
-        if key not in index:
-            index[key] = len(units)
-            units.append(unit)
-        target = index[key]
-        for name, column in imported.values.items():
-            if position in column and target not in values.get(name, {}):
-                values.setdefault(name, {})[target] = column[position]
-                ids.setdefault(name, {})[target] = imported.answer_ids[name][position]
-                raters.setdefault(name, imported.raters[name])
-    return Answers(blind.question_set, replace(blind.filters, phase=None), units, raters,
-                   values, ids)
-
-
 def load_readings(store: Store, qs: QuestionSet | str, filters: Filters,
                   phase: str) -> Answers:
-    """The answers a reading rests on: blind (and imported) ones, or the current ones."""
+    """The answers a reading rests on, the clinicians' of this phase (``labels.phases``)."""
     if phase not in PHASES:
         raise ValueError(f"phase is one of {', '.join(PHASES)}, not {phase!r}")
-    if phase == "current":
-        return load_answers(store, qs, replace(filters, phase=None))
-    return _merge_blind(load_answers(store, qs, replace(filters, phase="blind")),
-                        load_answers(store, qs, replace(filters, phase="imported")))
+    return load_answers(store, qs, replace(filters, phase=phase))
+
+
+def share_reading(metric: str, gold: str, label: str, order: list[str]) -> float | None:
+    """A triage share's value of one response: 1 or 0, or None when the response does not
+    count in the metric's denominator (missed care of a prefix whose gold label does not
+    escalate). The scorer's own definition, on the response's one-prefix table."""
+    value = triage_metric_batch(metric, triage_tables([gold], [label], order), order)[0]
+    return None if value != value else float(value)  # NaN: not in the denominator
 
 
 def one_column(answers: Answers, spec: str, side: str) -> tuple[dict[int, str], list[str]]:
@@ -163,10 +146,10 @@ def item_ids_of(store: Store, uids: set[str]) -> dict[str, int]:
 def _triage_readings(store, metric, human, machine, filters, phase, reference):
     prefix_q, response_q = carebench_questions()
     order = list(codebook(CAREBENCH).codes)
-    counts, condition = share_rule(metric, order)
     responses = load_readings(store, response_q, replace(filters, include_cannot_assess=False),
                               phase)
-    prefixes = load_answers(store, prefix_q, Filters(dataset=filters.dataset, split=filters.split))
+    prefixes = load_answers(store, prefix_q, Filters(dataset=filters.dataset, split=filters.split,
+                                                     phase=phase))
     refs = references(prefixes)
     reference = reference or (refs[0] if refs else None)
     if reference is None:
@@ -194,7 +177,8 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
         if g not in order or said[unit_index] not in order:
             outside_codebook += 1
             continue
-        if not counts(g):
+        machine_value = share_reading(metric, g, said[unit_index], order)
+        if machine_value is None:  # not in this metric's denominator
             continue
         model = unit.model or "(no model)"
         if filters.model and model != filters.model:
@@ -203,9 +187,9 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
         position = len(r.item_ids)
         r.item_ids.append(ids[unit.item_uid])
         r.item_uids.append(unit.item_uid)
-        r.machine.append(1.0 if condition(g, said[unit_index]) else 0.0)
+        r.machine.append(machine_value)
         if unit_index in read and read[unit_index] in order:
-            r.human[position] = 1.0 if condition(g, read[unit_index]) else 0.0
+            r.human[position] = share_reading(metric, g, read[unit_index], order)
             r.rounds[position] = rounds.get(unit_index, frozenset())
     if without_gold:
         result.notes.append(f"{without_gold} responses the machine read have no reference label "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from labels.ppi import (
     ppi_mean,
 )
 from labels.ppi_readings import METRICS, PHASES, MetricReadings, Readings, read_metric
+from labels.provenance import Digest, provenance
 from labels.sampling import MODES, Sampling, resolve_sampling, round_designs
 from store import Store
 
@@ -91,25 +91,20 @@ def estimate_model(readings: Readings, sampling: Sampling) -> ModelEstimate:
     return ModelEstimate(readings.model, ppi, classical, machine, len(y), len(f_unl), sampling)
 
 
-def provenance(readings: MetricReadings, filters: Filters, mode: str, store: Store) -> dict:
-    """Where the figures come from (a small builder; the project's shared provenance
-    builder replaces it once it lands)."""
-    return {
-        "what": f"prediction-powered estimate of {readings.name.lower()} per model",
-        "metric": readings.metric,
-        "human": readings.human,
-        "machine": readings.machine,
-        "question": readings.question,
-        "reference": readings.reference,
-        "answers": PHASES[readings.phase],
-        "phase": readings.phase,
-        "filters": filters.describe(),
-        "sampling_mode": mode,
-        "method": METHOD,
-        "interval": "95%, normal approximation (CLT)",
-        "answers_up_to": store.scalar("SELECT COALESCE(MAX(id), 0) FROM annotations"),
-        "computed_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+def _provenance(readings: MetricReadings, filters: Filters, mode: str, store: Store) -> dict:
+    """Where the figures come from (``labels.provenance``): the digest covers every item's
+    machine and clinician value the estimates rest on."""
+    digest = Digest()
+    for model, r in readings.by_model.items():
+        for position, uid in enumerate(r.item_uids):
+            digest.add(readings.metric, model, uid, r.machine[position], r.human.get(position))
+    return provenance(
+        digest, store=store, phase=readings.phase, filters=filters,
+        what=f"prediction-powered estimate of {readings.name.lower()} per model",
+        metric=readings.metric, human=readings.human, machine=readings.machine,
+        question=readings.question, reference=readings.reference, answers=PHASES[readings.phase],
+        sampling_mode=mode, method=METHOD, interval="95%, normal approximation (CLT); t for "
+                                                   "labels drawn with unequal probabilities")
 
 
 def ppi_report(
@@ -147,7 +142,7 @@ def ppi_report(
     for w in dict.fromkeys(e.sampling.warning for e in report.estimates if e.sampling.warning):
         report.warnings.append(w)
     report.notes.append(MACHINE_ONLY_NOTE)
-    report.provenance = provenance(readings, filters, sampling, store)
+    report.provenance = _provenance(readings, filters, sampling, store)
     return report
 
 

@@ -12,16 +12,15 @@ from dataclasses import replace
 
 import streamlit as st
 
-from labels import comparisons as cmp
+from labels import compare as cmp
 from labels.budget import label_plan
 from labels.compare.leaderboard import PPIColumn
 from labels.compare.questions import QuestionSet, carebench_questions
 from labels.compare.raters import ADJUDICATED, MAJORITY, display_name
 from labels.compare.text import with_ci
-from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, default_machine
+from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
 from labels.ppi_report import MACHINE_ONLY_NOTE, METHOD, ppi_report
 from labels.sampling import MODES
-from labels.triage import SHARE_KEYS
 from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store

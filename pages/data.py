@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path, PurePath
 
 import pandas as pd
@@ -21,8 +22,9 @@ from labels.llm import (
     uncollected_batches,
 )
 from pages._shared import current_reviewer, labels_gate, server_mode, store
-from review.datasets.demo import load_demo
+from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import export_annotations, export_carebench_labels
+from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.sources import FORMATS, ImportOptions, InputError, import_file
 from review.team.reviewers import is_admin
 from review.text import safe_markdown
@@ -49,20 +51,16 @@ KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agen
 def show_counts() -> None:
     # A graded conversation without a reply is the prompt its replies share: counted
     # apart, as the Graded conversations screen counts only what can be graded.
-    counts = db.query(
-        "SELECT kind, COUNT(*) AS n, SUM(failed) AS failed, SUM(kind = 'graded_conversation'"
-        " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind"
-        " ORDER BY CASE kind WHEN 'prefix' THEN 0 WHEN 'response' THEN 1 WHEN 'trajectory' THEN 2"
-        " WHEN 'graded_conversation' THEN 3 ELSE 4 END")
+    counts = item_counts(db)
     cols = counts_box.columns(max(len(counts), 1) + 1)
     for col, row in zip(cols, counts, strict=False):
-        notes = [f"{row['failed']:,} failed (kept, and shown as failures)"] if row["failed"] else []
-        if row["prompts"]:
-            notes.append(f"and {row['prompts']:,} prompts without a reply to grade (the "
+        notes = [f"{row.failed:,} failed (kept, and shown as failures)"] if row.failed else []
+        if row.prompts:
+            notes.append(f"and {row.prompts:,} prompts without a reply to grade (the "
                          "conversation the graded replies share)")
-        col.metric(KIND_WORDS.get(row["kind"], row["kind"]), f"{row['n'] - row['prompts']:,}",
+        col.metric(KIND_WORDS.get(row.kind, row.kind), f"{row.items - row.prompts:,}",
                    help="; ".join(notes) or None)
-    cols[-1].metric("Annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}",
+    cols[-1].metric("Annotations", f"{annotation_count(db):,}",
                     help="Every answer by every rater, revisions included")
 
 
@@ -110,7 +108,7 @@ elif go and uploads:
                 st.success(safe_markdown(result.summary().removeprefix("upload:")),
                            icon=":material/check:")
 
-if not db.scalar("SELECT 1 FROM items LIMIT 1"):
+if is_empty(db):
     st.info("The database is empty.")
     if st.button("Load the demo dataset", type="primary"):
         out = Path(default_db_path()).resolve().parent / "carelens-demo-files"
@@ -143,9 +141,7 @@ if labels_gate("export", stop=False):  # every rater's labels are in the files
     export_section()
 
 st.subheader("Imports so far", anchor=False)
-history = pd.DataFrame([dict(r) for r in db.query(
-    "SELECT imported_at, path, format, n_rows, n_items, n_completed, n_annotations, actor"
-    " FROM imports ORDER BY id DESC LIMIT 50")],
+history = pd.DataFrame([asdict(r) for r in import_history(db)],
     columns=["imported_at", "path", "format", "n_rows", "n_items", "n_completed", "n_annotations",
              "actor"])
 history["imported_at"] = pd.to_datetime(history["imported_at"], utc=True, format="ISO8601")

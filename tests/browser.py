@@ -35,6 +35,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
+    with running_server(db, timeout) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def running_server(db: Path, timeout: float = 60) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`running_app`, with the server's process (its own process group): for
+    benchmarks that read its CPU time."""
     port = free_port()
     env = dict(os.environ, CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
@@ -57,7 +65,7 @@ def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app did not start:\n{log.read_text()}")
             time.sleep(0.2)
-        yield url
+        yield url, proc
     finally:
         stop_group(proc)
 

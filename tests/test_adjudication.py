@@ -12,8 +12,8 @@ import time
 import pytest
 
 from review.reviewing.answers import normalise_value
-from review.reviewing.criteria import Verdict, commit_verdicts, find_item, item_questions, mark_step
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import Verdict, commit_answer, commit_verdicts, mark_step
+from review.reviewing.criteria import find_item, item_questions
 from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,

@@ -20,7 +20,8 @@ from labels.ppi import (
     ppi_mean,
 )
 from labels.ppi_report import ppi_dict, ppi_report
-from review.reviewing.items import commit_answer, load_item
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import load_item
 from review.team.reviewers import ensure_reviewer
 from review.team.rounds import RoundSpec, create_round, reserve_next_item
 from store.records import AnnotationRecord, ItemRecord, RaterRecord
@@ -383,7 +384,7 @@ def test_the_plan_learns_from_the_pilot_where_the_machine_errs():
 def open_agreement(db, monkeypatch, **state):
     from streamlit.testing.v1 import AppTest
 
-    from review.reviewing.criteria import open_labels
+    from review.reviewing.blinding import open_labels
     from review.team.reviewers import find_reviewer
     from review.workspace import open_store
 

@@ -17,11 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codebook import CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
+from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
 from store import Store
-
-CANNOT_ASSESS = "cannot_assess"
-"""The answer "cannot assess", when a comparison counts it as a category of its own."""
 
 ITEM_WORDS = {
     "prefix": "prefixes",

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,14 @@ class ImportOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
+    left_out: list[str] = field(default_factory=list)
+    """What the reader left out of the source, each in words (a Harbor trial still
+    running); `import_file` reports it in the ImportResult."""
+    query: Callable[[str, tuple], list[Any]] | None = None
+    """Set by `import_file` for the reader: a read-only query of the database as
+    the import's transaction sees it (`query(sql, params)` -> rows). A reader
+    that labels items an earlier file brought (CARE-Bench mapped responses) uses
+    it to find which of a row's names the item was imported under."""
 
 
 @dataclass
@@ -87,10 +95,15 @@ class ImportResult:
     completed: int = 0
     """Items an earlier file had only named (placeholders) that this one filled in."""
     index_seconds: float = 0.0
+    left_out: list[str] = field(default_factory=list)
+    """Parts of the source not imported, each with why (a Harbor trial still running)."""
 
     def summary(self) -> str:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
+        return self._summary() + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+
+    def _summary(self) -> str:
         return (
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
@@ -270,6 +283,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
                 (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
+            options = replace(options, left_out=[],
+                              query=lambda sql, params=(): conn.execute(sql, params).fetchall())
             guard = _Guard(seen_before, digest.done)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True)
@@ -279,7 +294,10 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
             if options.rater:
-                rater_id = writer.rater_id(options.rater)
+                # A rater the file gave no answers by (a format that names its own
+                # raters, or rows without the grader's verdict) is not made: no rater.
+                row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()
+                rater_id = row[0] if row else None
             dataset_id = next(iter(writer._datasets.values()), None)
             conn.execute(
                 "UPDATE imports SET sha256 = ?, dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
@@ -300,7 +318,8 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"{path}: a value nested too deeply to read") from None
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
-                          seconds=time.perf_counter() - started, completed=writer.n_completed)
+                          seconds=time.perf_counter() - started, completed=writer.n_completed,
+                          left_out=options.left_out)
     if index:
         from review.browse.search import ensure_index
 
