@@ -112,7 +112,7 @@ def _undefined(n: int, n_unlabeled: int, reason: str) -> MeanEstimate:
 
 def _note(n: int, se: float) -> str | None:
     notes = []
-    if se == 0:
+    if se < 1e-12:
         notes.append("every label agrees, so the normal interval has zero width: it "
                      "understates the uncertainty")
     if n < FEW_LABELS:

@@ -146,6 +146,16 @@ def ppi_report(
     return report
 
 
+EDGE_NOTE = ("an interval runs past 0 or 1: the normal approximation is poor this near the "
+             "edge (few events); read it as 'close to the edge', not as its exact limits")
+
+
+def past_the_edge(*estimates: MeanEstimate) -> bool:
+    """Whether an interval of a share runs below 0 or above 1."""
+    return any(e.ci_low is not None and (e.ci_low < -1e-9 or e.ci_high > 1 + 1e-9)
+               for e in estimates)
+
+
 def _estimate_json(e: MeanEstimate) -> dict:
     return {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high}
 
@@ -155,6 +165,8 @@ def ppi_dict(report: PPIReport) -> dict:
     estimates = []
     for e in report.estimates:
         notes = [n for n in (e.ppi.undefined_reason, e.ppi.note, e.classical.note) if n]
+        if past_the_edge(e.ppi, e.classical, e.machine_only):
+            notes.append(EDGE_NOTE)
         estimates.append({
             "model": e.model,
             "metric": report.metric,
@@ -185,7 +197,7 @@ def _fmt(e: MeanEstimate) -> str:
 def format_ppi_text(report: PPIReport) -> str:
     """The report as lines for a terminal."""
     lines = [f"{report.metric_name}: prediction-powered estimates per model",
-             f"clinicians: {report.human} ({PHASES[report.phase]})",
+             f"clinicians: {report.human}",
              f"machine: {report.machine}; question: {report.question}"
              + (f"; scored against {report.reference}" if report.reference else ""),
              f"filters: {report.filters.describe()}", ""]
@@ -196,8 +208,9 @@ def format_ppi_text(report: PPIReport) -> str:
                   f"  PPI            {_fmt(e.ppi)}",
                   f"  clinicians     {_fmt(e.classical)}",
                   f"  machine only   {_fmt(e.machine_only)}"]
+        edge = [EDGE_NOTE] if past_the_edge(e.ppi, e.classical, e.machine_only) else []
         lines += [f"  note: {n}" for n in dict.fromkeys(
-            [x for x in (e.ppi.note,) if x] + e.sampling.notes)]
+            [x for x in (e.ppi.note,) if x] + edge + e.sampling.notes)]
     lines.append("")
     lines += [f"warning: {w}" for w in report.warnings]
     lines += [f"note: {n}" for n in report.notes]

@@ -19,7 +19,7 @@ from labels.compare.questions import QuestionSet, carebench_questions
 from labels.compare.raters import ADJUDICATED, MAJORITY, display_name
 from labels.compare.text import with_ci
 from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
-from labels.ppi_report import MACHINE_ONLY_NOTE, METHOD, ppi_report
+from labels.ppi_report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
 from labels.sampling import MODES
 from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
 from review.text import safe_markdown
@@ -128,6 +128,8 @@ def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
                f"{md(METHOD)} λ: how much the machine's labels count (0: not at all, 1: fully). "
                f"Machine only: {md(MACHINE_ONLY_NOTE)}.")
     notes = [n for e in report.estimates for n in (e.ppi.note, *e.sampling.notes) if n]
+    if any(past_the_edge(e.ppi, e.classical, e.machine_only) for e in report.estimates):
+        notes.append(EDGE_NOTE)
     notes += [n for n in report.notes if n != MACHINE_ONLY_NOTE]
     for note in dict.fromkeys(notes):
         st.caption(f"Note: {md(note)}")
