@@ -575,6 +575,107 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if made.verdict.whole else 1
 
 
+# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+
+PPI_FILTERS = ("dataset", "split", "model")
+
+
+def _ppi_filters(args: argparse.Namespace):
+    from labels.compare import filters_from
+
+    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+
+
+@command("ppi")
+def cmd_ppi(args: argparse.Namespace) -> int:
+    """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
+    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+
+    store = open_store(args.db)
+    try:
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+                            phase=args.phase, sampling=args.sampling, reference=args.reference,
+                            question=args.question)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(ppi_json(report) if args.json else format_ppi_text(report))
+    return 0
+
+
+@command("plan-labels")
+def cmd_plan_labels(args: argparse.Namespace) -> int:
+    """How many more clinician labels each sampling design needs for a target half-width."""
+    import json
+
+    from labels.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi_readings import default_machine
+    from review.team.designs import planning_designs
+
+    store = open_store(args.db)
+    try:
+        machine = args.machine or default_machine(store, args.metric, args.question)
+        plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
+                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          reference=args.reference, replicates=args.replicates,
+                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    provenance = {"human": args.human, "machine": machine, "phase": args.phase,
+                  "filters": _ppi_filters(args).describe(), "replicates": args.replicates}
+    print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
+          else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
+    return 0
+
+
+def add_ppi_commands(sub) -> None:
+    """The `ppi` and `plan-labels` subcommands."""
+    from labels.ppi_readings import METRICS, PHASES
+    from labels.sampling import MODES
+
+    for name, what in (
+        ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
+                "corrected by clinicians', beside each alone, with 95% intervals"),
+        ("plan-labels", "how many more clinician labels each sampling design needs to bring "
+                        "each model's PPI interval (and the judge-vs-clinician kappa) under a "
+                        "target half-width"),
+    ):
+        p = sub.add_parser(name, help=what.replace("%", "%%"), description=what)
+        p.add_argument("--metric", default="accuracy" if name == "plan-labels" else None,
+                       required=name == "ppi", choices=list(METRICS), metavar="NAME",
+                       help=f"one of {', '.join(METRICS)}")
+        p.add_argument("--human", required=name == "ppi",
+                       default="group:majority" if name == "plan-labels" else None,
+                       help="a clinician, group:majority or group:adjudicated"
+                            + (" (default group:majority)" if name == "plan-labels" else ""))
+        p.add_argument("--machine", required=name == "ppi",
+                       help="the machine rater (mapper, judge)"
+                            + (" (default: the one that read the most)"
+                               if name == "plan-labels" else ""))
+        p.add_argument("--question-set", "--question", dest="question",
+                       help="met_rate / pass_rate: the criteria set, e.g. "
+                            "criteria:rubric@graded_conversation (default: the first the "
+                            "machine answered)")
+        p.add_argument("--reference", help="triage metrics: the rater each response is scored "
+                                           "against (default: the prefixes' gold label)")
+        for option in PPI_FILTERS:
+            add_filter_options(p, (option,))
+        p.add_argument("--phase", choices=list(PHASES), default="blind",
+                       help="blind (default): clinicians' answers given before any machine "
+                            "label was seen, and imported ones; current: each one's latest")
+        if name == "ppi":
+            p.add_argument("--sampling", choices=MODES, default="auto",
+                           help="auto (default): labels from designed review rounds only, "
+                                "else every label assumed a uniform random sample (said in "
+                                "the output); assume-uniform: every label as uniform; design: "
+                                "designed labels only")
+        else:
+            p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
+                           help="the 95%% half-width to reach, e.g. 0.05")
+            p.add_argument("--replicates", type=int, default=120,
+                           help="simulated studies per design and size (default 120)")
+        p.add_argument("--json", action="store_true")
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar,
@@ -760,6 +861,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
                                       " the app serves")
     b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
+
+
+    add_ppi_commands(sub)
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

@@ -29,6 +29,7 @@ from labels.compare.text import interval, number, share_text, split_notes, with_
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json
 from labels.triage import METRIC_NAMES
+from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
 from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
 from review.team.access import Viewer, open_for
@@ -40,7 +41,7 @@ BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Mod
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval"]
+        "HealthBench meta-eval", "Few clinicians (PPI)"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -552,6 +553,7 @@ def triage_tab() -> None:
             st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
                        f"({detail}).{noise}", icon=":material/swap_vert:")
     st.dataframe(_rank_table(t), hide_index=True, width="stretch")
+    leaderboard_caption(t.ppi)
     st.caption("Rank (1 = best) and macro-F1 of each model under each labelling (who read the "
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
@@ -612,12 +614,14 @@ def _ordinal(rank: float | None) -> str:
 
 def _rank_table(t) -> list[dict]:
     rows = []
+    ppi = leaderboard_cells(t.ppi)
     for model in t.models:
         row = {"Model": model}
         for x in t.labellings:
             r = next((r for r in x.ranking if r.model == model), None)
             row[x.short] = ("—" if r is None or r.rank is None
                             else f"{_ordinal(r.rank)} · {with_ci(r.value, r.ci_low, r.ci_high)}")
+        row.update(ppi.get(model, {}))
         rows.append(row)
     return rows
 
@@ -721,7 +725,8 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
-SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
+            lambda: agreement_panel(db, qs, filters, choices, a, b)]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:
