@@ -492,6 +492,32 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("healthbench-score")
+def cmd_healthbench_score(args: argparse.Namespace) -> int:
+    """HealthBench scores as simple-evals computes them, for every rater that graded."""
+    import json
+
+    from labels.healthbench_score import (
+        format_scores_text,
+        healthbench_scores,
+        scores_dict,
+        scores_provenance,
+    )
+
+    store = open_store(args.db)
+    try:
+        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        print(format_scores_text(report))
+    return 0
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar
@@ -623,6 +649,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "each model on everything its reading covers, coverage beside)")
     add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
+
+    h = sub.add_parser("healthbench-score",
+                       help="HealthBench scores as simple-evals computes them, for every rater "
+                            "that graded (the grader, each physician, each clinician)")
+    add_filter_options(h, ("dataset", "split", "phase"))
+    add_bootstrap_options(h)
+    h.add_argument("--json", action="store_true",
+                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
+                        '"provenance": {...}}')
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

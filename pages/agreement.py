@@ -29,6 +29,7 @@ from labels.compare.text import interval, number, share_text, split_notes, with_
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json
 from labels.triage import METRIC_NAMES
+from pages._scores import healthbench_scores_section
 from pages._shared import current_reviewer, labels_gate, store
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
 from review.text import safe_markdown
@@ -39,7 +40,7 @@ BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Mod
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval"]
+        "HealthBench meta-eval", "HealthBench scores"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -719,7 +720,12 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
-SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+def scores_tab() -> None:
+    healthbench_scores_section(db, dataset=dataset, split=split, phase=phase)
+
+
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
+            scores_tab]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:
