@@ -454,7 +454,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
-        boot = dict(n_boot=args.n_boot, seed=args.seed)
+        boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
                                               by=by, **boot)
@@ -638,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
                                  "beside it, in FILE.provenance.json)")
     add_bootstrap_options(a)
+    a.add_argument("--bootstrap-by", choices=("auto", "case", "unit"), default="auto",
+                   help="what the bootstrap resamples: case (a case's rounds, a prefix's "
+                        "responses and a prompt's completions together: they are correlated), "
+                        "unit, or auto (default: cases where the data have them)")
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
