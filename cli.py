@@ -240,19 +240,26 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--rater is for --what carebench-labels; an annotations export "
                          "holds every rater's answers")
     out = output_file(args.out)
+    from labels.provenance import ALL_PHASES, file_digest, provenance, write_sidecar
+
     try:
         export_kind(out)
         store = open_store(args.db)
         if args.what == "annotations":
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+            phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater)
+            n, ties = export_carebench_labels(store, out, args.rater, args.phase)
+            phase, filters = args.phase, {"rater": args.rater} if args.rater else {}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
+    side = write_sidecar(out, provenance(file_digest(out), store=store, phase=phase,
+                                         filters=filters, rows=n, export=args.what))
+    print(f"{side}: its provenance", file=sys.stderr)
     return 0
 
 
@@ -380,11 +387,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     from review.browse.search import search_lines
 
     store = open_store(args.db)
-    for hit in search_lines(store, args.query, limit=args.limit):
+    hits = list(search_lines(store, args.query, limit=args.limit))
+    for hit in hits:
         if args.json:
             print(json.dumps(hit, ensure_ascii=False))
         else:
             print(f"{hit['item_id']}  [{hit['kind']}]  {hit['snippet']}")
+    if args.json:  # the last line: what the hits were found in
+        from labels.provenance import Digest, provenance
+
+        digest = Digest()
+        for hit in hits:
+            digest.add(hit["item_id"], hit["kind"], hit["snippet"])
+        print(json.dumps({"provenance": provenance(
+            digest, store=store, phase="all", query=args.query, limit=args.limit)},
+            ensure_ascii=False))
     return 0
 
 
@@ -578,6 +595,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "answer, else the clinicians' majority)")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+    e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
+                   help="carebench-labels: which of the clinicians' answers make the label "
+                        f"({', '.join(PHASES)}; default {DEFAULT_PHASE}: those given before any "
+                        "machine label was seen). The file's provenance is written beside it, "
+                        "in FILE.provenance.json")
 
     for task, what, default in (
         ("map", "map CARE-Bench responses onto the four labels with an LLM (the blinded mapper)", "mapper-v1"),
@@ -623,7 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')
     q.add_argument("--limit", type=int, default=20)
-    q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
+    q.add_argument("--json", action="store_true",
+                   help="one JSON object a line: item_id, kind, snippet; the last line is "
+                        '{"provenance": {...}}')
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question-set", "--question", dest="question", required=True,
