@@ -8,6 +8,7 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from review.reviewing.blinding import labels_mark, open_labels, what_reviewer_sees
 from review.team.access import Viewer, open_for, viewer_scope
 from review.team.identity import (
     Identity,
@@ -213,54 +214,32 @@ def _show_blocks(text: str) -> None:
 
 def labels_gate(screen: str, stop: bool = True) -> bool:
     """Before a screen (or a part of one: `stop` False) that shows every
-    rater's labels (gold, mapper, judges): a reviewer with items still waiting
-    for their blind answer is told so, and sees them only by choosing to,
-    which the audit trail records. Asked again when items they have not been
-    asked about arrive (an import) and wait for them. Adjudicators and admins
-    are not asked, but their opening is recorded all the same: one who also
-    reviews gives answers after it that are not blind. True when the labels
-    may be shown."""
-    from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
-
+    rater's labels (gold, mapper, judges): the blinding decision
+    (`what_reviewer_sees` without an item) says whether they may be shown, or
+    why not; a reviewer with items still waiting for their blind answer sees
+    them only by choosing to, which is recorded. True when the labels may be
+    shown."""
     who = current_reviewer()
     if who is None:
         return True
     db = store()
-    mark = labels_mark(db)
     key, shown_key = f"labels_opened:{who.id}", f"labels_gate_shown:{who.id}"
-    if st.session_state.get(key) == mark:
-        return True  # checked since the last items came in
-    opened = labels_opened(db, who.id)
-    if who.role != "reviewer":
-        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
-            open_labels(db, who, screen, blind_work_left(db, who.id, after=opened), mark)
-        st.session_state[key] = mark
-        return True
-    left = blind_work_left(db, who.id, after=opened)
-    if not left:
-        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
-            # Nothing waits for a blind answer, so nothing is asked; but the labels
-            # are about to be seen, and an answer changed after this is not a
-            # blind one: the audit trail says so (`_labels_seen_before` reads it).
-            open_labels(db, who, screen, 0, mark)
-        st.session_state[key] = mark
+    if st.session_state.get(key) == labels_mark(db):
+        return True  # decided since the last items came in
+    sight = what_reviewer_sees(db, who.id)
+    if sight.shown:
+        if sight.record:  # an answer changed after this is not a blind one: recorded
+            open_labels(db, who, screen, sight.unanswered, sight.covers)
+        st.session_state[key] = sight.covers
         return True
     # A click is an answer to the warning shown before it: what that warning
     # counted is what the choice covers (items imported meanwhile are asked about).
-    shown_before, st.session_state[shown_key] = st.session_state.get(shown_key), mark
-    if opened is None:
-        waiting = (f"{left:,} item{'s are' if left != 1 else ' is'} still waiting for your blind "
-                   "answer")
-    else:
-        waiting = (f"{left:,} item{'s' if left != 1 else ''} added since you last chose to see the "
-                   f"labels {'are' if left != 1 else 'is'} waiting for your blind answer")
-    st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
-               f"judges'. {waiting}; seeing their labels first would unblind it.",
-               icon=":material/visibility_off:")
+    shown_before, st.session_state[shown_key] = st.session_state.get(shown_key), sight.covers
+    st.warning(sight.held, icon=":material/visibility_off:")
     cols = st.columns([2, 2, 3])
     if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
-        covered = tuple(shown_before) if shown_before else mark
-        open_labels(db, who, screen, left, covered)
+        covered = tuple(shown_before) if shown_before else sight.covers
+        open_labels(db, who, screen, sight.unanswered, covered)
         st.session_state[key] = covered
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")

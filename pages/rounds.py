@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import streamlit as st
 
+from codebook import BLINDING_MODES
+from pages._ppi import round_design
 from pages._shared import require_reviewer, store
-from review.reviewing.blinding import MODES
 from review.reviewing.queue import filter_choices
+from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
-    RUBRIC_KINDS,
     RoundError,
     RoundSpec,
     create_round,
     criteria_round_key,
     is_rubric_round,
+    label_questions,
     list_rounds,
 )
 from review.text import safe_markdown
@@ -28,11 +30,6 @@ BLINDING_WORDS = {
 ROUND_WORDS = {criteria_round_key("trajectory"): "agent runs: all criteria",
                criteria_round_key("graded_conversation"): "graded conversations: all criteria"}
 
-def question_words(key: str) -> str:
-    """A round's question in words (the key, where the question is gone)."""
-    return db.scalar("SELECT text FROM questions WHERE key = ?", (key,)) or key
-
-
 st.title("Rounds and people", anchor=False)
 me = require_reviewer()
 db = store()
@@ -41,6 +38,7 @@ if not is_admin(me):
     st.stop()
 
 rounds = list_rounds(db)
+designs = design_words(db)
 st.subheader("Rounds", anchor=False)
 if "rounds_flash" in st.session_state:  # said before the rerun that shows the new round
     st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
@@ -48,13 +46,14 @@ if "rounds_warning" in st.session_state:
     st.warning(st.session_state.pop("rounds_warning"), icon=":material/group_add:")
 if rounds:
     st.dataframe(
-        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or question_words(r.question_key),
+        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or r.question_text or r.question_key,
           "items": r.items,
           "reviews": f"{r.answers_given} of {r.answers_needed}",
           "done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
           "reviewers per item": r.reviewers_per_item,
           "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
-          "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
+          "blinding": r.blinding.replace("_", " "), "design": designs.get(r.id, ""),
+          "created by": r.created_by}
          for r in rounds],
         hide_index=True, width="stretch",
         column_config={"done": st.column_config.ProgressColumn("done", format="%.0f%%",
@@ -68,19 +67,21 @@ else:
                "clinicians get the same items for an agreement audit.")
 
 with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
-    questions = dict(db.query(  # label questions; a run's or conversation's are in its criteria
-        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
-        f" AND applies_to NOT IN ({', '.join('?' * len(RUBRIC_KINDS))}) ORDER BY id", RUBRIC_KINDS))
+    questions = label_questions(db)  # a run's or conversation's are in its criteria
+    present = filter_choices(db).kinds
     for kind, words in (("trajectory", "Agent runs: every criterion and verdict of each run"),
                         ("graded_conversation", "Graded conversations: every rubric criterion")):
-        if db.scalar("SELECT 1 FROM items WHERE kind = ? LIMIT 1", (kind,)):
+        if kind in present:
             questions[criteria_round_key(kind)] = words
     question = st.selectbox("What each reviewer answers", list(questions),
                             format_func=lambda k: questions.get(k, k),
                             help="A label question, or a review of every criterion of each "
                                  "agent run or graded conversation (step marks are optional "
                                  "there; a committed verdict takes the reviewer's place)")
-    strata = ["category", "none"] if is_rubric_round(question or "") else ["gold", "category", "none"]
+    strata = (["category", "model", "none"] if is_rubric_round(question or "")
+              else ["gold", "category", "model", "machine_label", "case", "none"])
+    design = round_design(db, question)
+    strata = strata if design["design"] == "uniform" else ["none"]  # weighted: no strata
     with st.form("new_round"):
         name = st.text_input("Name", placeholder="e.g. Validation split, double review")
         choices = filter_choices(db)
@@ -97,8 +98,10 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
         stratify = c[0].selectbox("Stratify by", strata,
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
-                                               "none": "nothing"}.get)
-        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get,
+                                               "model": "responding model",
+                                               "machine_label": "the machine's label",
+                                               "case": "case", "none": "nothing"}.get)
+        blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
         minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)
@@ -111,7 +114,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                     overlap_share=None if overlap == 100 else overlap / 100, dataset=dataset,
                     split=split, model=model, stratify_by=stratify, match_specialty=match,
                     blinding=blinding, reservation_minutes=int(minutes),
-                    adjudicate_distance=int(distance), limit=int(limit) or None), me)
+                    adjudicate_distance=int(distance), limit=int(limit) or None, **design), me)
             except RoundError as exc:
                 st.error(safe_markdown(str(exc)))
             else:

@@ -14,6 +14,7 @@ import time
 
 import streamlit as st
 
+from codebook import NO_ERROR
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
@@ -26,16 +27,14 @@ from pages._steps import (
     timeline,
 )
 from review.reviewing.blinding import DEFAULT_MODE
+from review.reviewing.commit import mark_step
 from review.reviewing.criteria import (
-    NO_ERROR,
     is_reviewed,
     item_position,
     item_questions,
-    mark_step,
     my_current_answers,
     neighbour,
     next_unreviewed,
-    open_run,
     severity_levels,
     step_codebook,
     step_marks,
@@ -47,6 +46,7 @@ from review.reviewing.drafts import (
     save_step_draft,
     unsaved_step_marks,
 )
+from review.reviewing.screens import open_run
 from review.reviewing.trajectory import task_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
 from review.text import safe_markdown

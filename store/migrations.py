@@ -539,6 +539,44 @@ CREATE INDEX audit_log_labels_opened ON audit_log (actor, id) WHERE action = 'la
     )
 
 
+@migrations()
+def m012_labels_opened(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A reviewer's choice to see every rater's labels on a screen that shows them
+-- all (Browse, Agreement), and what it covered: their later answers on those
+-- items were not given blind (review.reviewing.blinding). Its own table, read
+-- by the reviewer's id: it was found by matching their name in the audit log.
+CREATE TABLE labels_opened (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer who chose to see them
+    screen TEXT NOT NULL,                 -- where: browse, agreement, ...
+    unanswered INTEGER NOT NULL,          -- items still waiting for their blind answer then
+    newest_item INTEGER,                  -- what the choice covered: the newest item id then,
+    newest_import INTEGER,                --   the newest import id, and
+    newest_question INTEGER,              --   the newest question id (NULL: a choice recorded
+                                          --   before choices named what they covered)
+    opened_at TEXT NOT NULL               -- ISO 8601, UTC
+);
+CREATE INDEX labels_opened_by_rater ON labels_opened (rater_id, id);
+CREATE TRIGGER labels_opened_no_update BEFORE UPDATE ON labels_opened
+BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only'); END;
+CREATE TRIGGER labels_opened_no_delete BEFORE DELETE ON labels_opened
+BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only'); END;
+
+-- The choices recorded so far, from the audit log (which keeps them too), in order.
+INSERT INTO labels_opened (rater_id, screen, unanswered, newest_item, newest_import,
+                           newest_question, opened_at)
+SELECT r.id, coalesce(json_extract(a.new, '$.screen'), ''),
+       coalesce(json_extract(a.new, '$.unanswered'), 0), json_extract(a.new, '$.newest_item'),
+       json_extract(a.new, '$.newest_import'), json_extract(a.new, '$.newest_question'), a.at
+FROM audit_log a JOIN raters r ON r.name = a.actor
+WHERE a.action = 'labels_opened' ORDER BY a.id;
+"""
+    )
+
+
 # -- m015: the record sealed ----------------------------------------------------------
 # The constants below are part of migration m015: like the migration, never edit them
 # (a later change is a new migration with its own constants). `store.verify` reads them.
@@ -706,3 +744,60 @@ CREATE TRIGGER labels_opened_no_replace BEFORE INSERT ON labels_opened
 WHEN EXISTS (SELECT 1 FROM labels_opened WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
 """)
+
+
+@migrations()
+def m030_reveals(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Which machine and reference labels a reviewer was shown, and when: the first
+-- time each label (an annotation) reached their screen. Anchoring measures a
+-- changed answer against the label the reviewer saw (labels.compare.anchoring),
+-- not against whatever label a machine gives the item later.
+CREATE TABLE reveals (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer the label was shown to
+    item_id INTEGER NOT NULL REFERENCES items(id),    -- the item they were reviewing
+    annotation_id INTEGER NOT NULL REFERENCES annotations(id),  -- the label shown (its rater,
+                                          -- value, item and question are the annotation's)
+    shown_at TEXT NOT NULL,               -- ISO 8601, UTC: when it was first shown
+    UNIQUE (rater_id, annotation_id)
+);
+CREATE INDEX reveals_by_item ON reveals (rater_id, item_id);
+CREATE TRIGGER reveals_no_update BEFORE UPDATE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+CREATE TRIGGER reveals_no_delete BEFORE DELETE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+"""
+    )
+
+
+@migrations()
+def m020_round_designs(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A review round as a sampling design (review.team.designs): how its items were
+-- drawn, and every candidate item's chance of being drawn, so that estimates
+-- from its answers can weight each item by the inverse of that chance.
+-- {"kind": uniform | stratified | weighted, "stratify_by", "weight_by", "machine",
+--  "frame": candidates, "drawn": items drawn, "seed", "method": in words};
+-- NULL for a round created before designs were recorded (its labels have no design).
+ALTER TABLE review_rounds ADD COLUMN design TEXT CHECK (design IS NULL OR json_valid(design));
+
+CREATE TABLE round_frame (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),  -- a candidate item: it matched the round's filter
+    inclusion_probability REAL NOT NULL
+        CHECK (inclusion_probability > 0 AND inclusion_probability <= 1),  -- its chance of being drawn
+    stratum TEXT,                         -- the stratum it was drawn from ('all' when unstratified)
+    score REAL,                           -- weighted design: how likely the machine is wrong on it, 0..1
+    PRIMARY KEY (round_id, item_id)
+);
+CREATE TRIGGER round_frame_no_update BEFORE UPDATE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+CREATE TRIGGER round_frame_no_delete BEFORE DELETE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+"""
+    )

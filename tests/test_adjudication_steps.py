@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.criteria import find_item, mark_step
+from review.reviewing.commit import mark_step
+from review.reviewing.criteria import find_item
 from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
@@ -14,7 +15,7 @@ from review.team.adjudication import (
 )
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import adjudicate_choose, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -116,12 +117,17 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     assert any(shown(c.value) == "<b>sent home</b> with chest pain" and "<b>" not in c.value
                for c in at.caption)  # a note is data: shown as written, with nothing to render
     assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
-    next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
-    next(x for x in at.selectbox if x.label == "Severity").set_value(4)
-    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
+    adjudicate_choose(at, "pick", "unsafe_action")
+    adjudicate_choose(at, "sev", 4)
+    adjudicate_choose(at, "why", "ambiguous_item")
     next(b for b in at.button if b.label == "Settle this step").click()
     at.run()
     assert not at.exception
+    s = open_store(path)
+    assert settled_steps(s, run) == {"step:3": ("unsafe_action", 4, "ambiguous_item")}
+    s.close()
+    next(b for b in at.button if b.label == "Settle the 1 unanimous step").click()  # on asking
+    at.run()
     s = open_store(path)
     assert settled_steps(s, run) == {"step:2": ("wrong_tool", 3, "unanimous"),  # the graver of two
                                      "step:3": ("unsafe_action", 4, "ambiguous_item")}
@@ -169,7 +175,8 @@ def test_a_later_dissent_reopens_what_settled_itself_but_not_an_adjudicators_rul
 
 
 def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
-    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
     from review.team.adjudication import rubric_queue, settle_unanimous_rubric
 
     a, b, c = (ensure_reviewer(db, f"Dr. {x}") for x in "ABC")
@@ -196,7 +203,8 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
     from labels.compare.answers import load_answers
     from labels.compare.raters import columns_for
     from review.datasets.sources import ImportOptions, import_file
-    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
     from review.team.activity import audit_entries
     from review.team.adjudication import settle_unanimous_rubric
 
@@ -265,8 +273,8 @@ def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_se
 
 
 def test_a_step_no_clinician_could_assess_is_a_disagreement(db):
-    from review.reviewing.items import AnswerSpec, commit_answers
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
+    from review.reviewing.commit import AnswerSpec, commit_answers
 
     a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
     judge = ensure_reviewer(db, "Dr. Judge", role="adjudicator")

@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from codebook import CodebookError
 from review.datasets.sources import InputError, import_file
-from review.reviewing.criteria import evidence_steps, find_item, item_questions, mark_step
+from review.reviewing.commit import mark_step
+from review.reviewing.criteria import evidence_steps, find_item, item_questions
 from review.reviewing.trajectory import trajectory_payload, trajectory_view
 from review.team.codebook_versions import codebook_history, current_codebook, edit_label
 from review.team.reviewers import ensure_reviewer

@@ -17,11 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codebook import Codebook, builtin_codebooks, parse_codebook
+from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
 from store import Store
-
-CANNOT_ASSESS = "cannot_assess"
-"""The answer "cannot assess", when a comparison counts it as a category of its own."""
 
 ITEM_WORDS = {
     "prefix": "prefixes",
@@ -76,6 +73,12 @@ class QuestionSet:
             (*self.categories, CANNOT_ASSESS), (*self.labels, "cannot assess"),
             self.item_kinds, self.n_questions, self.where, self.params,
         )
+
+
+def carebench_questions() -> tuple[str, str]:
+    """The CARE-Bench prefix and response question keys, from the codebook."""
+    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
+    return qs["prefix"], qs["response"]
 
 
 def level_of(book: Codebook, question_kind: str) -> str:

@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from review.reviewing.blinding import MODES
-from review.reviewing.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
-STRATA = ("none", "gold", "category")
+STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
 """A round's question key `criteria@<item kind>`: a review of every criterion of
 each item (an agent run's gates and must-ask topics, a graded conversation's
@@ -63,6 +63,13 @@ class RoundSpec:
     limit: int | None = None
     """Draw at most this many items (stratified), or all that match."""
     seed: int = 0
+    # The round as a sampling design (review.team.designs):
+    design: str = "uniform"
+    """uniform (within strata, in proportion) | weighted (toward likely machine errors)"""
+    weight_by: str | None = None
+    """A weighted round: machine_disagreement | machine_confidence."""
+    machine: str | None = None
+    """The machine rater whose label strata or confidence use (default: the busiest)."""
 
 
 @dataclass
@@ -81,6 +88,18 @@ class RoundInfo:
     answers_given: int
     created_by: str
     created_at: str
+    question_text: str | None = None
+    """The round's label question in words (None for a criteria round, or a question gone)."""
+
+
+def label_questions(store: Store) -> dict[str, str]:
+    """{key: text} of the label questions asked of every item of a kind (not of
+    agent runs or graded conversations, whose questions come with their
+    criteria): what a label round, or adjudication outside rounds, is over."""
+    return {r["key"]: r["text"] for r in store.query(
+        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
+        f" AND applies_to NOT IN ({', '.join('?' * len(RUBRIC_KINDS))}) ORDER BY id",
+        RUBRIC_KINDS)}
 
 
 def _later(minutes: float, now: datetime | None = None) -> str:
@@ -104,8 +123,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("the overlap share is a fraction between 0 and 1")
     if spec.stratify_by not in STRATA:
         raise RoundError(f"stratify by one of {', '.join(STRATA)}")
-    if spec.blinding not in MODES:
-        raise RoundError(f"blinding is one of {', '.join(MODES)}")
+    if spec.blinding not in BLINDING_MODES:
+        raise RoundError(f"blinding is one of {', '.join(BLINDING_MODES)}")
     if is_rubric_round(spec.question_key):
         item_kind = spec.question_key[len(CRITERIA_PREFIX):]
         if item_kind not in RUBRIC_KINDS:
@@ -151,10 +170,13 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     if not rows:
         raise RoundError("no items match this filter")
     rng = random.Random(spec.seed)
+    try:
+        keys = stratum_keys(store, spec.stratify_by, spec.question_key, rows, spec.machine)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
     strata: dict[str, list[int]] = {}
     for r in rows:
-        key = {"gold": r["gold"], "category": r["category"]}.get(spec.stratify_by) or "all"
-        strata.setdefault(str(key), []).append(r["id"])
+        strata.setdefault(keys[r["id"]], []).append(r["id"])
     for ids in strata.values():
         rng.shuffle(ids)
     if spec.limit:
@@ -171,6 +193,11 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                 order.append((ids.pop(0), key))
     if spec.limit:
         order = order[: spec.limit]
+    try:  # the round as a sampling design: every candidate's inclusion probability
+        draw = sampling_design(store, spec, keys, order)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
+    order = draw.order
     k = spec.reviewers_per_item
     overlap: set[int] = set()
     if spec.overlap_share is not None:
@@ -204,6 +231,7 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
               k if spec.overlap_share is None or item_id in overlap else 1, stratum, pos)
              for pos, (item_id, stratum) in enumerate(order)],
         )
+        record_draw(conn, round_id, draw)
         store.audit(admin.name, "create_round", "review_rounds", round_id, None,
                     {**asdict(spec), "items": len(order)})
     return round_id
@@ -248,12 +276,13 @@ def list_rounds(store: Store) -> list[RoundInfo]:
         SELECT r.*, json_extract(r.item_filter, '$.kind') AS kind,
                (SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = r.id) AS items,
                (SELECT COALESCE(SUM(answers_needed), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
-               (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given
+               (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given,
+               (SELECT q.text FROM questions q WHERE q.key = r.question_key) AS question_text
         FROM review_rounds r ORDER BY r.id DESC""")
     return [RoundInfo(r["id"], r["name"], r["question_key"], r["kind"], r["reviewers_per_item"],
                       r["overlap_share"], r["blinding"], r["reservation_minutes"],
                       r["adjudicate_distance"], r["items"], r["needed"], r["given"],
-                      r["created_by"], r["created_at"]) for r in rows]
+                      r["created_by"], r["created_at"], r["question_text"]) for r in rows]
 
 
 def get_round(store: Store, round_id: int) -> RoundInfo | None:
