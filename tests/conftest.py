@@ -25,6 +25,9 @@ def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    # No undo window before a reveal (review.reviewing.blinding.reveal_delay) unless
+    # a test of that window sets one: the other tests see the reveal at once.
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "0")
     yield
 
 
