@@ -21,12 +21,12 @@ from labels.llm import (
     shipped_versions,
     uncollected_batches,
 )
-from pages._shared import current_reviewer, labels_gate, server_mode, store
+from pages._shared import current_reviewer, labels_gate, server_mode, store, viewer_store
 from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import export_annotations, export_carebench_labels
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.sources import FORMATS, ImportOptions, InputError, import_file
-from review.team.reviewers import is_admin
+from review.team.access import NotAllowed, allowed
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -36,7 +36,7 @@ reviewer = current_reviewer()
 actor = reviewer.name if reviewer else "app"
 # On a server (people sign in), importing and paid LLM runs with the server's keys are an
 # admin's; local mode trusts this machine's users, as everywhere.
-manages = not server_mode() or is_admin(reviewer)
+manages = allowed(reviewer, "import", server=server_mode())
 if not manages:
     st.info("Importing files and running LLM raters are done by an admin on this server.",
             icon=":material/admin_panel_settings:")
@@ -96,9 +96,10 @@ elif go and uploads:
             try:
                 result = import_file(db, path, None if fmt.startswith("detect") else fmt,
                                      ImportOptions(rater=rater or None, actor=actor,
-                                                   name=f"upload:{up.name}"),
+                                                   name=f"upload:{up.name}", by=reviewer,
+                                                   server=server_mode()),
                                      progress=progress)
-            except InputError as exc:
+            except (InputError, NotAllowed) as exc:
                 status.update(label=f"{safe_markdown(up.name)}: nothing was imported", state="error")
                 st.error(safe_markdown(f"{up.name}: nothing was imported. "
                                        f"{str(exc).replace(str(path), up.name)}"),
@@ -110,13 +111,20 @@ elif go and uploads:
 
 if is_empty(db):
     st.info("The database is empty.")
-    if st.button("Load the demo dataset", type="primary"):
+    if st.button("Load the demo dataset", type="primary", disabled=not manages):
         out = Path(default_db_path()).resolve().parent / "carelens-demo-files"
-        for line in load_demo(db, out, actor=actor):
-            st.write(line)
+        try:
+            lines = load_demo(db, out, actor=actor, by=reviewer, server=server_mode())
+        except NotAllowed as exc:
+            st.error(safe_markdown(str(exc)))
+        else:
+            for line in lines:
+                st.write(line)
 show_counts()
 
 def export_section() -> None:
+    # Only the answers this reader may read go in the files (review.team.access).
+    db = viewer_store()
     with tempfile.TemporaryDirectory() as tmp:
         a_csv = Path(tmp) / "annotations.csv"
         export_annotations(db, a_csv)

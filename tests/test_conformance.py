@@ -709,8 +709,9 @@ def test_the_direct_label_submission_is_ranked_like_any_other_model(groups, tmp_
         report = triage_comparison(s)
     ranked = {r.model for r in report.labellings[0].ranking}
     assert ranked == {"gpt-4.1-mini", "my-direct-model"}
-    # scored on the same prefixes as the responses (the failed one's prefix left out)
-    assert report.labellings[0].metrics["my-direct-model"]["accuracy"].n == 7
+    # each reading is scored on everything it covers (issue 17): all 8 prefixes the
+    # submission labels, not only those of the responses that did not fail
+    assert report.labellings[0].metrics["my-direct-model"]["accuracy"].n == 8
     # a submission alone, with no responses read, is ranked too
     with open_store(tmp_path / "direct.db") as s:
         import_file(s, CB / "evaluation_prefixes_public.jsonl")

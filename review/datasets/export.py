@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
+from labels.phases import phase_condition
 from review.team.adjudication import ADJUDICATED
 from store import Store
 from store.spreadsheet import safe_cell
@@ -121,8 +122,11 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
 
 
 def carebench_labels(store: Store, rater: str | None = None,
-                     model: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:
-    """Current labels of each prefix as (prefix_id, label).
+                     phase: str | None = None, model: str | None = None,
+                     ) -> tuple[list[tuple[str, str]], list[str]]:
+    """Human labels of each prefix as (prefix_id, label): each clinician's answer of the
+    phase compared (``labels.phases``; by default the blind one, given before any
+    machine label was seen; ``current``: the latest).
 
     With `rater`, that rater's labels: of the prefixes (a reviewer's, or a
     direct-label submission's), or, for a rater who labelled responses (a
@@ -135,17 +139,22 @@ def carebench_labels(store: Store, rater: str | None = None,
     naming those who have labels (a mistyped name is not an empty export)."""
     book = codebook(CAREBENCH)
     if rater:
-        cond, params = "r.name = ?", [CAREBENCH_QUESTION, rater]
+        cond, params = "r.name = ?", [rater]
     else:
-        cond, params = "(r.kind = 'human' OR r.name = ?)", [CAREBENCH_QUESTION, ADJUDICATED]
+        cond, params = "(r.kind = 'human' OR r.name = ?)", [ADJUDICATED]
+    allowed, allowed_params = phase_condition(phase, "a", "r")
+    newest, newest_params = phase_condition(phase, "b", "rb")
     rows = store.query(
-        f"""SELECT i.uid, c.value, r.name FROM current_annotations c
-            JOIN items i ON i.id = c.item_id JOIN raters r ON r.id = c.rater_id
-            JOIN questions q ON q.id = c.question_id
-            WHERE q.key = ? AND c.status = 'answered'
-              AND c.target = '' AND {cond}
+        f"""SELECT i.uid, a.value, r.name FROM annotations a
+            JOIN items i ON i.id = a.item_id JOIN raters r ON r.id = a.rater_id
+            JOIN questions q ON q.id = a.question_id
+            WHERE q.key = ? AND a.target = '' AND {cond} AND {allowed}
+              AND a.id = (SELECT MAX(b.id) FROM annotations b JOIN raters rb ON rb.id = b.rater_id
+                          WHERE b.item_id = a.item_id AND b.question_id = a.question_id
+                            AND b.rater_id = a.rater_id AND b.target = a.target AND {newest})
+              AND a.status = 'answered'
             ORDER BY i.id""",
-        params,
+        [CAREBENCH_QUESTION, *params, *allowed_params, *newest_params],
     )
     if rater and not rows:
         return _response_labels(store, rater, model, book), []
@@ -213,13 +222,14 @@ def _no_labels(rater: str, raters: list[str], shown: int = 12) -> str:
 
 
 def export_carebench_labels(store: Store, out: Path, rater: str | None = None,
+                            phase: str | None = None,
                             model: str | None = None) -> tuple[int, list[str]]:
     """Write `carebench_labels` as `prefix_id,predicted_label` CSV (the scorer's
     submission), or as JSONL objects with those two fields (by the file's
     suffix, `export_kind`). Nothing is written when the extension, the rater or
     the model is refused."""
     kind = export_kind(out)
-    labels, ties = carebench_labels(store, rater, model)
+    labels, ties = carebench_labels(store, rater, phase, model)
     with out.open("w", encoding="utf-8", newline="") as fh:
         if kind == "jsonl":
             for prefix_id, label in labels:

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from review.datasets.sources.rules import ImportRules
+from review.team.access import require
+from review.team.reviewers import Reviewer
 from store import Store, utcnow
 from store.records import RaterRecord, Record
 from store.writer import InputError, RecordWriter
@@ -55,6 +58,17 @@ class ImportOptions:
     dataset: str | None = None
     """Dataset name for the items; each format has a default."""
     actor: str = "cli"
+    """Who imports, as the audit log names them: a person (the app), or the command and
+    the account that ran it (`cli:alice`)."""
+    replace: bool = False
+    """Allow the file to replace answers in force of raters who already exist (each
+    audited with its old and new value); without it such a row is refused
+    (`review.datasets.sources.rules`)."""
+    by: Reviewer | None = None
+    """Who imports, in the app (None: the command line's operator)."""
+    server: bool = False
+    """Whether in server mode, where importing (and `replace`) is an admin's
+    (`review.team.access`): anyone else is refused (NotAllowed)."""
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own name)."""
@@ -97,6 +111,8 @@ class ImportResult:
     index_seconds: float = 0.0
     left_out: list[str] = field(default_factory=list)
     """Parts of the source not imported, each with why (a Harbor trial still running)."""
+    replaced: int = 0
+    """Answers in force of raters who existed that this import replaced (`replace`)."""
 
     def summary(self) -> str:
         if self.already_imported:
@@ -108,6 +124,7 @@ class ImportResult:
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
             + f"{self.annotations:,} new annotations"
+            + (f" ({self.replaced:,} replacing answers in force, audited)" if self.replaced else "")
             + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
             + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
@@ -244,6 +261,9 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     started = time.perf_counter()
     path = Path(path)
     options = options or ImportOptions()
+    require(options.by, "import", server=options.server)
+    if options.replace:
+        require(options.by, "replace_answers", server=options.server)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if fmt is None:
@@ -257,6 +277,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     if validate is None:
         from review.reviewing.answers import normalise_value as validate
+
     shown = options.name or str(path)
     listener = _Listener(progress)
     digest = _Digest(path)
@@ -286,8 +307,10 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             options = replace(options, left_out=[],
                               query=lambda sql, params=(): conn.execute(sql, params).fetchall())
             guard = _Guard(seen_before, digest.done)
+            rules = ImportRules(store, conn, import_id, str(path), options.actor,
+                                replace=options.replace)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                                  validate=validate, index_later=True)
+                                  validate=validate, index_later=True, rules=rules)
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
@@ -308,10 +331,18 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
             store.audit(options.actor, "import", "imports", import_id, None, {
                 "path": shown, "format": format_.name, "rows": rows, "items": writer.n_items,
                 "completed": writer.n_completed, "annotations": writer.n_annotations,
+                "replaced": rules.replaced,
             })
     except _AlreadyImported:
         listener.reraise()
         return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+    except InputError:
+        # A row the import's rules refuse before the file's digest was ready: a file
+        # imported before is said to be so (its rows meet their own answers), not refused.
+        if _imported_before(store, digest, format_.name, options.rater):
+            listener.reraise()
+            return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+        raise
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
     except RecursionError:
@@ -319,7 +350,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     result = ImportResult(shown, format_.name, rows, writer.n_items,
                           writer.n_annotations, writer.n_skipped,
                           seconds=time.perf_counter() - started, completed=writer.n_completed,
-                          left_out=options.left_out)
+                          left_out=options.left_out, replaced=rules.replaced)
     if index:
         from review.browse.search import ensure_index
 
@@ -328,6 +359,17 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
         result.index_seconds = time.perf_counter() - started
     listener.reraise()
     return result
+
+
+def _imported_before(store: Store, digest: _Digest, fmt: str, rater: str | None) -> bool:
+    """Whether this file's content was imported before in this format (and for this rater)."""
+    try:
+        sha = digest.result()
+    except OSError:
+        return False
+    rater_id = store.scalar("SELECT id FROM raters WHERE name = ?", (rater,)) if rater else None
+    return store.scalar("SELECT 1 FROM imports WHERE sha256 = ? AND format = ? AND rater_id IS ?",
+                        (sha, fmt, rater_id)) is not None
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
