@@ -22,6 +22,7 @@ from pathlib import Path
 
 from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
+from review.datasets.sources.readers import Limits
 from review.workspace import default_db_path, open_store
 
 ROOT = Path(__file__).resolve().parent
@@ -132,48 +133,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
     summary on stdout, or why it was refused on stderr), then the tally. Exit 2
-    when any file was refused."""
-    from review.datasets.sources import ImportOptions, InputError
+    when any file was refused. A hub name (`hf:OWNER/NAME[:CONFIG]`) stands for
+    its config's files, fetched first (`review.datasets.hub`)."""
+    from dataclasses import replace
+
+    from review.datasets.hub import is_hub_name
+    from review.datasets.sources import ImportOptions, InputError, Limits
 
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
-                            replace=args.replace)
+                            replace=args.replace,
+                            limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
     def tally() -> str:
         return (f"{imported} imported, " + (f"{already} already imported, " if already else "")
                 + f"{refused} refused")
 
-    for n, path in enumerate(args.files):
-        try:
-            result = _import_one(store, path, args.format, options)
-        except InputError as exc:
-            refused += 1
-            print(f"carelens: {exc}", file=sys.stderr, flush=True)
-            continue
-        except _Kept as kept:
-            # Committed; stopped while adding its text to the search index.
-            imported += 1
-            left = len(args.files) - n - 1
-            print(kept.result.summary() + "; stopped while adding it to the search index, which"
-                  " catches up by itself", flush=True)
-            print(f"{tally()}; stopped after {path} (kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise kept.__cause__ from None
-        except BaseException:
-            # Stopped (Ctrl-C, a locked database): the files before this one are
-            # kept, this one is not; say which, then how it stopped (main).
-            left = len(args.files) - n - 1
-            print(f"{tally()}; stopped at {path} (nothing of it kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise
-        if result.already_imported:
-            already += 1
-        else:
-            imported += 1
-        print(result.summary(), flush=True)
+    for n, source in enumerate(args.files):
+        files: list[tuple[str, str | None]] = [(source, None)]
+        if is_hub_name(source):
+            try:
+                fetched = _fetch_hub(source)
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            print(fetched.summary(), flush=True)
+            files = [(str(f.local), f.name) for f in fetched.files]
+        for path, name in files:
+            shown = name or path
+            try:
+                result = _import_one(store, path, args.format, replace(options, name=name))
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            except _Kept as kept:
+                # Committed; stopped while adding its text to the search index.
+                imported += 1
+                left = len(args.files) - n - 1
+                print(kept.result.summary() + "; stopped while adding it to the search index,"
+                      " which catches up by itself", flush=True)
+                print(f"{tally()}; stopped after {shown} (kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise kept.__cause__ from None
+            except BaseException:
+                # Stopped (Ctrl-C, a locked database): the files before this one are
+                # kept, this one is not; say which, then how it stopped (main).
+                left = len(args.files) - n - 1
+                print(f"{tally()}; stopped at {shown} (nothing of it kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise
+            if result.already_imported:
+                already += 1
+            else:
+                imported += 1
+            print(result.summary(), flush=True)
     print(tally())
     return 2 if refused else 0
+
+
+def _fetch_hub(source: str):
+    """A hub name's files, fetched into the hub's cache; how far, on a terminal's stderr."""
+    from review.datasets.hub import fetch
+
+    show = None
+    if sys.stderr.isatty():
+        def show(done: int, total: int | None, files: int, of_files: int) -> None:
+            size = f"{done / 1e6:,.1f}" + (f" of {total / 1e6:,.1f}" if total else "") + " MB"
+            _control(sys.stderr, "\r\033[K")
+            print(f"{source}: fetching, {size}, {files} of {of_files} files", end="",
+                  file=sys.stderr, flush=True)
+    try:
+        return fetch(source, show)
+    finally:
+        if show is not None:
+            _control(sys.stderr, "\r\033[K")
 
 
 class _Kept(Exception):
@@ -192,7 +228,7 @@ def _import_one(store, path: str, fmt: str | None, options):
     from review.browse.search import ensure_index
     from review.datasets.sources import import_file
 
-    progress = _import_progress(str(path)) if sys.stderr.isatty() else None
+    progress = _import_progress(options.name or str(path)) if sys.stderr.isatty() else None
     try:
         result = import_file(store, path, fmt, options, index=False, progress=progress)
         if result.already_imported:
@@ -207,7 +243,7 @@ def _import_one(store, path: str, fmt: str | None, options):
         return result
     finally:
         if progress is not None:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
+            _control(sys.stderr, "\r\033[K")  # the progress line goes
 
 
 def _import_progress(name: str):
@@ -215,8 +251,22 @@ def _import_progress(name: str):
     def show(phase: str, done: int, total: int | None) -> None:
         what = (f"{done:,} rows read" if phase == "rows"
                 else f"{done:,} of {total:,} items added to the search index")
-        print(f"\r\033[K{name}: {what}", end="", file=sys.stderr, flush=True)
+        _control(sys.stderr, "\r\033[K")
+        print(f"{name}: {what}", end="", file=sys.stderr, flush=True)
     return show
+
+
+def _size(text: str) -> int:
+    """A number of bytes: 4000000000, 4G, 500M, 64K."""
+    units = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+    value = text.strip().lower().removesuffix("b")
+    try:
+        if value and value[-1] in units:
+            return int(float(value[:-1]) * units[value[-1]])
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4000000000, 4G, 500M)")\
+            from None
 
 
 @command("formats")
@@ -264,7 +314,8 @@ def _terminal_progress(progress) -> None:
     width = 30
     filled = int(progress.fraction * width)
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] {progress.text()}"[:160].ljust(100), end="", file=sys.stderr, flush=True)
+    _control(sys.stderr, "\r")
+    print(f"[{bar}] {progress.text()}"[:159].ljust(99), end="", file=sys.stderr, flush=True)
 
 
 def _run_llm(task: str, args: argparse.Namespace) -> int:
@@ -589,7 +640,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the files replace answers in force of raters who already exist"
                         " (each audited with its old and new value); without it such a row is"
                         " refused: an import adds answers")
-    i.add_argument("files", nargs="+")
+    i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
+                   help=f"refuse a file of more rows (default {Limits.max_rows:,})")
+    i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
+                   help="refuse a file whose rows take more, as read (a Parquet file's after"
+                        f" decompression), e.g. 8G (default {Limits.max_bytes / 1e9:g}G)")
+    i.add_argument("files", nargs="+", metavar="FILE",
+                   help="a file or folder, or a dataset on the Hugging Face hub as"
+                        " hf:OWNER/NAME[:CONFIG] (e.g. hf:ningkko/CARE-Bench:evaluation_prefixes)")
 
     sub.add_parser("formats", help="list the import formats")
 
@@ -688,6 +746,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return terminal_safe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
     from store.writer import InputError
 
@@ -721,6 +783,49 @@ def _run(args: argparse.Namespace) -> int:
     code = COMMANDS[args.command](args)
     sys.stdout.flush()
     return code
+
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"}
+_CONTROLS.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+_CONTROLS.update({c: 0xFFFD for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+TERMINAL_SAFE = str.maketrans(_CONTROLS)
+"""Control characters as visible symbols (U+2400 to U+241F for C0, U+2421 for
+DEL, U+FFFD for C1 and the bidirectional overrides): text from the data
+printed to a terminal can then neither move the cursor, recolour, retitle or
+clear the screen, nor make text read in another order than it is stored."""
+
+
+class TerminalText:
+    """A terminal's stdout or stderr that shows every control character the text
+    printed holds as a visible symbol (`TERMINAL_SAFE`). carelens's own
+    cursor movements (a progress line) go through `_control`."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.translate(TERMINAL_SAFE))
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _control(stream, sequence: str) -> None:
+    """Write carelens's own terminal control sequence, as it is."""
+    getattr(stream, "stream", stream).write(sequence)
+
+
+def terminal_safe(run: Callable[[], int]) -> int:
+    """`run()` with stdout and stderr each made a `TerminalText` when a terminal reads it."""
+    saved = sys.stdout, sys.stderr
+    try:
+        if sys.stdout.isatty():
+            sys.stdout = TerminalText(sys.stdout)
+        if sys.stderr.isatty():
+            sys.stderr = TerminalText(sys.stderr)
+        return run()
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 SIGPIPE_STATUS = 141

@@ -25,6 +25,11 @@ def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    # The Hugging Face hub: a closed port, an empty cache of the test's own, no key.
+    monkeypatch.setenv("HF_ENDPOINT", UNREACHABLE.rstrip("/"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    for key in ("HF_TOKEN", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
     yield
 
 

@@ -18,7 +18,7 @@ from review.browse.search import search
 from review.datasets.demo import load_demo
 from review.datasets.export import export_annotations
 from review.datasets.sources import ImportOptions, import_file
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.access import MATRIX, NotAllowed, allowed, open_as_viewer, require
 from review.team.identity import identity_from_claims, reviewer_for_identity
 from review.team.reviewers import ROLES, Reviewer, ensure_reviewer, find_reviewer

@@ -112,7 +112,7 @@ def test_a_display_name_the_system_uses_is_never_taken(store, display):
 
 def test_a_settled_answer_is_never_a_signed_in_persons_answer(demo_copy):
     """The attack: a user named `adjudicated` became the settled answers' rater."""
-    from review.reviewing.items import commit_answer
+    from review.reviewing.commit import commit_answer
 
     s = open_store(demo_copy)
     me = sign_in(s, iss=IDP, sub="x", email="x@example.org", email_verified=True,

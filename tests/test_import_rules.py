@@ -15,7 +15,7 @@ import pytest
 
 from cli import main
 from review.datasets.sources import ImportOptions, InputError, import_file
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.adjudication import settle
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
