@@ -188,7 +188,7 @@ def _plainly_valid(step: Any, i: int) -> bool:
             if type(result) is not dict or result.get("subagent_trajectory_ref") is not None:
                 return False
             source = result.get("source_call_id")
-            if source is not None and source not in ids:
+            if source is not None and (type(source) is not str or source not in ids):
                 return False
             content = result.get("content")
             if content is not None and type(content) is not str:
