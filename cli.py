@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from labels.compare.answers import PHASES
+from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
 from review.datasets.sources.readers import Limits
 from review.workspace import default_db_path, open_store
@@ -142,6 +142,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
+                            replace=args.replace,
                             limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
@@ -286,9 +287,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_kind,
     )
 
-    if args.rater and args.what == "annotations":
-        raise UsageError("--rater is for --what carebench-labels; an annotations export "
-                         "holds every rater's answers")
+    if (args.rater or args.model) and args.what == "annotations":
+        raise UsageError("--rater and --model are for --what carebench-labels; an annotations "
+                         "export holds every rater's answers")
+    if args.model and not args.rater:
+        raise UsageError("--model chooses which model's responses a rater's labels are"
+                         " exported for: give --rater too")
     out = output_file(args.out)
     try:
         export_kind(out)
@@ -297,7 +301,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater)
+            n, ties = export_carebench_labels(store, out, args.rater, model=args.model)
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -457,10 +461,13 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
                                               "category, CARE-Bench specialty)")),
-        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE",
-                                  help="clinicians' answers from this phase only: "
-                                       f"{', '.join(PHASES)} (machine and reference labels are "
-                                       "never filtered); default: each one's current answer")),
+        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE", default=DEFAULT_PHASE,
+                                  help="which of the clinicians' answers: "
+                                       f"{', '.join(PHASES)} (default {DEFAULT_PHASE}: each "
+                                       "one's answer given before any machine label was seen, "
+                                       "imported answers included; current: the latest, "
+                                       "after any reveal). Machine and reference labels are "
+                                       "never filtered")),
         "include_cannot_assess": ("--count-cannot-assess", dict(
             action="store_true", dest="include_cannot_assess",
             help="count 'cannot assess' as an answer (one more, unordered category: an "
@@ -472,10 +479,18 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
         parser.add_argument(flag, **kwargs)
 
 
+def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-boot", type=int, default=1000, metavar="N",
+                        help="bootstrap resamples for every interval (default 1000; 0: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap: the same data and seed give the same "
+                             "intervals (default 0)")
+
+
 def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
     """The options' filters, read by the same code as the screen's
-    (``labels.comparisons.filters_from``)."""
-    from labels.comparisons import filters_from
+    (``labels.compare.filters_from``)."""
+    from labels.compare import filters_from
 
     return filters_from({name: getattr(args, name) for name in names})
 
@@ -483,8 +498,9 @@ def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
-    from labels.comparisons import agreement_bundle, agreement_report, format_report_text
-    from labels.report import report_csv, report_html, report_json
+    from labels.compare import agreement_bundle, agreement_report, format_report_text
+    from labels.provenance import write_sidecar
+    from labels.report import report_csv, report_html, report_json, report_provenance
 
     for path in (args.html, args.csv):
         if path:
@@ -493,10 +509,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
+        boot = dict(n_boot=args.n_boot, seed=args.seed)
         if args.html:
-            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
+            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot)
         else:
-            report, extras = agreement_report(store, args.question, args.a, args.b, filters, by=by), ()
+            report, extras = agreement_report(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot), ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.html:
@@ -504,7 +523,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         print(f"{args.html}: report written", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(report_csv(report), encoding="utf-8")
-        print(f"{args.csv}: table written", file=sys.stderr)
+        side = write_sidecar(args.csv, report_provenance(report))
+        print(f"{args.csv}: table written (provenance in {side})", file=sys.stderr)
     print(report_json(report) if args.json else format_report_text(report))
     return 0
 
@@ -512,18 +532,47 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.compare import format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
-                                   rank_by=args.rank_by)
+                                   rank_by=args.rank_by, common=args.common,
+                                   n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
     return 0
+
+
+@command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Whether the record is whole: protections in place, hash chains unbroken.
+    One line per problem (exit 1), or one line saying it is whole (exit 0)."""
+    from store.verify import verify_file
+
+    verdict = verify_file(args.db)
+    for line in verdict.lines():
+        print(f"{args.db}: {line}")
+    return 0 if verdict.whole else 1
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy made while the app serves (SQLite's online backup), verified."""
+    from store.backup import BackupError, backup
+
+    out = output_file(args.out)
+    try:
+        made = backup(args.db, out)
+    except BackupError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    for line in made.verdict.lines():
+        print(f"{out}: {line}")
+    return 0 if made.verdict.whole else 1
 
 
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
@@ -555,6 +604,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
+def _account() -> str:
+    """The account running the command, for the audit log."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return os.environ.get("USER") or f"uid {os.getuid()}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="carelens",
@@ -574,7 +633,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", help="importer name; see `carelens formats`")
     i.add_argument("--rater", help="rater whose labels the file carries")
     i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
-    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
+    i.add_argument("--actor", default=f"cli:{_account()}",
+                   help="who is importing, as the audit log names them (default: cli:ACCOUNT,"
+                        " the account running the command)")
+    i.add_argument("--replace", action="store_true",
+                   help="let the files replace answers in force of raters who already exist"
+                        " (each audited with its old and new value); without it such a row is"
+                        " refused: an import adds answers")
     i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
                    help=f"refuse a file of more rows (default {Limits.max_rows:,})")
     i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
@@ -590,7 +655,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
     e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
-                                   "answer, else the clinicians' majority)")
+                                   "answer, else the clinicians' majority); a mapper's labels of"
+                                   " one model's responses are that model's scorer submission")
+    e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
+                                   " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
 
@@ -650,13 +718,26 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", help="also write one self-contained HTML report with the plots")
-    a.add_argument("--csv", help="also write the coefficient table as CSV")
+    a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
+                                 "beside it, in FILE.provenance.json)")
+    add_bootstrap_options(a)
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
+    t.add_argument("--common", action="store_true",
+                   help="score only the responses every reader labelled and every reference "
+                        "covers, so a change of ranking comes from the labels alone (default: "
+                        "each model on everything its reading covers, coverage beside)")
+    add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
+
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

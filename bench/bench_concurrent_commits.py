@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from review.reviewing.items import commit_answer  # noqa: E402
+from review.reviewing.commit import commit_answer  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 from tests.helpers import write_prefixes  # noqa: E402

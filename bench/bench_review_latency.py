@@ -23,13 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gen_carebench import generate  # noqa: E402
 from review.datasets.sources import import_file  # noqa: E402
-from review.reviewing.items import (  # noqa: E402
-    commit_answer,
-    is_flagged,
-    load_item,
-    my_answers,
-    reveal_reference_labels,
-)
+from review.reviewing.blinding import reveal_reference_labels  # noqa: E402
+from review.reviewing.commit import commit_answer  # noqa: E402
+from review.reviewing.items import is_flagged, load_item, my_answers  # noqa: E402
 from review.reviewing.queue import (  # noqa: E402
     QueueFilter,
     filter_choices,

@@ -35,18 +35,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gen_klinikebench import episode, write_jsonl  # noqa: E402
 from review.datasets.sources import import_file  # noqa: E402
+from review.reviewing.commit import Verdict, commit_verdicts, mark_step  # noqa: E402
 from review.reviewing.criteria import (  # noqa: E402
-    Verdict,
-    commit_verdicts,
     is_reviewed,
     item_position,
-    mark_step,
     neighbour,
     next_unreviewed,
-    open_run,
     review_progress,
 )
 from review.reviewing.queue import QueueFilter, filter_choices  # noqa: E402
+from review.reviewing.screens import open_run  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 

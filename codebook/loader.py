@@ -14,8 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from codebook.vocabulary import ITEM_KINDS
+
 DATA_DIR = Path(__file__).parent / "data"
-ITEM_KINDS = ("prefix", "response", "trajectory", "graded_conversation")
 
 
 class CodebookError(ValueError):

@@ -28,16 +28,17 @@ them in the tests.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import krippendorff
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
+from labels.intervals import CONFIDENCE, bootstrap_ci, wilson_interval
+
 LEVELS = ("nominal", "ordinal", "interval", "binary")
 MIN_UNITS = 2
-CONFIDENCE = 0.95
 _TOL = 1e-12
 
 
@@ -63,19 +64,6 @@ class Coefficient:
     """Why ``value`` is None, in words."""
     note: str | None = None
     """Anything the reader should know (units left out, method caveats)."""
-
-
-@dataclass(frozen=True)
-class BootstrapInterval:
-    """A percentile bootstrap interval and how many replicates it rests on."""
-
-    low: float | None
-    high: float | None
-    replicates: int
-    """Replicates drawn."""
-    undefined_replicates: int
-    """Replicates where the statistic was undefined (left out of the percentiles)."""
-    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,59 +182,6 @@ def agreement_weights(k: int, weights: str | None) -> np.ndarray:
 # ------------------------------------------------------------------ bootstrap
 
 
-def bootstrap_ci(
-    statistic: Callable[[np.ndarray], np.ndarray],
-    unit_tables,
-    n_boot: int = 1000,
-    seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> BootstrapInterval:
-    """Percentile bootstrap interval of a statistic, resampling units with replacement.
-
-    ``unit_tables`` holds each unit's additive contribution to the statistic's
-    sufficient table, shape (units, ...). ``statistic`` maps a batch of summed
-    tables, shape (B, ...), to B values, NaN where undefined.
-
-    Speed: a resample's table is the sum of its units' tables, which depends only
-    on how many copies of each *distinct* unit table were drawn. Those counts are
-    multinomial(n, frequencies), so we draw them directly and take one matrix
-    product per batch of replicates: no Python loop over units or replicates.
-    """
-    tables = np.asarray(unit_tables, dtype=float)
-    n = tables.shape[0] if tables.ndim else 0
-    if n == 0 or n_boot < 1:
-        return BootstrapInterval(None, None, 0, 0, "no units to resample" if n == 0 else None)
-    flat = tables.reshape(n, -1)
-    distinct, inverse = np.unique(flat, axis=0, return_inverse=True)
-    freq = np.bincount(inverse.ravel(), minlength=len(distinct)) / n
-    rng = np.random.default_rng(seed)
-    batch = max(1, min(n_boot, 4_000_000 // len(distinct)))  # bound memory of the draws
-    values = []
-    for start in range(0, n_boot, batch):
-        draws = rng.multinomial(n, freq, size=min(batch, n_boot - start))
-        totals = (draws @ distinct).reshape((len(draws),) + tables.shape[1:])
-        values.append(np.asarray(statistic(totals), dtype=float))
-    vals = np.concatenate(values)
-    ok = np.isfinite(vals)
-    undefined = int((~ok).sum())
-    if ok.sum() < n_boot / 2:
-        return BootstrapInterval(
-            None,
-            None,
-            n_boot,
-            undefined,
-            f"{undefined} of {n_boot} bootstrap resamples were undefined; no interval",
-        )
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(vals[ok], [tail, 1 - tail])
-    note = (
-        f"{undefined} of {n_boot} bootstrap resamples were undefined and left out"
-        if undefined
-        else None
-    )
-    return BootstrapInterval(float(low), float(high), n_boot, undefined, note)
-
-
 def _result(
     key,
     name,
@@ -320,15 +255,6 @@ def _pairwise_unit_agreement(counts: np.ndarray) -> np.ndarray:
     return (counts * (counts - 1)).sum(axis=1) / (m * (m - 1))
 
 
-def _wilson(successes: float, n: int) -> tuple[float, float]:
-    """Wilson score 95% interval for a binomial proportion."""
-    z = float(ndtri(1 - (1 - CONFIDENCE) / 2))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (float(centre - half), float(centre + half))
-
-
 def _agreement_parts(codes, k):
     counts = _counts(codes, k)
     counts = counts[counts.sum(axis=1) >= 2]
@@ -343,7 +269,7 @@ def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
         return _undefined(key, name, 0, "no unit was rated by two or more raters")
     analytic = None
     if (counts.sum(axis=1) == 2).all():  # two ratings a unit: a binomial proportion
-        analytic = _wilson(tables[:, 0].sum(), len(counts))
+        analytic = wilson_interval(tables[:, 0].sum(), len(counts))
     if not analytic:
         note = "; ".join(x for x in (note, "mean share of agreeing rater pairs per unit") if x)
     return _result(
@@ -357,6 +283,14 @@ def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
         n_boot=n_boot,
         seed=seed,
     )
+
+
+def percent_agreement_batch(t: np.ndarray) -> np.ndarray:
+    """Percent agreement of each K x K two-rater table in a batch (the share of units on
+    the diagonal); NaN for an empty table. For two raters this is what
+    :func:`percent_agreement` computes."""
+    n = t.sum(axis=(1, 2))
+    return np.where(n > 0, np.trace(t, axis1=1, axis2=2) / np.where(n > 0, n, 1), np.nan)
 
 
 def percent_agreement(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
@@ -374,7 +308,7 @@ def _pabak(codes, k, n_boot, seed, note=None) -> Coefficient:
         return _undefined(key, name, 0, "no unit was rated by two or more raters")
     analytic = None
     if (counts.sum(axis=1) == 2).all():
-        lo, hi = _wilson(tables[:, 0].sum(), len(counts))
+        lo, hi = wilson_interval(tables[:, 0].sum(), len(counts))
         analytic = ((k * lo - 1) / (k - 1), (k * hi - 1) / (k - 1))
     return _result(
         key,
@@ -399,8 +333,11 @@ def pabak(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
 # ------------------------------------------------------------- Cohen's kappa
 
 
-def _kappa_batch(t: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Cohen's (weighted) kappa of each K x K table in a batch: (p_o - p_e) / (1 - p_e)."""
+def cohen_kappa_batch(t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cohen's (weighted) kappa of each K x K table in a batch (rater A rows, rater B
+    columns): (p_o - p_e) / (1 - p_e), ``w`` the agreement weights
+    (:func:`agreement_weights`); NaN where undefined. The statistic
+    :func:`cohen_kappa` resamples, public for paired comparisons."""
     n = t.sum(axis=(1, 2))
     p = t / np.where(n > 0, n, 1)[:, None, None]
     row, col = p.sum(axis=2), p.sum(axis=1)
@@ -450,7 +387,7 @@ def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
     return _result(
         key,
         name,
-        lambda t: _kappa_batch(t, w),
+        lambda t: cohen_kappa_batch(t, w),
         tables,
         len(ca),
         reason_fn=why,
@@ -756,14 +693,24 @@ def class_scores(a: Sequence, b: Sequence, categories) -> list[ClassScore]:
     return scores
 
 
-def _macro_f1_batch(t: np.ndarray) -> np.ndarray:
-    """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro"))."""
+def f1_per_category_batch(t: np.ndarray) -> np.ndarray:
+    """F1 of each category in each K x K table of a batch (rater A rows as the
+    reference, rater B columns): 2TP / (support + predicted); NaN for a category
+    neither rater used. The one F1 formula: macro-F1 here and HealthBench's variant
+    (``labels.healthbench_meta.healthbench_macro_f1_batch``) both average it."""
     tp = np.diagonal(t, axis1=1, axis2=2)
     denom = t.sum(axis=2) + t.sum(axis=1)
     present = denom > 0
-    f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
-    used = present.sum(axis=1)
-    return np.where(used > 0, f1.sum(axis=1) / np.where(used > 0, used, 1), np.nan)
+    return np.where(present, 2 * tp / np.where(present, denom, 1), np.nan)
+
+
+def macro_f1_batch(t: np.ndarray) -> np.ndarray:
+    """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro")),
+    for each K x K table of a batch; NaN when no category was used."""
+    f1 = f1_per_category_batch(t)
+    used = np.isfinite(f1).sum(axis=1)
+    total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
+    return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
 
 
 def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Coefficient:
@@ -778,7 +725,7 @@ def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Co
     k = len(categories)
     tables = np.zeros((len(ca), k, k))
     tables[np.arange(len(ca)), ca, cb] = 1
-    return _result(key, name, _macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot, seed=seed)
+    return _result(key, name, macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot, seed=seed)
 
 
 # ------------------------------------------------------------ the whole table

@@ -41,7 +41,16 @@ from labels.compare.meta_eval import MetaEvalReport
 from labels.compare.pairs import ComparisonReport, PairwiseMatrix
 from labels.compare.questions import QuestionSet
 from labels.compare.stats import public_name
-from labels.compare.text import explain, interval, number, share_text, split_notes, with_ci
+from labels.compare.text import (
+    explain,
+    interval,
+    number,
+    paired_lines,
+    share_text,
+    split_notes,
+    with_ci,
+)
+from labels.provenance import Digest, provenance
 from store.spreadsheet import safe_cell
 
 Extra = MachineReport | TriageReport | AnchoringReport | MetaEvalReport | PairwiseMatrix
@@ -81,13 +90,15 @@ def _question_set(qs: QuestionSet | None) -> dict[str, Any] | None:
 
 def plain(obj: Any) -> Any:
     """Dataclasses, dicts and lists as JSON-ready data (coefficients in the public shape,
-    question sets without their SQL)."""
+    question sets without their SQL; the data a report rests on is said once, in its
+    provenance)."""
     if isinstance(obj, Coefficient):
         return coefficient_dict(obj)
     if isinstance(obj, QuestionSet):
         return _question_set(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not isinstance(getattr(obj, f.name), Digest)}
     if isinstance(obj, dict):
         return {("" if k is None else str(k)): plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -95,6 +106,19 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         raise ValueError("a non-finite number reached the export; undefined values must be None")
     return obj
+
+
+def report_provenance(report: ComparisonReport | TriageReport, extras: Sequence[Extra] = (),
+                      **extra: Any) -> dict[str, Any]:
+    """The provenance of a report and its extra sections: the digest of every answer they
+    were computed from, the phase, the filters and the bootstrap's resamples and seed."""
+    digest = Digest()
+    for part in (report, *extras):
+        if isinstance(getattr(part, "data", None), Digest):
+            digest.update(part.data)
+    return provenance(digest, database_file=report.database_file, phase=report.filters.phase,
+                      filters=report.filters,
+                      bootstrap={"resamples": report.n_boot, "seed": report.seed}, **extra)
 
 
 def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[str, Any]:
@@ -132,6 +156,7 @@ def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[
     }
     for extra in extras:
         out.setdefault("sections", {})[SECTION_NAMES[type(extra)]] = plain(extra)
+    out["provenance"] = report_provenance(report, extras)
     return out
 
 
@@ -143,7 +168,9 @@ def report_json(report: ComparisonReport, extras: Sequence[Extra] = ()) -> str:
 def triage_json(report: TriageReport) -> str:
     """``carelens triage-metrics --json``: every labelling's metrics per model, the
     rankings, their rank correlations and each mapper's own triage against clinicians."""
-    return json.dumps(plain(report), indent=2, ensure_ascii=False, allow_nan=False)
+    out = plain(report)
+    out["provenance"] = report_provenance(report)
+    return json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 # -- CSV -----------------------------------------------------------------------
@@ -305,21 +332,33 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
     parts = ["<h2>Triage metrics and the leaderboard</h2>"]
     if t.explanation:
         return parts[0] + f"<p>{_e(t.explanation)}</p>"
+    parts.append(f"<p class='meta'>{_e(t.filters.describe())}. "
+                 + ("Each model is scored on everything its reading covers (coverage beside)."
+                    if not t.common else "Common set: every labelling scores the same "
+                    "responses.") + "</p>")
     parts.append(fig(ranking_figure(t)))
     keys = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
             "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
     for x in t.labellings:
         rank = {r.model: r.rank for r in x.ranking}
-        parts.append(f"<h3>Responses {_e(x.name)} ({x.n_responses})</h3>")
+        parts.append(f"<h3>Responses {_e(x.name)} ({x.n_responses} scored)</h3>")
         parts.append(_table(
-            ["Model", "Rank", *[x.metrics[next(iter(x.metrics))][k].name for k in keys]]
+            ["Model", "Rank", *[x.metrics[next(iter(x.metrics))][k].name for k in keys],
+             "Coverage"]
             if x.metrics else ["Model"],
             [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
-              *[with_ci(c.value, c.ci_low, c.ci_high) for k in keys for c in [x.metrics[m][k]]]]
+              *[with_ci(c.value, c.ci_low, c.ci_high) for k in keys for c in [x.metrics[m][k]]],
+              x.coverage[m].words() if m in x.coverage else ""]
              for m in x.metrics],
             set(range(1, 10))))
+        for m, wrong in x.missing_as_wrong.items():
+            parts.append(f"<p class='note'>{_e(m)}, missing predictions counted against it: "
+                         + _e(", ".join(f"{v.name} {number(v.value)}" for v in wrong.values()))
+                         + "</p>")
+        if lines := paired_lines(x):
+            parts.append("<p>" + "<br>".join(_e(line) for line in lines) + "</p>")
         parts.append("<p class='note'>In brackets, each value's 95% interval: Wilson's for the "
-                     "shares, the percentile bootstrap for macro-F1.</p>")
+                     "shares, the percentile bootstrap (resampling cases) for macro-F1.</p>")
     if t.correlations:
         parts.append(_table(
             ["Labelling", "Spearman rho", "Kendall tau-b", "Same order", "Note"],
@@ -374,6 +413,13 @@ def _pairwise_html(pm: PairwiseMatrix, fig: _Figures) -> str:
     return f"<h2>Clinicians pairwise: {_e(pm.name)}</h2>" + fig(pairwise_figure(pm))
 
 
+def provenance_html(record: dict[str, Any]) -> str:
+    """The provenance object as the last section of an HTML report, escaped."""
+    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False)
+    return ("<h2>Provenance</h2><p class='note'>What these figures were computed from: "
+            f"{_e(record.get('phase_words'))}.</p><pre class='provenance'>{_e(text)}</pre>")
+
+
 SECTION_HTML = {
     MachineReport: _machines_html, TriageReport: _triage_html, AnchoringReport: _anchoring_html,
     MetaEvalReport: _meta_html, PairwiseMatrix: _pairwise_html,
@@ -385,6 +431,7 @@ def report_html(report: ComparisonReport, extras: Sequence[Extra] = ()) -> str:
     fig = _Figures()
     body = [_comparison_html(report, fig)]
     body += [SECTION_HTML[type(x)](x, fig) for x in extras]
+    body.append(provenance_html(report_provenance(report, extras)))
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"

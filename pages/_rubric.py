@@ -18,25 +18,22 @@ from typing import Any
 
 import streamlit as st
 
+from codebook import BLIND, CANNOT_ASSESS, SUGGEST
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
-from review.reviewing.blinding import BLIND, SUGGEST
+from review.reviewing.commit import Verdict, commit_verdicts
 from review.reviewing.criteria import (
-    CANNOT_ASSESS,
     ItemQuestion,
     MyAnswer,
     RaterVerdict,
-    Verdict,
-    commit_verdicts,
     find_item,
     my_current_answers,
-    next_unreviewed,
     rater_scores,
     review_progress,
-    unfinished_in_round,
 )
 from review.reviewing.drafts import drop_draft, load_drafts, save_draft
-from review.reviewing.items import blind_round_holding, flag_item, is_flagged
+from review.reviewing.items import flag_item, is_flagged
+from review.reviewing.navigation import next_item, round_in_address, screen_rounds
 from review.reviewing.queue import QueueFilter, filter_choices
 from review.team.reviewers import Reviewer
 from review.team.rounds import (
@@ -44,14 +41,12 @@ from review.team.rounds import (
     RoundInfo,
     answered_outside,
     full_text,
-    is_rubric_round,
+    in_round,
     keep_reservation,
     late_for_round,
-    list_rounds,
-    reserve_next_item,
     round_progress,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
 WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
@@ -436,7 +431,9 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
             if book:
                 with st.expander("Definitions"):
                     for lab in book.labels:
-                        st.markdown(f"**{lab.short}** — `{lab.code}`  \n{lab.definition}")
+                        # Codebook wording is text, shown as written (an admin may edit it).
+                        st.markdown(f"**{safe_markdown(lab.short)}** — {inline_code(lab.code)}"
+                                    f"  \n{safe_markdown(lab.definition)}")
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
                           persist_state="session", on_change=_keep_draft,
@@ -524,15 +521,15 @@ FREE = 0
 
 
 def _choose_round(db, kind: str, prefix: str) -> RoundInfo | None:
-    rounds = {r.id: r for r in list_rounds(db) if r.kind == kind and is_rubric_round(r.question_key)}
+    rounds = screen_rounds(db, (kind,))
     if not rounds:
         st.query_params.pop("round", None)
         return None
-    wanted = st.query_params.get("round")
+    wanted = round_in_address(rounds, st.query_params.get("round"))
     ids = [FREE, *rounds]
     chosen = st.selectbox(
         "Review round", ids, key=f"{prefix}_round",
-        index=ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in rounds else 0,
+        index=ids.index(wanted) if wanted is not None else 0,
         format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}")
     if chosen == FREE:
         st.query_params.pop("round", None)
@@ -610,8 +607,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
                        "showing your queue.")
     if item_id is None and this_round is not None:
         try:
-            item_id = (unfinished_in_round(db, this_round.id, reviewer.id)
-                       or reserve_next_item(store(), this_round.id, reviewer))
+            item_id = next_item(store(), reviewer, filt, round_id=this_round.id)
         except RoundError as exc:
             st.error(safe_markdown(str(exc)))
             st.stop()
@@ -625,7 +621,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
                        icon=":material/task_alt:")
             st.stop()
     if item_id is None:
-        item_id = next_unreviewed(db, reviewer.id, filt)
+        item_id = next_item(db, reviewer, filt)
     if item_id is None:
         if total:
             st.success(finished_text, icon=":material/task_alt:")
@@ -633,23 +629,18 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             st.info(empty_text)
         st.stop()
 
-    if this_round is not None and not db.scalar(
-            "SELECT 1 FROM round_items WHERE round_id = ? AND item_id = ?", (this_round.id, item_id)):
+    if this_round is not None and not in_round(db, this_round.id, item_id):
         st.warning(f"This {missing_text} is not part of {safe_markdown(this_round.name)}: it is "
                    "open outside the round, and answers here do not count in it.")
         this_round = None
-    review_mode = this_round.blinding if this_round else mode
-    if this_round is None:
-        blind = blind_round_holding(db, reviewer.id, item_id)
-        if blind:  # no peeking outside a blind round at what the round keeps hidden
-            review_mode = "blind"
-            st.caption(f"You review this {missing_text} blind in {safe_markdown(blind)}, so the "
-                       "judges' verdicts stay hidden here too.")
-    screen = opener(db, reviewer.id, item_id, review_mode)
+    screen = opener(db, reviewer.id, item_id, mode, round_id=this_round.id if this_round else None)
     if screen is None:
         st.session_state.pop(item_key, None)
         _leave_item_in_url()
         st.rerun()
+    if screen.sight.notice:  # no peeking outside a blind round at what the round keeps hidden
+        st.caption(screen.sight.notice)
+    review_mode = screen.sight.mode
     st.session_state[item_key] = item_id
     st.session_state[uid_key] = screen.header.uid
     put_item_in_address(screen.header.uid)

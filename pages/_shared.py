@@ -8,6 +8,16 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from review.reviewing.blinding import labels_mark, open_labels, what_reviewer_sees
+from review.team.access import Viewer, open_for, viewer_scope
+from review.team.identity import (
+    Identity,
+    NoIdentity,
+    configured_admins,
+    find_signed_in,
+    identity_from_claims,
+    reviewer_for_identity,
+)
 from review.team.reviewers import Reviewer, find_reviewer
 from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
@@ -43,13 +53,62 @@ def server_mode() -> bool:
         return False
 
 
-def current_reviewer() -> Reviewer | None:
-    name = st.session_state.get("reviewer")
-    if not name and not server_mode():
-        name = st.query_params.get("reviewer")
-    if not name:
+def login_identity() -> Identity | None:
+    """Server mode: who signed in, as the login provider vouches for them (the
+    issuer and subject of the ID token; `review.team.identity`). None when
+    nobody is signed in or the login names nobody."""
+    if not st.user.is_logged_in:
         return None
-    reviewer = find_reviewer(store(), name)
+    try:
+        return identity_from_claims(st.user.to_dict())
+    except NoIdentity:
+        return None
+
+
+def sign_in() -> Reviewer | None:
+    """Server mode, at the start of each run: the reviewer behind the login,
+    made at their first sign-in; admins are those the configuration names
+    (`CARELENS_ADMINS`, or `admins` under `[carelens]` in the secrets)."""
+    identity = login_identity()
+    if identity is None:
+        return None
+    try:
+        configured = st.secrets.get("carelens", {}).get("admins")
+    except Exception:  # no secrets section for carelens
+        configured = None
+    return reviewer_for_identity(store(), identity, configured_admins(configured))
+
+
+def viewer() -> Viewer | None:
+    """What the reader of a screen that shows every rater's labels (Browse,
+    Agreement, exports; asked after the labels gate) may read: None for every
+    answer, else their own and the labels their blinding shows
+    (`review.team.access`: reviewers in server mode)."""
+    return viewer_scope(current_reviewer(), server=server_mode(), labels=True)
+
+
+def viewer_store() -> Store:
+    """A store for this run whose reads hold only what `viewer()` may read."""
+    scope = viewer()
+    if scope is None:
+        return store()
+    run = st.session_state.setdefault(_RUN_KEY, {})
+    key = (threading.get_ident(), scope)
+    if key not in run:
+        run[key] = open_for(default_db_path(), scope)
+    return run[key]
+
+
+def current_reviewer() -> Reviewer | None:
+    """Who is reviewing. Server mode: the person signed in, found by their
+    login's issuer and subject on every run (a name in the session or the
+    address is never an identity). Local mode: the name chosen in the sidebar."""
+    if server_mode():
+        identity = login_identity()
+        reviewer = find_signed_in(store(), identity) if identity is not None else None
+    else:
+        name = st.session_state.get("reviewer") or st.query_params.get("reviewer")
+        reviewer = find_reviewer(store(), name) if name else None
     if reviewer:
         if st.session_state.get(WORK_OF, reviewer.name) != reviewer.name:
             # Another reviewer in this browser session: nothing the last one
@@ -155,54 +214,32 @@ def _show_blocks(text: str) -> None:
 
 def labels_gate(screen: str, stop: bool = True) -> bool:
     """Before a screen (or a part of one: `stop` False) that shows every
-    rater's labels (gold, mapper, judges): a reviewer with items still waiting
-    for their blind answer is told so, and sees them only by choosing to,
-    which the audit trail records. Asked again when items they have not been
-    asked about arrive (an import) and wait for them. Adjudicators and admins
-    are not asked, but their opening is recorded all the same: one who also
-    reviews gives answers after it that are not blind. True when the labels
-    may be shown."""
-    from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
-
+    rater's labels (gold, mapper, judges): the blinding decision
+    (`what_reviewer_sees` without an item) says whether they may be shown, or
+    why not; a reviewer with items still waiting for their blind answer sees
+    them only by choosing to, which is recorded. True when the labels may be
+    shown."""
     who = current_reviewer()
     if who is None:
         return True
     db = store()
-    mark = labels_mark(db)
     key, shown_key = f"labels_opened:{who.id}", f"labels_gate_shown:{who.id}"
-    if st.session_state.get(key) == mark:
-        return True  # checked since the last items came in
-    opened = labels_opened(db, who.id)
-    if who.role != "reviewer":
-        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
-            open_labels(db, who, screen, blind_work_left(db, who.id, after=opened), mark)
-        st.session_state[key] = mark
-        return True
-    left = blind_work_left(db, who.id, after=opened)
-    if not left:
-        if opened is None or any(o < m for o, m in zip(opened, mark, strict=True)):
-            # Nothing waits for a blind answer, so nothing is asked; but the labels
-            # are about to be seen, and an answer changed after this is not a
-            # blind one: the audit trail says so (`_labels_seen_before` reads it).
-            open_labels(db, who, screen, 0, mark)
-        st.session_state[key] = mark
+    if st.session_state.get(key) == labels_mark(db):
+        return True  # decided since the last items came in
+    sight = what_reviewer_sees(db, who.id)
+    if sight.shown:
+        if sight.record:  # an answer changed after this is not a blind one: recorded
+            open_labels(db, who, screen, sight.unanswered, sight.covers)
+        st.session_state[key] = sight.covers
         return True
     # A click is an answer to the warning shown before it: what that warning
     # counted is what the choice covers (items imported meanwhile are asked about).
-    shown_before, st.session_state[shown_key] = st.session_state.get(shown_key), mark
-    if opened is None:
-        waiting = (f"{left:,} item{'s are' if left != 1 else ' is'} still waiting for your blind "
-                   "answer")
-    else:
-        waiting = (f"{left:,} item{'s' if left != 1 else ''} added since you last chose to see the "
-                   f"labels {'are' if left != 1 else 'is'} waiting for your blind answer")
-    st.warning(f"This screen shows every rater's labels: the gold labels, the mapper's and the "
-               f"judges'. {waiting}; seeing their labels first would unblind it.",
-               icon=":material/visibility_off:")
+    shown_before, st.session_state[shown_key] = st.session_state.get(shown_key), sight.covers
+    st.warning(sight.held, icon=":material/visibility_off:")
     cols = st.columns([2, 2, 3])
     if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
-        covered = tuple(shown_before) if shown_before else mark
-        open_labels(db, who, screen, left, covered)
+        covered = tuple(shown_before) if shown_before else sight.covers
+        open_labels(db, who, screen, sight.unanswered, covered)
         st.session_state[key] = covered
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")

@@ -6,15 +6,15 @@ import re
 
 import streamlit as st
 
+from codebook import NO_ERROR
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
-from review.reviewing.criteria import NO_ERROR, severity_levels, step_codebook
-from review.reviewing.items import load_item
+from review.reviewing.criteria import severity_levels, step_codebook
+from review.reviewing.items import item_uid, load_item
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import (
     REASONS,
-    RUBRIC_KINDS,
     AnswersChanged,
     adjudication_queue,
     rubric_queue,
@@ -27,7 +27,7 @@ from review.team.adjudication import (
 )
 from review.team.codebook_versions import current_codebook
 from review.team.reviewers import Reviewer, can_adjudicate
-from review.team.rounds import is_rubric_round, list_rounds
+from review.team.rounds import is_rubric_round, label_questions, list_rounds
 from review.text import safe_markdown
 
 st.title("Adjudicate", anchor=False)
@@ -118,7 +118,7 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
     except ValueError as exc:
         _refused(form, exc)
         return
-    uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+    uid = item_uid(s, item_id)
     word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
     st.session_state[SETTLED_TOAST] = (f"Settled {code_span(uid or str(item_id))} as {word}; "
                                        "every answer stays in its history.")
@@ -257,7 +257,7 @@ def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_i
     except ValueError as exc:
         _refused(form, exc)
         return
-    uid = s.scalar("SELECT uid FROM items WHERE id = ?", (item_id,))
+    uid = item_uid(s, item_id)
     st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
                                        " every mark stays in its history.")
 
@@ -359,9 +359,7 @@ scope = top[0].selectbox(
     format_func=lambda s: names.get(s, "All clinicians' answers (no review round)"))
 question_key = None
 if scope is None:
-    texts = dict(db.query(
-        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
-        f" AND applies_to NOT IN ({','.join('?' * len(RUBRIC_KINDS))}) ORDER BY id", RUBRIC_KINDS))
+    texts = label_questions(db)
     question_key = top[1].selectbox("Question", list(texts), format_func=texts.get)
 show_names = top[2].toggle("Show names", value=False,
                            help="Hidden by default, so that the answer is judged, not the person")

@@ -1,7 +1,7 @@
 """Agreement screen: how far raters agree, with intervals, down to the disagreeing items.
 
 Layout and widgets only: every number comes from one call into
-``labels.comparisons`` (cached on the database's data version), every figure
+``labels.compare`` (cached on the database's data version), every figure
 from ``labels.compare.figures``. Data text is shown as plain text or escaped
 Markdown, never as HTML.
 """
@@ -12,7 +12,8 @@ from urllib.parse import quote, urlencode
 
 import streamlit as st
 
-from labels import comparisons as cmp
+from codebook import CANNOT_ASSESS
+from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
     cell_of_point,
@@ -23,17 +24,17 @@ from labels.compare.figures import (
     ranking_figure,
     versions_figure,
 )
-from labels.compare.questions import CANNOT_ASSESS
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
+from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json
-from pages._shared import current_reviewer, labels_gate, store
+from labels.triage import METRIC_NAMES
+from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
+from review.team.access import Viewer, open_for
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
-PHASES = {None: "Current answers", "blind": "Blind answers only",
-          "after_reveal": "After-reveal answers only"}
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
             "axis": "Rubric axis"}
@@ -51,14 +52,15 @@ VERSION = cmp.data_version(db)
 # -- cached calls: each opens its own connection (one per unit of work) ----------
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _call(name: str, path: str, version: tuple, *args, **kwargs):
-    """One library call by name, cached on the database's data version."""
-    with open_store(path) as s:
+def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **kwargs):
+    """One library call by name, cached on the database's data version and on what
+    its reader may read (`review.team.access`: one reader's figures never another's)."""
+    with open_for(path, reader) as s:
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
 def call(name: str, *args, **kwargs):
-    return _call(name, PATH, VERSION, *args, **kwargs)
+    return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
 def md(value: object) -> str:
@@ -164,10 +166,13 @@ with st.sidebar:
     category = (st.selectbox("Category", facets.categories, index=None,
                              placeholder="All categories", key="agr_category")
                 if facets.categories else None)
-    phase = st.selectbox("Clinicians' answers", list(PHASES), format_func=PHASES.get,
-                         key="agr_phase",
-                         help="Blind: each clinician's answer before any machine or reference "
-                              "label was shown. Machine and reference labels are never filtered.")
+    phase = st.selectbox("Clinicians' answers", PHASES, format_func=SHORT_WORDS.get,
+                         index=PHASES.index(DEFAULT_PHASE), key="agr_phase",
+                         help="Blind (the default): each clinician's answer given before any "
+                              "machine or reference label was shown; imported answers count as "
+                              "blind unless their file gave another phase. Current: the latest "
+                              "answer, including answers changed after the reveal. Machine and "
+                              "reference labels are never filtered.")
     with_cannot = st.toggle("Count 'cannot assess' as an answer", key="agr_cannot",
                             help="Off: 'cannot assess' is a missing rating.")
 # Read through the same code as `carelens agreement` / `triage-metrics` options.
@@ -205,6 +210,9 @@ st.caption(f"{compared.level.capitalize()} labels"
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[compared.level]
            + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
              "answered.")
+st.caption(f"**Answers used:** {describe_phase(filters.phase)}."
+           + ("" if filters.phase != DEFAULT_PHASE else
+              " Choose *Current answers* in the sidebar to compare the latest instead."))
 
 tabs = st.tabs(TABS, key="agr_tab", on_change="rerun")
 
@@ -319,7 +327,7 @@ def headline_cards(report) -> None:
         st.caption(md(paradox))
 
 
-def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, list[str]]:
+def browse_cell(a_said: str, b_said: str, units, report) -> tuple[BrowseQuery | None, list[str]]:
     """A confusion cell of named raters A and B as a Browse view: the pair's answers, the
     item kinds, and the screen's filters Browse has (dataset, split, model, round). Also
     what Browse cannot narrow to, as Markdown (data escaped); (None, [why]) when it cannot
@@ -329,9 +337,9 @@ def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, li
         return None, ["Browse pairs raters on their label for a whole item, not on rubric "
                       "criteria or single steps, so this cell cannot be opened there."]
     gaps = []
-    if filters.phase:
-        gaps.append(f"it reads each rater's current answer, not the clinicians' "
-                    f"{filters.phase.replace('_', ' ')} answers")
+    if report.set_aside:  # some latest answers are not of the phase compared
+        gaps.append(f"it reads each rater's current answer, not the "
+                    f"{describe_phase(filters.phase)}")
     if filters.category:
         gaps.append(f"it has no category filter (this screen shows {md(filters.category)} only)")
     if CANNOT_ASSESS in (a_said, b_said):
@@ -395,7 +403,7 @@ def confusion_section(report) -> None:
         st.caption("Each opens in a new tab, in the screen where it is reviewed.")
         if a and b and not a.startswith("group:") and not b.startswith("group:"):
             # Named raters: the same cell as a Browse view, to search, tag and export.
-            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units)
+            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units, report)
             if query is None:
                 st.caption(gaps[0])
             elif not gaps:
@@ -437,7 +445,7 @@ def downloads(report, by: str, forest: str) -> None:
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
     # Runs on the download thread: its own connection, through the cache.
-    return _call("agreement_bundle", PATH, VERSION, question, rater_a, rater_b, flt, by=(by,),
+    return _call("agreement_bundle", PATH, VERSION, viewer(), question, rater_a, rater_b, flt, by=(by,),
                  forest_key=forest)
 
 
@@ -510,14 +518,21 @@ def triage_tab() -> None:
         st.info("Triage metrics apply to the CARE-Bench escalation labels; choose a CARE-Bench "
                 "question set.")
         return
-    t = call("triage_comparison", filters)
+    common = st.toggle("Common set only", key="agr_triage_common",
+                       help="Score only the responses every reading labelled and every "
+                            "reference covers, so that a change of ranking comes from the "
+                            "labels alone. Off: each model is scored on everything its reading "
+                            "covers, with coverage beside.")
+    t = call("triage_comparison", filters, common=common)
     if t.explanation:
         st.info(md(t.explanation), icon=":material/info:")
         return
     base = t.labellings[0]
     st.subheader("Would the mapper have changed the leaderboard?", anchor=False)
     st.caption(f"Baseline: responses {md(base.name)}. Models ranked by macro-F1 "
-               f"({base.n_responses} responses, the same ones under every labelling).")
+               + (f"({base.n_responses} responses, the same ones under every labelling)."
+                  if t.common else f"({base.n_responses} responses scored: each labelling "
+                  "scores what its reading covers; see each model's coverage)."))
     for c in t.correlations:
         if not c.same_reference:
             continue
@@ -561,8 +576,27 @@ def triage_tab() -> None:
             st.dataframe([{
                 "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
                 **{ms[k].name: with_ci(ms[k].value, ms[k].ci_low, ms[k].ci_high) for k in METRIC_KEYS},
-                "Coverage": share_text(ms["coverage"].value),
+                "Coverage": share_text(ms["coverage"].value)
+                + (f" · {x.coverage[model].words()}" if model in x.coverage else ""),
+                "From": x.sources.get(model, ""),
             } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
+            for model, wrong in x.missing_as_wrong.items():
+                st.caption(f"{md(model)}, its missing predictions counted against it (the "
+                           "CARE-Bench scorer's rule is not published): " + ", ".join(
+                               f"{v.name} {number(v.value)}" for v in wrong.values()))
+            if x.paired and x.paired.pairs:
+                st.markdown("**Paired comparisons** (the same cases resampled for both "
+                            "models)")
+                st.dataframe([{
+                    "Model A": d.a, "Model B": d.b,
+                    f"{METRIC_NAMES.get(d.key, d.key)} A − B": "—" if d.difference is None
+                    else f"{d.difference:+.2f}",
+                    "95% CI": interval(d.ci_low, d.ci_high), "Verdict": d.verdict,
+                    "Accuracy, McNemar p": "—" if d.mcnemar_p is None else f"{d.mcnemar_p:.3f}",
+                } for d in x.paired.pairs], hide_index=True, width="stretch")
+                st.caption("Each model's chance of holding its rank over the resamples: "
+                           + ", ".join(f"{md(m)} {share_text(v)}"
+                                       for m, v in x.paired.rank_probability.items()))
     for note in t.notes:
         st.caption(f"Note: {md(note)}")
 
@@ -603,7 +637,11 @@ def anchoring_tab() -> None:
         return
     st.caption("A revision: a clinician answered blind, then answered again after the machine "
                "and reference labels were shown. Each change is classed against the chosen "
-               "machine rater's label.")
+               "machine rater's label as that clinician was shown it (recorded with each "
+               "reveal), so a model run later does not change the result. "
+               + (f"Shown on {r.shown.get(machine, 0)} of the revisions."
+                  if r.shown else "No reveal was recorded on these items: the machine's "
+                  "label now stands in (see the note below)."))
     overall = r.rows[-1]
     cols = st.columns(3)
     cols[0].metric("Blind answers revised after the reveal",

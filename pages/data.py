@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path, PurePath
 
 import pandas as pd
@@ -20,12 +21,13 @@ from labels.llm import (
     shipped_versions,
     uncollected_batches,
 )
-from pages._shared import current_reviewer, labels_gate, server_mode, store
-from review.datasets.demo import load_demo
+from pages._shared import current_reviewer, labels_gate, server_mode, store, viewer_store
+from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import export_annotations, export_carebench_labels
+from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
-from review.team.reviewers import is_admin
+from review.team.access import NotAllowed, allowed
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -35,7 +37,7 @@ reviewer = current_reviewer()
 actor = reviewer.name if reviewer else "app"
 # On a server (people sign in), importing and paid LLM runs with the server's keys are an
 # admin's; local mode trusts this machine's users, as everywhere.
-manages = not server_mode() or is_admin(reviewer)
+manages = allowed(reviewer, "import", server=server_mode())
 if not manages:
     st.info("Importing files and running LLM raters are done by an admin on this server.",
             icon=":material/admin_panel_settings:")
@@ -50,20 +52,16 @@ KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agen
 def show_counts() -> None:
     # A graded conversation without a reply is the prompt its replies share: counted
     # apart, as the Graded conversations screen counts only what can be graded.
-    counts = db.query(
-        "SELECT kind, COUNT(*) AS n, SUM(failed) AS failed, SUM(kind = 'graded_conversation'"
-        " AND json_extract(payload, '$.completion') IS NULL) AS prompts FROM items GROUP BY kind"
-        " ORDER BY CASE kind WHEN 'prefix' THEN 0 WHEN 'response' THEN 1 WHEN 'trajectory' THEN 2"
-        " WHEN 'graded_conversation' THEN 3 ELSE 4 END")
+    counts = item_counts(db)
     cols = counts_box.columns(max(len(counts), 1) + 1)
     for col, row in zip(cols, counts, strict=False):
-        notes = [f"{row['failed']:,} failed (kept, and shown as failures)"] if row["failed"] else []
-        if row["prompts"]:
-            notes.append(f"and {row['prompts']:,} prompts without a reply to grade (the "
+        notes = [f"{row.failed:,} failed (kept, and shown as failures)"] if row.failed else []
+        if row.prompts:
+            notes.append(f"and {row.prompts:,} prompts without a reply to grade (the "
                          "conversation the graded replies share)")
-        col.metric(KIND_WORDS.get(row["kind"], row["kind"]), f"{row['n'] - row['prompts']:,}",
+        col.metric(KIND_WORDS.get(row.kind, row.kind), f"{row.items - row.prompts:,}",
                    help="; ".join(notes) or None)
-    cols[-1].metric("Annotations", f"{db.scalar('SELECT COUNT(*) FROM annotations'):,}",
+    cols[-1].metric("Annotations", f"{annotation_count(db):,}",
                     help="Every answer by every rater, revisions included")
 
 
@@ -115,8 +113,11 @@ def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
     try:
         result = import_file(db, path, None if chosen == DETECT else chosen,
                              ImportOptions(rater=rater_name, actor=actor, name=recorded or name,
-                                           limits=limits),
+                                           limits=limits, by=reviewer, server=server_mode()),
                              progress=progress)
+    except NotAllowed as exc:
+        status.update(label=f"{shown_name}: nothing was imported", state="error")
+        st.error(safe_markdown(str(exc)), icon=":material/block:")
     except InputError as exc:  # names the file as the user knows it, not by its place here
         status.update(label=f"{shown_name}: nothing was imported", state="error")
         message = str(exc).replace(recorded, name) if recorded else str(exc)
@@ -162,15 +163,22 @@ elif fetch_go:
         for hub_file in fetched.files:
             import_one(hub_file.local, hub_file.name, hub_fmt, None)
 
-if not db.scalar("SELECT 1 FROM items LIMIT 1"):
+if is_empty(db):
     st.info("The database is empty.")
-    if st.button("Load the demo dataset", type="primary"):
+    if st.button("Load the demo dataset", type="primary", disabled=not manages):
         out = Path(default_db_path()).resolve().parent / "carelens-demo-files"
-        for line in load_demo(db, out, actor=actor):
-            st.write(line)
+        try:
+            lines = load_demo(db, out, actor=actor, by=reviewer, server=server_mode())
+        except NotAllowed as exc:
+            st.error(safe_markdown(str(exc)))
+        else:
+            for line in lines:
+                st.write(line)
 show_counts()
 
 def export_section() -> None:
+    # Only the answers this reader may read go in the files (review.team.access).
+    db = viewer_store()
     with tempfile.TemporaryDirectory() as tmp:
         a_csv = Path(tmp) / "annotations.csv"
         export_annotations(db, a_csv)
@@ -195,9 +203,7 @@ if labels_gate("export", stop=False):  # every rater's labels are in the files
     export_section()
 
 st.subheader("Imports so far", anchor=False)
-history = pd.DataFrame([dict(r) for r in db.query(
-    "SELECT imported_at, path, format, n_rows, n_items, n_completed, n_annotations, actor"
-    " FROM imports ORDER BY id DESC LIMIT 50")],
+history = pd.DataFrame([asdict(r) for r in import_history(db)],
     columns=["imported_at", "path", "format", "n_rows", "n_items", "n_completed", "n_annotations",
              "actor"])
 history["imported_at"] = pd.to_datetime(history["imported_at"], utc=True, format="ISO8601")

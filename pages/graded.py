@@ -14,7 +14,7 @@ import streamlit as st
 from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
-from review.reviewing.blinding import BLIND, DEFAULT_MODE
+from review.reviewing.blinding import DEFAULT_MODE
 from review.reviewing.criteria import (
     is_reviewed,
     item_position,
@@ -22,8 +22,8 @@ from review.reviewing.criteria import (
     my_current_answers,
     neighbour,
     next_unreviewed,
-    open_graded,
 )
+from review.reviewing.screens import open_graded
 from review.text import safe_markdown
 
 KIND = "graded_conversation"
@@ -102,7 +102,7 @@ with left:
                 show_text(view.completion, key=f"completion:{item_id}",
                           empty="(this item has no completion to grade)")
     reference_shown = bool(view.ideal_completion and view.completion_source != "ideal_completion"
-                           and screen.mine and opened.mode != BLIND)  # a reference is a reveal too
+                           and screen.sight.reference_shown)  # a reference is a reveal too
     if reference_shown:
         with st.expander("Reference: the physician-written ideal completion"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")

@@ -14,32 +14,23 @@ from pages._shared import (
     store,
 )
 from pages._steps import code_span
-from review.reviewing.blinding import DEFAULT_MODE, REVEAL_AFTER_COMMIT
+from review.reviewing.blinding import DEFAULT_MODE, Sight, what_reviewer_sees
+from review.reviewing.commit import commit_answer, skip_item
 from review.reviewing.drafts import load_draft, save_draft
 from review.reviewing.items import (
     ItemView,
-    blind_round_holding,
-    commit_answer,
-    earlier_round_golds,
     find_item_id,
     flag_item,
     is_flagged,
-    later_rounds_owed,
     load_item,
     my_answers,
-    prefix_answered,
-    prefix_labels_hidden,
-    reveal_reference_labels,
-    skip_item,
 )
+from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
 from review.reviewing.queue import (
     Progress,
     QueueFilter,
     filter_choices,
     first_skipped_item,
-    item_position,
-    neighbour_item,
-    next_unreviewed_item,
     queue_progress,
 )
 from review.team.codebook_versions import current_codebook
@@ -50,12 +41,9 @@ from review.team.rounds import (
     in_round,
     keep_reservation,
     late_for_round,
-    list_rounds,
-    my_round_items,
-    reserve_next_item,
     round_progress,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -78,8 +66,8 @@ db = store()
 # -- what to review ---------------------------------------------------------
 choices = filter_choices(db)
 kinds = [k for k in KINDS if k in choices.kinds] or ["prefix"]
-rounds = {r.id: r for r in list_rounds(db) if r.kind in KINDS}
-wanted_round = st.query_params.get("round")
+rounds = screen_rounds(db, tuple(KINDS))
+wanted_round = round_in_address(rounds, st.query_params.get("round"))
 FREE = 0  # "no round": a real option (None would show as an empty choice)
 round_ids = [FREE, *rounds]
 head_l, head_m, head_r = st.columns([2, 3, 3], vertical_alignment="bottom")
@@ -88,8 +76,7 @@ with head_l:
 with head_m:
     review_round = st.selectbox(
         "Review round", round_ids,
-        index=round_ids.index(int(wanted_round)) if wanted_round and wanted_round.isdigit()
-        and int(wanted_round) in rounds else 0,
+        index=round_ids.index(wanted_round) if wanted_round is not None else 0,
         format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}",
         label_visibility="collapsed", disabled=not rounds,
     )
@@ -98,7 +85,6 @@ if review_round == FREE:
 else:
     st.query_params["round"] = str(review_round)
 this_round = rounds.get(review_round)
-mode = this_round.blinding if this_round else DEFAULT_MODE
 default_kind = this_round.kind if this_round else st.query_params.get("kind", kinds[0])
 with head_r:
     kind = st.segmented_control(
@@ -127,11 +113,10 @@ with st.sidebar:
 filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model)
 
 
-def next_item(after_id: int | None = None) -> int | None:
+def next_one(after_id: int | None = None) -> int | None:
     """The next item: reserved for me in a review round, else my free queue."""
-    if this_round is not None:
-        return reserve_next_item(store(), this_round.id, reviewer)
-    return next_unreviewed_item(store(), reviewer.id, filt, after_id=after_id)
+    return next_item(store(), reviewer, filt, round_id=this_round.id if this_round else None,
+                     after_id=after_id)
 
 
 # -- which item -------------------------------------------------------------
@@ -141,11 +126,11 @@ wanted_uid = item_asked_by_address(st.session_state.get("item_uid") if item_id i
 if wanted_uid:
     item_id = find_item_id(db, wanted_uid)
 if item_id is None:
-    item_id = next_item()
+    item_id = next_one()
 item = load_item(db, item_id) if item_id is not None else None
 if item is not None and item.kind != kind:
     item = None
-    item_id = next_item()
+    item_id = next_one()
     item = load_item(db, item_id) if item_id is not None else None
 
 if this_round is not None:
@@ -167,7 +152,7 @@ def _go(target_id: int | None) -> None:
 
 
 def _advance_from(done_id: int) -> None:
-    _go(next_item(after_id=done_id))
+    _go(next_one(after_id=done_id))
 
 
 def db_for_callback():
@@ -271,39 +256,23 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return code
 
 
-def rounds_owed_text(owed: list[int], held: str) -> str:
-    """Why a case's labels wait: a later round of it still owes a blind answer
-    (`held`: what waits, with its verb)."""
-    rounds = ("round " + str(owed[0]) if len(owed) == 1
-              else "rounds " + ", ".join(str(r) for r in owed[:-1]) + f" and {owed[-1]}")
-    return (f"{held} once you have answered {rounds} of this case, so that "
-            f"{'round is' if len(owed) == 1 else 'those rounds are'} still answered blind.")
+def sight_of(item_id: int) -> Sight:
+    """What I may see of the item's labels, and under which blinding."""
+    return what_reviewer_sees(db, reviewer.id, item_id,
+                              round_id=this_round.id if this_round else None, mode=DEFAULT_MODE)
 
 
 def show_reveal(item_view: ItemView, mine: str | None) -> None:
-    shown_mode = "blind" if this_round is None and blind_round_holding(
-        db, reviewer.id, item_view.id) else mode
-    labels = reveal_reference_labels(db, reviewer.id, item_view, shown_mode)
-    owed = later_rounds_owed(db, reviewer.id, item_view.id) if item_view.kind == "prefix" else []
-    if labels is None:
-        st.caption(rounds_owed_text(owed, "Gold and machine labels for this round appear")
-                   + (" Rounds this review round does not hold are answered in Free review."
-                      if this_round is not None else "")
-                   if owed and shown_mode == REVEAL_AFTER_COMMIT
-                   and prefix_answered(db, reviewer.id, item_view.id)
-                   else "Reference and machine labels stay hidden until you answer.")
+    sight = sight_of(item_view.id)
+    if not sight.shown:
+        st.caption(sight.held)
         return
-    parent = item_view.parent_id if item_view.kind == "response" else None
-    if parent is not None and prefix_labels_hidden(db, reviewer.id, parent, shown_mode):
-        parent_owed = later_rounds_owed(db, reviewer.id, parent)
-        st.caption(rounds_owed_text(parent_owed, "The prefix's gold label (what the response should"
-                                    " have done) appears") if parent_owed and prefix_answered(db, reviewer.id, parent)
-                   else "The prefix's gold label (what the response should have done) stays "
-                   "hidden until you answer the prefix itself.")
-    if not labels:
+    if sight.prefix_held:
+        st.caption(sight.prefix_held)
+    if not sight.labels:
         st.caption("No reference or machine labels for this item.")
         return
-    for lab in labels:
+    for lab in sight.labels:
         who = "Gold" if lab.rater_kind == "reference" else safe_markdown(lab.rater)
         line = st.columns([3, 4], vertical_alignment="center")
         if lab.about == "the prefix":
@@ -317,14 +286,13 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
         line[1].badge(label_name(item_view, lab.value),
                       color="green" if same else "orange",
                       icon=":material/check:" if same else ":material/compare_arrows:")
-    if item_view.kind == "prefix":
-        show_earlier_rounds(item_view, shown_mode)
+    show_earlier_rounds(sight)
 
 
-def show_earlier_rounds(item_view: ItemView, shown_mode: str) -> None:
+def show_earlier_rounds(sight: Sight) -> None:
     """The case's earlier rounds, your answer and the gold of each: held back
-    until now, its last round answered (`later_rounds_owed`)."""
-    for earlier in earlier_round_golds(db, reviewer.id, item_view.id, shown_mode):
+    until now, its last round answered."""
+    for earlier in sight.earlier:
         final = earlier.answer
         said = (label_name(earlier.item, final.value) if final.status == "answered"
                 else STATUS_WORDS.get(final.status, final.status))
@@ -381,11 +349,11 @@ if st.session_state.get("shown_item") != item.id:
     st.session_state["shown_item"] = item.id
     st.session_state["shown_at"] = time.monotonic()
 
-if this_round is None and (blind := blind_round_holding(db, reviewer.id, item.id)):
-    # No peeking outside a blind round at what the round keeps hidden.
-    mode = "blind"
-    st.caption(f"You review this item blind in {safe_markdown(blind)}, so its labels stay "
-               "hidden here too.")
+# The blinding my answers here are given under: the round's, or blind where a fully
+# blind round holds the item for me (no peeking outside it at what it keeps hidden).
+mode = sight_of(item.id).mode
+if (notice := sight_of(item.id).notice) is not None:
+    st.caption(notice)
 if item.codebook is not None:
     # The wording in force: the latest in-app edit of the codebook, if any.
     item.codebook = current_codebook(db, item.codebook.key) or item.codebook
@@ -395,19 +363,11 @@ if this_round is not None and not in_round(db, this_round.id, item.id):
     st.warning(f"{code_span(item.uid)} is not part of {safe_markdown(this_round.name)}, so an "
                "answer to it could not count there.", icon=":material/block:")
     st.button("Back to the round", type="primary", icon=":material/undo:", on_click=on_open,
-              args=(next_item(),))
+              args=(next_one(),))
     st.stop()
-if this_round is not None:
-    # Inside a round, Back and Next move through the round's items given to me.
-    mine = my_round_items(db, this_round.id, reviewer.id)
-    here = mine.index(item.id) if item.id in mine else len(mine)
-    position, total = here + 1, len(mine) + (item.id not in mine)
-    earlier = mine[here - 1] if here > 0 else None
-    later = mine[here + 1] if here + 1 < len(mine) else None
-else:
-    position, total = item_position(db, item.id, filt)
-    earlier = neighbour_item(db, item.id, filt, -1)
-    later = neighbour_item(db, item.id, filt, +1)
+# Inside a round, Back and Next move through the round's items given to me.
+place = item_place(db, reviewer.id, item.id, filt, round_id=this_round.id if this_round else None)
+position, total, earlier, later = place.position, place.total, place.earlier, place.later
 left, right = st.columns([3, 2], gap="large")
 
 # -- the item ----------------------------------------------------------------
@@ -433,7 +393,8 @@ with left:
                     st.error("Generation failed: " + safe_markdown(item.error or "no reason given"),
                              icon=":material/error:")
                 else:
-                    show_text(item.response, key=f"response:{item.id}")
+                    show_text(item.response, key=f"response:{item.id}",
+                              empty="(empty reply: the model returned no text)")
 
 # -- the answer ----------------------------------------------------------------
 with right:
@@ -442,7 +403,7 @@ with right:
         st.stop()
     answers = my_answers(db, reviewer.id, item.id, item.question_id)
     current = answers[-1] if answers else None
-    st.markdown(f"**{item.question_text}**")
+    st.markdown(f"**{safe_markdown(item.question_text)}**")
     if current and current.status != "skipped":
         st.caption("You answered this item; choosing again records a revision after the reveal.")
     # Every action's key names the item it acts on. A key pressed while the
@@ -453,8 +414,9 @@ with right:
     for lab in item.codebook.labels:
         chosen = current is not None and current.value == lab.code
         st.button(
-            f"{lab.short}  ·  {lab.code[:2]}", key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
-            help=lab.definition, width="stretch", type="primary" if chosen else "secondary",
+            f"{safe_markdown(lab.short)}  ·  {safe_markdown(lab.code[:2])}",
+            key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
+            help=safe_markdown(lab.definition), width="stretch", type="primary" if chosen else "secondary",
             on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered", item.uid),
             disabled=item.failed,
         )
@@ -522,6 +484,8 @@ with right:
 
     with st.expander("Codebook: definitions and decision rules"):
         for lab in item.codebook.labels:
-            st.markdown(f"**{lab.shortcut} · {lab.short}** — `{lab.code}`  \n{lab.definition}")
+            # Codebook wording is text, shown as written (an admin may edit it).
+            st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                        f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
             for rule in lab.rules:
-                st.markdown(f"- {rule}")
+                st.markdown(f"- {safe_markdown(rule)}")

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
+from codebook import BLINDING_MODES
 from pages._shared import require_reviewer, store
-from review.reviewing.blinding import MODES
 from review.reviewing.queue import filter_choices
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
-    RUBRIC_KINDS,
     RoundError,
     RoundSpec,
     create_round,
     criteria_round_key,
     is_rubric_round,
+    label_questions,
     list_rounds,
 )
 from review.text import safe_markdown
@@ -27,11 +27,6 @@ BLINDING_WORDS = {
 
 ROUND_WORDS = {criteria_round_key("trajectory"): "agent runs: all criteria",
                criteria_round_key("graded_conversation"): "graded conversations: all criteria"}
-
-def question_words(key: str) -> str:
-    """A round's question in words (the key, where the question is gone)."""
-    return db.scalar("SELECT text FROM questions WHERE key = ?", (key,)) or key
-
 
 st.title("Rounds and people", anchor=False)
 me = require_reviewer()
@@ -48,7 +43,7 @@ if "rounds_warning" in st.session_state:
     st.warning(st.session_state.pop("rounds_warning"), icon=":material/group_add:")
 if rounds:
     st.dataframe(
-        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or question_words(r.question_key),
+        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or r.question_text or r.question_key,
           "items": r.items,
           "reviews": f"{r.answers_given} of {r.answers_needed}",
           "done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
@@ -68,12 +63,11 @@ else:
                "clinicians get the same items for an agreement audit.")
 
 with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
-    questions = dict(db.query(  # label questions; a run's or conversation's are in its criteria
-        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
-        f" AND applies_to NOT IN ({', '.join('?' * len(RUBRIC_KINDS))}) ORDER BY id", RUBRIC_KINDS))
+    questions = label_questions(db)  # a run's or conversation's are in its criteria
+    present = filter_choices(db).kinds
     for kind, words in (("trajectory", "Agent runs: every criterion and verdict of each run"),
                         ("graded_conversation", "Graded conversations: every rubric criterion")):
-        if db.scalar("SELECT 1 FROM items WHERE kind = ? LIMIT 1", (kind,)):
+        if kind in present:
             questions[criteria_round_key(kind)] = words
     question = st.selectbox("What each reviewer answers", list(questions),
                             format_func=lambda k: questions.get(k, k),
@@ -98,7 +92,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
                                                "none": "nothing"}.get)
-        blinding = c[1].selectbox("Blinding", MODES, index=1, format_func=BLINDING_WORDS.get,
+        blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
         minutes = c[2].number_input("Reservation expires after (min)", 1, 240, 20)

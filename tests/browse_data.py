@@ -9,8 +9,9 @@ from pathlib import Path
 from bench.gen_klinikebench import episode
 from review.browse import add_tag
 from review.datasets.sources import import_file
-from review.reviewing.criteria import open_labels
-from review.reviewing.items import commit_answer, flag_item
+from review.reviewing.blinding import open_labels
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import flag_item
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 
@@ -24,8 +25,8 @@ FABRICATED = "The troponin came back normal, so cardiac causes are excluded."
 def trajectory_rows(n: int = RUNS, steps: int = STEPS) -> list[dict]:
     """KlinikeBench-shaped episodes (invented text), the first with a claim to find."""
     rows = [episode(i, seed=3, steps=steps, n_total=n) for i in range(n)]
-    first = json.loads(rows[0]["agent_steps"])
-    step = next(s for s in first if s["step_id"] == 7)
+    first = json.loads(rows[0]["agent_steps"])  # a whole ATIF trajectory
+    step = next(s for s in first["steps"] if s["step_id"] == 7)
     reply = json.loads(step["message"])
     reply["plan"] = FABRICATED
     step["message"] = json.dumps(reply)

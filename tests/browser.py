@@ -34,9 +34,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
+def running_app(db: Path, timeout: float = 60, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`env`: more environment for the server (e.g. STREAMLIT_SECRETS_FILES for a login)."""
+    with running_server(db, timeout, env) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def running_server(db: Path, timeout: float = 60, env: dict[str, str] | None = None,
+                   ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`running_app`, with the server's process (its own process group): for
+    benchmarks that read its CPU time."""
     port = free_port()
-    env = dict(os.environ, CARELENS_DB=str(db))
+    env = dict(os.environ, **(env or {}), CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(
@@ -57,7 +67,7 @@ def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app did not start:\n{log.read_text()}")
             time.sleep(0.2)
-        yield url
+        yield url, proc
     finally:
         stop_group(proc)
 

@@ -17,11 +17,10 @@ from store import Store
 from store.records import AnnotationRecord, ItemRecord, RaterRecord
 from store.writer import RecordWriter
 from tests.fake_llm_server import FakeLLMServer
+from tests.helpers import CODES
 
 UNREACHABLE = "http://127.0.0.1:9/"
 KEYS = {"openai": "sk-test-openai-0123456789abcdef", "anthropic": "sk-ant-test-fedcba9876543210"}
-CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
-         "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
 
 
 def fake_server(latency: float = 0.0) -> Iterator[FakeLLMServer]:

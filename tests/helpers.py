@@ -11,6 +11,8 @@ from store.writer import RecordWriter
 
 CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
          "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
+"""The CARE-Bench escalation codes in their order, written out: the tests check
+the shipped codebook against this list, not against itself."""
 
 
 def write_prefixes(store: Store, n: int, dataset: str = "test", with_gold: bool = True) -> list[str]:

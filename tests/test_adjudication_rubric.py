@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.criteria import (
-    CANNOT_ASSESS,
-    Verdict,
-    commit_verdicts,
-    find_item,
-    item_questions,
-)
+from codebook import CANNOT_ASSESS
+from review.reviewing.commit import Verdict, commit_verdicts
+from review.reviewing.criteria import find_item, item_questions
 from review.team.adjudication import (
     ADJUDICATED,
     AdjudicationError,
@@ -132,21 +128,21 @@ def test_answering_any_criterion_of_an_item_bars_settling_all_of_it(db):
 
 
 def test_unanimous_criteria_settle_once_even_when_two_pages_race(db, monkeypatch):
-    import review.team.adjudication as adj
+    import review.team.settlements as settlements
 
     a, b = ensure_reviewer(db, "Dr. A"), ensure_reviewer(db, "Dr. B")
     item = find_item(db, KB_UID)
     answer(db, a, item, ["met"])
     answer(db, b, item, ["met"])
-    real = adj._rubric_answers
+    real = settlements.rubric_answers
 
     def racing(store):  # another page settles between this page's read and its write
         found = real(store)
-        monkeypatch.setattr(adj, "_rubric_answers", real)
+        monkeypatch.setattr(settlements, "rubric_answers", real)
         assert settle_unanimous_rubric(store) == 1
         return found
 
-    monkeypatch.setattr(adj, "_rubric_answers", racing)
+    monkeypatch.setattr(settlements, "rubric_answers", racing)
     assert settle_unanimous_rubric(db) == 0
     assert db.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
                      " WHERE r.name = ?", (ADJUDICATED,)) == 1

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labels import comparisons as cmp
-from review.reviewing.criteria import open_labels
+from labels import compare as cmp
+from review.reviewing.blinding import open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
@@ -86,9 +86,12 @@ def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_copy):
     table = coefficient_table(at)
     assert "Fleiss' kappa" in set(table["Coefficient"])
     assert "Cohen's kappa" not in set(table["Coefficient"])
-    at.selectbox(key="agr_phase").set_value("blind").run()
+    # Blind answers by default, said on the screen; the latest only by choice, and said.
+    assert at.selectbox(key="agr_phase").value == "blind"
+    assert any("Answers used:** clinicians' blind answers" in c.value for c in at.caption)
+    at.selectbox(key="agr_phase").set_value("current").run()
     assert not at.exception
-    assert any("blind answers only" in c.value for c in at.caption)
+    assert any("Answers used:** clinicians' current answers" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("tab, expected", [
@@ -346,8 +349,12 @@ def test_raters_with_no_shared_unit_have_nothing_to_compare(tmp_path, monkeypatc
 
 def test_meta_eval_says_the_phase_filter_left_no_physician_label(demo):
     assert cmp.meta_eval(demo, n_boot=20).n_rows == 34
-    m = cmp.meta_eval(demo, None, None, cmp.Filters(phase="blind"), n_boot=20)
-    assert m.explanation.startswith("The phase filter (clinicians' blind answers only) leaves "
+    # Imported physician labels count as blind (their file gives no phase): the default
+    # and "blind" keep them; after-reveal answers only leaves none, and says so.
+    assert cmp.meta_eval(demo, None, None, cmp.Filters(phase="blind"), n_boot=20).n_rows == 34
+    m = cmp.meta_eval(demo, None, None, cmp.Filters(phase="after_reveal"), n_boot=20)
+    assert m.explanation.startswith("The phase filter (clinicians' after-reveal answers only "
+                                    "(given once the machine label was shown)) leaves "
                                     "no physician label on these criteria")
     assert "No physician" not in m.explanation
 

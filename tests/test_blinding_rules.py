@@ -5,15 +5,10 @@ from __future__ import annotations
 
 from review.datasets.sources import import_file
 from review.datasets.sources.clinicare import trial_uid
-from review.reviewing.criteria import (
-    Verdict,
-    commit_verdicts,
-    find_item,
-    item_questions,
-    mark_step,
-    revealed_verdicts,
-)
-from review.reviewing.items import commit_answer, load_item, my_answers, reveal_reference_labels
+from review.reviewing.blinding import reveal_reference_labels, revealed_verdicts
+from review.reviewing.commit import Verdict, commit_answer, commit_verdicts, mark_step
+from review.reviewing.criteria import find_item, item_questions
+from review.reviewing.items import load_item, my_answers
 from review.reviewing.queue import QueueFilter, next_unreviewed_item
 from review.team.adjudication import settle
 from review.team.reviewers import ensure_reviewer

@@ -28,7 +28,7 @@ from review.browse import (
 )
 from review.browse.search import MAX_TERMS, count_matching, matching_items, parse_query, search
 from review.datasets.sources import import_file
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.text import inline_code
 from review.workspace import open_store

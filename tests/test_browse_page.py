@@ -176,7 +176,7 @@ def import_a_new_case(db) -> None:
 def test_a_reviewer_with_blind_work_left_chooses_to_see_every_raters_labels(demo_copy, monkeypatch):
     """Browse and Agreement show gold and machine labels: a reviewer with items still
     waiting for a blind answer is told, and sees them only by choosing to (recorded)."""
-    from review.reviewing.criteria import LABELS_OPENED
+    from review.reviewing.blinding import LABELS_OPENED
 
     at = app_as(demo_copy, monkeypatch, "Dr. New Blind")
     at.switch_page(BROWSE).run()
@@ -231,11 +231,12 @@ def test_items_imported_while_the_warning_is_up_are_asked_about(demo_copy, monke
 
 
 def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_path, monkeypatch):
-    from review.reviewing.criteria import LABELS_OPENED
+    from review.reviewing.blinding import LABELS_OPENED
     """A reviewer who has answered every item in a blind round is not asked
     before Browse shows every rater's labels; but the opening is recorded, so
     an answer they change afterwards is not recorded as a blind one."""
-    from review.reviewing.items import commit_answer, load_item
+    from review.reviewing.commit import commit_answer
+    from review.reviewing.items import load_item
     from review.team.reviewers import ensure_reviewer
     from review.team.rounds import RoundSpec, create_round, reserve_next_item
     from tests.helpers import write_prefixes
@@ -268,8 +269,9 @@ def test_with_nothing_left_to_answer_blind_the_labels_open_on_the_record(tmp_pat
 def test_an_adjudicator_who_also_reviews_opens_the_labels_on_the_record(demo_copy, monkeypatch):
     """Adjudicators are not asked before Browse shows every rater's labels, but the
     opening is recorded: an answer they give afterwards is not a blind one."""
-    from review.reviewing.criteria import LABELS_OPENED
-    from review.reviewing.items import commit_answer, find_item_id, load_item
+    from review.reviewing.blinding import LABELS_OPENED
+    from review.reviewing.commit import commit_answer
+    from review.reviewing.items import find_item_id, load_item
     from review.team.reviewers import ensure_reviewer
 
     at = app_as(demo_copy, monkeypatch, "Dr. Senior", role="adjudicator")

@@ -189,8 +189,9 @@ def test_an_export_of_a_rater_without_labels_is_refused_naming_those_with(demo_c
                             "--rater", "Dr. Mei Tanka", "--out", str(out))
     assert code == 2 and stdout == "" and not out.exists()
     assert one_line(err) == (
-        "carelens: 'Dr. Mei Tanka' has no label on carebench.escalation_needed; raters who have: "
-        "Dr. Amara Okafor, Dr. Lukas Brenner, Dr. Mei Tanaka, carebench-gold\n")
+        "carelens: 'Dr. Mei Tanka' has no label on carebench.escalation_needed or "
+        "carebench.response_action; raters who have: Dr. Amara Okafor, Dr. Lukas Brenner, "
+        "Dr. Mei Tanaka, carebench-gold, demo:mapper@v1, demo:mapper@v2\n")
     code, stdout, _ = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
                           "--rater", "Dr. Mei Tanaka", "--out", str(out))
     n = int(stdout.split(": ")[1].split()[0])
@@ -203,14 +204,15 @@ def test_an_export_of_an_empty_database_names_no_raters(tmp_path, capsys):
     code, _, err = run_cli(capsys, "--db", str(db), "export", "--what", "carebench-labels",
                        "--rater", "Dr A", "--out", str(tmp_path / "l.csv"))
     assert code == 2 and one_line(err) == (
-        "carelens: 'Dr A' has no label on carebench.escalation_needed; no rater has one yet\n")
+        "carelens: 'Dr A' has no label on carebench.escalation_needed or "
+        "carebench.response_action; no rater has one yet\n")
 
 
 def test_rater_is_refused_for_an_annotations_export(demo_copy, tmp_path, capsys):
     out = tmp_path / "a.csv"
     code, _, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "annotations",
                        "--rater", "Dr. Mei Tanaka", "--out", str(out))
-    assert code == 2 and not out.exists() and "--rater is for --what carebench-labels" in one_line(err)
+    assert code == 2 and not out.exists() and "--rater and --model are for --what carebench-labels" in one_line(err)
 
 
 # -- LLM runs: what was left unanswered, and what to do about it ----------------------------

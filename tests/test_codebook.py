@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codebook import CAREBENCH, CodebookError, builtin_codebooks, codebook, load_codebook_file
-
-CODES = ["0A_NO_ESCALATION_INFO_NEEDED", "0B_NO_ESCALATION_SELF_CARE_MONITOR",
-         "1A_ESCALATION_NONURGENT_CARE", "1B_ESCALATION_URGENT_CARE"]
+from tests.helpers import CODES
 
 
 def test_carebench_codebook_has_the_four_codes_in_ordinal_order():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codebook import CodebookError
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.codebook_versions import codebook_history, current_codebook, edit_label
 from review.team.reviewers import ensure_reviewer
 

@@ -7,29 +7,25 @@ import json
 
 import pytest
 
+from codebook import BLIND, SUGGEST
 from review.datasets.sources import import_file
 from review.datasets.sources.clinicare import trial_uid
-from review.reviewing.blinding import BLIND, SUGGEST
+from review.reviewing.blinding import revealed_verdicts
+from review.reviewing.commit import AnswerSpec, Verdict, commit_answers, commit_verdicts, mark_step
 from review.reviewing.criteria import (
-    Verdict,
-    commit_verdicts,
     evidence_steps,
     find_item,
     is_reviewed,
     item_position,
     item_questions,
-    mark_step,
     my_current_answers,
     next_unreviewed,
-    open_graded,
-    open_run,
     rater_scores,
-    revealed_verdicts,
     review_progress,
     step_marks,
 )
-from review.reviewing.items import AnswerSpec, commit_answers
 from review.reviewing.queue import QueueFilter
+from review.reviewing.screens import open_graded, open_run
 from review.team.reviewers import ensure_reviewer
 from tests.helpers import table_counts, write_jsonl
 from tests.review_fixtures import HARBOR_UID, HOSTILE, KB_UID, PROMPT

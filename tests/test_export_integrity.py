@@ -13,8 +13,9 @@ import pytest
 
 from review.datasets.export import carebench_labels, export_annotations
 from review.datasets.sources import import_file
-from review.reviewing.criteria import find_item, mark_step
-from review.reviewing.items import commit_answer, load_item, skip_item
+from review.reviewing.commit import commit_answer, mark_step, skip_item
+from review.reviewing.criteria import find_item
+from review.reviewing.items import load_item
 from review.team.adjudication import settle, settle_unanimous, settle_unanimous_steps
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store

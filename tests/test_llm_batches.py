@@ -38,6 +38,7 @@ from store.writer import RecordWriter
 from tests import conftest_llm as llm
 from tests.conftest_llm import plan, q
 from tests.fake_llm_server import Cut, DeepInput, MalformedBody, Reply, Status, Unparseable
+from tests.helpers import CODES
 
 SPECS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-haiku-4-5"}
 
@@ -295,7 +296,7 @@ def _compatible(db, fake, password, obj):
 
 def test_a_short_url_password_leaves_the_models_words_alone(db, fake):
     rationale = "Advise to administer fluids; the admin note says rest."
-    summary = _compatible(db, fake, "admin", {"rationale": rationale, "label": llm.CODES[1]})
+    summary = _compatible(db, fake, "admin", {"rationale": rationale, "label": CODES[1]})
     assert summary.answered == 1
     assert q(db, "SELECT rationale FROM annotations")[-1] == (rationale,)
 
@@ -304,9 +305,9 @@ def test_a_redacted_secret_never_makes_a_valid_answer_unreadable(db, fake):
     # a long password is still redacted from what is stored, but after the reply is read
     password = "ESCALATION"  # part of the label code CODES[1]
     summary = _compatible(db, fake, password, {"rationale": f"pw {password} seen",
-                                               "label": llm.CODES[1]})
+                                               "label": CODES[1]})
     assert summary.answered == 1 and machine_answers(db) == 1, summary.messages
-    assert q(db, "SELECT value, rationale FROM annotations")[-1] == (llm.CODES[1],
+    assert q(db, "SELECT value, rationale FROM annotations")[-1] == (CODES[1],
                                                                      "pw [redacted] seen")
     assert password not in str(q(db, "SELECT response, raw_text, parsed FROM llm_calls"))
 
@@ -667,7 +668,7 @@ def everything(db):
 
 def test_a_key_echoed_in_a_reply_is_redacted_wherever_it_is_stored(db, fake):
     fake.script(Reply(obj={"rationale": f"debug: Authorization: Bearer {KEY}",
-                           "label": llm.CODES[0]}))
+                           "label": CODES[0]}))
     run_map(db, plan(db, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
     stored = everything(db)
     assert machine_answers(db, "answered") == 1

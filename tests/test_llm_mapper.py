@@ -14,8 +14,8 @@ from store.records import AnnotationRecord, ItemRecord, RaterRecord
 from store.writer import RecordWriter
 from tests import conftest_llm as llm
 from tests.fake_llm_server import MalformedBody, Reply, Status, Unparseable
+from tests.helpers import CODES
 
-CODES = llm.CODES
 PROVIDERS = {  # model spec, how the test reaches the fake server
     "openai": ("openai:gpt-4.1-mini", lambda s: s.openai_base_url),
     "anthropic": ("anthropic:claude-haiku-4-5", lambda s: s.base_url),

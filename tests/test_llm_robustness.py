@@ -34,8 +34,8 @@ from tests.fake_llm_server import (
     Refusal,
     Status,
 )
+from tests.helpers import CODES
 
-CODES = llm.CODES
 URLS = {"openai": "openai_base_url", "anthropic": "base_url"}
 SPECS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-haiku-4-5"}
 

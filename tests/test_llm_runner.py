@@ -30,9 +30,9 @@ from store.writer import RecordWriter
 from tests import conftest_llm as llm
 from tests.conftest_llm import plan
 from tests.fake_llm_server import RateLimited, Reply, ServerError, Status, Unparseable
+from tests.helpers import CODES
 
 ROOT = Path(__file__).resolve().parents[1]
-CODES = llm.CODES
 
 
 

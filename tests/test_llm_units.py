@@ -29,11 +29,7 @@ from labels.llm.spec import (
     resolve_key,
 )
 from labels.llm.tasks import ReplyUnreadable, read_json_object
-from tests import conftest_llm as llm
-
-CODES = llm.CODES
-
-
+from tests.helpers import CODES
 
 # -- model specs and keys ------------------------------------------------------
 

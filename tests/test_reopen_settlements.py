@@ -4,13 +4,9 @@ round, or all clinicians' answers in force. To the other scope it is settled:
 a round counts exactly its own reviewers, whatever others answer outside it."""
 import pytest
 
-from review.reviewing.items import (
-    commit_answer,
-    find_item_id,
-    later_rounds_owed,
-    load_item,
-    reveal_reference_labels,
-)
+from review.reviewing.blinding import later_rounds_owed, reveal_reference_labels
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import find_item_id, load_item
 from review.team.adjudication import ADJUDICATED, adjudication_queue, settle_unanimous
 from review.team.reviewers import ensure_reviewer
 from review.team.rounds import RoundSpec, create_round, reserve_next_item
@@ -125,22 +121,22 @@ def test_a_withdrawn_settlement_below_the_rounds_distance_is_like_any_disagreeme
 
 
 def test_a_dissent_committed_while_the_page_settles_is_seen_under_the_write_lock(prefixes, monkeypatch):
-    import review.team.adjudication as adj
+    import review.team.settlements as settlements
 
     item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
     qid = load_item(prefixes, item).question_id
     a, b = ensure_reviewer(prefixes, "Rev A"), ensure_reviewer(prefixes, "Rev B")
     commit_answer(prefixes, a, item, qid, "0B")
     commit_answer(prefixes, b, item, qid, "0B")
-    real = adj._complete_items
+    real = settlements.label_answers
 
-    def racing(s, round_id, question_id):
-        found = real(s, round_id, question_id)
-        monkeypatch.setattr(adj, "_complete_items", real)
+    def racing(s, round_id, question_id, item_id=None):
+        found = real(s, round_id, question_id, item_id)
+        monkeypatch.setattr(settlements, "label_answers", real)
         commit_answer(s, b, item, qid, "1B")  # B changes their mind meanwhile, on another page
         return found
 
-    monkeypatch.setattr(adj, "_complete_items", racing)
+    monkeypatch.setattr(settlements, "label_answers", racing)
     settle_unanimous(prefixes, None, question_key=Q)
     assert prefixes.query_one(
         "SELECT 1 FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
@@ -160,7 +156,7 @@ def test_browse_offers_the_adjudicated_labels_only_while_one_is_in_force(prefixe
 
 
 def test_a_clinician_who_passes_over_an_item_after_answering_withdraws_its_settlement(prefixes):
-    from review.reviewing.items import skip_item
+    from review.reviewing.commit import skip_item
 
     item = prefixes.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
     qid = load_item(prefixes, item).question_id

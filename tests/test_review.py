@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.blinding import BLIND, SUGGEST
-from review.reviewing.items import (
-    commit_answer,
-    find_item_id,
-    flag_item,
-    is_flagged,
-    later_rounds_owed,
-    load_item,
-    my_answers,
-    reveal_reference_labels,
-    skip_item,
-)
+from codebook import BLIND, SUGGEST
+from review.reviewing.blinding import later_rounds_owed, reveal_reference_labels
+from review.reviewing.commit import commit_answer, skip_item
+from review.reviewing.items import find_item_id, flag_item, is_flagged, load_item, my_answers
 from review.reviewing.queue import QueueFilter, next_unreviewed_item, queue_progress
 from review.team.reviewers import ensure_reviewer
 
@@ -251,7 +243,7 @@ def test_an_adjudicators_own_answer_after_settling_is_not_blind(demo):
 
 
 def test_choosing_to_see_every_label_makes_later_answers_after_the_reveal(demo):
-    from review.reviewing.criteria import labels_mark, open_labels
+    from review.reviewing.blinding import labels_mark, open_labels
 
     me = ensure_reviewer(demo, "Dr. Curious")
     item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="prefix")))

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from review.reviewing.items import commit_answer, find_item_id, load_item
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import find_item_id, load_item
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.conftest import ROOT
@@ -207,7 +208,7 @@ def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
 def test_a_blind_rounds_item_gold_is_not_shown_in_a_later_rounds_reveal(demo_copy, monkeypatch):
     """The last round's reveal shows every round's gold, each under its own blinding:
     a round a fully blind review round holds for the reviewer stays blind there too."""
-    from review.reviewing.items import later_rounds_owed
+    from review.reviewing.blinding import later_rounds_owed
     from review.team.rounds import RoundSpec, create_round, reserve_next_item
     from tests.helpers import open_app
 

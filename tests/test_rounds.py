@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from review.reviewing.items import commit_answer, load_item, skip_item
+from review.reviewing.commit import commit_answer, skip_item
+from review.reviewing.items import load_item
 from review.team.activity import audit_entries, reviewer_progress
 from review.team.adjudication import (
     ADJUDICATED,
@@ -16,7 +17,7 @@ from review.team.adjudication import (
     settle,
     settle_unanimous,
 )
-from review.team.reviewers import ensure_reviewer, grant_role, reviewer_for_login
+from review.team.reviewers import ensure_reviewer, grant_role
 from review.team.rounds import (
     RoundError,
     RoundSpec,
@@ -202,14 +203,6 @@ def test_roles_are_granted_by_an_admin_and_logged(demo):
     assert (entry.actor, entry.old, entry.new) == ("Jordan Lee", {"role": "reviewer"}, {"role": "adjudicator"})
 
 
-def test_server_mode_identity_comes_from_the_login(store):
-    first = reviewer_for_login(store, "Boss@Example.org", "Dr. Boss")
-    assert (first.name, first.role) == ("Dr. Boss", "admin")
-    second = reviewer_for_login(store, "nurse@example.org", "Dr. Boss")
-    assert (second.name, second.role) == ("Dr. Boss (2)", "reviewer")
-    assert reviewer_for_login(store, "boss@example.org").id == first.id
-
-
 def test_progress_counts_pace_and_time(demo):
     me = ensure_reviewer(demo, "Counter")
     for i, item in enumerate(r[0] for r in demo.query("SELECT id FROM items WHERE kind='prefix' LIMIT 3")):
@@ -226,14 +219,15 @@ def test_progress_counts_pace_and_time(demo):
 # -- rounds over agent runs and graded conversations -------------------------------------------
 
 def verdicts_on(s, item_id, choice="met"):
-    from review.reviewing.criteria import Verdict, item_questions
+    from review.reviewing.commit import Verdict
+    from review.reviewing.criteria import item_questions
 
     return [Verdict(q.id, choice) for q in item_questions(s, item_id) if q.kind == "criterion"]
 
 
 def review_run(s, rid, rev):
     """Take the next run of the round and commit a verdict on each of its criteria."""
-    from review.reviewing.criteria import commit_verdicts
+    from review.reviewing.commit import commit_verdicts
 
     item_id = reserve_next_item(s, rid, rev)
     if item_id is not None:
@@ -263,7 +257,7 @@ def test_a_criteria_round_over_agent_runs_fills_each_run_k_times(demo_copy):
 
 
 def test_a_third_reviewers_batch_is_kept_whole_outside_the_round(demo):
-    from review.reviewing.criteria import commit_verdicts
+    from review.reviewing.commit import commit_verdicts
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("hb", criteria_round_key("graded_conversation"),
@@ -301,7 +295,7 @@ def test_rounds_that_could_never_fill_are_refused(demo, question, stratify, mess
 
 
 def test_a_run_reviewed_outside_the_round_is_not_handed_out_in_it(demo):
-    from review.reviewing.criteria import commit_verdicts
+    from review.reviewing.commit import commit_verdicts
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none"),
@@ -314,7 +308,8 @@ def test_a_run_reviewed_outside_the_round_is_not_handed_out_in_it(demo):
 
 
 def test_a_review_begun_and_abandoned_frees_its_place_when_the_reservation_lapses(demo):
-    from review.reviewing.criteria import commit_verdicts, unfinished_in_round
+    from review.reviewing.commit import commit_verdicts
+    from review.reviewing.navigation import unfinished_in_round
     from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), reviewers_per_item=1,
@@ -351,7 +346,7 @@ def test_settling_a_label_round_never_counts_the_adjudicator_as_a_reviewer(demo)
 
 
 def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
-    from review.reviewing.criteria import mark_step
+    from review.reviewing.commit import mark_step
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("runs", criteria_round_key("trajectory"), stratify_by="none",
@@ -365,7 +360,7 @@ def test_a_step_mark_in_a_round_needs_the_run_to_be_in_it(demo):
 def test_a_step_mark_never_makes_a_review_past_k(demo):
     """A reviewer refused a place (the run has its k reviews) can still mark a step,
     but the mark does not turn their free-review verdicts into a review of the round."""
-    from review.reviewing.criteria import commit_verdicts, mark_step
+    from review.reviewing.commit import commit_verdicts, mark_step
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
@@ -388,7 +383,7 @@ def test_the_migration_counts_only_complete_reviews_given_before_it(demo_copy):
     import sys
     from pathlib import Path
 
-    from review.reviewing.criteria import commit_verdicts
+    from review.reviewing.commit import commit_verdicts
     from review.team.rounds import criteria_round_key
 
     s = open_store(demo_copy)
@@ -436,7 +431,8 @@ def _lapse(s, rater_id):
 def test_once_kept_outside_a_round_a_reviewers_answers_on_that_run_stay_outside(demo):
     """A reviewer told their answers are 'an extra review, not one of the round's'
     is never later given a round review made mostly of those answers."""
-    from review.reviewing.criteria import commit_verdicts, unfinished_in_round
+    from review.reviewing.commit import commit_verdicts
+    from review.reviewing.navigation import unfinished_in_round
     from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
@@ -477,8 +473,8 @@ def test_a_label_item_answered_late_is_not_handed_back_by_the_round(demo):
 
 
 def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
-    from review.reviewing.items import AnswerSpec, commit_answers
-    from review.reviewing.trajectory import STEP_ERROR_QUESTION
+    from codebook import STEP_ERROR_QUESTION
+    from review.reviewing.commit import AnswerSpec, commit_answers
     from review.team.rounds import criteria_round_key
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
@@ -497,7 +493,7 @@ def test_a_mixed_batch_is_kept_whole_outside_the_round(demo):
 def test_marking_steps_keeps_a_reviewers_place_and_needs_one(demo):
     """A clinician marking step after step is working on the run: each mark renews the
     reservation. A mark from someone without a place is kept outside the round."""
-    from review.reviewing.criteria import mark_step
+    from review.reviewing.commit import mark_step
     from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("one", criteria_round_key("trajectory"), reviewers_per_item=1,
@@ -544,7 +540,8 @@ def test_a_run_that_asks_nothing_as_a_whole_completes_its_round_review_with_step
     its step marks, and a marked run counts in the round (the round used to
     hand the same run back for ever, below k)."""
     from review.datasets.sources import import_file
-    from review.reviewing.criteria import is_reviewed, item_questions, mark_step
+    from review.reviewing.commit import mark_step
+    from review.reviewing.criteria import is_reviewed, item_questions
     from review.team.rounds import criteria_round_key
     from tests.test_sources_trajectories import atif_doc, make_trial
 
@@ -654,7 +651,7 @@ def test_a_reviewer_revising_their_own_answers_inside_the_round_keeps_their_plac
     """Answers given in the round are not 'outside' it: a revised label still
     counts once, and a run begun in the round (one verdict, then a change of
     mind) is handed back and its review counts when finished."""
-    from review.reviewing.criteria import commit_verdicts
+    from review.reviewing.commit import commit_verdicts
     from review.team.rounds import criteria_round_key, has_place
 
     rid = create_round(demo, RoundSpec("r", Q, reviewers_per_item=1, limit=2), admin(demo))

@@ -7,7 +7,6 @@ import sqlite3
 
 import pytest
 
-from review import search as search_module
 from review.browse import (
     BrowseQuery,
     ExportOptions,
@@ -30,6 +29,7 @@ from review.browse import (
     to_csv,
     to_jsonl,
 )
+from review.browse import search as search_module
 from review.browse.search import (
     MARK_END,
     MARK_START,
@@ -41,7 +41,7 @@ from review.browse.search import (
     snippet_markdown,
     unindexed_count,
 )
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import writer as writer_module

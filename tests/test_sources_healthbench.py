@@ -259,7 +259,7 @@ def test_a_prompt_completed_by_a_later_import_counts_as_new_for_the_labels_gate(
     """A HealthBench prompt stub (no completion: nothing to grade) completed in place by a
     later import keeps its row id; a reviewer who chose to see the labels before is asked
     about it, as about an item added since."""
-    from review.reviewing.criteria import blind_work_left, labels_mark, labels_opened, open_labels
+    from review.reviewing.blinding import blind_work_left, labels_mark, labels_opened, open_labels
     from review.team.reviewers import ensure_reviewer
 
     meta = write_jsonl(tmp_path / "meta.jsonl", [
@@ -287,14 +287,9 @@ def test_a_criterion_added_to_a_reviewed_item_counts_as_new_for_the_labels_gate(
     asked about it (the item's own row is unchanged)."""
     import copy
 
-    from review.reviewing.criteria import (
-        Verdict,
-        blind_work_left,
-        commit_verdicts,
-        item_questions,
-        labels_opened,
-        open_labels,
-    )
+    from review.reviewing.blinding import blind_work_left, labels_opened, open_labels
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
     from review.team.reviewers import ensure_reviewer
 
     def review_all(uid):

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from review.reviewing.items import commit_answer
+from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import Store

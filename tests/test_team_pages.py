@@ -115,7 +115,7 @@ def test_a_round_does_not_give_an_item_its_reviewer_answered_before(demo_copy, m
 def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_copy, monkeypatch):
     """A clinician who took longer than the reservation, while a colleague took
     the place, loses nothing: the answer is kept, outside the round, and said so."""
-    from review.reviewing.items import commit_answer
+    from review.reviewing.commit import commit_answer
     from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
@@ -256,7 +256,8 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
 
 
 def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_copy, monkeypatch):
-    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
     from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
@@ -296,12 +297,9 @@ def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_co
 
 
 def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypatch):
-    from review.reviewing.criteria import (
-        Verdict,
-        commit_verdicts,
-        item_questions,
-        unfinished_in_round,
-    )
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
+    from review.reviewing.navigation import unfinished_in_round
     from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
@@ -342,7 +340,8 @@ def test_a_run_opened_by_address_outside_the_round_is_reviewed_outside_it(demo_c
 
 
 def test_a_run_reviewed_blind_in_a_round_stays_blind_in_free_review(demo_copy, monkeypatch):
-    from review.reviewing.criteria import Verdict, commit_verdicts, item_questions
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
     from review.team.rounds import reserve_next_item
 
     s = open_store(demo_copy)
@@ -409,7 +408,8 @@ def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, mon
 def test_a_reviewer_reads_only_their_own_audit_entries(demo_copy, monkeypatch):
     """The audit log holds every answer's value and rationale: a reviewer sees
     their own entries only; an adjudicator sees everyone's."""
-    from review.reviewing.items import commit_answer, load_item
+    from review.reviewing.commit import commit_answer
+    from review.reviewing.items import load_item
     from review.reviewing.queue import QueueFilter, next_unreviewed_item
 
     s = open_store(demo_copy)

@@ -2,12 +2,11 @@
 
 A *unit* is one thing that was answered: an item, a question about it, and the
 part of the item answered (``target``: '' for the whole item, 'step:12' for
-one step). For each unit and rater the answer in force is the newest
-annotation (as the ``current_annotations`` view defines it). With a phase
-filter, clinicians' answers are taken from that phase only: ``phase="blind"``
-gives each clinician's newest answer given before any machine or reference
-label was revealed. Machine and reference raters are never filtered by phase
-(their labels are imported, not given blind).
+one step). For each unit and rater the answer used is the newest annotation
+among those the phase allows (``labels.phases``): by default each clinician's
+newest answer given before any machine or reference label was seen (blind, or
+imported); ``phase="current"`` the newest whatever the phase. Machine and
+reference raters are never filtered by phase.
 
 "Cannot assess" is a missing rating unless ``include_cannot_assess`` is set,
 when it becomes a category of its own; a skip is always missing.
@@ -16,12 +15,18 @@ when it becomes a category of its own; a skip is always missing.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from labels.compare.questions import CANNOT_ASSESS, QuestionSet, question_set
+from codebook import CANNOT_ASSESS
+from labels.compare.questions import QuestionSet, question_set
+from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
+from labels.provenance import Digest, answers_digest
+from labels.provenance import file_name as _file_name
 from store import Store
 
-PHASES = ("blind", "after_reveal", "suggested", "imported")
+__all__ = ["PHASES", "Answers", "Filters", "RaterInfo", "Unit", "compared_question_set",
+           "filters_from", "load_answers", "without_cannot_assess"]
 
 CATEGORY_FIELDS = ("category", "specialty_or_domain")
 """Where an item's category is read from, in order: the item's meta, its parent's
@@ -43,16 +48,17 @@ class Filters:
     category: str | None = None
     """Item category (HealthBench category, CARE-Bench specialty); see CATEGORY_FIELDS."""
     phase: str | None = None
-    """Clinicians' answers from this phase only: blind | after_reveal | suggested | imported."""
+    """Which of the clinicians' answers (``labels.phases``): blind (the default; None
+    means it too) | current | after_reveal | suggested | imported."""
     include_cannot_assess: bool = False
     """Count "cannot assess" as a category of its own instead of a missing rating."""
 
     def __post_init__(self) -> None:
-        if self.phase is not None and self.phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {self.phase!r}")
+        object.__setattr__(self, "phase", normalise_phase(self.phase))
 
     def describe(self) -> str:
-        """The filters in words, e.g. "split validation · blind answers only"."""
+        """The filters in words, the phase always named, e.g. "split validation ·
+        clinicians' blind answers (...)"."""
         parts = [
             f"{name} {value}"
             for name, value in (
@@ -64,11 +70,30 @@ class Filters:
             )
             if value not in (None, "")
         ]
-        if self.phase:
-            parts.append(f"clinicians' {self.phase.replace('_', ' ')} answers only")
         if self.include_cannot_assess:
             parts.append("'cannot assess' counted as an answer")
-        return " · ".join(parts) or "all items"
+        return " · ".join([*(parts or ["all items"]), describe_phase(self.phase)])
+
+    def as_dict(self) -> dict:
+        """The filters as set (empty ones left out), for a report's provenance."""
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "", False)}
+
+
+def filters_from(values: Filters | Mapping | None) -> Filters:
+    """Filters from a mapping such as argparse's (``round`` or ``round_id``; empty
+    values ignored): the one place filters are read from a mapping, for the command
+    line and the screen alike."""
+    if values is None or isinstance(values, Filters):
+        return values or Filters()
+    given = {k: v for k, v in dict(values).items() if v not in (None, "")}
+    if "round" in given:
+        given["round_id"] = given.pop("round")
+    if "round_id" in given:
+        given["round_id"] = int(given["round_id"])
+    unknown = set(given) - set(Filters.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+    return Filters(**given)
 
 
 @dataclass(frozen=True)
@@ -89,6 +114,11 @@ class Unit:
     axes: tuple[str, ...] = ()
     """Rubric axes of the criterion (HealthBench ``axis:...`` tags, or meta.axis)."""
     tags: tuple[str, ...] = ()
+    case_id: str | None = None
+    """The case the item belongs to (a CARE-Bench case's rounds and their responses, a
+    HealthBench prompt's completions): the cluster a bootstrap resamples by."""
+    failed: bool = False
+    """The item records a failed generation (a response the model never gave)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +143,16 @@ class Answers:
     """rater name -> unit index -> annotation id (newer answers have larger ids)."""
     derived: dict = field(default_factory=dict, repr=False)
     """Labels derived once per read (e.g. the clinicians' majority), by name."""
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """clinician name -> units whose latest answer is not of the phase compared (e.g.
+    changed after the machine label was shown): the comparison uses their answer of
+    that phase, or none. Empty under ``phase="current"``."""
+    database_file: str | None = None
+    """The database the answers were read from (its file name), for provenance."""
+
+    def digest(self) -> Digest:
+        """The answers used, as a :class:`labels.provenance.Digest` (content, not ids)."""
+        return answers_digest(self)
 
     def of_kind(self, kind: str) -> list[str]:
         return sorted(n for n, r in self.raters.items() if r.kind == kind and self.values.get(n))
@@ -157,7 +197,9 @@ def without_cannot_assess(answers: Answers, original: QuestionSet) -> tuple[Answ
             values[name] = kept
             ids[name] = {u: i for u, i in answers.answer_ids.get(name, {}).items() if u in kept}
     filters = replace(answers.filters, include_cannot_assess=False)
-    return Answers(original, filters, answers.units, answers.raters, values, ids), dropped
+    return (Answers(original, filters, answers.units, answers.raters, values, ids,
+                    set_aside=dict(answers.set_aside), database_file=answers.database_file),
+            dropped)
 
 
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
@@ -174,24 +216,26 @@ def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | 
     if filters.dataset:
         item_where.append("d.name = ?")
         params.append(filters.dataset)
-    phase_clause = ""
-    if filters.phase:
-        phase_clause = "AND (r.kind != 'human' OR a.phase = ?)"
-        params.append(filters.phase)
+    allowed, phase_params = phase_condition(filters.phase)
+    params = phase_params + phase_params + params
     sql = f"""
 WITH ranked AS (
     SELECT a.id, a.item_id, a.question_id, a.rater_id, a.target, a.status, a.value,
+           {allowed} AS allowed,
+           ROW_NUMBER() OVER (PARTITION BY a.item_id, a.question_id, a.rater_id, a.target,
+                              {allowed} ORDER BY a.id DESC) AS newest,
            ROW_NUMBER() OVER (PARTITION BY a.item_id, a.question_id, a.rater_id, a.target
-                              ORDER BY a.id DESC) AS newest
+                              ORDER BY a.id DESC) AS newest_of_all
     FROM annotations a
     JOIN questions q ON q.id = a.question_id
     JOIN items i ON i.id = a.item_id
     JOIN datasets d ON d.id = i.dataset_id
     JOIN raters r ON r.id = a.rater_id
-    WHERE {qs.where} {''.join(' AND ' + w for w in item_where)} {phase_clause}
+    WHERE {qs.where} {''.join(' AND ' + w for w in item_where)}
 )
-SELECT x.id, x.status, x.value, x.target, r.name AS rater, r.kind AS rater_kind, r.role,
-       i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+SELECT x.id, x.status, x.value, x.target, x.allowed, r.name AS rater, r.kind AS rater_kind,
+       r.role, i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+       COALESCE(i.case_id, p.case_id) AS case_id, i.failed,
        d.name AS dataset, p.uid AS parent_uid, p.meta AS parent_meta,
        q.key AS question_key, q.text AS question_text, q.meta AS question_meta,
        x.item_id, x.question_id
@@ -201,7 +245,7 @@ JOIN items i ON i.id = x.item_id
 JOIN datasets d ON d.id = i.dataset_id
 JOIN questions q ON q.id = x.question_id
 LEFT JOIN items p ON p.id = i.parent_id
-WHERE x.newest = 1
+WHERE (x.allowed AND x.newest = 1) OR (NOT x.allowed AND x.newest_of_all = 1)
 ORDER BY x.item_id, x.question_id, x.target
 """
     unit_index: dict[tuple, int] = {}
@@ -209,33 +253,35 @@ ORDER BY x.item_id, x.question_id, x.target
     raters: dict[str, RaterInfo] = {}
     values: dict[str, dict[int, str]] = {}
     ids: dict[str, dict[int, int]] = {}
+    set_aside: dict[str, int] = {}
     meta_cache: dict[tuple, tuple] = {}
     for row in store.conn.execute(sql, params):
+        facet_key = (row["item_id"], row["question_id"])
+        if facet_key not in meta_cache:
+            meta_cache[facet_key] = _facets(
+                json.loads(row["meta"] or "{}"),
+                json.loads(row["parent_meta"] or "{}"),
+                json.loads(row["question_meta"] or "{}"),
+            )
+        category, axes, tags = meta_cache[facet_key]
+        if filters.category and category != filters.category:
+            continue
+        name = row["rater"]
+        if not row["allowed"]:  # the latest answer is of another phase: set aside
+            if row["status"] != "skipped":
+                set_aside[name] = set_aside.get(name, 0) + 1
+            continue
         key = (row["item_id"], row["question_id"], row["target"])
         index = unit_index.get(key)
         if index is None:
-            facet_key = (row["item_id"], row["question_id"])
-            if facet_key not in meta_cache:
-                meta_cache[facet_key] = _facets(
-                    json.loads(row["meta"] or "{}"),
-                    json.loads(row["parent_meta"] or "{}"),
-                    json.loads(row["question_meta"] or "{}"),
-                )
-            category, axes, tags = meta_cache[facet_key]
-            if filters.category and category != filters.category:
-                unit_index[key] = -1
-                continue
             index = unit_index[key] = len(units)
             units.append(Unit(
                 item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
                 target=row["target"], question_text=row["question_text"],
                 parent_uid=row["parent_uid"], dataset=row["dataset"], split=row["split"],
                 round_id=row["round_id"], model=row["model"], category=category, axes=axes,
-                tags=tags,
+                tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
             ))
-        if index < 0:
-            continue
-        name = row["rater"]
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
         if row["status"] == "answered" and row["value"] is not None:
@@ -246,4 +292,5 @@ ORDER BY x.item_id, x.question_id, x.target
             continue
         values.setdefault(name, {})[index] = value
         ids.setdefault(name, {})[index] = row["id"]
-    return Answers(qs, filters, units, raters, values, ids)
+    return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside,
+                   database_file=_file_name(store))

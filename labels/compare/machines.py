@@ -82,22 +82,20 @@ class MachineReport:
         )
 
 
-def _paired_statistic(key: str, k: int):
-    """Batch statistic on stacked (baseline, candidate) K x K tables: candidate - baseline.
-
-    Kappa is labels.agreement's own batched formula (``_kappa_batch``, the statistic its
-    bootstrap resamples), so the paired difference and the single kappas cannot drift."""
+def _one_table_statistic(key: str, k: int):
+    """Batch statistic of K x K tables (reference rows, version columns): labels.agreement's
+    own batched formula (the statistic its bootstrap resamples), so the paired difference
+    and the single coefficients cannot drift."""
     if key == "percent_agreement":
-        def one(t):
-            n = t.sum(axis=(1, 2))
-            return np.where(n > 0, np.trace(t, axis1=1, axis2=2) / np.where(n > 0, n, 1), np.nan)
-    else:
-        weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
-        w = ag.agreement_weights(k, weights)
+        return ag.percent_agreement_batch
+    weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
+    w = ag.agreement_weights(k, weights)
+    return lambda t: ag.cohen_kappa_batch(t, w)
 
-        def one(t):
-            return ag._kappa_batch(t, w)
 
+def _paired_statistic(key: str, k: int):
+    """Batch statistic on stacked (baseline, candidate) K x K tables: candidate - baseline."""
+    one = _one_table_statistic(key, k)
     return lambda t: one(t[:, 1]) - one(t[:, 0])
 
 
@@ -159,11 +157,7 @@ def _phrase(spec: str) -> str:
 
 def _single(key: str, k: int, table: np.ndarray) -> float | None:
     """The statistic of one K x K table (reference rows, version columns)."""
-    if key == "percent_agreement":
-        value = float(np.trace(table) / table.sum()) if table.sum() else float("nan")
-    else:
-        weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
-        value = float(ag._kappa_batch(table[None], ag.agreement_weights(k, weights))[0])
+    value = float(_one_table_statistic(key, k)(table[None])[0])
     return value if np.isfinite(value) else None
 
 

@@ -36,6 +36,8 @@ from labels.compare.raters import (
     voters,
 )
 from labels.compare.stats import coefficient, coefficient_name, forest_keys, headline_key
+from labels.phases import describe_phase
+from labels.provenance import Digest
 from store import Store, utcnow
 
 BREAKDOWNS = ("category", "round", "split", "model", "dataset", "criterion", "axis")
@@ -142,6 +144,12 @@ class ComparisonReport:
     n_boot: int = 1000
     seed: int = 0
     created_at: str = ""
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """Clinicians of the comparison -> their answers left out because the latest is of
+    another phase than the one compared (``Answers.set_aside``)."""
+    data: Digest | None = field(default=None, repr=False, compare=False)
+    """The answers the report was computed from (for its provenance)."""
+    database_file: str | None = None
 
     @property
     def level(self) -> str:
@@ -292,6 +300,27 @@ def _ceiling_table(
     return full.subset(keep), note
 
 
+def set_aside_of(answers: Answers, specs: list[str], columns: list[str]) -> dict[str, int]:
+    """The set-aside answers of the clinicians a comparison is about: the named ones, and
+    every clinician when a side is a group."""
+    names = set(columns)
+    if any(normalise_spec(s).startswith("group:") for s in specs):
+        names |= set(answers.set_aside)
+    return {n: c for n, c in sorted(answers.set_aside.items()) if n in names}
+
+
+def set_aside_note(set_aside: dict[str, int], phase: str) -> str | None:
+    """The words for answers a phase choice left out, or None."""
+    total = sum(set_aside.values())
+    if not total:
+        return None
+    who = ", ".join(f"{n} {c}" for n, c in set_aside.items())
+    return (f"{total} clinician answer{'' if total == 1 else 's'} whose latest version is not "
+            f"among the {describe_phase(phase)} set aside ({who}): each clinician's answer of "
+            "that phase is compared where there is one; choose current answers (--phase "
+            "current) to compare the latest instead")
+
+
 def compare_answers(
     answers: Answers,
     a: str,
@@ -321,6 +350,10 @@ def compare_answers(
         coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
         created_at=utcnow(),
     )
+    report.data, report.database_file = answers.digest(), answers.database_file
+    report.set_aside = set_aside_of(answers, specs, table.columns)
+    if said := set_aside_note(report.set_aside, answers.filters.phase):
+        report.notes.append(said)
     given = [v for i in compared for v in table.values[i] if v is not None]
     report.answer_counts = {c: given.count(c) for c in qs.categories}
     if pair:

@@ -17,11 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codebook import Codebook, builtin_codebooks, parse_codebook
+from codebook import CANNOT_ASSESS, Codebook, builtin_codebooks, parse_codebook
 from store import Store
-
-CANNOT_ASSESS = "cannot_assess"
-"""The answer "cannot assess", when a comparison counts it as a category of its own."""
 
 ITEM_WORDS = {
     "prefix": "prefixes",

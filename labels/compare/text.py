@@ -151,20 +151,49 @@ def format_report_text(report: ComparisonReport) -> str:
     return "\n".join(lines)
 
 
+def paired_lines(x) -> list[str]:
+    """A labelling's paired model comparisons as text lines (empty when there are none)."""
+    p = x.paired
+    if p is None or not p.pairs:
+        return []
+    lines = [f"Paired comparisons by {p.key} ({p.n_boot} bootstrap resamples of {p.cases} "
+             f"cases, seed {p.seed}; each model's chance of holding its rank: "
+             + ", ".join(f"{m} {share_text(v)}" for m, v in p.rank_probability.items()) + ")"]
+    for d in p.pairs:
+        diff = "—" if d.difference is None else f"{d.difference:+.2f}"
+        line = f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}): {d.verdict}"
+        if d.mcnemar_p is not None:
+            line += (f"; accuracy, McNemar's exact p = {d.mcnemar_p:.3f} ({d.discordant[0]} "
+                     f"vs {d.discordant[1]} discordant prefixes)")
+        lines.append(line)
+    lines += [f"  Note: {n}" for n in p.notes]
+    return lines
+
+
 def format_triage_text(report: TriageReport) -> str:
-    """Triage metrics per model under each labelling, the rankings and their agreement."""
+    """Triage metrics per model under each labelling, with coverage and, where missing
+    predictions change them, the metrics both ways; the rankings, their agreement and the
+    paired comparisons."""
     if report.explanation:
         return report.explanation
     keys = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
             "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
-    lines = []
+    lines = [f"Filters: {report.filters.describe()}",
+             "Each model is scored on everything its reading covers"
+             if not report.common else
+             "Common set: every labelling scores the same responses"]
     for x in report.labellings:
-        lines += ["", f"Responses {x.name} ({x.n_responses} responses)"]
+        lines += ["", f"Responses {x.name} ({x.n_responses} scored)"]
         rank = {r.model: r.rank for r in x.ranking}
         rows = [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
                  *[with_ci(f1.value, f1.ci_low, f1.ci_high) if k == "macro_f1" else number(f1.value)
-                   for k in keys for f1 in [x.metrics[m][k]]]] for m in x.metrics]
-        lines += _table(rows, ["model", "rank", "macro_f1 (95% CI)", *keys[1:]])
+                   for k in keys for f1 in [x.metrics[m][k]]],
+                 x.coverage[m].words() if m in x.coverage else ""] for m in x.metrics]
+        lines += _table(rows, ["model", "rank", "macro_f1 (95% CI)", *keys[1:], "coverage"])
+        for m, wrong in x.missing_as_wrong.items():
+            lines.append(f"  {m}, missing predictions counted against it: " + ", ".join(
+                f"{k} {number(v.value)}" for k, v in wrong.items()))
+        lines += paired_lines(x)
     if report.correlations:
         lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
         lines += _table(
@@ -185,4 +214,5 @@ def format_triage_text(report: TriageReport) -> str:
         lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
                      f"under-triage {share(under)}")
     lines += [f"Note: {n}" for n in report.notes]
+    lines.append(f"\nBootstrap: {report.n_boot} resamples of cases, seed {report.seed}.")
     return "\n".join(lines).strip()

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from codebook import NO_ERROR, STEP_ERROR_QUESTION
 from review.browse.query import PARENT
-
-STEP_ERROR_QUESTION = "trajectory.step_error"
-NO_ERROR = "no_error"
 
 CURRENT = ("c.id = (SELECT MAX(b.id) FROM annotations b WHERE b.item_id = c.item_id"
            " AND b.question_id = c.question_id AND b.rater_id = c.rater_id AND b.target = c.target)")

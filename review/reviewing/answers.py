@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from codebook import builtin_codebooks
+from codebook import MET, NOT_MET, builtin_codebooks
 
-MET, NOT_MET = "met", "not_met"
 _TRUE = {"met", "true", "yes", "y", "1", "t"}
 _FALSE = {"not_met", "not met", "false", "no", "n", "0", "f", "unmet"}
 

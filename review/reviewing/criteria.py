@@ -11,11 +11,11 @@ is the review layer for them:
   review queue;
 - what an item asks (`item_questions`) and what the reviewer answered so far
   (`my_current_answers`, `step_marks`);
-- the actions: `commit_verdicts` (a batch of criterion verdicts, one
-  transaction) and `mark_step` (one step, error type and severity);
-- the reveal: `revealed_verdicts` asks the blinding rule per question and
-  returns the judges' and verifiers' answers with their explanations, and
-  `rater_scores` puts the HealthBench score of each rater beside mine.
+- what a verdict revealed looks like (`RaterVerdict`; which are revealed is
+  `review.reviewing.blinding`'s decision) and `rater_scores`, the HealthBench
+  score of each rater beside mine.
+
+The actions (`commit_verdicts`, `mark_step`) are in `review.reviewing.commit`.
 
 An item is *reviewed* by a reviewer once they have answered (or said "cannot
 assess") every question it asks as a whole. Step marks are optional; an item
@@ -30,31 +30,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codebook import Codebook, builtin_codebooks
-from review.reviewing.blinding import DEFAULT_MODE, labels_visible
-from review.reviewing.items import AnswerSpec, commit_answers
+from codebook import (
+    CANNOT_ASSESS,
+    NO_ERROR,
+    STEP_CODEBOOK,
+    STEP_ERROR_QUESTION,
+    Codebook,
+    builtin_codebooks,
+)
 from review.reviewing.queue import Progress, QueueFilter
 from review.reviewing.trajectory import (
-    RUBRIC_KINDS,
-    STEP_ERROR_QUESTION,
     CriterionView,
-    GradedConversationView,
     TrajectoryView,
     criteria_score,
     criterion_view,
-    load_graded_conversation,
     subagent_view,
-    trajectory_view,
 )
 from review.team.codebook_versions import current_codebook
-from review.team.reviewers import Reviewer
 from store import Store
-
-STEP_CODEBOOK = "trajectory-errors"
-NO_ERROR = "no_error"
-CANNOT_ASSESS = "cannot_assess"
-KINDS = ("trajectory", "graded_conversation")
-
 
 # -- what an item is and what it asks ---------------------------------------------
 
@@ -93,16 +86,17 @@ class ItemQuestion:
 
 def item_header(store: Store, item_id: int) -> ItemHeader | None:
     row = store.query_one(
-        "SELECT i.id, i.uid, i.kind, d.name, d.kind, i.model, i.split, i.failed, i.parent_id,"
-        " i.case_id, i.meta FROM items i JOIN datasets d ON d.id = i.dataset_id WHERE i.id = ?",
+        "SELECT i.id, i.uid, i.kind, d.name AS dataset, d.kind AS dataset_kind, i.model, i.split,"
+        " i.failed, i.parent_id, i.case_id, i.meta FROM items i"
+        " JOIN datasets d ON d.id = i.dataset_id WHERE i.id = ?",
         (item_id,),
     )
     if row is None:
         return None
-    meta = json.loads(row[10] or "{}")
-    case = None if meta.get("identifying") else row[9]
-    return ItemHeader(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]),
-                      row[8], case, meta)
+    meta = json.loads(row["meta"] or "{}")
+    case = None if meta.get("identifying") else row["case_id"]
+    return ItemHeader(row["id"], row["uid"], row["kind"], row["dataset"], row["dataset_kind"],
+                      row["model"], row["split"], bool(row["failed"]), row["parent_id"], case, meta)
 
 
 def find_item(store: Store, uid: str, kind: str | None = None) -> int | None:
@@ -217,9 +211,9 @@ def next_unreviewed(store: Store, reviewer_id: int, filt: QueueFilter,
         row = store.query_one(base + " AND i.id > ? ORDER BY i.id LIMIT 1",
                               (*params, *rparams, after_id))
         if row:
-            return row[0]
+            return row["id"]
     row = store.query_one(base + " ORDER BY i.id LIMIT 1", (*params, *rparams))
-    return row[0] if row else None
+    return row["id"] if row else None
 
 
 def review_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progress:
@@ -248,30 +242,14 @@ def is_reviewed(store: Store, reviewer_id: int, item_id: int) -> bool:
     ))
 
 
-def unfinished_in_round(store: Store, round_id: int, reviewer_id: int) -> int | None:
-    """An item of the round this reviewer began and has not finished, while its
-    place is still theirs to take: it comes back before anything new."""
-    from review.team.rounds import has_place
-
-    for (item_id,) in store.query(
-            "SELECT a.item_id FROM annotations a WHERE a.round_id = ? AND a.rater_id = ?"
-            " AND a.target = '' AND a.status != 'skipped' AND NOT EXISTS (SELECT 1 FROM"
-            " round_reviews rr WHERE rr.round_id = a.round_id AND rr.item_id = a.item_id"
-            " AND rr.rater_id = a.rater_id) GROUP BY a.item_id ORDER BY MIN(a.id)",
-            (round_id, reviewer_id)):
-        if not is_reviewed(store, reviewer_id, item_id) and has_place(
-                store.conn, round_id, item_id, reviewer_id):
-            return item_id
-    return None
-
-
 def item_position(store: Store, item_id: int, filt: QueueFilter) -> tuple[int, int]:
     """1-based position of the item among the items under the filter, and their
     number; position 0 when the item is not under the filter (opened by link)."""
     where, params = _where(store, filt)
-    row = store.query_one(f"SELECT SUM(i.id <= ?), COUNT(*), SUM(i.id = ?) FROM items i WHERE {where}",
+    row = store.query_one(f"SELECT SUM(i.id <= ?) AS position, COUNT(*) AS total,"
+                          f" SUM(i.id = ?) AS here FROM items i WHERE {where}",
                           (item_id, item_id, *params))
-    return (int(row[0] or 0) if row[2] else 0), int(row[1] or 0)
+    return (int(row["position"] or 0) if row["here"] else 0), int(row["total"] or 0)
 
 
 def neighbour(store: Store, item_id: int, filt: QueueFilter, step: int) -> int | None:
@@ -309,46 +287,8 @@ def my_current_answers(store: Store, reviewer_id: int, item_id: int) -> dict[int
         " WHERE item_id = ? AND rater_id = ? AND target = ''",
         (item_id, reviewer_id),
     )
-    return {r[0]: MyAnswer(*r) for r in rows}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A reviewer's draft answer to one question, as the screen hands it over."""
-
-    question_id: int
-    choice: str
-    """A label code, 'met' / 'not_met', or 'cannot_assess'."""
-    rationale: str | None = None
-    labels_seen: bool = False
-    """Picked with the machine and reference labels on screen (its draft says so)."""
-
-
-def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: Iterable[Verdict],
-                    *, mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
-                    round_id: int | None = None) -> list[int]:
-    """Record a batch of answers about one item as one transaction, and return
-    their annotation ids. Only questions the item asks are accepted; a bad
-    value anywhere rejects the whole batch. In a review round (`round_id`),
-    the batch takes the reviewer's place on the item; if the item already
-    has all the reviewers the round asks for, the whole batch is kept outside
-    the round (`review.team.rounds.late_for_round`)."""
-    asked = {q.id for q in item_questions(store, item_id)}
-    answers = []
-    for v in verdicts:
-        if v.question_id not in asked:
-            raise ValueError(f"question {v.question_id} is not asked of this item")
-        rationale = (v.rationale or "").strip() or None
-        if v.choice == CANNOT_ASSESS:
-            answers.append(AnswerSpec(v.question_id, None, "cannot_assess", rationale,
-                                      labels_seen=v.labels_seen))
-        else:
-            answers.append(AnswerSpec(v.question_id, v.choice, "answered", rationale,
-                                      labels_seen=v.labels_seen))
-    if not answers:
-        raise ValueError("nothing to commit: answer at least one question")
-    return commit_answers(store, reviewer, item_id, answers, mode=mode,
-                          seconds_on_task=seconds_on_task, round_id=round_id)
+    return {r["question_id"]: MyAnswer(r["question_id"], r["status"], r["value"], r["rationale"],
+                                       r["phase"]) for r in rows}
 
 
 # -- step marks -----------------------------------------------------------------------
@@ -385,37 +325,12 @@ def step_marks(store: Store, reviewer_id: int, item_id: int) -> dict[int, StepMa
     return marks
 
 
-def _step_count(store: Store, item_id: int) -> int:
+def step_count(store: Store, item_id: int) -> int:
     return int(store.scalar(
         "SELECT max(coalesce(json_array_length(payload, '$.steps'), 0),"
         " coalesce(json_array_length(payload, '$.transcript'), 0)) FROM items WHERE id = ?",
         (item_id,),
     ) or 0)
-
-
-def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, error: str,
-              severity: int | None = None, note: str | None = None, *,
-              mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
-              round_id: int | None = None) -> int:
-    """Mark one step of a trajectory with an error type and a severity (1-5),
-    or record it as checked with `no_error` (no severity). One transaction;
-    a new mark on the same step supersedes the old one."""
-    qid = step_question_id(store)
-    if qid is None:
-        raise ValueError("the trajectory-errors codebook is not loaded")
-    if not 1 <= int(step_id) <= _step_count(store, item_id):
-        raise ValueError(f"this run has no step {step_id}")
-    book = step_codebook(store)
-    error = book.normalise(error)
-    if error == NO_ERROR:
-        severity = None
-    elif severity is None or not 1 <= int(severity) <= 5:
-        raise ValueError("choose a severity from 1 (negligible) to 5 (critical)")
-    extra = {"severity": int(severity)} if severity is not None else {}
-    answer = AnswerSpec(qid, error, "answered", (note or "").strip() or None,
-                        target=f"step:{int(step_id)}", extra=extra)
-    return commit_answers(store, reviewer, item_id, [answer], mode=mode,
-                          seconds_on_task=seconds_on_task, round_id=round_id)[0]
 
 
 def step_codebook(store: Store) -> Codebook:
@@ -453,44 +368,6 @@ class RaterVerdict:
     """'this item', or 'the task' for a label on the parent (a cohort's expected verdict)."""
 
 
-def revealed_verdicts(store: Store, reviewer_id: int, item_id: int,
-                      mode: str = DEFAULT_MODE) -> dict[int, list[RaterVerdict]]:
-    """{question id: machine and reference answers} for the questions whose
-    answers the blinding rule lets this reviewer see now - under the default
-    mode, those they have committed an answer to. Questions still hidden are
-    absent. Never includes another human reviewer's answer, nor the settled
-    answer adjudication made of theirs."""
-    questions = item_questions(store, item_id)
-    mine = my_current_answers(store, reviewer_id, item_id)
-    visible = [q for q in questions
-               if labels_visible(mode, q.id in mine and mine[q.id].status != "skipped")]
-    if not visible:
-        return {}
-    head = item_header(store, item_id)
-    ids = [q.id for q in visible]
-    targets = [(item_id, "this item")]
-    if head is not None and head.parent_id is not None and head.kind == "trajectory":
-        targets.append((head.parent_id, "the task"))
-    out: dict[int, list[RaterVerdict]] = {q: [] for q in ids}
-    marks = ",".join("?" * len(ids))
-    for target_id, about in targets:
-        rows = store.query(
-            "SELECT c.question_id, r.name, r.kind, r.role, c.value, c.rationale, c.extra"
-            " FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
-            f" WHERE c.item_id = ? AND c.target = '' AND c.question_id IN ({marks})"
-            " AND r.kind IN ('machine', 'reference') AND c.status = 'answered'"
-            # The settled answer comes from other clinicians' answers (and its note may
-            # name them): never part of a reviewer's reveal.
-            " AND coalesce(r.role, '') != 'adjudicated'"
-            " ORDER BY r.kind DESC, r.name",
-            (target_id, *ids),
-        )
-        for q, name, kind, role, value, rationale, extra in rows:
-            out[q].append(RaterVerdict(name, kind, role, value, rationale,
-                                       json.loads(extra or "{}"), about))
-    return out
-
-
 @dataclass(frozen=True)
 class ScoreLine:
     rater: str
@@ -525,56 +402,7 @@ def rater_scores(questions: list[ItemQuestion], mine: Mapping[int, MyAnswer],
     return lines
 
 
-# -- what a screen needs, in one call ----------------------------------------------------
-
-@dataclass
-class RunScreen:
-    """Everything the trajectory screen shows of one run for one reviewer."""
-
-    header: ItemHeader
-    view: TrajectoryView
-    marks: dict[int, StepMark]
-    questions: list[ItemQuestion]
-    mine: dict[int, MyAnswer]
-    revealed: dict[int, list[RaterVerdict]]
-
-
-@dataclass
-class GradedScreen:
-    """Everything the graded-conversation screen shows of one item for one reviewer."""
-
-    header: ItemHeader
-    view: GradedConversationView
-    questions: list[ItemQuestion]
-    mine: dict[int, MyAnswer]
-    revealed: dict[int, list[RaterVerdict]]
-
-
-def open_run(store: Store, reviewer_id: int, item_id: int,
-             mode: str = DEFAULT_MODE) -> RunScreen | None:
-    """A trajectory as the screen shows it, with this reviewer's marks and answers
-    and what the blinding rule lets them see."""
-    header = item_header(store, item_id)
-    if header is None or header.kind != "trajectory":
-        return None
-    payload = store.scalar("SELECT payload FROM items WHERE id = ?", (item_id,))
-    marks = step_marks(store, reviewer_id, item_id)
-    view = trajectory_view(json.loads(payload), {sid: m.error for sid, m in marks.items()})
-    return RunScreen(header, view, marks, item_questions(store, item_id),
-                     my_current_answers(store, reviewer_id, item_id),
-                     revealed_verdicts(store, reviewer_id, item_id, mode))
-
-
-def open_graded(store: Store, reviewer_id: int, item_id: int,
-                mode: str = DEFAULT_MODE) -> GradedScreen | None:
-    """A graded conversation as the screen shows it, for this reviewer."""
-    header = item_header(store, item_id)
-    if header is None or header.kind != "graded_conversation":
-        return None
-    view = load_graded_conversation(store, header.uid)
-    return GradedScreen(header, view, item_questions(store, item_id),
-                        my_current_answers(store, reviewer_id, item_id),
-                        revealed_verdicts(store, reviewer_id, item_id, mode))
+# -- what a screen shows beside the run ---------------------------------------------------
 
 
 def load_subagent(store: Store, item_id: int, index: int) -> TrajectoryView | None:
@@ -610,68 +438,3 @@ def _cited_id(ev: str) -> re.Pattern[str]:
     return re.compile(head + re.escape(ev) + tail)
 
 
-# -- screens that show every rater's labels ------------------------------------------
-
-LABELS_OPENED = "labels_opened"
-"""Audit action: a reviewer chose to open a screen that shows every rater's
-labels (Browse, Agreement) while items were still waiting for their blind answer."""
-
-
-def blind_work_left(store: Store, reviewer_id: int,
-                    after: tuple[int, int, int] | None = None) -> int:
-    """Items in the review queues (prefixes, responses, agent runs, graded
-    conversations) this reviewer has not answered yet: what a screen showing
-    gold and machine labels would unblind. `after`: only items that came
-    after that `labels_mark` (those a reviewer who chose to see the labels
-    then has not been asked about)."""
-    from review.reviewing.queue import queue_progress
-
-    left = 0
-    for kind in ("prefix", "response"):
-        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
-        left += p.total - p.done
-    for kind in RUBRIC_KINDS:
-        p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
-        left += p.total - p.done
-    return left
-
-
-MARK_KEYS = ("newest_item", "newest_import", "newest_question")
-
-
-def labels_mark(store: Store) -> tuple[int, int, int]:
-    """(newest item id, newest import id, newest question id): what a choice
-    to see the labels covers. Items added later, completed later (a stub an
-    import replaced) or asked a question added later (a revised rubric's new
-    criterion) come after it (`QueueFilter.after`)."""
-    row = store.query_one("SELECT coalesce((SELECT MAX(id) FROM items), 0),"
-                          " coalesce((SELECT MAX(id) FROM imports), 0),"
-                          " coalesce((SELECT MAX(id) FROM questions), 0)")
-    return int(row[0]), int(row[1]), int(row[2])
-
-
-def labels_opened(store: Store, reviewer_id: int) -> tuple[int, int, int] | None:
-    """The `labels_mark` this reviewer's last choice to see every rater's
-    labels covered; None if they never chose to (or chose before choices
-    recorded all of what they covered: they are asked about everything again)."""
-    row = store.query_one(  # the action spelled out: it is what the partial index covers
-        "SELECT " + ", ".join(f"json_extract(a.new, '$.{k}')" for k in MARK_KEYS) +
-        f" FROM audit_log a WHERE a.action = '{LABELS_OPENED}'"
-        " AND a.actor = (SELECT name FROM raters WHERE id = ?) ORDER BY a.id DESC LIMIT 1",
-        (reviewer_id,))
-    if row is None or any(v is None for v in row):
-        return None
-    return int(row[0]), int(row[1]), int(row[2])
-
-
-def open_labels(store: Store, reviewer: Reviewer, screen: str, left: int,
-                covered: tuple[int, int, int] | None = None) -> None:
-    """Record that the reviewer chose to see every rater's labels on `screen`
-    with `left` items still unanswered: their later answers on those items
-    were not given blind, and the audit trail says so. `covered`: the
-    `labels_mark` of what they were told about (default: now); items that
-    come after it are asked about again (`labels_opened`)."""
-    with store.transaction():
-        mark = covered or labels_mark(store)
-        store.audit(reviewer.name, LABELS_OPENED, "screen", None, None,
-                    {"screen": screen, "unanswered": left, **dict(zip(MARK_KEYS, mark, strict=True))})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from review.reviewing.trajectory import RUBRIC_KINDS
+from codebook import RUBRIC_KINDS
 from store import Store
 
 

@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from review.reviewing.blinding import MODES
-from review.reviewing.trajectory import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
 from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
@@ -81,6 +80,18 @@ class RoundInfo:
     answers_given: int
     created_by: str
     created_at: str
+    question_text: str | None = None
+    """The round's label question in words (None for a criteria round, or a question gone)."""
+
+
+def label_questions(store: Store) -> dict[str, str]:
+    """{key: text} of the label questions asked of every item of a kind (not of
+    agent runs or graded conversations, whose questions come with their
+    criteria): what a label round, or adjudication outside rounds, is over."""
+    return {r["key"]: r["text"] for r in store.query(
+        "SELECT key, text FROM questions WHERE item_id IS NULL AND applies_to IS NOT NULL"
+        f" AND applies_to NOT IN ({', '.join('?' * len(RUBRIC_KINDS))}) ORDER BY id",
+        RUBRIC_KINDS)}
 
 
 def _later(minutes: float, now: datetime | None = None) -> str:
@@ -104,8 +115,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("the overlap share is a fraction between 0 and 1")
     if spec.stratify_by not in STRATA:
         raise RoundError(f"stratify by one of {', '.join(STRATA)}")
-    if spec.blinding not in MODES:
-        raise RoundError(f"blinding is one of {', '.join(MODES)}")
+    if spec.blinding not in BLINDING_MODES:
+        raise RoundError(f"blinding is one of {', '.join(BLINDING_MODES)}")
     if is_rubric_round(spec.question_key):
         item_kind = spec.question_key[len(CRITERIA_PREFIX):]
         if item_kind not in RUBRIC_KINDS:
@@ -248,12 +259,13 @@ def list_rounds(store: Store) -> list[RoundInfo]:
         SELECT r.*, json_extract(r.item_filter, '$.kind') AS kind,
                (SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = r.id) AS items,
                (SELECT COALESCE(SUM(answers_needed), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
-               (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given
+               (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given,
+               (SELECT q.text FROM questions q WHERE q.key = r.question_key) AS question_text
         FROM review_rounds r ORDER BY r.id DESC""")
     return [RoundInfo(r["id"], r["name"], r["question_key"], r["kind"], r["reviewers_per_item"],
                       r["overlap_share"], r["blinding"], r["reservation_minutes"],
                       r["adjudicate_distance"], r["items"], r["needed"], r["given"],
-                      r["created_by"], r["created_at"]) for r in rows]
+                      r["created_by"], r["created_at"], r["question_text"]) for r in rows]
 
 
 def get_round(store: Store, round_id: int) -> RoundInfo | None:
@@ -466,9 +478,11 @@ def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater
         raise RoundError(
             f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
             "asks for; take the next item")
+    # Never an insert that meets the review (the table refuses one: it is append-only).
     cur = conn.execute(
-        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) VALUES (?,?,?,?)"
-        " ON CONFLICT DO NOTHING", (round_id, item_id, rater_id, now))
+        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) SELECT ?,?,?,?"
+        " WHERE NOT EXISTS (SELECT 1 FROM round_reviews WHERE round_id = ? AND item_id = ?"
+        " AND rater_id = ?)", (round_id, item_id, rater_id, now, round_id, item_id, rater_id))
     conn.execute(
         "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ? AND rater_id = ?"
         " AND released_at IS NULL", (now, round_id, item_id, rater_id))

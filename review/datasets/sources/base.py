@@ -25,11 +25,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.readers import QUOTED, Limits, place, reading
+from review.datasets.sources.rules import ImportRules
+from review.team.access import require
+from review.team.reviewers import Reviewer
 from store import Store, utcnow
 from store.records import RaterRecord, Record
 from store.writer import InputError, RecordWriter
@@ -67,10 +70,29 @@ class ImportOptions:
     dataset: str | None = None
     """Dataset name for the items; each format has a default."""
     actor: str = "cli"
+    """Who imports, as the audit log names them: a person (the app), or the command and
+    the account that ran it (`cli:alice`)."""
+    replace: bool = False
+    """Allow the file to replace answers in force of raters who already exist (each
+    audited with its old and new value); without it such a row is refused
+    (`review.datasets.sources.rules`)."""
+    by: Reviewer | None = None
+    """Who imports, in the app (None: the command line's operator)."""
+    server: bool = False
+    """Whether in server mode, where importing (and `replace`) is an admin's
+    (`review.team.access`): anyone else is refused (NotAllowed)."""
     extra: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     """How the file is recorded and reported, when not by its path (an upload's own
     name, a hub file's `hf:` name): messages name it so, not by its path here."""
+    left_out: list[str] = field(default_factory=list)
+    """What the reader left out of the source, each in words (a Harbor trial still
+    running); `import_file` reports it in the ImportResult."""
+    query: Callable[[str, tuple], list[Any]] | None = None
+    """Set by `import_file` for the reader: a read-only query of the database as
+    the import's transaction sees it (`query(sql, params)` -> rows). A reader
+    that labels items an earlier file brought (CARE-Bench mapped responses) uses
+    it to find which of a row's names the item was imported under."""
     limits: Limits = field(default_factory=Limits)
     """Rows and bytes one file may bring in (see `readers.Limits`)."""
 
@@ -102,14 +124,22 @@ class ImportResult:
     completed: int = 0
     """Items an earlier file had only named (placeholders) that this one filled in."""
     index_seconds: float = 0.0
+    left_out: list[str] = field(default_factory=list)
+    """Parts of the source not imported, each with why (a Harbor trial still running)."""
+    replaced: int = 0
+    """Answers in force of raters who existed that this import replaced (`replace`)."""
 
     def summary(self) -> str:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
+        return self._summary() + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+
+    def _summary(self) -> str:
         return (
             f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
             + f"{self.annotations:,} new annotations"
+            + (f" ({self.replaced:,} replacing answers in force, audited)" if self.replaced else "")
             + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
             + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
@@ -323,6 +353,9 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None,
     left as it was."""
     path = Path(path)
     options = options or ImportOptions()
+    require(options.by, "import", server=options.server)
+    if options.replace:
+        require(options.by, "replace_answers", server=options.server)
     listener = _Listener(progress)
     with reading(options.limits):
         try:
@@ -417,6 +450,7 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             raise InputError(f"{path}: empty file: it holds no rows")
     if validate is None:
         from review.reviewing.answers import normalise_value as validate
+
     shown = options.name or str(path)
     digest = _Digest(path)
     try:
@@ -442,9 +476,13 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
                 (shown, format_.name, f"pending:{uuid.uuid4()}", options.actor, utcnow()),
             )
             import_id = cur.lastrowid
+            options = replace(options, left_out=[],
+                              query=lambda sql, params=(): conn.execute(sql, params).fetchall())
             guard = _Guard(seen_before, digest.done)
+            rules = ImportRules(store, conn, import_id, str(path), options.actor,
+                                replace=options.replace)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                                  validate=validate, index_later=True)
+                                  validate=validate, index_later=True, rules=rules)
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
@@ -454,7 +492,10 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
             if options.rater:
-                rater_id = writer.rater_id(options.rater)
+                # A rater the file gave no answers by (a format that names its own
+                # raters, or rows without the grader's verdict) is not made: no rater.
+                row = conn.execute("SELECT id FROM raters WHERE name = ?", (options.rater,)).fetchone()
+                rater_id = row[0] if row else None
             dataset_id = next(iter(writer._datasets.values()), None)
             conn.execute(
                 "UPDATE imports SET sha256 = ?, dataset_id = ?, rater_id = ?, n_rows = ?, n_items = ?,"
@@ -465,12 +506,31 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             store.audit(options.actor, "import", "imports", import_id, None, {
                 "path": shown, "format": format_.name, "rows": rows, "items": writer.n_items,
                 "completed": writer.n_completed, "annotations": writer.n_annotations,
+                "replaced": rules.replaced,
             })
     except _AlreadyImported:
         return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+    except InputError:
+        # A row the import's rules refuse before the file's digest was ready: a file
+        # imported before is said to be so (its rows meet their own answers), not refused.
+        if _imported_before(store, digest, format_.name, options.rater):
+            return ImportResult(shown, format_.name, 0, 0, 0, 0, already_imported=True)
+        raise
     return ImportResult(shown, format_.name, rows, writer.n_items,
                         writer.n_annotations, writer.n_skipped,
-                        seconds=time.perf_counter() - started, completed=writer.n_completed)
+                        seconds=time.perf_counter() - started, completed=writer.n_completed,
+                        left_out=options.left_out, replaced=rules.replaced)
+
+
+def _imported_before(store: Store, digest: _Digest, fmt: str, rater: str | None) -> bool:
+    """Whether this file's content was imported before in this format (and for this rater)."""
+    try:
+        sha = digest.result()
+    except OSError:
+        return False
+    rater_id = store.scalar("SELECT id FROM raters WHERE name = ?", (rater,)) if rater else None
+    return store.scalar("SELECT 1 FROM imports WHERE sha256 = ? AND format = ? AND rater_id IS ?",
+                        (sha, fmt, rater_id)) is not None
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> InputError:
