@@ -8,6 +8,7 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote, urlencode
 
 import streamlit as st
@@ -25,20 +26,23 @@ from labels.compare.figures import (
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
-from labels.report import report_csv, report_html, report_json
+from labels.report import report_csv, report_html, report_json, report_provenance
 from labels.triage import METRIC_NAMES
-from pages._shared import current_reviewer, labels_gate, store
+from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
+from pages._scores import healthbench_scores_section
+from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import BrowseQuery, browse_link
 from review.browse.item_labels import disagreement_link
+from review.team.access import Viewer, open_for
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval"]
+        "HealthBench meta-eval", "HealthBench scores", "Few clinicians (PPI)"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -50,14 +54,15 @@ VERSION = cmp.data_version(db)
 # -- cached calls: each opens its own connection (one per unit of work) ----------
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _call(name: str, path: str, version: tuple, *args, **kwargs):
-    """One library call by name, cached on the database's data version."""
-    with open_store(path) as s:
+def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **kwargs):
+    """One library call by name, cached on the database's data version and on what
+    its reader may read (`review.team.access`: one reader's figures never another's)."""
+    with open_for(path, reader) as s:
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
 def call(name: str, *args, **kwargs):
-    return _call(name, PATH, VERSION, *args, **kwargs)
+    return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
 def md(value: object) -> str:
@@ -449,7 +454,7 @@ def confusion_section(report) -> None:
 def downloads(report, by: str, forest: str) -> None:
     base = f"agreement-{qkey}".replace(":", "-").replace("*", "all")
     args = (qkey, a, b, filters, by, forest)
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
                             file_name=f"{base}.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch")
@@ -460,11 +465,17 @@ def downloads(report, by: str, forest: str) -> None:
                             file_name=f"{base}.html", mime="text/html",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="One file with every section and its plots; opens offline.")
+    cols[3].download_button("Provenance", json.dumps({"provenance": report_provenance(report)},
+                                                     indent=2, ensure_ascii=False),
+                            file_name=f"{base}.csv.provenance.json", mime="application/json",
+                            icon=":material/download:", on_click="ignore", width="stretch",
+                            help="What the CSV was computed from (its sidecar): the JSON and "
+                                 "HTML carry it inside.")
 
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
     # Runs on the download thread: its own connection, through the cache.
-    return _call("agreement_bundle", PATH, VERSION, question, rater_a, rater_b, flt, by=(by,),
+    return _call("agreement_bundle", PATH, VERSION, viewer(), question, rater_a, rater_b, flt, by=(by,),
                  forest_key=forest)
 
 
@@ -571,6 +582,7 @@ def triage_tab() -> None:
             st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
                        f"({detail}).{noise}", icon=":material/swap_vert:")
     st.dataframe(_rank_table(t), hide_index=True, width="stretch")
+    leaderboard_caption(t.ppi)
     st.caption("Rank (1 = best) and macro-F1 of each model under each labelling (who read the "
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
@@ -631,12 +643,14 @@ def _ordinal(rank: float | None) -> str:
 
 def _rank_table(t) -> list[dict]:
     rows = []
+    ppi = leaderboard_cells(t.ppi)
     for model in t.models:
         row = {"Model": model}
         for x in t.labellings:
             r = next((r for r in x.ranking if r.model == model), None)
             row[x.short] = ("—" if r is None or r.rank is None
                             else f"{_ordinal(r.rank)} · {with_ci(r.value, r.ci_low, r.ci_high)}")
+        row.update(ppi.get(model, {}))
         rows.append(row)
     return rows
 
@@ -740,7 +754,12 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
-SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+def scores_tab() -> None:
+    healthbench_scores_section(db, dataset=dataset, split=split, phase=phase)
+
+
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
+            scores_tab, lambda: agreement_panel(db, qs, filters, choices, a, b)]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from codebook import BLINDING_MODES
+from pages._ppi import round_design
 from pages._shared import require_reviewer, store
 from review.reviewing.queue import filter_choices
+from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
     RoundError,
@@ -39,6 +41,7 @@ if not is_admin(me):
     st.stop()
 
 rounds = list_rounds(db)
+designs = design_words(db)
 
 
 def save_members(round_id: int, key: str) -> None:
@@ -62,7 +65,8 @@ def round_details() -> None:
     st.caption(f"Asks: {safe_markdown(asks(r))} · {r.reviewers_per_item} reviewers per item on "
                f"{overlap} · {BLINDING_SHORT.get(r.blinding, r.blinding)} · places held for "
                f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
-               f"{r.created_at[:10]}")
+               f"{r.created_at[:10]}"
+               + (f" · drawn: {safe_markdown(designs[rid])}" if designs.get(rid) else ""))
     people = [p.name for p in list_reviewers(db)]
     key = f"rounds_members:{rid}"
     if key not in st.session_state:
@@ -145,7 +149,10 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                             help="A label question, or a review of every criterion of each "
                                  "agent run or graded conversation (step marks are optional "
                                  "there; a committed verdict takes the reviewer's place)")
-    strata = ["category", "none"] if is_rubric_round(question or "") else ["gold", "category", "none"]
+    strata = (["category", "model", "none"] if is_rubric_round(question or "")
+              else ["gold", "category", "model", "machine_label", "case", "none"])
+    design = round_design(db, question)
+    strata = strata if design["design"] == "uniform" else ["none"]  # weighted: no strata
     with st.form("new_round"):
         name = st.text_input("Name", placeholder="e.g. Validation split, double review")
         choices = filter_choices(db)
@@ -162,7 +169,9 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
         stratify = c[0].selectbox("Stratify by", strata,
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
-                                               "none": "nothing"}.get)
+                                               "model": "responding model",
+                                               "machine_label": "the machine's label",
+                                               "case": "case", "none": "nothing"}.get)
         blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
@@ -176,7 +185,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                     overlap_share=None if overlap == 100 else overlap / 100, dataset=dataset,
                     split=split, model=model, stratify_by=stratify, match_specialty=match,
                     blinding=blinding, reservation_minutes=int(minutes),
-                    adjudicate_distance=int(distance), limit=int(limit) or None), me)
+                    adjudicate_distance=int(distance), limit=int(limit) or None, **design), me)
             except RoundError as exc:
                 st.error(safe_markdown(str(exc)))
             else:

@@ -25,7 +25,8 @@ from pathlib import Path
 from codebook import CAREBENCH, codebook
 from review.datasets.demo_rubrics import build_rubric_files
 from review.datasets.sources import ImportOptions, import_file
-from review.team.reviewers import ensure_reviewer
+from review.team.access import require
+from review.team.reviewers import Reviewer, ensure_reviewer
 from store import Store
 
 SEED = 20261130
@@ -227,8 +228,12 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def load_demo(store: Store, out_dir: Path, actor: str = "demo") -> list[str]:
-    """Write the demo files into `out_dir` and import them; returns summaries."""
+def load_demo(store: Store, out_dir: Path, actor: str = "demo", *, by: Reviewer | None = None,
+              server: bool = False) -> list[str]:
+    """Write the demo files into `out_dir` and import them; returns summaries.
+    `by`, `server`: who loads it, and whether on a server (where only an admin
+    may: `review.team.access`, NotAllowed); the command line's operator may."""
+    require(by, "load_demo", server=server)
     files = build_demo_files(out_dir)
     for name, specialty, seniority in CLINICIANS:
         ensure_reviewer(store, name, specialty, seniority)

@@ -30,7 +30,6 @@ from review.team.reviewers import (
     is_admin,
     list_reviewers,
     people_sql,
-    reviewer_for_login,
 )
 from review.team.rounds import (
     ItemPlaces,
@@ -64,7 +63,7 @@ from review.team.settlements import (
     Unit,
     UnitAnswer,
     settlement_on,
-    settlements,
+    settlements_in_force,
 )
 
 __all__ = [
@@ -75,7 +74,7 @@ __all__ = [
     "full_text", "get_round", "grant_role", "in_round", "is_admin", "is_rubric_round",
     "keep_reservation", "label_questions", "late_for_round", "list_reviewers", "list_rounds",
     "my_round_items", "people_sql", "release_reservation", "reserve_next_item",
-    "reviewer_for_login", "reviewer_progress", "round_progress", "settlement_on", "settlements",
+    "reviewer_progress", "round_progress", "settlement_on", "settlements_in_force",
     "ItemPlaces", "RoundCounts", "name_round_members", "round_counts", "round_members",
     "round_places",
 ]

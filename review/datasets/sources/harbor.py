@@ -51,7 +51,7 @@ from typing import Any
 import orjson
 
 from review.datasets.sources.atif import check_trajectory, read_json_file
-from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.base import Format, ImportOptions, present, register
 from review.datasets.sources.fields import quoted
 from review.reviewing.trajectory import trajectory_payload
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
@@ -270,7 +270,7 @@ def load_trial(path: Path, label: str, line: int) -> Trial:
     else:
         _join(trial, [(None, _read_run(trial, path / "agent"))])
     details = path / "verifier" / "reward-details.json"
-    if details.is_file():
+    if present(details, f"{label}/verifier/reward-details.json"):
         trial.reward_details = read_json_file(details, f"{label}/verifier/reward-details.json")
     return trial
 
@@ -282,8 +282,8 @@ def _load_steps(trial: Trial, steps_dir: Path, result: dict[str, Any]) -> None:
     as Harbor counts it (one trial), not two runs that each lack the other's context."""
     listed = [s.get("step_name") for s in result.get("step_results") or []
               if isinstance(s, dict) and isinstance(s.get("step_name"), str)]
-    present = sorted(p.name for p in steps_dir.iterdir() if p.is_dir())
-    names = [n for n in listed if n in present] + [n for n in present if n not in listed]
+    found = sorted(p.name for p in steps_dir.iterdir() if p.is_dir())
+    names = [n for n in listed if n in found] + [n for n in found if n not in listed]
     runs = []
     for name in names:
         here = steps_dir / name
@@ -306,7 +306,9 @@ def _read_run(trial: Trial, agent_dir: Path) -> list[tuple[str, dict[str, Any]]]
     the folder), each checked. A segment named but missing ends the run there
     and is listed as missing (Harbor's reader stops there too)."""
     main = agent_dir / "trajectory.json"
-    if not main.is_file():
+    # A trajectory that is a folder or a link to nothing is refused, not read as a
+    # run without steps (an agent failure): `present` says which.
+    if not present(main, f"{trial.label}/{_relative(trial, main)}"):
         return []
     out = [(_relative(trial, main), _read_atif(trial, main))]
     seen = {main.resolve()}
@@ -434,13 +436,13 @@ def _read_unlinked_summaries(trial: Trial, folders: set[Path], subagents: list[d
 
 def _rewards(path: Path, label: str, result: dict[str, Any]) -> dict[str, Any]:
     reward_json = path / "verifier" / "reward.json"
-    if reward_json.is_file():
+    if present(reward_json, f"{label}/verifier/reward.json"):
         rewards = read_json_file(reward_json, f"{label}/verifier/reward.json")
         if not isinstance(rewards, dict):
             raise InputError(f"{label}/verifier/reward.json: expected a JSON object of reward keys")
         return rewards
     reward_txt = path / "verifier" / "reward.txt"
-    if reward_txt.is_file():
+    if present(reward_txt, f"{label}/verifier/reward.txt"):
         text = reward_txt.read_text(encoding="utf-8").strip()
         try:
             return {"reward": float(text)} if text else {}

@@ -68,7 +68,7 @@ import orjson
 from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import as_bool
-from review.datasets.sources.readers import read_rows
+from review.datasets.sources.readers import quote, read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -150,6 +150,9 @@ def read_rubric_rows(path: Path, options: ImportOptions) -> Iterator[Record]:
             raise InputError(f"{where}: field 'ideal_completions_data' must be null or an object")
         ideal = ideal or {}
         tags = row.get("example_tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise InputError(f"{where}: field 'example_tags' must be a list of text tags,"
+                             f" got {quote(tags)}")
         payload = {"turns": turns, "completion": ideal.get("ideal_completion"),
                    "completion_source": "ideal_completion" if ideal.get("ideal_completion") else None}
         meta = {
