@@ -165,12 +165,13 @@ def audit_lines(store: Store, entries: list[AuditEntry]) -> list[AuditLine]:
         on = f" ({target})" if target else ""
         said = _answer_words(new.get("value"), new.get("status")) if new else ""
         what, change = e.action.replace("_", " "), ""
+        why = f" · “{new['rationale']}”" if new.get("rationale") else ""
         if e.action == "answer":
             what = f"answered{on}{in_round}"
-            change = said
+            change = said + why
         elif e.action == "revise":
             what = f"changed an answer{on}{in_round}"
-            change = f"{_answer_words(old.get('value'), old.get('status'))} → {said}"
+            change = f"{_answer_words(old.get('value'), old.get('status'))} → {said}{why}"
         elif e.action == "skip":
             what = f"skipped{in_round}"
             change = str(new.get("rationale") or "")
