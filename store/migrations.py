@@ -835,3 +835,49 @@ WHERE m.in_round = 1 AND m.id = (
 );
 """
     )
+
+
+@migrations()
+def m033_tag_list_and_study_settings(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- The list of tags is kept like the record: rows are only added. A tag is
+-- retired (no longer offered; where it was applied it stays) or offered again
+-- by a new row in tag_changes.
+CREATE TRIGGER tags_no_update BEFORE UPDATE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+CREATE TRIGGER tags_no_delete BEFORE DELETE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+
+CREATE TABLE tag_changes (
+    id INTEGER PRIMARY KEY,
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    retired INTEGER NOT NULL CHECK (retired IN (0, 1)),  -- 1 retired from the list, 0 offered again
+    changed_by TEXT NOT NULL,             -- rater name
+    note TEXT,                            -- why
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX tag_changes_tag ON tag_changes (tag_id, id);
+CREATE TRIGGER tag_changes_no_update BEFORE UPDATE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+CREATE TRIGGER tag_changes_no_delete BEFORE DELETE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+
+-- What the study allows, set by an admin (e.g. reviewers_add_tags: whether
+-- reviewers may add tags to the list). Append-only: the newest row of a key is
+-- in force; a key never set has its default (review.team.study).
+CREATE TABLE study_settings (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,                    -- the setting, e.g. 'reviewers_add_tags'
+    value TEXT NOT NULL CHECK (json_valid(value)),  -- its value, as JSON
+    set_by TEXT NOT NULL,                 -- the admin (rater name)
+    set_at TEXT NOT NULL                  -- ISO 8601, UTC
+);
+CREATE INDEX study_settings_key ON study_settings (key, id);
+CREATE TRIGGER study_settings_no_update BEFORE UPDATE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+CREATE TRIGGER study_settings_no_delete BEFORE DELETE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+"""
+    )
