@@ -24,7 +24,7 @@ def people(store):
 def test_a_reviewer_adds_a_tag_only_where_the_study_allows_it(people):
     store, admin, researcher = people
     assert not may_add_tags(store, researcher) and may_add_tags(store, admin)
-    with pytest.raises(NotAllowed, match="only an admin may add a tag"):
+    with pytest.raises(NotAllowed, match="only an admin may add a tag to the list"):
         create_tag(store, "mapper error", researcher)
     with pytest.raises(PermissionError):
         set_setting(store, researcher, "reviewers_add_tags", True)

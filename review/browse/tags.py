@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from review.team.reviewers import Reviewer, is_admin
+from review.team.reviewers import Reviewer
 from review.team.study import allows
 from store import Store, utcnow
 
@@ -86,9 +86,11 @@ def list_tags(store: Store, retired: bool = False) -> list[Tag]:
 def may_add_tags(store: Store, reviewer: Reviewer | None) -> bool:
     """Admins may add tags to the list; reviewers and adjudicators where the study
     allows it (`reviewers_add_tags`, set by an admin)."""
+    from review.team.access import allowed  # here: see create_tag
+
     if reviewer is None:
         return False
-    return is_admin(reviewer) or allows(store, "reviewers_add_tags")
+    return allowed(reviewer, "add_tags", server=True) or allows(store, "reviewers_add_tags")
 
 
 def create_tag(store: Store, name: str, by: Reviewer, description: str | None = None,
@@ -96,11 +98,10 @@ def create_tag(store: Store, name: str, by: Reviewer, description: str | None = 
     """Add a tag to the taxonomy (one transaction), if `by` may (`may_add_tags`).
     Names are unique, ignoring case (a retired tag's name too: offer it again)."""
     # Imported here: access imports the workspace, which imports this package.
-    from review.team.access import NotAllowed
+    from review.team.access import require
 
     if not may_add_tags(store, by):
-        raise NotAllowed("only an admin may add a tag to the list (an admin can let reviewers "
-                         "add them too, on Browse → Tags)")
+        require(by, "add_tags", server=True)  # refuses, saying who may
     name = " ".join((name or "").split())
     if not name:
         raise ValueError("a tag needs a name")
@@ -129,10 +130,9 @@ def retire_tag(store: Store, admin: Reviewer, name: str, note: str | None = None
     """Retire a tag from the list (or, `retired` False, offer it again): a new row,
     the tag and everywhere it was applied kept. Only an admin may. False when it
     was so already."""
-    from review.team.access import NotAllowed  # here: see create_tag
+    from review.team.access import require  # here: see create_tag
 
-    if not is_admin(admin):
-        raise NotAllowed("only an admin may retire a tag or offer it again")
+    require(admin, "manage_tags", server=True)
     with store.transaction() as conn:
         row = conn.execute(f"SELECT t.id, COALESCE({_RETIRED}, 0) FROM tags t WHERE t.name = ?",
                            (name,)).fetchone()
