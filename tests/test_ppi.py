@@ -427,3 +427,25 @@ def test_the_leaderboard_has_a_ppi_column(demo_copy, monkeypatch):
     column = next(c for c in table.columns if c.startswith("PPI "))
     assert column == "PPI accuracy" and all("labelled" in cell for cell in table[column])
     assert any(c.value.startswith("PPI: each model's accuracy") for c in at.caption)
+
+
+def test_a_criteria_sets_met_rate_is_each_items_share_of_criteria_met(demo):
+    """met_rate: per graded conversation, the share of its criteria the reader marked
+    met; the machine-only estimate is the mean of the grader's shares over the model's
+    conversations."""
+    report = ppi_report(demo, "met_rate", "group:majority", "healthbench-grader")
+    assert report.question == "criteria:rubric@graded_conversation"
+    rows = demo.query(
+        "SELECT i.model, i.uid, AVG(a.value = 'met') AS share FROM annotations a"
+        " JOIN raters r ON r.id = a.rater_id JOIN items i ON i.id = a.item_id"
+        " WHERE r.name = 'healthbench-grader' AND a.status = 'answered' GROUP BY i.id")
+    by_model: dict[str, list[float]] = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row["share"])
+    assert {e.model for e in report.estimates} == set(by_model)
+    for e in report.estimates:
+        assert e.machine_only.value == pytest.approx(np.mean(by_model[e.model]), abs=1e-12)
+        assert e.n_labeled + e.n_unlabeled == len(by_model[e.model])
+    passed = ppi_report(demo, "pass_rate", "group:majority", "healthbench-grader")
+    for e in passed.estimates:
+        assert e.machine_only.value in {0.0, 0.25, 0.5, 0.75, 1.0}  # four conversations each
