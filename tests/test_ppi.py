@@ -250,6 +250,7 @@ def test_carelens_ppi_json_equals_ppi_python_on_a_uniformly_labelled_study(store
     assert provenance["human"] == CLINICIAN and provenance["machine"] == MAPPER
     assert "before any machine label was seen" in provenance["answers"]
     assert provenance["reference"] == "carebench-gold"
+    assert provenance["database"].startswith("sha256:") and provenance["phase"] == "blind"
 
 
 def test_answers_changed_after_the_reveal_are_left_out_unless_asked_for(store):
@@ -339,6 +340,8 @@ def test_plan_labels_asks_more_for_a_narrower_interval(store, capsys):
             assert db["labels_needed"] is None or db["labels_needed"] > da["labels_needed"]
     assert wide["kappa"]["designs"][0]["labels_needed"] is not None
     assert "simulated from the data at hand" in wide["method"]
+    assert wide["provenance"]["database"].startswith("sha256:")
+    assert wide["provenance"]["machine"] == MAPPER and wide["provenance"]["phase"] == "blind"
     code, out, err = run_cli(capsys, "--db", store.path, "plan-labels", "--target-halfwidth",
                              "0", "--human", CLINICIAN)
     assert code == 2 and "positive" in err
