@@ -22,6 +22,7 @@ from pathlib import Path
 
 from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
+from review.datasets.sources.readers import Limits
 from review.workspace import default_db_path, open_store
 
 ROOT = Path(__file__).resolve().parent
@@ -132,47 +133,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
     summary on stdout, or why it was refused on stderr), then the tally. Exit 2
-    when any file was refused."""
-    from review.datasets.sources import ImportOptions, InputError
+    when any file was refused. A hub name (`hf:OWNER/NAME[:CONFIG]`) stands for
+    its config's files, fetched first (`review.datasets.hub`)."""
+    from dataclasses import replace
+
+    from review.datasets.hub import is_hub_name
+    from review.datasets.sources import ImportOptions, InputError, Limits
 
     store = open_store(args.db)
-    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
+                            replace=args.replace,
+                            limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
     def tally() -> str:
         return (f"{imported} imported, " + (f"{already} already imported, " if already else "")
                 + f"{refused} refused")
 
-    for n, path in enumerate(args.files):
-        try:
-            result = _import_one(store, path, args.format, options)
-        except InputError as exc:
-            refused += 1
-            print(f"carelens: {exc}", file=sys.stderr, flush=True)
-            continue
-        except _Kept as kept:
-            # Committed; stopped while adding its text to the search index.
-            imported += 1
-            left = len(args.files) - n - 1
-            print(kept.result.summary() + "; stopped while adding it to the search index, which"
-                  " catches up by itself", flush=True)
-            print(f"{tally()}; stopped after {path} (kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise kept.__cause__ from None
-        except BaseException:
-            # Stopped (Ctrl-C, a locked database): the files before this one are
-            # kept, this one is not; say which, then how it stopped (main).
-            left = len(args.files) - n - 1
-            print(f"{tally()}; stopped at {path} (nothing of it kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise
-        if result.already_imported:
-            already += 1
-        else:
-            imported += 1
-        print(result.summary(), flush=True)
+    for n, source in enumerate(args.files):
+        files: list[tuple[str, str | None]] = [(source, None)]
+        if is_hub_name(source):
+            try:
+                fetched = _fetch_hub(source)
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            print(fetched.summary(), flush=True)
+            files = [(str(f.local), f.name) for f in fetched.files]
+        for path, name in files:
+            shown = name or path
+            try:
+                result = _import_one(store, path, args.format, replace(options, name=name))
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            except _Kept as kept:
+                # Committed; stopped while adding its text to the search index.
+                imported += 1
+                left = len(args.files) - n - 1
+                print(kept.result.summary() + "; stopped while adding it to the search index,"
+                      " which catches up by itself", flush=True)
+                print(f"{tally()}; stopped after {shown} (kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise kept.__cause__ from None
+            except BaseException:
+                # Stopped (Ctrl-C, a locked database): the files before this one are
+                # kept, this one is not; say which, then how it stopped (main).
+                left = len(args.files) - n - 1
+                print(f"{tally()}; stopped at {shown} (nothing of it kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise
+            if result.already_imported:
+                already += 1
+            else:
+                imported += 1
+            print(result.summary(), flush=True)
     print(tally())
     return 2 if refused else 0
+
+
+def _fetch_hub(source: str):
+    """A hub name's files, fetched into the hub's cache; how far, on a terminal's stderr."""
+    from review.datasets.hub import fetch
+
+    show = None
+    if sys.stderr.isatty():
+        def show(done: int, total: int | None, files: int, of_files: int) -> None:
+            size = f"{done / 1e6:,.1f}" + (f" of {total / 1e6:,.1f}" if total else "") + " MB"
+            _control(sys.stderr, "\r\033[K")
+            print(f"{source}: fetching, {size}, {files} of {of_files} files", end="",
+                  file=sys.stderr, flush=True)
+    try:
+        return fetch(source, show)
+    finally:
+        if show is not None:
+            _control(sys.stderr, "\r\033[K")
 
 
 class _Kept(Exception):
@@ -191,7 +228,7 @@ def _import_one(store, path: str, fmt: str | None, options):
     from review.browse.search import ensure_index
     from review.datasets.sources import import_file
 
-    progress = _import_progress(str(path)) if sys.stderr.isatty() else None
+    progress = _import_progress(options.name or str(path)) if sys.stderr.isatty() else None
     try:
         result = import_file(store, path, fmt, options, index=False, progress=progress)
         if result.already_imported:
@@ -206,7 +243,7 @@ def _import_one(store, path: str, fmt: str | None, options):
         return result
     finally:
         if progress is not None:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
+            _control(sys.stderr, "\r\033[K")  # the progress line goes
 
 
 def _import_progress(name: str):
@@ -214,8 +251,22 @@ def _import_progress(name: str):
     def show(phase: str, done: int, total: int | None) -> None:
         what = (f"{done:,} rows read" if phase == "rows"
                 else f"{done:,} of {total:,} items added to the search index")
-        print(f"\r\033[K{name}: {what}", end="", file=sys.stderr, flush=True)
+        _control(sys.stderr, "\r\033[K")
+        print(f"{name}: {what}", end="", file=sys.stderr, flush=True)
     return show
+
+
+def _size(text: str) -> int:
+    """A number of bytes: 4000000000, 4G, 500M, 64K."""
+    units = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+    value = text.strip().lower().removesuffix("b")
+    try:
+        if value and value[-1] in units:
+            return int(float(value[:-1]) * units[value[-1]])
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4000000000, 4G, 500M)")\
+            from None
 
 
 @command("formats")
@@ -236,9 +287,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_kind,
     )
 
-    if args.rater and args.what == "annotations":
-        raise UsageError("--rater is for --what carebench-labels; an annotations export "
-                         "holds every rater's answers")
+    if (args.rater or args.model) and args.what == "annotations":
+        raise UsageError("--rater and --model are for --what carebench-labels; an annotations "
+                         "export holds every rater's answers")
+    if args.model and not args.rater:
+        raise UsageError("--model chooses which model's responses a rater's labels are"
+                         " exported for: give --rater too")
     out = output_file(args.out)
     from labels.provenance import ALL_PHASES, file_digest, provenance, write_sidecar
 
@@ -250,8 +304,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater, args.phase)
-            phase, filters = args.phase, {"rater": args.rater} if args.rater else {}
+            n, ties = export_carebench_labels(store, out, args.rater, model=args.model,
+                                              phase=args.phase)
+            phase = args.phase
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -267,7 +323,8 @@ def _terminal_progress(progress) -> None:
     width = 30
     filled = int(progress.fraction * width)
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] {progress.text()}"[:160].ljust(100), end="", file=sys.stderr, flush=True)
+    _control(sys.stderr, "\r")
+    print(f"[{bar}] {progress.text()}"[:159].ljust(99), end="", file=sys.stderr, flush=True)
 
 
 def _run_llm(task: str, args: argparse.Namespace) -> int:
@@ -534,12 +591,45 @@ def cmd_healthbench_score(args: argparse.Namespace) -> int:
         print(format_scores_text(report))
     return 0
 
+@command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Whether the record is whole: protections in place, hash chains unbroken.
+    One line per problem (exit 1), or one line saying it is whole (exit 0)."""
+    from store.verify import verify_file
+
+    verdict = verify_file(args.db)
+    for line in verdict.lines():
+        print(f"{args.db}: {line}")
+    return 0 if verdict.whole else 1
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy made while the app serves (SQLite's online backup), verified."""
+    from store.backup import BackupError, backup
+
+    out = output_file(args.out)
+    try:
+        made = backup(args.db, out)
+    except BackupError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    for line in made.verdict.lines():
+        print(f"{out}: {line}")
+    return 0 if made.verdict.whole else 1
+
 
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
-# link such as /review runs pages/review.py alone, without app.py's sidebar
-# and router. carelens routes with st.navigation only, so the server starts
-# with the legacy mode off.
+# link such as /review runs pages/review.py alone, without app.py's sidebar,
+# login gate and router. carelens routes with st.navigation only, so the server
+# starts with the legacy mode off. The switch is private: Streamlit 1.67 has no
+# public one (`client.showSidebarNavigation` only hides the legacy menu; the
+# per-process flag is set by the first PagesManager from whether `pages/`
+# exists, and only a call to st.navigation clears it). Hence the exact pin
+# `streamlit==1.67.*` in pyproject.toml: on a version where this attribute has
+# moved, setting it would fail silently and the deep links would bypass app.py.
+# The public way out is a page folder not named `pages/` (Streamlit's own advice).
 _STREAMLIT_BOOT = (
     "import sys;"
     "from streamlit.runtime.pages_manager import PagesManager;"
@@ -549,19 +639,45 @@ _STREAMLIT_BOOT = (
     "sys.exit(main())"
 )
 
+APP_FOLDER = "carelens_app"
+"""Where an installed wheel keeps the browser face (app.py, pages/, assets/,
+.streamlit/config.toml): a folder beside this module (setup.py puts it there).
+A source checkout, or an editable install of one, has them beside this file."""
+
+
+def app_dir() -> Path:
+    """The folder of app.py and its pages, in an installed wheel or a checkout."""
+    for where in (ROOT / APP_FOLDER, ROOT):
+        if (where / "app.py").is_file() and (where / "pages").is_dir():
+            return where
+    raise UsageError(f"{ROOT}: the app (app.py and pages/) is not installed here; "
+                     "reinstall carelens")
+
 
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
-    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
+    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
-    os.chdir(ROOT)
+    # From the app's folder: Streamlit reads its .streamlit/config.toml there.
+    os.chdir(app)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return
+
+
+def _account() -> str:
+    """The account running the command, for the audit log."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return os.environ.get("USER") or f"uid {os.getuid()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -583,8 +699,21 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", help="importer name; see `carelens formats`")
     i.add_argument("--rater", help="rater whose labels the file carries")
     i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
-    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
-    i.add_argument("files", nargs="+")
+    i.add_argument("--actor", default=f"cli:{_account()}",
+                   help="who is importing, as the audit log names them (default: cli:ACCOUNT,"
+                        " the account running the command)")
+    i.add_argument("--replace", action="store_true",
+                   help="let the files replace answers in force of raters who already exist"
+                        " (each audited with its old and new value); without it such a row is"
+                        " refused: an import adds answers")
+    i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
+                   help=f"refuse a file of more rows (default {Limits.max_rows:,})")
+    i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
+                   help="refuse a file whose rows take more, as read (a Parquet file's after"
+                        f" decompression), e.g. 8G (default {Limits.max_bytes / 1e9:g}G)")
+    i.add_argument("files", nargs="+", metavar="FILE",
+                   help="a file or folder, or a dataset on the Hugging Face hub as"
+                        " hf:OWNER/NAME[:CONFIG] (e.g. hf:ningkko/CARE-Bench:evaluation_prefixes)")
 
     sub.add_parser("formats", help="list the import formats")
 
@@ -592,7 +721,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
     e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
-                                   "answer, else the clinicians' majority)")
+                                   "answer, else the clinicians' majority); a mapper's labels of"
+                                   " one model's responses are that model's scorer submission")
+    e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
+                                   " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
     e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
@@ -687,6 +819,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
                         '"provenance": {...}}')
 
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
+
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--address", default="127.0.0.1")
@@ -694,6 +832,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return terminal_safe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
     from store.writer import InputError
 
@@ -727,6 +869,49 @@ def _run(args: argparse.Namespace) -> int:
     code = COMMANDS[args.command](args)
     sys.stdout.flush()
     return code
+
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"}
+_CONTROLS.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+_CONTROLS.update({c: 0xFFFD for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+TERMINAL_SAFE = str.maketrans(_CONTROLS)
+"""Control characters as visible symbols (U+2400 to U+241F for C0, U+2421 for
+DEL, U+FFFD for C1 and the bidirectional overrides): text from the data
+printed to a terminal can then neither move the cursor, recolour, retitle or
+clear the screen, nor make text read in another order than it is stored."""
+
+
+class TerminalText:
+    """A terminal's stdout or stderr that shows every control character the text
+    printed holds as a visible symbol (`TERMINAL_SAFE`). carelens's own
+    cursor movements (a progress line) go through `_control`."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.translate(TERMINAL_SAFE))
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _control(stream, sequence: str) -> None:
+    """Write carelens's own terminal control sequence, as it is."""
+    getattr(stream, "stream", stream).write(sequence)
+
+
+def terminal_safe(run: Callable[[], int]) -> int:
+    """`run()` with stdout and stderr each made a `TerminalText` when a terminal reads it."""
+    saved = sys.stdout, sys.stderr
+    try:
+        if sys.stdout.isatty():
+            sys.stdout = TerminalText(sys.stdout)
+        if sys.stderr.isatty():
+            sys.stderr = TerminalText(sys.stderr)
+        return run()
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 SIGPIPE_STATUS = 141

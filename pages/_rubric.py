@@ -46,7 +46,7 @@ from review.team.rounds import (
     late_for_round,
     round_progress,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
 WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
@@ -431,7 +431,9 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
             if book:
                 with st.expander("Definitions"):
                     for lab in book.labels:
-                        st.markdown(f"**{lab.short}** — `{lab.code}`  \n{lab.definition}")
+                        # Codebook wording is text, shown as written (an admin may edit it).
+                        st.markdown(f"**{safe_markdown(lab.short)}** — {inline_code(lab.code)}"
+                                    f"  \n{safe_markdown(lab.definition)}")
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
                           persist_state="session", on_change=_keep_draft,

@@ -11,11 +11,20 @@ import streamlit as st
 from pages._shared import require_reviewer, store
 from review.team.activity import audit_actions, audit_actors, audit_entries, reviewer_progress
 from review.team.reviewers import can_adjudicate
+from review.text import safe_markdown
+from store.verify import verify
 
 st.title("Progress and audit", anchor=False)
 me = require_reviewer()
 db = store()
 whole_log = can_adjudicate(me)
+# The record's verdict, as `carelens verify` gives it.
+verdict = verify(db.conn)
+if verdict.whole:
+    st.success(safe_markdown(verdict.summary()), icon=":material/verified:")
+else:
+    st.error("The record is not whole (`carelens verify` says the same):\n\n"
+             + "\n".join(f"- {safe_markdown(line)}" for line in verdict.problems), icon=":material/gpp_bad:")
 progress_tab, audit_tab = st.tabs(["Reviewers", "Audit log"])
 
 with progress_tab:

@@ -31,10 +31,11 @@ from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
 from labels.report import report_csv, report_html, report_json, report_provenance
 from labels.triage import METRIC_NAMES
 from pages._scores import healthbench_scores_section
-from pages._shared import current_reviewer, labels_gate, store
+from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import SCREENS, BrowseQuery, browse_link, item_link
+from review.team.access import Viewer, open_for
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
@@ -53,14 +54,15 @@ VERSION = cmp.data_version(db)
 # -- cached calls: each opens its own connection (one per unit of work) ----------
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _call(name: str, path: str, version: tuple, *args, **kwargs):
-    """One library call by name, cached on the database's data version."""
-    with open_store(path) as s:
+def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **kwargs):
+    """One library call by name, cached on the database's data version and on what
+    its reader may read (`review.team.access`: one reader's figures never another's)."""
+    with open_for(path, reader) as s:
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
 def call(name: str, *args, **kwargs):
-    return _call(name, PATH, VERSION, *args, **kwargs)
+    return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
 def md(value: object) -> str:
@@ -451,7 +453,7 @@ def downloads(report, by: str, forest: str) -> None:
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
     # Runs on the download thread: its own connection, through the cache.
-    return _call("agreement_bundle", PATH, VERSION, question, rater_a, rater_b, flt, by=(by,),
+    return _call("agreement_bundle", PATH, VERSION, viewer(), question, rater_a, rater_b, flt, by=(by,),
                  forest_key=forest)
 
 

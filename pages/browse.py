@@ -12,7 +12,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from labels.compare.figures import text as plotly_text
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, store
+from pages._shared import (
+    current_reviewer,
+    labels_gate,
+    server_mode,
+    show_text,
+    store,
+    viewer_store,
+)
 from pages._steps import code_span, label_text
 from review.browse import (
     GATE_NAMES,
@@ -134,6 +141,7 @@ apply = {"on_change": on_filter_change, "args": (query.side,)}
 
 st.title("Browse", anchor=False)
 labels_gate("browse")
+db = viewer_store()  # from here on: only the answers this reader may read (review.team.access)
 st.caption("Find the cases behind the numbers: search patient turns, responses, agent steps "
            "and reviewers' notes, then narrow by label, disagreement, failed gate, step error or "
            "tag. Every rater's labels are shown here, so finish any blind review first.")

@@ -43,7 +43,7 @@ from review.team.rounds import (
     late_for_round,
     round_progress,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 KINDS = {"prefix": "Prefixes", "response": "Responses"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -393,7 +393,8 @@ with left:
                     st.error("Generation failed: " + safe_markdown(item.error or "no reason given"),
                              icon=":material/error:")
                 else:
-                    show_text(item.response, key=f"response:{item.id}")
+                    show_text(item.response, key=f"response:{item.id}",
+                              empty="(empty reply: the model returned no text)")
 
 # -- the answer ----------------------------------------------------------------
 with right:
@@ -402,7 +403,7 @@ with right:
         st.stop()
     answers = my_answers(db, reviewer.id, item.id, item.question_id)
     current = answers[-1] if answers else None
-    st.markdown(f"**{item.question_text}**")
+    st.markdown(f"**{safe_markdown(item.question_text)}**")
     if current and current.status != "skipped":
         st.caption("You answered this item; choosing again records a revision after the reveal.")
     # Every action's key names the item it acts on. A key pressed while the
@@ -413,8 +414,9 @@ with right:
     for lab in item.codebook.labels:
         chosen = current is not None and current.value == lab.code
         st.button(
-            f"{lab.short}  ·  {lab.code[:2]}", key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
-            help=lab.definition, width="stretch", type="primary" if chosen else "secondary",
+            f"{safe_markdown(lab.short)}  ·  {safe_markdown(lab.code[:2])}",
+            key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
+            help=safe_markdown(lab.definition), width="stretch", type="primary" if chosen else "secondary",
             on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered", item.uid),
             disabled=item.failed,
         )
@@ -482,6 +484,8 @@ with right:
 
     with st.expander("Codebook: definitions and decision rules"):
         for lab in item.codebook.labels:
-            st.markdown(f"**{lab.shortcut} · {lab.short}** — `{lab.code}`  \n{lab.definition}")
+            # Codebook wording is text, shown as written (an admin may edit it).
+            st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                        f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
             for rule in lab.rules:
-                st.markdown(f"- {rule}")
+                st.markdown(f"- {safe_markdown(rule)}")

@@ -577,6 +577,175 @@ WHERE a.action = 'labels_opened' ORDER BY a.id;
     )
 
 
+# -- m015: the record sealed ----------------------------------------------------------
+# The constants below are part of migration m015: like the migration, never edit them
+# (a later change is a new migration with its own constants). `store.verify` reads them.
+
+APPEND_ONLY = ("annotations", "audit_log", "item_tags", "round_reviews", "flags",
+               "codebook_versions")
+"""The tables whose rows are never changed, removed or replaced (m015): answers, the
+audit log, tags applied and removed, reviews completed in rounds, flags raised and
+cleared, codebook versions. Each refuses UPDATE, DELETE, and an INSERT that would
+take a row that exists (INSERT OR REPLACE, REPLACE, an upsert)."""
+
+CHAINED = {
+    "annotations": ("id", "item_id", "question_id", "rater_id", "target", "status", "value",
+                    "rationale", "confidence", "phase", "codebook_version", "seconds_on_task",
+                    "supersedes_id", "source", "import_id", "extra", "created_at", "round_id"),
+    "audit_log": ("id", "at", "actor", "action", "entity", "entity_id", "old", "new"),
+}
+"""The tables whose rows are chained by a hash (store.chain), and the fields each
+row's hash covers, in this order."""
+
+_NATURAL_KEYS = {
+    "round_reviews": ("round_id", "item_id", "rater_id"),
+    "codebook_versions": ("codebook", "version"),
+}
+"""Unique keys besides the row id, which an INSERT OR REPLACE would also take over."""
+
+_APPEND_ONLY_WORDS = {
+    "annotations": "annotations are append-only: add a new row that supersedes this one",
+    "audit_log": "the audit log is append-only",
+    "item_tags": "item tags are append-only: add a row that adds or removes the tag",
+    "round_reviews": "round reviews are append-only",
+    "flags": "flags are append-only: add a row that raises or clears the flag",
+    "codebook_versions": "codebook versions are append-only: an edit is a new version",
+}
+
+
+def chain_body(table: str, row: str = "") -> str:
+    """The SQL expression of a row's chained fields as a JSON array (`row`: 'NEW.'
+    inside a trigger, '' or an alias with its dot in a query)."""
+    return "json_array(" + ", ".join(f"{row}{c}" for c in CHAINED[table]) + ")"
+
+
+def _no_replace(table: str) -> str:
+    taken = "rowid = NEW.rowid"
+    if table in _NATURAL_KEYS:
+        taken += " OR (" + " AND ".join(f"{c} = NEW.{c}" for c in _NATURAL_KEYS[table]) + ")"
+    return (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+            f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+            f"BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY_WORDS[table]}: an insert may not take"
+            " the place of a row that exists (INSERT OR REPLACE)'); END;\n")
+
+
+def _chained_no_update(table: str) -> str:
+    # The one UPDATE a chained row takes: its own chain trigger writing its hash,
+    # once, while the row is being inserted (chain still NULL), nothing else changed.
+    changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in CHAINED[table])
+    return (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+            f"WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR {changed}\n"
+            f"BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY_WORDS[table]}'); END;\n")
+
+
+def _chain_trigger(table: str) -> str:
+    return (f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+            "BEGIN\n"
+            f"    UPDATE chain_heads SET last_id = NEW.id,\n"
+            f"        hash = carelens_chain(hash, {chain_body(table, 'NEW.')})\n"
+            f"    WHERE name = '{table}';\n"
+            f"    UPDATE {table} SET chain = (SELECT hash FROM chain_heads WHERE name = '{table}')\n"
+            "    WHERE id = NEW.id;\n"
+            "END;\n")
+
+
+@migrations()
+def m015_record_sealed(db: Database) -> None:
+    """Append-only against every statement, and chained so that tampering shows.
+
+    Every append-only table (`APPEND_ONLY`) refuses an INSERT that would take an
+    existing row (SQLite's REPLACE deletes the old row without firing its DELETE
+    triggers); flags and codebook versions, append-only by design, now also refuse
+    UPDATE and DELETE. Answers and audit entries carry a hash chain (`store.chain`):
+    the column `chain` is added and filled in for the rows already there, in id
+    order; from now on a trigger writes it as each row is inserted, and `chain_heads`
+    keeps each chain's last row and hash, so that a removed last row shows too.
+    `carelens verify` (store.verify) checks all of it."""
+    from store.chain import chain_hash, register_functions
+
+    register_functions(db.conn)
+    run_script(db, """
+ALTER TABLE annotations ADD COLUMN chain TEXT;  -- sha256 of the previous answer's chain and this row's fields (store.chain); written on insert
+ALTER TABLE audit_log ADD COLUMN chain TEXT;    -- sha256 of the previous entry's chain and this row's fields (store.chain); written on insert
+DROP TRIGGER annotations_no_update;
+DROP TRIGGER audit_log_no_update;
+CREATE TABLE chain_heads (
+    name TEXT PRIMARY KEY,                -- the chained table: annotations | audit_log
+    last_id INTEGER,                      -- id of the last row chained; NULL while the table is empty
+    hash TEXT                             -- that row's chain hash
+);
+""")
+    for table in CHAINED:
+        previous = last_id = None
+        rows = db.conn.execute(
+            f"SELECT id, {chain_body(table)} AS body FROM {table} ORDER BY id").fetchall()
+        hashes = []
+        for row in rows:
+            previous = chain_hash(previous, row[1])
+            last_id = row[0]
+            hashes.append((previous, last_id))
+        db.conn.executemany(f"UPDATE {table} SET chain = ? WHERE id = ?", hashes)
+        db.conn.execute("INSERT INTO chain_heads (name, last_id, hash) VALUES (?, ?, ?)",
+                        (table, last_id, previous))
+    script = "".join(_chained_no_update(t) + _chain_trigger(t) for t in CHAINED)
+    for table in ("flags", "codebook_versions"):
+        words = _APPEND_ONLY_WORDS[table]
+        script += (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n"
+                   f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+    script += "".join(_no_replace(t) for t in APPEND_ONLY)
+    script += """
+-- The heads move forward only, each to the row its chain trigger is writing.
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_no_delete BEFORE DELETE ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
+    WHEN 'annotations' THEN EXISTS (SELECT 1 FROM annotations WHERE id = NEW.last_id AND chain IS NULL)
+    WHEN 'audit_log' THEN EXISTS (SELECT 1 FROM audit_log WHERE id = NEW.last_id AND chain IS NULL)
+    ELSE 0 END
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+"""
+    run_script(db, script)
+
+
+@migrations()
+def m016_login_identity(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Server mode: a person is the pair (issuer, subject) of their OpenID Connect
+-- login, never an e-mail (which may be unverified or change) nor a display
+-- name. `login` (m003: e-mail or subject, lower-cased) is kept for accounts
+-- made before: such an account is linked to its person at their first sign-in
+-- whose verified e-mail is exactly that login (review.team.identity).
+ALTER TABLE raters ADD COLUMN login_issuer TEXT;   -- server mode: the login provider (OIDC `iss`) that vouches for this person
+ALTER TABLE raters ADD COLUMN login_subject TEXT;  -- server mode: the person's id at that provider (OIDC `sub`), never reassigned
+ALTER TABLE raters ADD COLUMN login_email TEXT;    -- the e-mail the provider verified at the last sign-in (shown; matched against CARELENS_ADMINS); NULL if unverified
+CREATE UNIQUE INDEX raters_login_identity ON raters (login_issuer, login_subject)
+    WHERE login_subject IS NOT NULL;
+"""
+    )
+
+
+@migrations()
+def m017_labels_opened_no_replace(db: Database) -> None:
+    """`labels_opened` (a reviewer's choices to see every rater's labels) is
+    append-only too: no insert may take the place of a choice recorded. The
+    table comes with another change to the schema; where it is not there yet,
+    there is nothing to protect."""
+    if db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                       " AND name = 'labels_opened'").fetchone() is None:
+        return
+    run_script(db, """
+CREATE TRIGGER labels_opened_no_replace BEFORE INSERT ON labels_opened
+WHEN EXISTS (SELECT 1 FROM labels_opened WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+""")
+
+
 @migrations()
 def m030_reveals(db: Database) -> None:
     run_script(

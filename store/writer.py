@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import chain, groupby
 
-from store.db import from_json, to_json, utcnow
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.values import from_json, to_json, utcnow
 
 DATASET_KINDS = {
     "carebench": "carebench",
@@ -51,6 +51,23 @@ class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
 
+class WriteRules:
+    """What a writer may write, checked as it writes (an import's rules:
+    `review.datasets.sources.rules`). The default allows everything."""
+
+    def new_rater(self, record: RaterRecord) -> None:
+        """Before a rater is created; raises InputError to refuse."""
+
+    def answer(self, record: AnnotationRecord, rater_id: int,
+               in_force: sqlite3.Row | None) -> None:
+        """Before an answer is written; `in_force` is the rater's answer to the
+        unit it would supersede (None if there is none). Raises InputError to refuse."""
+
+    def written(self, record: AnnotationRecord, rater_id: int, annotation_id: int,
+                in_force: sqlite3.Row | None) -> None:
+        """After the answer was written as row `annotation_id`."""
+
+
 _BIND_ERRORS = (OverflowError, UnicodeEncodeError, sqlite3.ProgrammingError,
                 sqlite3.InterfaceError)
 """What sqlite3 raises for a value it cannot store (an integer beyond 64 bits,
@@ -81,8 +98,11 @@ def _problem(value: object) -> str | None:
 
 class RecordWriter:
     def __init__(self, conn: sqlite3.Connection, *, source: str, import_id: int | None = None,
-                 where: str = "", validate: Validator | None = None, index_later: bool = False):
+                 where: str = "", validate: Validator | None = None, index_later: bool = False,
+                 rules: WriteRules | None = None):
         self.conn = conn
+        self.rules = rules
+        """What may be written (None: everything), checked as each rater and answer is."""
         self.index_later = index_later
         """True: derived data (the search index) is caught up after the commit,
         in small transactions, instead of inside this one (imports: a large
@@ -190,6 +210,8 @@ class RecordWriter:
                 )
             self._raters[r.name] = row[0]
             return row[0]
+        if self.rules is not None:
+            self.rules.new_rater(r)
         cur = self.conn.execute(
             "INSERT INTO raters (name, kind, role, specialty, seniority, provider, model,"
             " prompt_version, meta, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -492,8 +514,9 @@ class RecordWriter:
     def _write_annotation(self, a: AnnotationRecord, item_id: int, question_id: int,
                           rater_id: int) -> int | None:
         current = self.conn.execute(
-            "SELECT id, status, value, rationale, extra FROM annotations WHERE item_id = ?"
-            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id, status, value, rationale, extra, phase, import_id FROM annotations"
+            " WHERE item_id = ? AND question_id = ? AND rater_id = ? AND target = ?"
+            " ORDER BY id DESC LIMIT 1",
             (item_id, question_id, rater_id, a.target),
         ).fetchone()
         # The same answer again changes nothing. A step mark's severity, kept in
@@ -504,12 +527,16 @@ class RecordWriter:
         ) and from_json(current[4] or "{}").get("severity") == (a.extra or {}).get("severity"):
             self.n_skipped += 1
             return None
+        if self.rules is not None:
+            self.rules.answer(a, rater_id, current)
         row = self._annotation_row(a, item_id, question_id, rater_id, current[0] if current else None)
         try:
             cur = self.conn.execute(self._INSERT_ANNOTATION, row)
         except _BIND_ERRORS as exc:
             raise self._unstorable(_ANNOTATION_FIELDS, row, a.line, exc) from None
         self.n_annotations += 1
+        if self.rules is not None:
+            self.rules.written(a, rater_id, cur.lastrowid, current)
         return cur.lastrowid
 
     def _annotation_row(self, a: AnnotationRecord, item_id: int, question_id: int, rater_id: int,
@@ -533,6 +560,8 @@ class RecordWriter:
             unit = (item_id, question_id, rater_id, a.target)
             if item_id > before and unit not in seen:
                 seen.add(unit)
+                if self.rules is not None:
+                    self.rules.answer(a, rater_id, None)  # a new item: nothing in force
                 rows.append(self._annotation_row(a, item_id, question_id, rater_id, None))
                 lines.append(a.line)
                 continue

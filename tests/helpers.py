@@ -47,8 +47,8 @@ def table_counts(store: Store) -> dict[str, int]:
     return {n: store.scalar(f'SELECT COUNT(*) FROM "{n}"') for n in names}
 
 
-def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
-    """Each reviewer on a thread with their own store on `db`, calling
+def work_at_once(db_path: Path, reviewers: list, step) -> list[BaseException]:
+    """Each reviewer on a thread with their own store on `db_path`, calling
     `step(store, reviewer)` until it returns None; returns whatever any of
     them raised (a test asserts it is empty)."""
     import threading
@@ -58,7 +58,7 @@ def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
     errors: list[BaseException] = []
 
     def work(reviewer) -> None:
-        local = open_store(db)
+        local = open_store(db_path)
         try:
             while step(local, reviewer) is not None:
                 pass

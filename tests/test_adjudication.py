@@ -6,9 +6,6 @@ tabs at once makes one reviewer."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from review.reviewing.answers import normalise_value
@@ -25,20 +22,12 @@ from review.team.adjudication import (
     settle_unanimous,
     step_queue,
 )
-from review.team.reviewers import ensure_reviewer, reviewer_for_login
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from tests.helpers import adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 Q = "carebench.escalation_needed"
-
-
-@pytest.fixture
-def prefixes(store):
-    from tests.helpers import write_prefixes
-
-    write_prefixes(store, 3)
-    return store
 
 
 def settled_label(s, item_id: int) -> tuple:
@@ -357,32 +346,3 @@ def test_the_steps_screen_refuses_a_ruling_over_a_changed_mark(tmp_path, monkeyp
     assert any("severity 2" in m.value for m in at.markdown)  # B's new mark, on screen
 
 
-# -- signing in ---------------------------------------------------------------------
-
-
-def test_first_sign_in_of_one_login_from_two_tabs_at_once_makes_one_reviewer(tmp_path):
-    path = tmp_path / "x.db"
-    holder = open_store(path)
-    results, errors = [], []
-
-    def sign_in():
-        s = open_store(path)
-        try:
-            results.append(reviewer_for_login(s, "ada@example.org", "Ada"))
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-        finally:
-            s.close()
-
-    # Another write is in progress: both tabs find no such login, then queue for the write lock.
-    with holder.transaction():
-        threads = [threading.Thread(target=sign_in) for _ in range(2)]
-        for t in threads:
-            t.start()
-        time.sleep(0.5)
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert len({r.id for r in results}) == 1 and results[0].role == "admin"
-    assert holder.scalar("SELECT COUNT(*) FROM raters WHERE login = 'ada@example.org'") == 1
-    holder.close()

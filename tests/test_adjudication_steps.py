@@ -197,7 +197,7 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
 def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tmp_path):
     from labels.compare.answers import load_answers
     from labels.compare.raters import columns_for
-    from review.datasets.sources import import_file
+    from review.datasets.sources import ImportOptions, import_file
     from review.reviewing.commit import Verdict, commit_verdicts
     from review.reviewing.criteria import item_questions
     from review.team.activity import audit_entries
@@ -214,7 +214,8 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
     csv.write_text("item_id,rater,value,question,target,severity\n"
                    f"{KB_UID},Dr. B,not_met,{q.key},,\n"
                    f"{KB_UID},Dr. B,wrong_tool,trajectory.step_error,step:2,4\n")
-    import_file(db, csv, "labels-long")
+    # Dr. B's answers in force are replaced: an import says so (--replace).
+    import_file(db, csv, "labels-long", ImportOptions(replace=True))
     # The verdict no longer agrees: withdrawn. The step mark still does (severities 3 and 4
     # are within the spread, the graver middle is 4): a changed agreement, also withdrawn.
     assert settled_steps(db, run)["step:2"] == (None, None, "reopened")
@@ -233,7 +234,7 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
 
 
 def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):
-    from review.datasets.sources import import_file
+    from review.datasets.sources import ImportOptions, import_file
     from store.writer import InputError
     from tests.helpers import table_counts
 
@@ -262,7 +263,8 @@ def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_se
     again = tmp_path / "again.csv"
     again.write_text("item_id,rater,value,question,target,severity\n"
                      f"{KB_UID},Dr. Solo,unsafe_action,trajectory.step_error,step:3,4\n")
-    assert import_file(db, again, "labels-long").annotations == 1
+    # Dr. Solo exists now: the file replaces their answer in force, which it says (--replace).
+    assert import_file(db, again, "labels-long", ImportOptions(replace=True)).annotations == 1
 
 
 def test_a_step_no_clinician_could_assess_is_a_disagreement(db):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import review.reviewing.criteria as criteria
+import review.reviewing.queue as queue
 from codebook import RUBRIC_KINDS
-from review.reviewing import criteria, queue
 from review.reviewing.criteria import is_reviewed
 from review.reviewing.queue import QueueFilter
 from review.team.reviewers import Reviewer

@@ -48,11 +48,11 @@ from review.team.settlements import (
     Settlement,
     Unit,
     UnitAnswer,
-    criteria,
+    criteria_family,
     is_open,
-    labels,
+    label_family,
     settlement_on,
-    steps,
+    step_family,
 )
 from store import Store
 
@@ -436,7 +436,7 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
                      question_key: str | None = None) -> int:
     """Record the settled answer of every complete item whose reviewers agree."""
     question = _round_question(store, round_id, question_key)
-    return _settle_agreed(store, labels(round_id, question.id), actor)
+    return _settle_agreed(store, label_family(round_id, question.id), actor)
 
 
 def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer,
@@ -449,7 +449,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     question = _round_question(store, round_id, question_key)
     book = builtin_codebooks().get(question.codebook)
     out = []
-    for d in _disputes(store, labels(round_id, question.id), adjudicator):
+    for d in _disputes(store, label_family(round_id, question.id), adjudicator):
         distance = _distance(book, [a.value for a in d.answers])
         if distance is not None and distance < max(question.distance, 1):
             continue
@@ -483,7 +483,7 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
     _check_reason(reason)
     question = _round_question(store, round_id, question_key)
     value = normalise_value(question.codebook, question.kind, value)
-    return _settle(store, labels(round_id, question.id), Unit(item_id, question.id), adjudicator,
+    return _settle(store, label_family(round_id, question.id), Unit(item_id, question.id), adjudicator,
                    value, None, reason, note, expected=expected, answers_shown=answers_shown,
                    words="this criterion" if question.kind == "criterion" else "this item",
                    noun="item", book=builtin_codebooks().get(question.codebook))
@@ -493,7 +493,7 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
 
 def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     """Record the settled verdict of every rubric criterion its clinicians agree on."""
-    return _settle_agreed(store, criteria(), actor)
+    return _settle_agreed(store, criteria_family(), actor)
 
 
 def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[ItemDisputes]:
@@ -504,7 +504,7 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
     settled by `settle` with its criterion's key (outside rounds)."""
     _require_adjudicator(adjudicator, "see the disagreements to settle")
     out = []
-    for item_id, disputes in _by_item(_disputes(store, criteria(), adjudicator)).items():
+    for item_id, disputes in _by_item(_disputes(store, criteria_family(), adjudicator)).items():
         item = store.query_one("SELECT uid, kind FROM items WHERE id = ?", (item_id,))
         names = _letters(disputes)  # one letter per clinician across the item
         shown = []
@@ -528,7 +528,7 @@ def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
     `review.team.settlements.agreed_mark`); one settled this way is settled
     again, or reopened for an adjudicator, when a clinician's later mark
     changes the agreement."""
-    return _settle_agreed(store, steps(), actor)
+    return _settle_agreed(store, step_family(), actor)
 
 
 def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[RunStepDisputes]:
@@ -538,7 +538,7 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
     is left to someone else. Only for adjudicators and admins: it shows every
     clinician's marks."""
     _require_adjudicator(adjudicator, "see the disagreements to settle")
-    found = sorted(_disputes(store, steps(), adjudicator),
+    found = sorted(_disputes(store, step_family(), adjudicator),
                    key=lambda d: (d.unit.item_id, d.unit.step))
     out = []
     for item_id, disputes in _by_item(found).items():
@@ -574,7 +574,7 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
     elif severity is None or not 1 <= int(severity) <= 5:
         raise AdjudicationError("choose a severity from 1 (negligible) to 5 (critical)")
     question_id = store.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
-    return _settle(store, steps(), Unit(item_id, question_id, f"step:{int(step_id)}"),
+    return _settle(store, step_family(), Unit(item_id, question_id, f"step:{int(step_id)}"),
                    adjudicator, error, None if severity is None else int(severity), reason, note,
                    expected=expected, answers_shown=answers_shown,
                    words=f"step {int(step_id)} of this run", noun="run", book=book)

@@ -478,9 +478,11 @@ def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater
         raise RoundError(
             f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
             "asks for; take the next item")
+    # Never an insert that meets the review (the table refuses one: it is append-only).
     cur = conn.execute(
-        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) VALUES (?,?,?,?)"
-        " ON CONFLICT DO NOTHING", (round_id, item_id, rater_id, now))
+        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) SELECT ?,?,?,?"
+        " WHERE NOT EXISTS (SELECT 1 FROM round_reviews WHERE round_id = ? AND item_id = ?"
+        " AND rater_id = ?)", (round_id, item_id, rater_id, now, round_id, item_id, rater_id))
     conn.execute(
         "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ? AND rater_id = ?"
         " AND released_at IS NULL", (now, round_id, item_id, rater_id))

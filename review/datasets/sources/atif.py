@@ -22,9 +22,11 @@ What is checked (the rules a reviewer relies on to read a run correctly):
   null: a total given as text ("0.0123") is read as the number it spells,
   one that spells none ("n/a") is shown as given and the steps' sums stand
   in for it; a list, an object or true/false in either place is refused;
-- embedded `subagent_trajectories` (v1.7+) are checked the same way, and a
-  `subagent_trajectory_ref` that gives a `trajectory_id` and no
-  `trajectory_path` names one of them.
+- embedded `subagent_trajectories` (v1.7+) are checked the same way; a
+  `subagent_trajectory_ref` names its trajectory by `trajectory_id` or by
+  `trajectory_path` (a file; Harbor's models accept either alone, and
+  carelens also a `session_id` alone, as older files write), and one that
+  gives a `trajectory_id` and no `trajectory_path` names one of them.
 
 Unknown keys are kept, not rejected: trajectories from new agents carry extras
 the reviewer may want to see.
@@ -246,12 +248,13 @@ def _check_refs(refs: Any, where: str, path: str, embedded: set[str] | None) -> 
     many = isinstance(refs, list)
     for k, ref in enumerate(refs if many else [refs]):
         here = f"{path}[{k}]" if many else path
-        _expect(ref, dict, where, here, "a reference {session_id | trajectory_id, trajectory_path?}")
-        names = [ref.get(key) for key in ("trajectory_id", "session_id") if ref.get(key) is not None]
+        _expect(ref, dict, where, here, "a reference {trajectory_id | trajectory_path, ...}")
+        names = [ref.get(key) for key in ("trajectory_id", "session_id", "trajectory_path")
+                 if ref.get(key) is not None]
         if not names:
-            raise _fail(where, here, "missing required field session_id or trajectory_id")
+            raise _fail(where, here, "missing required field trajectory_id or trajectory_path")
         for name in names:
-            _expect(name, str, where, here, "string ids")
+            _expect(name, str, where, here, "string ids and a string path")
         traj_id = ref.get("trajectory_id")
         if (traj_id is not None and not ref.get("trajectory_path")
                 and traj_id not in (embedded or set())):
