@@ -304,8 +304,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater, model=args.model,
-                                              phase=args.phase)
+            n, ties = export_carebench_labels(store, out, args.rater, args.phase,
+                                              model=args.model)
             phase = args.phase
             filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
             print(f"{out}: {n} prefix labels")
@@ -566,31 +566,6 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("healthbench-score")
-def cmd_healthbench_score(args: argparse.Namespace) -> int:
-    """HealthBench scores as simple-evals computes them, for every rater that graded."""
-    import json
-
-    from labels.healthbench_score import (
-        format_scores_text,
-        healthbench_scores,
-        scores_dict,
-        scores_provenance,
-    )
-
-    store = open_store(args.db)
-    try:
-        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
-                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
-                         ensure_ascii=False, allow_nan=False))
-    else:
-        print(format_scores_text(report))
-    return 0
-
 @command("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     """Whether the record is whole: protections in place, hash chains unbroken.
@@ -617,6 +592,135 @@ def cmd_backup(args: argparse.Namespace) -> int:
     for line in made.verdict.lines():
         print(f"{out}: {line}")
     return 0 if made.verdict.whole else 1
+
+
+# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+
+PPI_FILTERS = ("dataset", "split", "model")
+
+
+def _ppi_filters(args: argparse.Namespace):
+    from labels.compare import filters_from
+
+    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+
+
+@command("ppi")
+def cmd_ppi(args: argparse.Namespace) -> int:
+    """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
+    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+
+    store = open_store(args.db)
+    try:
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+                            phase=args.phase, sampling=args.sampling, reference=args.reference,
+                            question=args.question)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(ppi_json(report) if args.json else format_ppi_text(report))
+    return 0
+
+
+@command("plan-labels")
+def cmd_plan_labels(args: argparse.Namespace) -> int:
+    """How many more clinician labels each sampling design needs for a target half-width."""
+    import json
+
+    from labels.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi_readings import default_machine
+    from review.team.designs import planning_designs
+
+    store = open_store(args.db)
+    try:
+        machine = args.machine or default_machine(store, args.metric, args.question)
+        plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
+                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          reference=args.reference, replicates=args.replicates,
+                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    provenance = {"human": args.human, "machine": machine, "phase": args.phase,
+                  "filters": _ppi_filters(args).describe(), "replicates": args.replicates}
+    print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
+          else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
+    return 0
+
+
+def add_ppi_commands(sub) -> None:
+    """The `ppi` and `plan-labels` subcommands."""
+    from labels.ppi_readings import METRICS, PHASES
+    from labels.sampling import MODES
+
+    for name, what in (
+        ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
+                "corrected by clinicians', beside each alone, with 95% intervals"),
+        ("plan-labels", "how many more clinician labels each sampling design needs to bring "
+                        "each model's PPI interval (and the judge-vs-clinician kappa) under a "
+                        "target half-width"),
+    ):
+        p = sub.add_parser(name, help=what.replace("%", "%%"), description=what)
+        p.add_argument("--metric", default="accuracy" if name == "plan-labels" else None,
+                       required=name == "ppi", choices=list(METRICS), metavar="NAME",
+                       help=f"one of {', '.join(METRICS)}")
+        p.add_argument("--human", required=name == "ppi",
+                       default="group:majority" if name == "plan-labels" else None,
+                       help="a clinician, group:majority or group:adjudicated"
+                            + (" (default group:majority)" if name == "plan-labels" else ""))
+        p.add_argument("--machine", required=name == "ppi",
+                       help="the machine rater (mapper, judge)"
+                            + (" (default: the one that read the most)"
+                               if name == "plan-labels" else ""))
+        p.add_argument("--question-set", "--question", dest="question",
+                       help="met_rate / pass_rate: the criteria set, e.g. "
+                            "criteria:rubric@graded_conversation (default: the first the "
+                            "machine answered)")
+        p.add_argument("--reference", help="triage metrics: the rater each response is scored "
+                                           "against (default: the prefixes' gold label)")
+        for option in PPI_FILTERS:
+            add_filter_options(p, (option,))
+        p.add_argument("--phase", choices=list(PHASES), default="blind",
+                       help="blind (default): clinicians' answers given before any machine "
+                            "label was seen, and imported ones; current: each one's latest")
+        if name == "ppi":
+            p.add_argument("--sampling", choices=MODES, default="auto",
+                           help="auto (default): labels from designed review rounds only, "
+                                "else every label assumed a uniform random sample (said in "
+                                "the output); assume-uniform: every label as uniform; design: "
+                                "designed labels only")
+        else:
+            p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
+                           help="the 95%% half-width to reach, e.g. 0.05")
+            p.add_argument("--replicates", type=int, default=120,
+                           help="simulated studies per design and size (default 120)")
+        p.add_argument("--json", action="store_true")
+
+
+
+
+@command("healthbench-score")
+def cmd_healthbench_score(args: argparse.Namespace) -> int:
+    """HealthBench scores as simple-evals computes them, for every rater that graded."""
+    import json
+
+    from labels.healthbench_score import (
+        format_scores_text,
+        healthbench_scores,
+        scores_dict,
+        scores_provenance,
+    )
+
+    store = open_store(args.db)
+    try:
+        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        print(format_scores_text(report))
+    return 0
 
 
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
@@ -810,6 +914,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
 
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
+
+
+    add_ppi_commands(sub)
+
+
     h = sub.add_parser("healthbench-score",
                        help="HealthBench scores as simple-evals computes them, for every rater "
                             "that graded (the grader, each physician, each clinician)")
@@ -818,12 +932,6 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--json", action="store_true",
                    help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
                         '"provenance": {...}}')
-
-    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
-                                  " chains unbroken (exit 1 on any problem)")
-    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
-                                      " the app serves")
-    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

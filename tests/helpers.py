@@ -108,6 +108,18 @@ def adjudicate_screen(path: Path, monkeypatch, what: str):
     return at
 
 
+ADJUDICATE_PARTS = {"pick": "value", "sev": "severity", "why": "reason"}
+
+
+def adjudicate_choose(at, part: str, value) -> None:
+    """On the Adjudicate screen, choose `value` for `part` of the first unit that has a
+    button for it ('pick' the settled answer, 'sev' a severity, 'why' the reason), as
+    its button does, without running the screen again: a press followed by Settle is
+    then one run, on the screen as it was drawn."""
+    key = next(b.key for b in at.button if (b.key or "").endswith(f":{part}:{value}"))
+    at.session_state[f"{key.rsplit(f':{part}:', 1)[0]}:{ADJUDICATE_PARTS[part]}"] = value
+
+
 def shown(markdown: str) -> str:
     """What a reader sees of Markdown made by `review.text.safe_markdown` (and
     of the screens' own Markdown around it): escapes dropped, the references

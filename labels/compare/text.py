@@ -4,7 +4,7 @@ and the words every face uses for a number and its interval."""
 from __future__ import annotations
 
 from labels.agreement import Coefficient
-from labels.compare.leaderboard import TriageReport
+from labels.compare.leaderboard import TriageReport, ppi_column_lines
 from labels.compare.pairs import ComparisonReport
 
 
@@ -231,6 +231,7 @@ def format_triage_text(report: TriageReport) -> str:
 
         lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
                      f"under-triage {share(under)}")
+    lines += ppi_column_lines(report.ppi)
     lines += [f"Note: {n}" for n in report.notes]
     lines.append(f"\nBootstrap: {report.n_boot} resamples of cases, seed {report.seed}.")
     return "\n".join(lines).strip()
