@@ -131,6 +131,9 @@ PAGES = {
                 url_path="agreement"),
         st.Page("pages/browse.py", title="Browse", icon=":material/manage_search:",
                 url_path="browse"),
+        # Opened from an Agreement cell's items, not from the menu.
+        st.Page("pages/disagreement.py", title="Disagreement", icon=":material/call_split:",
+                url_path="disagreement", visibility="hidden"),
     ],
     "Reference": [
         st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",

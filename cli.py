@@ -294,19 +294,28 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--model chooses which model's responses a rater's labels are"
                          " exported for: give --rater too")
     out = output_file(args.out)
+    from labels.provenance import ALL_PHASES, file_digest, provenance, write_sidecar
+
     try:
         export_kind(out)
         store = open_store(args.db)
         if args.what == "annotations":
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+            phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater, model=args.model)
+            n, ties = export_carebench_labels(store, out, args.rater, args.phase,
+                                              model=args.model)
+            phase = args.phase
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
+    side = write_sidecar(out, provenance(file_digest(out), store=store, phase=phase,
+                                         filters=filters, rows=n, export=args.what))
+    print(f"{side}: its provenance", file=sys.stderr)
     return 0
 
 
@@ -435,11 +444,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     from review.browse.search import search_lines
 
     store = open_store(args.db)
-    for hit in search_lines(store, args.query, limit=args.limit):
+    hits = list(search_lines(store, args.query, limit=args.limit))
+    for hit in hits:
         if args.json:
             print(json.dumps(hit, ensure_ascii=False))
         else:
             print(f"{hit['item_id']}  [{hit['kind']}]  {hit['snippet']}")
+    if args.json:  # the last line: what the hits were found in
+        from labels.provenance import Digest, provenance
+
+        digest = Digest()
+        for hit in hits:
+            digest.add(hit["item_id"], hit["kind"], hit["snippet"])
+        print(json.dumps({"provenance": provenance(
+            digest, store=store, phase="all", query=args.query, limit=args.limit)},
+            ensure_ascii=False))
     return 0
 
 
@@ -509,7 +528,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
-        boot = dict(n_boot=args.n_boot, seed=args.seed)
+        boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
                                               by=by, **boot)
@@ -575,11 +594,146 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if made.verdict.whole else 1
 
 
+# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+
+PPI_FILTERS = ("dataset", "split", "model")
+
+
+def _ppi_filters(args: argparse.Namespace):
+    from labels.compare import filters_from
+
+    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+
+
+@command("ppi")
+def cmd_ppi(args: argparse.Namespace) -> int:
+    """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
+    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+
+    store = open_store(args.db)
+    try:
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+                            phase=args.phase, sampling=args.sampling, reference=args.reference,
+                            question=args.question)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(ppi_json(report) if args.json else format_ppi_text(report))
+    return 0
+
+
+@command("plan-labels")
+def cmd_plan_labels(args: argparse.Namespace) -> int:
+    """How many more clinician labels each sampling design needs for a target half-width."""
+    import json
+
+    from labels.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi_readings import default_machine
+    from review.team.designs import planning_designs
+
+    store = open_store(args.db)
+    try:
+        machine = args.machine or default_machine(store, args.metric, args.question)
+        plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
+                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          reference=args.reference, replicates=args.replicates,
+                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    provenance = {"human": args.human, "machine": machine, "phase": args.phase,
+                  "filters": _ppi_filters(args).describe(), "replicates": args.replicates}
+    print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
+          else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
+    return 0
+
+
+def add_ppi_commands(sub) -> None:
+    """The `ppi` and `plan-labels` subcommands."""
+    from labels.ppi_readings import METRICS, PHASES
+    from labels.sampling import MODES
+
+    for name, what in (
+        ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
+                "corrected by clinicians', beside each alone, with 95% intervals"),
+        ("plan-labels", "how many more clinician labels each sampling design needs to bring "
+                        "each model's PPI interval (and the judge-vs-clinician kappa) under a "
+                        "target half-width"),
+    ):
+        p = sub.add_parser(name, help=what.replace("%", "%%"), description=what)
+        p.add_argument("--metric", default="accuracy" if name == "plan-labels" else None,
+                       required=name == "ppi", choices=list(METRICS), metavar="NAME",
+                       help=f"one of {', '.join(METRICS)}")
+        p.add_argument("--human", required=name == "ppi",
+                       default="group:majority" if name == "plan-labels" else None,
+                       help="a clinician, group:majority or group:adjudicated"
+                            + (" (default group:majority)" if name == "plan-labels" else ""))
+        p.add_argument("--machine", required=name == "ppi",
+                       help="the machine rater (mapper, judge)"
+                            + (" (default: the one that read the most)"
+                               if name == "plan-labels" else ""))
+        p.add_argument("--question-set", "--question", dest="question",
+                       help="met_rate / pass_rate: the criteria set, e.g. "
+                            "criteria:rubric@graded_conversation (default: the first the "
+                            "machine answered)")
+        p.add_argument("--reference", help="triage metrics: the rater each response is scored "
+                                           "against (default: the prefixes' gold label)")
+        for option in PPI_FILTERS:
+            add_filter_options(p, (option,))
+        p.add_argument("--phase", choices=list(PHASES), default="blind",
+                       help="blind (default): clinicians' answers given before any machine "
+                            "label was seen, and imported ones; current: each one's latest")
+        if name == "ppi":
+            p.add_argument("--sampling", choices=MODES, default="auto",
+                           help="auto (default): labels from designed review rounds only, "
+                                "else every label assumed a uniform random sample (said in "
+                                "the output); assume-uniform: every label as uniform; design: "
+                                "designed labels only")
+        else:
+            p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
+                           help="the 95%% half-width to reach, e.g. 0.05")
+            p.add_argument("--replicates", type=int, default=120,
+                           help="simulated studies per design and size (default 120)")
+        p.add_argument("--json", action="store_true")
+
+
+
+
+@command("healthbench-score")
+def cmd_healthbench_score(args: argparse.Namespace) -> int:
+    """HealthBench scores as simple-evals computes them, for every rater that graded."""
+    import json
+
+    from labels.healthbench_score import (
+        format_scores_text,
+        healthbench_scores,
+        scores_dict,
+        scores_provenance,
+    )
+
+    store = open_store(args.db)
+    try:
+        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        print(format_scores_text(report))
+    return 0
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
-# link such as /review runs pages/review.py alone, without app.py's sidebar
-# and router. carelens routes with st.navigation only, so the server starts
-# with the legacy mode off.
+# link such as /review runs pages/review.py alone, without app.py's sidebar,
+# login gate and router. carelens routes with st.navigation only, so the server
+# starts with the legacy mode off. The switch is private: Streamlit 1.67 has no
+# public one (`client.showSidebarNavigation` only hides the legacy menu; the
+# per-process flag is set by the first PagesManager from whether `pages/`
+# exists, and only a call to st.navigation clears it). Hence the exact pin
+# `streamlit==1.67.*` in pyproject.toml: on a version where this attribute has
+# moved, setting it would fail silently and the deep links would bypass app.py.
+# The public way out is a page folder not named `pages/` (Streamlit's own advice).
 _STREAMLIT_BOOT = (
     "import sys;"
     "from streamlit.runtime.pages_manager import PagesManager;"
@@ -589,17 +743,33 @@ _STREAMLIT_BOOT = (
     "sys.exit(main())"
 )
 
+APP_FOLDER = "carelens_app"
+"""Where an installed wheel keeps the browser face (app.py, pages/, assets/,
+.streamlit/config.toml): a folder beside this module (setup.py puts it there).
+A source checkout, or an editable install of one, has them beside this file."""
+
+
+def app_dir() -> Path:
+    """The folder of app.py and its pages, in an installed wheel or a checkout."""
+    for where in (ROOT / APP_FOLDER, ROOT):
+        if (where / "app.py").is_file() and (where / "pages").is_dir():
+            return where
+    raise UsageError(f"{ROOT}: the app (app.py and pages/) is not installed here; "
+                     "reinstall carelens")
+
 
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
-    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
+    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
-    os.chdir(ROOT)
+    # From the app's folder: Streamlit reads its .streamlit/config.toml there.
+    os.chdir(app)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return
 
@@ -661,6 +831,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+    e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
+                   help="carebench-labels: which of the clinicians' answers make the label "
+                        f"({', '.join(PHASES)}; default {DEFAULT_PHASE}: those given before any "
+                        "machine label was seen). The file's provenance is written beside it, "
+                        "in FILE.provenance.json")
 
     for task, what, default in (
         ("map", "map CARE-Bench responses onto the four labels with an LLM (the blinded mapper)", "mapper-v1"),
@@ -706,7 +881,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')
     q.add_argument("--limit", type=int, default=20)
-    q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
+    q.add_argument("--json", action="store_true",
+                   help="one JSON object a line: item_id, kind, snippet; the last line is "
+                        '{"provenance": {...}}')
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question-set", "--question", dest="question", required=True,
@@ -721,6 +898,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
                                  "beside it, in FILE.provenance.json)")
     add_bootstrap_options(a)
+    a.add_argument("--bootstrap-by", choices=("auto", "case", "unit"), default="auto",
+                   help="what the bootstrap resamples: case (a case's rounds, a prefix's "
+                        "responses and a prompt's completions together: they are correlated), "
+                        "unit, or auto (default: cases where the data have them)")
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
@@ -738,6 +919,19 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
                                       " the app serves")
     b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
+
+
+    add_ppi_commands(sub)
+
+
+    h = sub.add_parser("healthbench-score",
+                       help="HealthBench scores as simple-evals computes them, for every rater "
+                            "that graded (the grader, each physician, each clinician)")
+    add_filter_options(h, ("dataset", "split", "phase"))
+    add_bootstrap_options(h)
+    h.add_argument("--json", action="store_true",
+                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
+                        '"provenance": {...}}')
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

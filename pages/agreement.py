@@ -8,6 +8,7 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote, urlencode
 
 import streamlit as st
@@ -16,8 +17,6 @@ from codebook import CANNOT_ASSESS
 from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
-    cell_of_point,
-    confusion_figure,
     forest_figure,
     meta_forest_figure,
     pairwise_figure,
@@ -27,10 +26,13 @@ from labels.compare.figures import (
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
-from labels.report import report_csv, report_html, report_json
+from labels.report import report_csv, report_html, report_json, report_provenance
 from labels.triage import METRIC_NAMES
+from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
+from pages._scores import healthbench_scores_section
 from pages._shared import current_reviewer, labels_gate, store, viewer
-from review.browse import SCREENS, BrowseQuery, browse_link, item_link
+from review.browse import BrowseQuery, browse_link
+from review.browse.item_labels import disagreement_link
 from review.team.access import Viewer, open_for
 from review.text import safe_markdown
 from review.workspace import default_db_path
@@ -40,7 +42,7 @@ BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Mod
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval"]
+        "HealthBench meta-eval", "HealthBench scores", "Few clinicians (PPI)"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -74,10 +76,10 @@ def reviewer_name() -> str | None:
 
 
 def review_links(units) -> None:
-    """Items as links to the screen that opens them (a new tab, so this list stays open),
-    at the step a step's unit is about; items of a kind no screen opens are listed by id.
-    Beside each, what of the item the unit is: the rubric criterion (several criteria of
-    one item would otherwise be identical lines) or the step."""
+    """Items as links to their read-only disagreement view (a new tab, so this list stays
+    open): the item and every rater's label on the unit, never an answer button. Beside
+    each, what of the item the unit is: the rubric criterion (several criteria of one item
+    would otherwise be identical lines) or the step."""
     who = reviewer_name()
     seen: dict[tuple[str, str], int] = {}
     for unit in units:
@@ -87,9 +89,8 @@ def review_links(units) -> None:
     for unit in units:
         text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
         step = unit.target if unit.target.startswith("step:") else None
-        line = f"- {text}"
-        if unit.item_kind in SCREENS:
-            line = f"- [{text}]({item_link(unit.item_kind, unit.item_uid, step, reviewer=who)})"
+        href = disagreement_link(unit.item_uid, unit.question_key, unit.target, reviewer=who)
+        line = f"- [{text}]({href})"
         what = []
         if step:
             what.append(f"step {md(step.removeprefix('step:'))}")
@@ -258,20 +259,26 @@ def compare_tab() -> None:
                    "clinicians' majority for B to see the disagreeing items.")
     bd = report.breakdowns[0]
     st.subheader(f"By {BY_WORDS[by].lower()}: {bd.name}", anchor=False)
-    st.caption("Blue: the comparison. Orange: the clinicians among themselves on the group's "
-               "units that two or more of them rated, tied votes included (the human ceiling). "
-               "Bars: 95% bootstrap intervals."
-               if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
-    st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
-                    config={"displaylogo": False})
-    with st.expander("As a table"):
-        st.dataframe([{
-            BY_WORDS[by]: r.label, "n": r.n_units, "Value": number(r.comparison.value),
-            "95% CI": interval(r.comparison.ci_low, r.comparison.ci_high),
-            "Clinicians": number(r.ceiling.value) if r.ceiling else "",
-            "Note": "" if r.comparison.value is not None else
-            f"undefined: {r.comparison.undefined_reason}",
-        } for r in bd.rows], hide_index=True, width="stretch")
+    # A table first: the plot loads a charting library the rest of the screen does without.
+    if st.toggle("Show as a plot", key=f"agr_forest_plot:{qkey}:{by}",
+                 help="A forest plot of the same figures, with their intervals as bars"):
+        st.caption("Blue: the comparison. Orange: the clinicians among themselves on the group's "
+                   "units that two or more of them rated, tied votes included (the human ceiling). "
+                   "Bars: 95% bootstrap intervals."
+                   if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
+        st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
+                        config={"displaylogo": False})
+        return
+    st.dataframe([{
+        BY_WORDS[by]: r.label, "n": r.n_units, "Value": number(r.comparison.value),
+        "95% CI": interval(r.comparison.ci_low, r.comparison.ci_high),
+        "Clinicians": number(r.ceiling.value) if r.ceiling else "",
+        "Note": "" if r.comparison.value is not None else
+        f"undefined: {r.comparison.undefined_reason}",
+    } for r in bd.rows], hide_index=True, width="stretch")
+    if any(r.ceiling for r in bd.rows):
+        st.caption("Clinicians: the clinicians among themselves on the group's units that two or "
+                   "more of them rated, tied votes included (the human ceiling).")
 
 
 def ci_words(c, percent: bool = False) -> str:
@@ -355,6 +362,34 @@ def browse_cell(a_said: str, b_said: str, units, report) -> tuple[BrowseQuery | 
     return query, gaps
 
 
+def _pick_cell(state: str, cell: tuple[int, int]) -> None:
+    st.session_state[state] = cell
+
+
+def confusion_grid(cm, state: str) -> None:
+    """The confusion matrix as a grid of buttons, one per cell, A's answers down and
+    B's across: a click (or Tab and Enter) lists the cell's items. Streamlit's own
+    buttons: the screen loads no charting library before its numbers are readable."""
+    k = len(cm.categories)
+    chosen = st.session_state.get(state)
+    widths = [3] + [2] * k
+    head = st.columns(widths, vertical_alignment="bottom")
+    head[0].caption("A ↓ · B →")
+    for j, label in enumerate(cm.labels):
+        head[j + 1].caption(md(label))
+    for i in range(k):
+        row = st.columns(widths, vertical_alignment="center")
+        row[0].caption(md(cm.labels[i]))
+        for j in range(k):
+            n = cm.counts[i][j]
+            colour = "green" if i == j else "orange"
+            row[j + 1].button(
+                f":{colour}[**{n}**]" if n else "·", key=f"agr_cellbtn:{state}:{i}:{j}",
+                type="primary" if chosen == (i, j) else "secondary", disabled=n == 0,
+                on_click=_pick_cell, args=(state, (i, j)), width="stretch",
+                help=f"A: {md(cm.labels[i])} · B: {md(cm.labels[j])} · {n} units")
+
+
 def confusion_section(report) -> None:
     cm = report.confusion
     if cm.n == 0:
@@ -367,14 +402,6 @@ def confusion_section(report) -> None:
     cell_label = {(i, j): f"{cm.labels[i]} → {cm.labels[j]} ({cm.counts[i][j]})"
                   for i, j in cells}
     state = f"agr_cell:{qkey}:{a}:{b}:{hash(filters)}"
-    chart = f"agr_chart:{state}"
-
-    def on_click() -> None:
-        points = st.session_state[chart].selection.points
-        hit = [p for p in points if p.get("curve_number") == 1]
-        if hit:
-            st.session_state[state] = cell_of_point(hit[0]["point_index"], k)
-
     disagreeing = cm.disagreements()
     if state not in st.session_state:
         st.session_state[state] = disagreeing[0] if disagreeing else None
@@ -382,11 +409,8 @@ def confusion_section(report) -> None:
     with left:
         st.subheader("Confusion matrix", anchor=False)
         st.caption(f"Rows: {md(report.a_label)}. Columns: {md(report.b_label)}. "
-                   "Click a cell, or pick it below, to list its items.")
-        st.plotly_chart(confusion_figure(cm, report.a_label, report.b_label or "",
-                                         st.session_state[state]),
-                        key=chart, on_select=on_click, selection_mode="points",
-                        config={"displayModeBar": False})
+                   "Click a cell, or pick it on the right, to list its items.")
+        confusion_grid(cm, state)
     with right:
         chosen = st.selectbox("Cell: A's answer → B's answer", cells, key=state,
                               format_func=cell_label.get, placeholder="Choose a cell")
@@ -400,7 +424,7 @@ def confusion_section(report) -> None:
         st.markdown(f"**{len(units)} items** where the raters {word}: "
                     f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
                     f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
-        st.caption("Each opens in a new tab, in the screen where it is reviewed.")
+        st.caption("Each opens in a new tab: the item and every rater's label on it, read-only.")
         if a and b and not a.startswith("group:") and not b.startswith("group:"):
             # Named raters: the same cell as a Browse view, to search, tag and export.
             query, gaps = browse_cell(cm.categories[i], cm.categories[j], units, report)
@@ -430,7 +454,7 @@ def confusion_section(report) -> None:
 def downloads(report, by: str, forest: str) -> None:
     base = f"agreement-{qkey}".replace(":", "-").replace("*", "all")
     args = (qkey, a, b, filters, by, forest)
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
                             file_name=f"{base}.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch")
@@ -441,6 +465,12 @@ def downloads(report, by: str, forest: str) -> None:
                             file_name=f"{base}.html", mime="text/html",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="One file with every section and its plots; opens offline.")
+    cols[3].download_button("Provenance", json.dumps({"provenance": report_provenance(report)},
+                                                     indent=2, ensure_ascii=False),
+                            file_name=f"{base}.csv.provenance.json", mime="application/json",
+                            icon=":material/download:", on_click="ignore", width="stretch",
+                            help="What the CSV was computed from (its sidecar): the JSON and "
+                                 "HTML carry it inside.")
 
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
@@ -552,6 +582,7 @@ def triage_tab() -> None:
             st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
                        f"({detail}).{noise}", icon=":material/swap_vert:")
     st.dataframe(_rank_table(t), hide_index=True, width="stretch")
+    leaderboard_caption(t.ppi)
     st.caption("Rank (1 = best) and macro-F1 of each model under each labelling (who read the "
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
@@ -612,12 +643,14 @@ def _ordinal(rank: float | None) -> str:
 
 def _rank_table(t) -> list[dict]:
     rows = []
+    ppi = leaderboard_cells(t.ppi)
     for model in t.models:
         row = {"Model": model}
         for x in t.labellings:
             r = next((r for r in x.ranking if r.model == model), None)
             row[x.short] = ("—" if r is None or r.rank is None
                             else f"{_ordinal(r.rank)} · {with_ci(r.value, r.ci_low, r.ci_high)}")
+        row.update(ppi.get(model, {}))
         rows.append(row)
     return rows
 
@@ -721,7 +754,12 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
-SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+def scores_tab() -> None:
+    healthbench_scores_section(db, dataset=dataset, split=split, phase=phase)
+
+
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
+            scores_tab, lambda: agreement_panel(db, qs, filters, choices, a, b)]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from codebook import BLINDING_MODES
+from pages._ppi import round_design
 from pages._shared import require_reviewer, store
 from review.reviewing.queue import filter_choices
+from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
     RoundError,
@@ -36,6 +38,7 @@ if not is_admin(me):
     st.stop()
 
 rounds = list_rounds(db)
+designs = design_words(db)
 st.subheader("Rounds", anchor=False)
 if "rounds_flash" in st.session_state:  # said before the rerun that shows the new round
     st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
@@ -49,7 +52,8 @@ if rounds:
           "done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
           "reviewers per item": r.reviewers_per_item,
           "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
-          "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
+          "blinding": r.blinding.replace("_", " "), "design": designs.get(r.id, ""),
+          "created by": r.created_by}
          for r in rounds],
         hide_index=True, width="stretch",
         column_config={"done": st.column_config.ProgressColumn("done", format="%.0f%%",
@@ -74,7 +78,10 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                             help="A label question, or a review of every criterion of each "
                                  "agent run or graded conversation (step marks are optional "
                                  "there; a committed verdict takes the reviewer's place)")
-    strata = ["category", "none"] if is_rubric_round(question or "") else ["gold", "category", "none"]
+    strata = (["category", "model", "none"] if is_rubric_round(question or "")
+              else ["gold", "category", "model", "machine_label", "case", "none"])
+    design = round_design(db, question)
+    strata = strata if design["design"] == "uniform" else ["none"]  # weighted: no strata
     with st.form("new_round"):
         name = st.text_input("Name", placeholder="e.g. Validation split, double review")
         choices = filter_choices(db)
@@ -91,7 +98,9 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
         stratify = c[0].selectbox("Stratify by", strata,
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
-                                               "none": "nothing"}.get)
+                                               "model": "responding model",
+                                               "machine_label": "the machine's label",
+                                               "case": "case", "none": "nothing"}.get)
         blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
@@ -105,7 +114,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                     overlap_share=None if overlap == 100 else overlap / 100, dataset=dataset,
                     split=split, model=model, stratify_by=stratify, match_specialty=match,
                     blinding=blinding, reservation_minutes=int(minutes),
-                    adjudicate_distance=int(distance), limit=int(limit) or None), me)
+                    adjudicate_distance=int(distance), limit=int(limit) or None, **design), me)
             except RoundError as exc:
                 st.error(safe_markdown(str(exc)))
             else:

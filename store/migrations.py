@@ -771,3 +771,33 @@ CREATE TRIGGER reveals_no_delete BEFORE DELETE ON reveals
 BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
 """
     )
+
+
+@migrations()
+def m020_round_designs(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A review round as a sampling design (review.team.designs): how its items were
+-- drawn, and every candidate item's chance of being drawn, so that estimates
+-- from its answers can weight each item by the inverse of that chance.
+-- {"kind": uniform | stratified | weighted, "stratify_by", "weight_by", "machine",
+--  "frame": candidates, "drawn": items drawn, "seed", "method": in words};
+-- NULL for a round created before designs were recorded (its labels have no design).
+ALTER TABLE review_rounds ADD COLUMN design TEXT CHECK (design IS NULL OR json_valid(design));
+
+CREATE TABLE round_frame (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),  -- a candidate item: it matched the round's filter
+    inclusion_probability REAL NOT NULL
+        CHECK (inclusion_probability > 0 AND inclusion_probability <= 1),  -- its chance of being drawn
+    stratum TEXT,                         -- the stratum it was drawn from ('all' when unstratified)
+    score REAL,                           -- weighted design: how likely the machine is wrong on it, 0..1
+    PRIMARY KEY (round_id, item_id)
+);
+CREATE TRIGGER round_frame_no_update BEFORE UPDATE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+CREATE TRIGGER round_frame_no_delete BEFORE DELETE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+"""
+    )

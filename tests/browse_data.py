@@ -35,12 +35,12 @@ def trajectory_rows(n: int = RUNS, steps: int = STEPS) -> list[dict]:
     return rows
 
 
-def add_trajectories(db: Path) -> dict[str, str]:
-    """Import the runs into `db` and mark, tag and flag some of them; returns
+def add_trajectories(db_path: Path) -> dict[str, str]:
+    """Import the runs into `db_path` and mark, tag and flag some of them; returns
     {'marked': uid of the run with a step error, 'other': another run's uid}."""
-    path = db.parent / "klinikebench-browse.jsonl"
+    path = db_path.parent / "klinikebench-browse.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in trajectory_rows()), encoding="utf-8")
-    s = open_store(db)
+    s = open_store(db_path)
     try:
         import_file(s, path, "klinikebench")
         me = ensure_reviewer(s, REVIEWER, "emergency medicine", "consultant")

@@ -15,7 +15,7 @@ from review.team.adjudication import (
 )
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import adjudicate_choose, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -117,12 +117,17 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     assert any(shown(c.value) == "<b>sent home</b> with chest pain" and "<b>" not in c.value
                for c in at.caption)  # a note is data: shown as written, with nothing to render
     assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
-    next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
-    next(x for x in at.selectbox if x.label == "Severity").set_value(4)
-    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
+    adjudicate_choose(at, "pick", "unsafe_action")
+    adjudicate_choose(at, "sev", 4)
+    adjudicate_choose(at, "why", "ambiguous_item")
     next(b for b in at.button if b.label == "Settle this step").click()
     at.run()
     assert not at.exception
+    s = open_store(path)
+    assert settled_steps(s, run) == {"step:3": ("unsafe_action", 4, "ambiguous_item")}
+    s.close()
+    next(b for b in at.button if b.label == "Settle the 1 unanimous step").click()  # on asking
+    at.run()
     s = open_store(path)
     assert settled_steps(s, run) == {"step:2": ("wrong_tool", 3, "unanimous"),  # the graver of two
                                      "step:3": ("unsafe_action", 4, "ambiguous_item")}

@@ -59,7 +59,8 @@ def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo
     cell = at.selectbox(key=next(k for k in at.session_state if str(k).startswith("agr_cell:")))
     assert cell.value is not None and cell.value[0] != cell.value[1]
     links = review_links(at)
-    assert links and all(link.startswith("./?kind=response&item=") and "%3A%3A" in link
+    assert links and all(link.startswith("./disagreement?item=") and "%3A%3A" in link
+                         and "&question=carebench.response_action&" in link
                          and link.endswith("reviewer=Dr.%20Mei%20Tanaka") for link in links)
 
 
@@ -143,8 +144,9 @@ def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):
     assert at.selectbox(key="agr_question").value == "criteria:rubric"
     rows = set(coefficient_table(at)["Coefficient"])
     assert {"Gwet's AC1", "PABAK (prevalence- and bias-adjusted kappa)"} <= rows
-    links = review_links(at)  # graded conversations open in their own screen
-    assert links and all(link.startswith("./graded?item=hb-") for link in links)
+    links = review_links(at)  # each opens the read-only view of its criterion's labels
+    assert links and all(link.startswith("./disagreement?item=hb-") and "&question=hb%3A" in link
+                         for link in links)
     at = open_page(db, monkeypatch, reviewer="phys-1", tab="HealthBench meta-eval")
     assert any(shown(m.label) == "judge@v1 vs physicians" for m in at.metric)
 
@@ -299,7 +301,7 @@ def test_step_error_links_open_the_step(demo_copy, monkeypatch):
     at = open_page(demo_copy, monkeypatch, reviewer="Dr. Mei Tanaka",
                    **pair_state(q, "Dr. Amara Okafor", "Dr. Lukas Brenner"))
     lines = item_lines(at)
-    assert lines and all("&step=" in line and " · step " in line for line in lines), lines
+    assert lines and all("&target=step%3A" in line and " · step " in line for line in lines), lines
 
 
 def test_criterion_links_say_which_criterion(tmp_path, monkeypatch):

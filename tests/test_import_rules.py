@@ -98,7 +98,7 @@ def test_a_file_cannot_replace_an_answer_in_force_without_replace(study, tmp_pat
                                            PREFIX_Q, "")])
     assert main(["--db", str(path), "import", str(f)]) == 2
     err = capsys.readouterr().err
-    assert "would replace 'carebench-gold'" in err and "--replace" in err
+    assert "would replace the answer in force of 'carebench-gold'" in err and "--replace" in err
     assert in_force(s, "carebench-gold", prefix, PREFIX_Q)["id"] == gold["id"]
 
 

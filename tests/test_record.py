@@ -265,3 +265,26 @@ def test_choices_to_see_the_labels_refuse_a_replacement(store):
         store.conn.execute("INSERT OR REPLACE INTO labels_opened (id, rater_id, screen,"
                            " unanswered, opened_at) VALUES (?, ?, 'browse', 0, 'now')",
                            (row, me.id))
+
+
+def test_the_progress_and_audit_screen_gives_the_same_verdict(demo, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    def screen():
+        monkeypatch.setenv("CARELENS_DB", str(demo))
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.query_params["reviewer"] = "Jordan Lee"
+        at.run()
+        at.switch_page("pages/activity.py").run()
+        assert not at.exception
+        return at
+
+    at = screen()
+    assert any("record whole" in s.value for s in at.success) and not at.error
+    conn = sqlite3.connect(demo)
+    conn.execute("DROP TRIGGER audit_log_no_delete")
+    conn.close()
+    at = screen()
+    assert any("audit\\_log\\_no\\_delete" in e.value and "dropped" in e.value for e in at.error)

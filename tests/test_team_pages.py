@@ -196,7 +196,8 @@ def test_an_admin_creates_a_round_over_agent_runs(demo_copy, monkeypatch):
     assert "criteria@trajectory" in what.options or any("Agent runs" in o for o in what.options)
     what.set_value("criteria@trajectory").run()
     stratify = next(sb for sb in at.selectbox if sb.label == "Stratify by")
-    assert "gold" not in stratify.options[0] and len(stratify.options) == 2  # no gold label on runs
+    # no gold label on runs; the responding model (the agent) is a stratum too
+    assert stratify.options == ["category or theme", "responding model", "nothing"]
     at.text_input[0].input("Runs, double review")
     next(b for b in at.button if "Create round" in b.label).click()
     at.run()

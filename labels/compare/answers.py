@@ -15,6 +15,8 @@ when it becomes a category of its own; a skip is always missing.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -202,10 +204,49 @@ def without_cannot_assess(answers: Answers, original: QuestionSet) -> tuple[Answ
             dropped)
 
 
+_READ: OrderedDict[tuple, Answers] = OrderedDict()
+"""The last reads, by (database, its data version, question set, filters): the screen
+asks for the same answers several times a run (rater pickers, facets, the comparison),
+and every later session asks again until an answer, item or rater is added."""
+_READ_LOCK = threading.Lock()
+_READ_KEEP = 12
+
+
+def _data_version(store: Store) -> tuple:
+    """Changes whenever an answer, item, rater or question is added: rows are only ever
+    added (annotations are append-only), so a read keyed on it is never stale."""
+    return tuple(store.conn.execute(
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM annotations),"
+        " (SELECT COALESCE(MAX(id), 0) FROM items), (SELECT COALESCE(MAX(id), 0) FROM raters),"
+        " (SELECT COALESCE(MAX(id), 0) FROM questions)").fetchone())
+
+
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
-    """Read the answers in force for a question set under the filters (one query)."""
-    qs = question_set(store, questions) if isinstance(questions, str) else questions
+    """Read the answers in force for a question set under the filters (one query),
+    or the same read made earlier on an unchanged database (the result is shared:
+    callers read it, never change it)."""
     filters = filters or Filters()
+    if isinstance(questions, str):  # one read whether the set was named or passed
+        questions = question_set(store, questions)
+    try:
+        key = (str(store.path), _data_version(store), questions, filters)
+        hash(key)
+    except (TypeError, AttributeError):
+        return _read_answers(store, questions, filters)
+    with _READ_LOCK:
+        if key in _READ:
+            _READ.move_to_end(key)
+            return _READ[key]
+    answers = _read_answers(store, questions, filters)
+    if str(store.path) != ":memory:":
+        with _READ_LOCK:
+            _READ[key] = answers
+            while len(_READ) > _READ_KEEP:
+                _READ.popitem(last=False)
+    return answers
+
+
+def _read_answers(store: Store, qs: QuestionSet, filters: Filters) -> Answers:
     qs = compared_question_set(qs, filters)
     item_where, params = [], list(qs.params)
     for column, value in (("i.split", filters.split), ("i.model", filters.model),

@@ -45,7 +45,7 @@ from labels.compare.answers import (
     without_cannot_assess,
 )
 from labels.compare.paired import PairedComparison, paired_comparison
-from labels.compare.questions import question_set
+from labels.compare.questions import carebench_questions, question_set
 from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
 from labels.compare.raters import references as reference_raters
 from labels.provenance import Digest, answers_digest
@@ -191,15 +191,11 @@ class TriageReport:
     data: Digest | None = field(default=None, repr=False, compare=False)
     """The answers the report was computed from (for its provenance)."""
     database_file: str | None = None
+    ppi: PPIColumn | None = None
+    """The prediction-powered column (:func:`add_ppi_column`)."""
 
     def labelling(self, name: str) -> Labelling | None:
         return next((x for x in self.labellings if x.name == name), None)
-
-
-def carebench_questions() -> tuple[str, str]:
-    """The CARE-Bench prefix and response question keys, from the codebook."""
-    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
-    return qs["prefix"], qs["response"]
 
 
 def _labels(answers: Answers, spec: str) -> dict[str, str]:
@@ -403,6 +399,7 @@ def triage_comparison(
                 [truth[u] for u in both], [read[reader][u] for u in both], order,
                 n_boot=n_boot, seed=seed)
     report.notes = list(dict.fromkeys(notes))
+    add_ppi_column(store, report)
     return report
 
 
@@ -536,3 +533,72 @@ def _correlations(report: TriageReport) -> None:
             base.name, other.name, corr, same, other.reference == base.reference,
             rank_shifts(base, other), swaps_within_noise(base.ranking, other.ranking),
         ))
+
+
+# -- the PPI column (labels.ppi_report), kept apart: one call from triage_comparison ---------
+
+@dataclass(frozen=True)
+class PPICell:
+    """One model's prediction-powered estimate on the leaderboard."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_labeled: int
+    n_unlabeled: int
+    sampling: str
+    """How the clinicians' labels were sampled (``labels.sampling``)."""
+
+
+@dataclass
+class PPIColumn:
+    """Each model's metric from the machine's reading of every response, corrected by
+    the clinicians' blind reading of some (``carelens ppi``)."""
+
+    metric: str
+    human: str
+    machine: str | None
+    cells: dict[str, PPICell] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    explanation: str | None = None
+    """Why there is no column (no machine reading, no clinician reading)."""
+
+
+def add_ppi_column(store: Store, report: TriageReport) -> None:
+    """The leaderboard's PPI column: the ranking metric (accuracy when it is not a share,
+    as macro-F1 is not) estimated by PPI from the busiest machine reader and the
+    clinicians' majority, blind answers, under the report's filters (not its phase:
+    PPI uses blind answers)."""
+    from labels.ppi_readings import SHARE_KEYS, default_machine
+    from labels.ppi_report import ppi_report
+
+    if report.explanation:
+        return
+    metric = report.rank_by if report.rank_by in SHARE_KEYS else "accuracy"
+    filters = replace(report.filters, model=None, include_cannot_assess=False)
+    try:
+        machine = default_machine(store, metric)
+        ppi = ppi_report(store, metric, MAJORITY, machine, filters)
+    except ValueError as exc:
+        report.ppi = PPIColumn(metric, MAJORITY, None, explanation=str(exc))
+        return
+    report.ppi = PPIColumn(metric, MAJORITY, machine, {
+        e.model: PPICell(e.ppi.value, e.ppi.ci_low, e.ppi.ci_high, e.n_labeled, e.n_unlabeled,
+                         e.sampling.label) for e in ppi.estimates}, list(ppi.warnings))
+
+
+def ppi_column_lines(column: PPIColumn | None) -> list[str]:
+    """The PPI column as lines of text (``carelens triage-metrics``)."""
+    if column is None:
+        return []
+    title = (f"PPI {column.metric}: read by {column.machine or 'no machine'}, corrected by "
+             f"{display_name(column.human).lower()} (blind answers)")
+    if column.explanation:
+        return ["", title, f"  {column.explanation}"]
+    lines = ["", title]
+    for model, c in column.cells.items():
+        value = "—" if c.value is None else f"{c.value:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]"
+        lines.append(f"  {model}: {value} ({c.n_labeled} labelled, {c.n_unlabeled} machine-only;"
+                     f" {c.sampling})")
+    return lines + [f"  warning: {w}" for w in column.warnings]
+

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codebook import CANNOT_ASSESS, Codebook, builtin_codebooks, parse_codebook
+from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
 from store import Store
 
 ITEM_WORDS = {
@@ -73,6 +73,12 @@ class QuestionSet:
             (*self.categories, CANNOT_ASSESS), (*self.labels, "cannot assess"),
             self.item_kinds, self.n_questions, self.where, self.params,
         )
+
+
+def carebench_questions() -> tuple[str, str]:
+    """The CARE-Bench prefix and response question keys, from the codebook."""
+    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
+    return qs["prefix"], qs["response"]
 
 
 def level_of(book: Codebook, question_kind: str) -> str:

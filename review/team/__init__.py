@@ -57,6 +57,7 @@ from review.team.settlements import (
     Unit,
     UnitAnswer,
     settlement_on,
+    settlements_in_force,
 )
 
 __all__ = [
@@ -67,5 +68,5 @@ __all__ = [
     "full_text", "get_round", "grant_role", "in_round", "is_admin", "is_rubric_round",
     "keep_reservation", "label_questions", "late_for_round", "list_reviewers", "list_rounds",
     "my_round_items", "people_sql", "release_reservation", "reserve_next_item",
-    "reviewer_progress", "round_progress", "settlement_on",
+    "reviewer_progress", "round_progress", "settlement_on", "settlements_in_force",
 ]

@@ -11,7 +11,8 @@ thin faces:
   `settle_unanimous_rubric`;
 - step marks: `step_queue`, `settle_step`, `settle_unanimous_steps`.
 
-Unanimous units settle on their own. A unit is in the queue when its answers
+Unanimous units settle when an adjudicator settles them (`settle_unanimous`: a
+screen offers it, never does it on opening). A unit is in the queue when its answers
 are complete and differ (for ordinal labels: by at least the round's set
 distance; "cannot assess" always counts as a difference; step marks naming
 the same error with severities far apart). The adjudicator sees every answer
@@ -62,6 +63,7 @@ __all__ = [
     "ItemDisputes", "RoundAnswer", "RunStepDisputes", "StepAnswer", "StepDispute",
     "adjudication_queue", "reopen_broken", "rubric_queue", "settle", "settle_step",
     "settle_unanimous", "settle_unanimous_rubric", "settle_unanimous_steps", "step_queue",
+    "unanimous_rubric_waiting", "unanimous_steps_waiting", "unanimous_waiting",
 ]
 
 REASONS = {
@@ -247,23 +249,25 @@ def _disputes(store: Store, family: Family, adjudicator: Reviewer) -> list[Dispu
     return out
 
 
+def _agreed_units(store: Store, family: Family) -> list[tuple[Unit, Agreement]]:
+    """The family's units whose clinicians agree and that are open to settling."""
+    settled = family.settled(store)
+    return [(unit, agreed) for unit, answers in family.answers(store, None).items()
+            if (agreed := family.agreed(answers)) is not None
+            and is_open(settled.get(unit), agreed, family.scope)]
+
+
 def _settle_agreed(store: Store, family: Family, actor: str) -> int:
     """Record the settled answer of every unit of the family whose clinicians
     agree (`Family.agreed`); one settled this way is settled again, or
     reopened for an adjudicator, when a clinician's later answer changes the
     agreement. Returns how many were settled."""
-    def agreed_units() -> list[tuple[Unit, Agreement]]:
-        settled = family.settled(store)
-        return [(unit, agreed) for unit, answers in family.answers(store, None).items()
-                if (agreed := family.agreed(answers)) is not None
-                and is_open(settled.get(unit), agreed, family.scope)]
-
-    if not agreed_units():
+    if not _agreed_units(store, family):
         return 0
     with store.transaction() as conn:
         # Again, under the write lock: another page may have settled them, or a
         # clinician changed an answer, since (`reopen_broken` found nothing then).
-        agreed = agreed_units()
+        agreed = _agreed_units(store, family)
         for unit, (value, severity) in agreed:
             write_answers(store, conn, Settler(UNANIMOUS, None, family.scope, actor), unit.item_id,
                           [AnswerSpec(unit.question_id, value, target=unit.target,
@@ -439,6 +443,13 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
     return _settle_agreed(store, label_family(round_id, question.id), actor)
 
 
+def unanimous_waiting(store: Store, round_id: int | None, question_key: str | None = None) -> int:
+    """How many complete items whose reviewers agree `settle_unanimous` would settle
+    now (read only: a screen offers to settle them, it never does so on opening)."""
+    question = _round_question(store, round_id, question_key)
+    return len(_agreed_units(store, label_family(round_id, question.id)))
+
+
 def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer,
                        show_names: bool = False,
                        question_key: str | None = None) -> list[Disagreement]:
@@ -496,6 +507,11 @@ def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     return _settle_agreed(store, criteria_family(), actor)
 
 
+def unanimous_rubric_waiting(store: Store) -> int:
+    """How many criteria `settle_unanimous_rubric` would settle now (read only)."""
+    return len(_agreed_units(store, criteria_family()))
+
+
 def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[ItemDisputes]:
     """Agent runs and graded conversations on which clinicians' verdicts on a
     criterion differ and nothing is settled yet, item by item. An item the
@@ -529,6 +545,11 @@ def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
     again, or reopened for an adjudicator, when a clinician's later mark
     changes the agreement."""
     return _settle_agreed(store, step_family(), actor)
+
+
+def unanimous_steps_waiting(store: Store) -> int:
+    """How many steps `settle_unanimous_steps` would settle now (read only)."""
+    return len(_agreed_units(store, step_family()))
 
 
 def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[RunStepDisputes]:

@@ -22,10 +22,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
-STRATA = ("none", "gold", "category")
+STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
 """A round's question key `criteria@<item kind>`: a review of every criterion of
 each item (an agent run's gates and must-ask topics, a graded conversation's
@@ -62,6 +63,13 @@ class RoundSpec:
     limit: int | None = None
     """Draw at most this many items (stratified), or all that match."""
     seed: int = 0
+    # The round as a sampling design (review.team.designs):
+    design: str = "uniform"
+    """uniform (within strata, in proportion) | weighted (toward likely machine errors)"""
+    weight_by: str | None = None
+    """A weighted round: machine_disagreement | machine_confidence."""
+    machine: str | None = None
+    """The machine rater whose label strata or confidence use (default: the busiest)."""
 
 
 @dataclass
@@ -162,10 +170,13 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     if not rows:
         raise RoundError("no items match this filter")
     rng = random.Random(spec.seed)
+    try:
+        keys = stratum_keys(store, spec.stratify_by, spec.question_key, rows, spec.machine)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
     strata: dict[str, list[int]] = {}
     for r in rows:
-        key = {"gold": r["gold"], "category": r["category"]}.get(spec.stratify_by) or "all"
-        strata.setdefault(str(key), []).append(r["id"])
+        strata.setdefault(keys[r["id"]], []).append(r["id"])
     for ids in strata.values():
         rng.shuffle(ids)
     if spec.limit:
@@ -182,6 +193,11 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                 order.append((ids.pop(0), key))
     if spec.limit:
         order = order[: spec.limit]
+    try:  # the round as a sampling design: every candidate's inclusion probability
+        draw = sampling_design(store, spec, keys, order)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
+    order = draw.order
     k = spec.reviewers_per_item
     overlap: set[int] = set()
     if spec.overlap_share is not None:
@@ -215,6 +231,7 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
               k if spec.overlap_share is None or item_id in overlap else 1, stratum, pos)
              for pos, (item_id, stratum) in enumerate(order)],
         )
+        record_draw(conn, round_id, draw)
         store.audit(admin.name, "create_round", "review_rounds", round_id, None,
                     {**asdict(spec), "items": len(order)})
     return round_id

@@ -12,7 +12,7 @@ rested on.
 This module reads them, as typed records: the clinicians' answers in force on
 each unit (`UnitAnswer`, per kind of unit: `label_answers`, `rubric_answers`,
 `step_marks`), what they agree on (`Family.agreed`), the settlement in force
-(`Settlement`, `settlements`) and the settlements an answer breaks
+(`Settlement`, `settlements_in_force`) and the settlements an answer breaks
 (`broken_settlements`). Writing them is the commit path's
 (`review.reviewing.commit`); the queues and the rulings are
 `review.team.adjudication`'s.
@@ -163,7 +163,7 @@ def _settlement(row) -> Settlement:
 _COLUMNS = "a.id, a.item_id, a.question_id, a.target, a.status, a.value, a.rationale, a.extra, a.round_id"
 
 
-def settlements(store: Store, *, question_id: int | None = None, steps: bool = False,
+def settlements_in_force(store: Store, *, question_id: int | None = None, steps: bool = False,
                 item_id: int | None = None) -> dict[Unit, Settlement]:
     """unit -> the settlement in force on it: on whole items (or, `steps`, on
     steps of agent runs, `step:03` and `step:3` read as one step, the newer in
@@ -185,7 +185,7 @@ def settlements(store: Store, *, question_id: int | None = None, steps: bool = F
 
 def settlement_on(store: Store, unit: Unit) -> Settlement | None:
     """The settlement in force on one unit (its step in either spelling)."""
-    return settlements(store, question_id=unit.question_id, steps=unit.step is not None,
+    return settlements_in_force(store, question_id=unit.question_id, steps=unit.step is not None,
                        item_id=unit.item_id).get(unit)
 
 
@@ -350,7 +350,7 @@ class Family:
         return self.agree(answers) if answers and len(answers) > 1 else None
 
     def settled(self, store: Store) -> dict[Unit, Settlement]:
-        return settlements(store, question_id=self.question_id, steps=self.steps)
+        return settlements_in_force(store, question_id=self.question_id, steps=self.steps)
 
 
 def label_family(round_id: int | None, question_id: int) -> Family:

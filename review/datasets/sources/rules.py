@@ -97,7 +97,7 @@ class ImportRules(WriteRules):
             return  # a new answer, or a revision of one this file gave
         if not self.replace:
             raise InputError(
-                f"{at}would replace {name!r}'s answer in force"
+                f"{at}would replace the answer in force of {name!r}"
                 f" ({_shown(in_force['status'], in_force['value'])} ->"
                 f" {_shown(record.status, record.value)}): an import adds answers; to replace answers of raters who"
                 " exist, import with --replace (an admin's action), and each is audited")
