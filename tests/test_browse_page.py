@@ -112,6 +112,9 @@ def test_side_by_side_and_saving_the_view(app, db_path):
     assert app.query_params["side"] == "demo_case_0003_r02"
     shown = texts(app)
     assert "**Side by side**" in shown and "aster-7b" in shown and "cobalt-mini" in shown
+    assert not [t for t in app.text_input if t.label == "Save this view as"]  # the tab not open
+    app.session_state["browse:tab"] = "Save and share"  # only the tab on screen is drawn
+    app.run()
     form_input = next(t for t in app.text_input if t.label == "Save this view as")
     form_input.input("left arm, prefixes")
     next(b for b in app.button if b.label == "Save view").click().run()

@@ -214,11 +214,16 @@ _READ_KEEP = 12
 
 def _data_version(store: Store) -> tuple:
     """Changes whenever an answer, item, rater or question is added: rows are only ever
-    added (annotations are append-only), so a read keyed on it is never stale."""
+    added (annotations are append-only), so a read keyed on it is never stale. With it,
+    what the connection is allowed to read: a reader's store (`review.team.access.
+    open_as_viewer`) reads the answers through views of its own, whose definitions name
+    the reader, so one reader's answers are never handed to another."""
     return tuple(store.conn.execute(
-        "SELECT (SELECT COALESCE(MAX(id), 0) FROM annotations),"
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM main.annotations),"
         " (SELECT COALESCE(MAX(id), 0) FROM items), (SELECT COALESCE(MAX(id), 0) FROM raters),"
-        " (SELECT COALESCE(MAX(id), 0) FROM questions)").fetchone())
+        " (SELECT COALESCE(MAX(id), 0) FROM questions),"
+        " (SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_temp_master"
+        "  WHERE type = 'view' ORDER BY name))").fetchone())
 
 
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:

@@ -55,6 +55,9 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
            "Review, Trajectories, Graded conversations"),
     Action("browse", "search and browse items, tag them, save views", EVERYONE, EVERYONE,
            "Browse"),
+    # Reviewers too where an admin allows it (review.team.study: reviewers_add_tags).
+    Action("add_tags", "add a tag to the list", ADMINS, ADMINS, "Browse"),
+    Action("manage_tags", "retire a tag or offer it again", ADMINS, ADMINS, "Browse"),
     Action("agreement", "compare raters on the answers they may read", EVERYONE, EVERYONE,
            "Agreement; `carelens agreement`, `triage-metrics`"),
     Action("export", "download the answers they may read", EVERYONE, EVERYONE,
