@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, store
+from pages._shared import current_reviewer, labels_gate, server_mode, show_text, viewer_store
 from pages._steps import code_span
 from review.browse import item_link
 from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
@@ -27,7 +27,7 @@ GROUPS = (("human", "Clinicians"), ("machine", "Machine raters"), ("reference", 
 
 st.title("Disagreement", anchor=False)
 labels_gate("disagreement")
-db = store()
+db = viewer_store()  # only the answers this reader may read (review.team.access)
 me = current_reviewer()
 uid = st.query_params.get("item")
 question = st.query_params.get("question") or None
