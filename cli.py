@@ -294,19 +294,28 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--model chooses which model's responses a rater's labels are"
                          " exported for: give --rater too")
     out = output_file(args.out)
+    from labels.provenance import ALL_PHASES, file_digest, provenance, write_sidecar
+
     try:
         export_kind(out)
         store = open_store(args.db)
         if args.what == "annotations":
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+            phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater, model=args.model)
+            n, ties = export_carebench_labels(store, out, args.rater, args.phase,
+                                              model=args.model)
+            phase = args.phase
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
+    side = write_sidecar(out, provenance(file_digest(out), store=store, phase=phase,
+                                         filters=filters, rows=n, export=args.what))
+    print(f"{side}: its provenance", file=sys.stderr)
     return 0
 
 
@@ -435,11 +444,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     from review.browse.search import search_lines
 
     store = open_store(args.db)
-    for hit in search_lines(store, args.query, limit=args.limit):
+    hits = list(search_lines(store, args.query, limit=args.limit))
+    for hit in hits:
         if args.json:
             print(json.dumps(hit, ensure_ascii=False))
         else:
             print(f"{hit['item_id']}  [{hit['kind']}]  {hit['snippet']}")
+    if args.json:  # the last line: what the hits were found in
+        from labels.provenance import Digest, provenance
+
+        digest = Digest()
+        for hit in hits:
+            digest.add(hit["item_id"], hit["kind"], hit["snippet"])
+        print(json.dumps({"provenance": provenance(
+            digest, store=store, phase="all", query=args.query, limit=args.limit)},
+            ensure_ascii=False))
     return 0
 
 
@@ -509,7 +528,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
-        boot = dict(n_boot=args.n_boot, seed=args.seed)
+        boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
                                               by=by, **boot)
@@ -676,6 +695,34 @@ def add_ppi_commands(sub) -> None:
         p.add_argument("--json", action="store_true")
 
 
+
+
+@command("healthbench-score")
+def cmd_healthbench_score(args: argparse.Namespace) -> int:
+    """HealthBench scores as simple-evals computes them, for every rater that graded."""
+    import json
+
+    from labels.healthbench_score import (
+        format_scores_text,
+        healthbench_scores,
+        scores_dict,
+        scores_provenance,
+    )
+
+    store = open_store(args.db)
+    try:
+        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        print(format_scores_text(report))
+    return 0
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
 # link such as /review runs pages/review.py alone, without app.py's sidebar,
@@ -784,6 +831,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+    e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
+                   help="carebench-labels: which of the clinicians' answers make the label "
+                        f"({', '.join(PHASES)}; default {DEFAULT_PHASE}: those given before any "
+                        "machine label was seen). The file's provenance is written beside it, "
+                        "in FILE.provenance.json")
 
     for task, what, default in (
         ("map", "map CARE-Bench responses onto the four labels with an LLM (the blinded mapper)", "mapper-v1"),
@@ -829,7 +881,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')
     q.add_argument("--limit", type=int, default=20)
-    q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
+    q.add_argument("--json", action="store_true",
+                   help="one JSON object a line: item_id, kind, snippet; the last line is "
+                        '{"provenance": {...}}')
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question-set", "--question", dest="question", required=True,
@@ -844,6 +898,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
                                  "beside it, in FILE.provenance.json)")
     add_bootstrap_options(a)
+    a.add_argument("--bootstrap-by", choices=("auto", "case", "unit"), default="auto",
+                   help="what the bootstrap resamples: case (a case's rounds, a prefix's "
+                        "responses and a prompt's completions together: they are correlated), "
+                        "unit, or auto (default: cases where the data have them)")
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
@@ -864,6 +922,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     add_ppi_commands(sub)
+
+
+    h = sub.add_parser("healthbench-score",
+                       help="HealthBench scores as simple-evals computes them, for every rater "
+                            "that graded (the grader, each physician, each clinician)")
+    add_filter_options(h, ("dataset", "split", "phase"))
+    add_bootstrap_options(h)
+    h.add_argument("--json", action="store_true",
+                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
+                        '"provenance": {...}}')
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

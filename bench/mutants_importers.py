@@ -114,6 +114,8 @@ def seeds(work: Path) -> list[Seed]:
     hb = gen / "healthbench_sample5.jsonl"
     hb.write_text("".join(HEALTHBENCH_SAMPLE.read_text(encoding="utf-8").splitlines(True)[:5]),
                   encoding="utf-8")
+    grades = _grades(demo["healthbench_rubrics"], demo["healthbench_completions"],
+                     gen / "healthbench_grades.jsonl")
     c = CONFORMANCE
     job = c / "harbor" / "jobs" / "2026-03-14__09-30-00"
     return [
@@ -137,10 +139,12 @@ def seeds(work: Path) -> list[Seed]:
         Seed("klinikebench", kb_parquet),
         Seed("healthbench", hb),
         Seed("healthbench", demo["healthbench_rubrics"]),
-        Seed("healthbench", c / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json"),
+        Seed("healthbench-results", c / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json"),
+        *(Seed("healthbench-results", demo[k], ("--rater", "healthbench-grader"))
+          for k in sorted(demo) if k.startswith("healthbench_results_")),
         Seed("healthbench-completions", demo["healthbench_completions"]),
         Seed("healthbench-completions", c / "healthbench" / "completions_msglist.jsonl"),
-        Seed("healthbench-grades", demo["healthbench_grades"]),
+        Seed("healthbench-grades", grades),
         Seed("healthbench-meta", demo["healthbench_meta"]),
         Seed("healthbench-meta", c / "healthbench" / "meta_eval.jsonl"),
         Seed("harbor", job),
@@ -149,6 +153,24 @@ def seeds(work: Path) -> list[Seed]:
         Seed("clinicare-cohort", c / "clinicare" / "full750.csv"),
         Seed("clinicare", c / "clinicare" / "jobs" / "claude-opus5__full750__2026-03-14"),
     ]
+
+
+def _grades(rubrics: Path, completions: Path, out: Path) -> Path:
+    """A grader's results in the flat shape (`healthbench-grades`): a verdict on
+    each criterion of each of the demo's completions."""
+    criteria = {}
+    for line in rubrics.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        criteria[row["prompt_id"]] = [r["criterion"] for r in row["rubrics"]]
+    rows = []
+    for n, line in enumerate(completions.read_text(encoding="utf-8").splitlines()):
+        row = json.loads(line)
+        for k, criterion in enumerate(criteria.get(row["prompt_id"], [])):
+            rows.append({"prompt_id": row["prompt_id"], "completion_id": row["completion_id"],
+                         "criterion": criterion, "criteria_met": (n + k) % 3 != 0,
+                         "explanation": "Invented: the reply does as the criterion asks."})
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return out
 
 
 def base_database(work: Path, seed_list: list[Seed]) -> Path:

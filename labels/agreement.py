@@ -35,7 +35,13 @@ import krippendorff
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
-from labels.intervals import CONFIDENCE, bootstrap_ci, wilson_interval
+from labels.intervals import (
+    CONFIDENCE,
+    bootstrap_ci,
+    degenerate_note,
+    small_n_note,
+    wilson_interval,
+)
 
 LEVELS = ("nominal", "ordinal", "interval", "binary")
 MIN_UNITS = 2
@@ -64,6 +70,28 @@ class Coefficient:
     """Why ``value`` is None, in words."""
     note: str | None = None
     """Anything the reader should know (units left out, method caveats)."""
+    analytic_method: str | None = None
+    """What ``analytic_ci`` is: "Wilson score", "Fleiss, Cohen & Everitt SE", ..."""
+    resampled: str = "units"
+    """What the bootstrap resampled: "units", or "cases" (clusters of correlated units)."""
+    clusters: int | None = None
+    """Cases resampled, when ``resampled`` is "cases"."""
+    resamples_dropped: float | None = None
+    """Share of bootstrap resamples where the statistic was undefined (left out)."""
+    warnings: tuple[str, ...] = ()
+    """When the interval means little, in words: no width, too few units, resamples
+    dropped (see :func:`interval_warnings`)."""
+
+    def shown_interval(self) -> tuple[float | None, float | None, str]:
+        """The interval to quote and what it is: Wilson's where it exists (a share);
+        else the bootstrap's; the closed form where the bootstrap has no width."""
+        if self.analytic_ci and self.analytic_method == "Wilson score":
+            return (*self.analytic_ci, "Wilson score")
+        if (self.analytic_ci and self.ci_low is not None and self.ci_high is not None
+                and self.ci_high - self.ci_low <= 1e-12):
+            return (*self.analytic_ci, self.analytic_method or "analytic")
+        how = "bootstrap over cases" if self.resampled == "cases" else "bootstrap"
+        return self.ci_low, self.ci_high, how
 
 
 @dataclass(frozen=True)
@@ -161,6 +189,15 @@ def _complete_pairs(
     return codes[both, 0], codes[both, 1], np.flatnonzero(~both).tolist()
 
 
+def _kept(clusters, n: int, skipped: list[int]):
+    """The cluster ids of the units not skipped."""
+    if clusters is None:
+        return None
+    keep = np.ones(n, dtype=bool)
+    keep[skipped] = False
+    return _sub(clusters, keep)
+
+
 def agreement_weights(k: int, weights: str | None) -> np.ndarray:
     """Agreement weights on category ranks: 1 on the diagonal, falling with distance.
 
@@ -195,27 +232,52 @@ def _result(
     n_boot=1000,
     seed=0,
     value=None,
+    clusters=None,
+    analytic_method=None,
 ) -> Coefficient:
-    """Point estimate from the summed tables (unless given), plus the bootstrap interval."""
+    """Point estimate from the summed tables (unless given), plus the bootstrap interval
+    (over ``clusters`` of units when given: one id per row of ``tables``)."""
     tables = np.asarray(tables, dtype=float)
     point = float(statistic(tables.sum(axis=0)[None])[0])
     if not np.isfinite(point):
         reason = reason_fn(tables.sum(axis=0)) if reason_fn else "the statistic is undefined"
         return Coefficient(name, key, None, n, undefined_reason=reason, note=note)
-    boot = bootstrap_ci(statistic, tables, n_boot=n_boot, seed=seed)
+    clustered = clusters is not None and len(set(clusters)) < len(clusters)
+    boot = bootstrap_ci(statistic, tables, n_boot=n_boot, seed=seed,
+                        clusters=list(clusters) if clustered else None)
     notes = "; ".join(x for x in (note, boot.note) if x) or None
     if callable(analytic):  # intervals that need the estimate are computed here
         analytic = analytic(point)
+    value = point if value is None else value
+    groups = len(set(clusters)) if clustered else None
     return Coefficient(
         name=name,
         key=key,
-        value=point if value is None else value,
+        value=value,
         n=n,
         ci_low=boot.low,
         ci_high=boot.high,
         analytic_ci=analytic,
         note=notes,
+        analytic_method=analytic_method if analytic else None,
+        resampled="cases" if clustered else "units",
+        clusters=groups,
+        resamples_dropped=boot.dropped_share,
+        warnings=interval_warnings(value, boot.low, boot.high, n, groups,
+                                   boot.dropped_share),
     )
+
+
+def interval_warnings(value, low, high, n: int, clusters: int | None = None,
+                      dropped: float | None = None) -> tuple[str, ...]:
+    """What makes an interval mean little, in words: no width, too few units (or cases),
+    resamples where the statistic was undefined."""
+    out = [w for w in (degenerate_note(low, high, value),
+                       small_n_note(clusters if clusters else n,
+                                    "cases" if clusters else "units")) if w]
+    if dropped:
+        out.append(f"{dropped:.1%} of the bootstrap resamples were undefined and left out")
+    return tuple(out)
 
 
 def _undefined(key, name, n, reason, note=None) -> Coefficient:
@@ -255,16 +317,22 @@ def _pairwise_unit_agreement(counts: np.ndarray) -> np.ndarray:
     return (counts * (counts - 1)).sum(axis=1) / (m * (m - 1))
 
 
+def _sub(clusters, keep):
+    """The cluster ids of the rows kept (None stays None)."""
+    return None if clusters is None else np.asarray(clusters, dtype=object)[keep]
+
+
 def _agreement_parts(codes, k):
     counts = _counts(codes, k)
-    counts = counts[counts.sum(axis=1) >= 2]
+    keep = counts.sum(axis=1) >= 2
+    counts = counts[keep]
     pa = _pairwise_unit_agreement(counts) if len(counts) else np.zeros(0)
-    return counts, np.column_stack([pa, np.ones(len(pa))])
+    return counts, np.column_stack([pa, np.ones(len(pa))]), keep
 
 
-def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
+def _percent(codes, k, n_boot, seed, note=None, clusters=None) -> Coefficient:
     key, name = "percent_agreement", "Percent agreement"
-    counts, tables = _agreement_parts(codes, k)
+    counts, tables, keep = _agreement_parts(codes, k)
     if len(counts) == 0:
         return _undefined(key, name, 0, "no unit was rated by two or more raters")
     analytic = None
@@ -282,6 +350,8 @@ def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Wilson score",
     )
 
 
@@ -293,15 +363,18 @@ def percent_agreement_batch(t: np.ndarray) -> np.ndarray:
     return np.where(n > 0, np.trace(t, axis1=1, axis2=2) / np.where(n > 0, n, 1), np.nan)
 
 
-def percent_agreement(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def percent_agreement(ratings, categories, *, n_boot=1000, seed=0,
+                      clusters=None) -> Coefficient:
     """Observed agreement: over units with >= 2 ratings, the mean share of rater pairs
-    that chose the same category (for two raters: the share of units they agree on)."""
-    return _percent(_encode(ratings, categories), len(categories), n_boot, seed)
+    that chose the same category (for two raters: the share of units they agree on).
+    ``clusters``: one id per unit (its case); the bootstrap then resamples whole cases."""
+    return _percent(_encode(ratings, categories), len(categories), n_boot, seed,
+                    clusters=clusters)
 
 
-def _pabak(codes, k, n_boot, seed, note=None) -> Coefficient:
+def _pabak(codes, k, n_boot, seed, note=None, clusters=None) -> Coefficient:
     key, name = "pabak", "PABAK (prevalence- and bias-adjusted kappa)"
-    counts, tables = _agreement_parts(codes, k)
+    counts, tables, keep = _agreement_parts(codes, k)
     if k < 2:
         return _undefined(key, name, len(counts), "the codebook lists fewer than two categories")
     if len(counts) == 0:
@@ -320,14 +393,17 @@ def _pabak(codes, k, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Wilson score",
     )
 
 
-def pabak(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def pabak(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """PABAK = (q * p_o - 1) / (q - 1), with p_o the percent agreement and q the number of
     categories; for a binary question 2 * p_o - 1 (Byrt, Bishop & Carlin 1993). For more
     categories or raters this is Brennan & Prediger's (1981) free-marginal kappa."""
-    return _pabak(_encode(ratings, categories), len(categories), n_boot, seed)
+    return _pabak(_encode(ratings, categories), len(categories), n_boot, seed,
+                  clusters=clusters)
 
 
 # ------------------------------------------------------------- Cohen's kappa
@@ -359,7 +435,7 @@ def _kappa_se(table: np.ndarray, w: np.ndarray, kappa: float) -> float:
     return math.sqrt(max(var, 0.0))
 
 
-def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
+def _cohen(ca, cb, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     k = len(categories)
     key = "cohen_kappa" + (f"_{weights}" if weights else "")
     name = "Cohen's kappa" + (f" ({weights})" if weights else "")
@@ -395,11 +471,14 @@ def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=clusters,
+        analytic_method="Fleiss, Cohen & Everitt standard error",
     )
 
 
 def cohen_kappa(
-    a: Sequence, b: Sequence, categories, weights: str | None = None, *, n_boot=1000, seed=0
+    a: Sequence, b: Sequence, categories, weights: str | None = None, *, n_boot=1000, seed=0,
+    clusters=None,
 ) -> Coefficient:
     """Cohen's kappa (1960) between two raters, or weighted kappa (Cohen 1968) with
     ``weights`` "linear" or "quadratic": kappa = 1 - sum(d * O) / sum(d * E), d the
@@ -410,7 +489,8 @@ def cohen_kappa(
     Own implementation: sklearn is a test-only dependency (parity is tested)."""
     ca, cb, skipped = _complete_pairs(a, b, categories)
     note = f"{_units(len(skipped))} with a missing rating skipped" if skipped else None
-    return _cohen(ca, cb, list(categories), weights, n_boot, seed, note)
+    return _cohen(ca, cb, list(categories), weights, n_boot, seed, note,
+                  clusters=_kept(clusters, len(a), skipped))
 
 
 # --------------------------------------------------- Fleiss and Gwet (Gwet 2014)
@@ -424,14 +504,15 @@ def _chance_tables(counts: np.ndarray, w: np.ndarray):
     1. Summed: p_a = col0 / col1 and the prevalence pi_k = col(2+k) / col(-1).
     """
     r = counts.sum(axis=1)
-    counts, r = counts[r >= 1], r[r >= 1]
+    keep = r >= 1
+    counts, r = counts[keep], r[keep]
     pair = r >= 2
     weighted = counts @ w.T  # r*_ik = sum_l w_kl r_il
     pa_i = np.where(
         pair, (counts * (weighted - 1)).sum(axis=1) / np.where(pair, r * (r - 1), 1), 0.0
     )
     share = counts / r[:, None] if len(r) else np.zeros((0, counts.shape[1]))
-    return counts, np.column_stack([pa_i, pair, share, np.ones(len(r))])
+    return counts, np.column_stack([pa_i, pair, share, np.ones(len(r))]), keep
 
 
 def _pe(pi: np.ndarray, w: np.ndarray, kind: str) -> np.ndarray:
@@ -474,9 +555,10 @@ def _linearised_ci(counts, tables, w, kind, value) -> tuple[float, float]:
     return _clip(value - half, value + half)
 
 
-def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=None):
+def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=None,
+                      clusters=None):
     k = len(categories)
-    counts, tables = _chance_tables(_counts(codes, k), w)
+    counts, tables, keep = _chance_tables(_counts(codes, k), w)
     n2 = int(tables[:, 1].sum())
     reason = _too_few(n2, "two or more raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
@@ -505,27 +587,31 @@ def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Gwet's linearised variance",
     )
 
 
-def _fleiss(codes, categories, n_boot, seed, note=None) -> Coefficient:
+def _fleiss(codes, categories, n_boot, seed, note=None, clusters=None) -> Coefficient:
     w = np.eye(len(categories))
     return _chance_corrected(
-        codes, categories, w, "fleiss", "fleiss_kappa", "Fleiss' kappa", n_boot, seed, note
+        codes, categories, w, "fleiss", "fleiss_kappa", "Fleiss' kappa", n_boot, seed, note,
+        clusters=clusters,
     )
 
 
-def _ac(codes, categories, weights, n_boot, seed, note=None) -> Coefficient:
+def _ac(codes, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     w = agreement_weights(len(categories), weights)
     key, name = (
         ("gwet_ac1", "Gwet's AC1")
         if weights is None
         else (f"gwet_ac2_{weights}", f"Gwet's AC2 ({weights})")
     )
-    return _chance_corrected(codes, categories, w, "gwet", key, name, n_boot, seed, note)
+    return _chance_corrected(codes, categories, w, "gwet", key, name, n_boot, seed, note,
+                             clusters=clusters)
 
 
-def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """Fleiss' kappa (1971) for any number of raters: (P_a - P_e) / (1 - P_e), P_a the mean
     share of agreeing rater pairs per unit, P_e = sum_k pi_k^2. Missing ratings are allowed
     as in Gwet (2014): P_a over units with >= 2 ratings, pi_k the mean over rated units of
@@ -534,28 +620,31 @@ def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
 
     Own implementation: statsmodels is a test-only dependency and has no missing-rating
     handling or standard error (parity is tested on complete data)."""
-    return _fleiss(_encode(ratings, categories), list(categories), n_boot, seed)
+    return _fleiss(_encode(ratings, categories), list(categories), n_boot, seed,
+                   clusters=clusters)
 
 
-def gwet_ac1(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def gwet_ac1(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """Gwet's AC1 (Gwet 2008): (P_a - P_e) / (1 - P_e) with P_e = sum_k pi_k (1 - pi_k) / (q - 1).
     Stays stable when one category dominates (the kappa paradox); perfect agreement on one
     category gives 1. Missing ratings allowed (Gwet 2014). ``analytic_ci``: Gwet's
     linearised variance. Own implementation: the one Python port (irrCAC) is pandas-bound,
     computes one table per call (too slow to bootstrap) and is not a dependency here;
     checked against Gwet's published values in the tests."""
-    return _ac(_encode(ratings, categories), list(categories), None, n_boot, seed)
+    return _ac(_encode(ratings, categories), list(categories), None, n_boot, seed,
+               clusters=clusters)
 
 
 def gwet_ac2(
-    ratings, categories, weights: str = "quadratic", *, n_boot=1000, seed=0
+    ratings, categories, weights: str = "quadratic", *, n_boot=1000, seed=0, clusters=None
 ) -> Coefficient:
     """Gwet's AC2: AC1 with agreement weights for ordered categories (Gwet 2014, ch. 3):
     P_a counts partial agreement r*_ik = sum_l w_kl r_il, and
     P_e = T_w / (q(q-1)) * sum_k pi_k (1 - pi_k), T_w the sum of all weights."""
     if weights not in ("linear", "quadratic"):
         raise ValueError(f"AC2 weights must be 'linear' or 'quadratic', not {weights!r}")
-    return _ac(_encode(ratings, categories), list(categories), weights, n_boot, seed)
+    return _ac(_encode(ratings, categories), list(categories), weights, n_boot, seed,
+               clusters=clusters)
 
 
 # -------------------------------------------------------- Krippendorff's alpha
@@ -591,7 +680,7 @@ def _alpha_batch(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
     return np.where(ok, 1 - (n - 1) * observed / np.where(ok, expected, 1), np.nan)
 
 
-def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
+def _alpha(codes, categories, level, n_boot, seed, note=None, clusters=None) -> Coefficient:
     level = "nominal" if level == "binary" else level
     if level not in ("nominal", "ordinal", "interval"):
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -599,7 +688,8 @@ def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
     key, name = f"krippendorff_alpha_{level}", f"Krippendorff's alpha ({level})"
     counts = _counts(codes, k)
     m = counts.sum(axis=1)
-    counts, m = counts[m >= 2], m[m >= 2]
+    keep = m >= 2
+    counts, m = counts[keep], m[keep]
     reason = _too_few(len(counts), "two or more raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
     )
@@ -638,16 +728,18 @@ def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
         n_boot=n_boot,
         seed=seed,
         value=value,
+        clusters=_sub(clusters, keep),
     )
 
 
 def krippendorff_alpha(
-    ratings, categories, level: str = "nominal", *, n_boot=1000, seed=0
+    ratings, categories, level: str = "nominal", *, n_boot=1000, seed=0, clusters=None
 ) -> Coefficient:
     """Krippendorff's alpha (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability")
     at the nominal, ordinal (rank-based metric) or interval level, any number of raters,
     missing ratings allowed. Interval uses the category values if numeric, else ranks."""
-    return _alpha(_encode(ratings, categories), list(categories), level, n_boot, seed)
+    return _alpha(_encode(ratings, categories), list(categories), level, n_boot, seed,
+                  clusters=clusters)
 
 
 # ----------------------------------------------------- confusion matrix and F1
@@ -713,7 +805,8 @@ def macro_f1_batch(t: np.ndarray) -> np.ndarray:
     return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
 
 
-def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0,
+             clusters=None) -> Coefficient:
     """Macro-F1 of rater B against rater A as the reference: the unweighted mean of
     per-category F1 over the categories either rater used."""
     key, name = "macro_f1", "Macro-F1 (rater A as reference)"
@@ -725,13 +818,15 @@ def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Co
     k = len(categories)
     tables = np.zeros((len(ca), k, k))
     tables[np.arange(len(ca)), ca, cb] = 1
-    return _result(key, name, macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot, seed=seed)
+    return _result(key, name, macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot,
+                   seed=seed, clusters=_kept(clusters, len(a), skipped))
 
 
 # ------------------------------------------------------------ the whole table
 
 
-def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> list[Coefficient]:
+def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0,
+                    clusters=None) -> list[Coefficient]:
     """The statistics that suit the data type, all with seeded bootstrap intervals:
 
     - nominal: percent agreement, Cohen's kappa (2 raters) or Fleiss' kappa (more),
@@ -743,7 +838,8 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> 
 
     With exactly two raters, only the units both answered are used, so every
     coefficient describes the same units. The same seed resamples the same units
-    for every coefficient.
+    for every coefficient; with ``clusters`` (one id per unit, e.g. its case) the
+    bootstrap resamples whole clusters.
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -757,7 +853,9 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> 
         if not both.all():
             note = f"{_units(int((~both).sum()))} answered by only one of the two raters left out"
         codes = codes[both]
-    k, args = len(categories), dict(n_boot=n_boot, seed=seed, note=note)
+        clusters = _sub(clusters, both)
+    k = len(categories)
+    args = dict(n_boot=n_boot, seed=seed, note=note, clusters=clusters)
     out = [_percent(codes, k, **args)]
     if level == "interval":
         return out + [_alpha(codes, categories, "interval", **args)]

@@ -35,6 +35,8 @@ from labels.phases import describe_phase, normalise_phase
 from store.db import utcnow
 
 SIDECAR_SUFFIX = ".provenance.json"
+ALL_PHASES = "all"
+"""The phase of a record export, which filters nothing."""
 
 
 def carelens_version() -> str:
@@ -103,14 +105,18 @@ def provenance(
     if filters is not None and hasattr(filters, "as_dict"):
         filters = filters.as_dict()
     filters = {k: v for k, v in dict(filters or {}).items() if k != "phase"}
-    phase = normalise_phase(phase)
+    if phase == ALL_PHASES:  # a record export: every answer, each with its phase
+        words = "every answer of every phase, each with its phase (nothing filtered)"
+    else:
+        phase = normalise_phase(phase)
+        words = describe_phase(phase)
     out: dict[str, Any] = {
         "carelens_version": carelens_version(),
         "database": data,
         "database_file": file_name(store) if store is not None else database_file,
         "rows": rows,
         "phase": phase,
-        "phase_words": describe_phase(phase),
+        "phase_words": words,
         "filters": filters,
         "generated_at": utcnow(),
     }
@@ -138,6 +144,16 @@ def write_sidecar(path: str | Path, record: Mapping[str, Any]) -> Path:
     out.write_text(json.dumps({"provenance": dict(record)}, indent=2, ensure_ascii=False) + "\n",
                    encoding="utf-8")
     return out
+
+
+def file_digest(path: str | Path) -> str:
+    """The sha256 of a file as written: an export's ``database`` digest (the data is the
+    rows it holds)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
 
 
 def rows_digest(rows: Iterable[Mapping[str, Any]], columns: Iterable[str]) -> Digest:

@@ -78,7 +78,17 @@ def coefficient_dict(c: Coefficient) -> dict[str, Any]:
         "analytic_ci_high": c.analytic_ci[1] if c.analytic_ci else None,
         "n": c.n,
         "note": c.undefined_reason if c.value is None else c.note,
+        "interval": _shown(c),
+        "resampled": c.resampled,
+        "clusters": c.clusters,
+        "resamples_dropped": c.resamples_dropped,
+        "warnings": list(c.warnings),
     }
+
+
+def _shown(c: Coefficient) -> dict[str, Any]:
+    low, high, how = c.shown_interval()
+    return {"low": low, "high": high, "method": how}
 
 
 def _question_set(qs: QuestionSet | None) -> dict[str, Any] | None:
@@ -118,7 +128,8 @@ def report_provenance(report: ComparisonReport | TriageReport, extras: Sequence[
             digest.update(part.data)
     return provenance(digest, database_file=report.database_file, phase=report.filters.phase,
                       filters=report.filters,
-                      bootstrap={"resamples": report.n_boot, "seed": report.seed}, **extra)
+                      bootstrap={"resamples": report.n_boot, "seed": report.seed,
+                                 "resampled": getattr(report, "resampled", "cases")}, **extra)
 
 
 def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[str, Any]:
@@ -151,7 +162,8 @@ def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[
                            "a": d.a, "b": d.b} for d in report.disagreements],
         "breakdowns": plain(report.breakdowns),
         "notes": report.notes,
-        "bootstrap": {"resamples": report.n_boot, "seed": report.seed},
+        "bootstrap": {"resamples": report.n_boot, "seed": report.seed,
+                      "resampled": report.resampled, "clusters": report.clusters},
         "created_at": report.created_at,
     }
     for extra in extras:
@@ -267,7 +279,7 @@ def _comparison_html(report: ComparisonReport, fig: _Figures) -> str:
         f"<h1>{_e(report.title)}</h1>",
         f"<p class='meta'>{_e(qs.title)} · {_e(qs.level)} labels · filters: "
         f"{_e(report.filters.describe())} · {report.n_units} units compared · "
-        f"{report.n_boot} bootstrap resamples over units (seed {report.seed}) · "
+        f"{report.n_boot} bootstrap resamples over {report.resampled} (seed {report.seed}) · "
         f"made {_e(report.created_at[:19].replace('T', ' '))} UTC</p>",
         "<h2>Coefficients</h2>",
         _table(["Coefficient", "Value", "95% CI (bootstrap)", "95% CI (analytic)", "n",

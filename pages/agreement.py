@@ -8,6 +8,7 @@ Markdown, never as HTML.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote, urlencode
 
 import streamlit as st
@@ -25,9 +26,10 @@ from labels.compare.figures import (
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
-from labels.report import report_csv, report_html, report_json
+from labels.report import report_csv, report_html, report_json, report_provenance
 from labels.triage import METRIC_NAMES
 from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
+from pages._scores import healthbench_scores_section
 from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import BrowseQuery, browse_link
 from review.browse.item_labels import disagreement_link
@@ -40,7 +42,7 @@ BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Mod
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval", "Few clinicians (PPI)"]
+        "HealthBench meta-eval", "HealthBench scores", "Few clinicians (PPI)"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -452,7 +454,7 @@ def confusion_section(report) -> None:
 def downloads(report, by: str, forest: str) -> None:
     base = f"agreement-{qkey}".replace(":", "-").replace("*", "all")
     args = (qkey, a, b, filters, by, forest)
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
                             file_name=f"{base}.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch")
@@ -463,6 +465,12 @@ def downloads(report, by: str, forest: str) -> None:
                             file_name=f"{base}.html", mime="text/html",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="One file with every section and its plots; opens offline.")
+    cols[3].download_button("Provenance", json.dumps({"provenance": report_provenance(report)},
+                                                     indent=2, ensure_ascii=False),
+                            file_name=f"{base}.csv.provenance.json", mime="application/json",
+                            icon=":material/download:", on_click="ignore", width="stretch",
+                            help="What the CSV was computed from (its sidecar): the JSON and "
+                                 "HTML carry it inside.")
 
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
@@ -746,8 +754,12 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
+def scores_tab() -> None:
+    healthbench_scores_section(db, dataset=dataset, split=split, phase=phase)
+
+
 SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
-            lambda: agreement_panel(db, qs, filters, choices, a, b)]
+            scores_tab, lambda: agreement_panel(db, qs, filters, choices, a, b)]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:

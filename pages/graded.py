@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._rubric import checklist, next_in_round_button, open_from_queue
+from pages._scores import healthbench_scores_section
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span, label_text
 from review.reviewing.blinding import DEFAULT_MODE
@@ -127,3 +128,5 @@ with right:
                   mode=opened.mode, started_key=started_key, show_scores=True, list_height=620,
                   read_only=view.completion is None, round_id=opened.round_id,
                   reference_shown=reference_shown)
+
+healthbench_scores_section(db, ask="graded")  # every rater's, when asked: pages/_scores.py

@@ -30,6 +30,9 @@ def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     for key in ("HF_TOKEN", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(key, raising=False)
+    # No undo window before a reveal (review.reviewing.blinding.reveal_delay) unless
+    # a test of that window sets one: the other tests see the reveal at once.
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "0")
     yield
 
 

@@ -241,3 +241,40 @@ def test_the_conformance_job_validates_with_harbors_models_and_imports(store):
         trajectory.model_validate(json.loads(path.read_text(encoding="utf-8")))
     assert len(files) == 8
     assert import_file(store, job).items == 7
+
+
+def test_the_quick_step_check_passes_only_what_the_full_check_passes():
+    """`_plainly_valid` (no JSON paths built) may send a good step to the full check,
+    never pass a bad one: random changes to real steps, each kind of value in each place."""
+    import random
+
+    from bench.gen_klinikebench import episode
+    from review.datasets.sources.atif import _check_step, _plainly_valid
+
+    rng = random.Random(16)
+    steps = json.loads(episode(3, seed=5, steps=12)["agent_steps"])["steps"]
+    values = [None, True, 1, 1.5, "x", [], {}, ["x"], {"a": 1}, -1]
+    places = [("step_id",), ("source",), ("message",), ("timestamp",), ("model_name",),
+              ("reasoning_content",), ("tool_calls",), ("tool_calls", 0, "tool_call_id"),
+              ("tool_calls", 0, "function_name"), ("tool_calls", 0, "arguments"),
+              ("observation",), ("observation", "results"),
+              ("observation", "results", 0, "source_call_id"),
+              ("observation", "results", 0, "content"), ("metrics",),
+              ("metrics", "prompt_tokens"), ("metrics", "cost_usd")]
+    checked = passed_quickly = 0
+    for _ in range(3000):
+        i = rng.randrange(len(steps))
+        step = json.loads(json.dumps(steps[i]))
+        place, value = rng.choice(places), rng.choice(values)
+        target = step
+        try:
+            for key in place[:-1]:
+                target = target[key]
+            target[place[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue
+        checked += 1
+        if _plainly_valid(step, i):
+            passed_quickly += 1
+            _check_step(step, i, "w", f"steps[{i}]", set())  # must not raise
+    assert checked > 1000 and 0 < passed_quickly < checked

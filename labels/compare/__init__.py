@@ -41,6 +41,7 @@ from labels.compare.machines import (
 )
 from labels.compare.meta_eval import MetaEvalReport, meta_eval
 from labels.compare.pairs import (
+    BOOTSTRAP_BY,
     BREAKDOWNS,
     ComparisonReport,
     compare,
@@ -64,7 +65,7 @@ from labels.compare.text import format_report_text, format_triage_text, prevalen
 from store import Store
 
 __all__ = [
-    "ADJUDICATED", "BREAKDOWNS", "CLINICIANS", "MAJORITY", "AnchoringReport", "ComparisonReport",
+    "ADJUDICATED", "BOOTSTRAP_BY", "BREAKDOWNS", "CLINICIANS", "MAJORITY", "AnchoringReport", "ComparisonReport",
     "FacetChoices", "Filters", "PHASES", "MachineReport", "MetaEvalReport", "QuestionSet", "RaterChoice",
     "RatingsTable", "TriageReport", "Unit", "agreement_bundle", "agreement_report", "anchoring",
     "choices_for", "compare", "compared_question_set", "data_version", "default_comparison",
@@ -86,6 +87,7 @@ def agreement_report(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> ComparisonReport:
     """What ``carelens agreement`` prints: rater (or group) A against B on a question set
     (a question key, ``criteria``, ``criteria:<codebook>`` or a key glob). Without B, A
@@ -94,7 +96,7 @@ def agreement_report(
     ``forest_key`` (default: the level's first multi-rater coefficient). Raises
     ValueError with a message for the user on an unknown question set, rater or filter."""
     return compare(store, rater_a, rater_b, question, filters_from(filters), by=tuple(by),
-                   forest_key=forest_key, n_boot=n_boot, seed=seed)
+                   forest_key=forest_key, n_boot=n_boot, seed=seed, bootstrap_by=bootstrap_by)
 
 
 def choices_for(store: Store, question: QuestionSet | str,
@@ -179,6 +181,7 @@ def agreement_bundle(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> tuple[ComparisonReport, list]:
     """The comparison and every other view of the Agreement screen on the same question
     set and filters, for a full HTML or JSON export: the clinicians' pairwise matrix,
@@ -187,7 +190,7 @@ def agreement_bundle(
     filters = filters_from(filters)
     answers = load_answers(store, question, filters)  # one read shared by the views below
     report = compare_answers(answers, rater_a, rater_b, by=tuple(by), forest_key=forest_key,
-                             n_boot=n_boot, seed=seed)
+                             n_boot=n_boot, seed=seed, bootstrap_by=bootstrap_by)
     qs = report.question_set
     extras: list = []
     if len(report.ceiling_raters) >= 2 or report.a == CLINICIANS:
@@ -195,7 +198,7 @@ def agreement_bundle(
     extras.append(machines_vs_clinicians(answers, n_boot=n_boot, seed=seed))
     extras.append(anchoring(store, qs, filters))
     if qs.codebook == "carebench-escalation":
-        extras.append(triage_comparison(store, filters))
+        extras.append(triage_comparison(store, filters, n_boot=n_boot, seed=seed))
     if qs.kind == "criterion":
         extras.append(meta_eval(store, None, qs, filters, n_boot=n_boot, seed=seed))
     return report, extras

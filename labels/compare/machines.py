@@ -15,7 +15,7 @@ import numpy as np
 from labels import agreement as ag
 from labels.agreement import Coefficient
 from labels.compare.answers import Answers, Filters, load_answers
-from labels.compare.pairs import Breakdown, compare_answers
+from labels.compare.pairs import Breakdown, compare_answers, unit_clusters
 from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     ADJUDICATED,
@@ -113,7 +113,9 @@ def version_difference(
     label = display_name(reference)
     phrase = _phrase(reference)
     table = table_for(answers, [reference, baseline, candidate])
-    rows = [r for r in table.values if all(v is not None for v in r)]
+    complete = [i for i, r in enumerate(table.values) if all(v is not None for v in r)]
+    rows = [table.values[i] for i in complete]
+    clusters = unit_clusters([table.units[i] for i in complete])
     index = {c: i for i, c in enumerate(qs.categories)}
     k, n = len(qs.categories), len(rows)
 
@@ -135,7 +137,7 @@ def version_difference(
                          "(a single category was used)")
     base_value = _single(key, k, total[0, 0])
     cand_value = _single(key, k, total[0, 1])
-    boot = ag.bootstrap_ci(stat, tables, n_boot=n_boot, seed=seed)
+    boot = ag.bootstrap_ci(stat, tables, n_boot=n_boot, seed=seed, clusters=clusters)
     if boot.low is None:
         verdict = f"{display_name(candidate)} differs by {diff:+.2f}; {boot.note or 'no interval'}"
     elif boot.low > 0:
@@ -192,7 +194,8 @@ def machines_vs_clinicians(
             table = table_for(answers, [reference, machine])
             report.rows.append(MachineRow(
                 machine, reference, display_name(reference),
-                coefficient(key, table.values, table.categories, n_boot=n_boot, seed=seed),
+                coefficient(key, table.values, table.categories, n_boot=n_boot, seed=seed,
+                            clusters=unit_clusters(table.units)),
                 # shown beside the headline without an interval: no bootstrap needed
                 coefficient("percent_agreement", table.values, table.categories, n_boot=0),
             ))

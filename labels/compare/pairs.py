@@ -42,6 +42,23 @@ from store import Store, utcnow
 
 BREAKDOWNS = ("category", "round", "split", "model", "dataset", "criterion", "axis")
 """What a comparison can be broken down by (the forest plot's rows)."""
+BOOTSTRAP_BY = ("auto", "case", "unit")
+"""What a comparison's bootstrap resamples: ``case`` (a case's rounds, a prefix's
+responses, a prompt's completions together), ``unit`` (each unit alone), or ``auto``:
+cases where the data have them (some case holds two or more units), else units."""
+
+
+def unit_clusters(units: list[Unit], bootstrap_by: str = "auto") -> list | None:
+    """Each unit's cluster for the bootstrap (its case; a unit without one is its own),
+    or None to resample units one by one (see ``BOOTSTRAP_BY``)."""
+    if bootstrap_by not in BOOTSTRAP_BY:
+        raise ValueError(f"bootstrap by {bootstrap_by!r}? choose one of {', '.join(BOOTSTRAP_BY)}")
+    if bootstrap_by == "unit":
+        return None
+    ids = [u.case_id or f"{u.item_uid}\x00{u.question_key}\x00{u.target}" for u in units]
+    if bootstrap_by == "auto" and len(set(ids)) == len(ids):
+        return None
+    return ids
 
 
 @dataclass(frozen=True)
@@ -144,6 +161,10 @@ class ComparisonReport:
     n_boot: int = 1000
     seed: int = 0
     created_at: str = ""
+    resampled: str = "units"
+    """What the bootstrap resampled: "units" or "cases"."""
+    clusters: int | None = None
+    """How many cases, when it resampled cases."""
     set_aside: dict[str, int] = field(default_factory=dict)
     """Clinicians of the comparison -> their answers left out because the latest is of
     another phase than the one compared (``Answers.set_aside``)."""
@@ -218,6 +239,7 @@ def breakdown(
     *,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> Breakdown:
     """The comparison on each group of units (e.g. per category or per criterion), with
     the clinicians' ceiling on the group's ceiling units beside it (``ceiling_table``'s
@@ -239,11 +261,13 @@ def breakdown(
     rows = []
     for value in sorted(members, key=lambda v: (v == "", _sort_key(v))):
         part = table.subset(members[value])
-        comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed)
+        comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed,
+                                 clusters=unit_clusters(part.units, bootstrap_by))
         ceiling, n_ceiling = None, 0
         if ceiling_table is not None:
             sub = ceiling_table.subset(ceiling_members.get(value, []))
-            ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed)
+            ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed,
+                                  clusters=unit_clusters(sub.units, bootstrap_by))
             n_ceiling = len(sub.units)
         rows.append(BreakdownRow(value, labels[value], len(part.units), comparison, ceiling,
                                  n_ceiling))
@@ -330,6 +354,7 @@ def compare_answers(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> ComparisonReport:
     """:func:`compare` on answers already loaded (several views share one read)."""
     specs = [a] + ([b] if b else [])
@@ -341,7 +366,9 @@ def compare_answers(
     qs = table.question_set
     pair = len(table.columns) == 2
     compared = _compared_rows(table)
-    coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed)
+    clusters = unit_clusters(table.units, bootstrap_by)
+    coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
+                                   clusters=clusters)
     left_out = left_out_clinicians(answers, specs)
     report = ComparisonReport(
         question_set=qs, a=a, b=b, a_label=group_label(a, left_out),
@@ -351,6 +378,9 @@ def compare_answers(
         created_at=utcnow(),
     )
     report.data, report.database_file = answers.digest(), answers.database_file
+    if clusters is not None:
+        report.resampled = "cases"
+        report.clusters = len({clusters[i] for i in compared})
     report.set_aside = set_aside_of(answers, specs, table.columns)
     if said := set_aside_note(report.set_aside, answers.filters.phase):
         report.notes.append(said)
@@ -358,7 +388,8 @@ def compare_answers(
     report.answer_counts = {c: given.count(c) for c in qs.categories}
     if pair:
         both = table.subset(compared)
-        macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed)
+        macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed,
+                            clusters=unit_clusters(both.units, bootstrap_by))
         left_out = len(table.units) - len(compared)
         if left_out:  # the same words agreement_table uses, so the note is said once
             said = f"{left_out} unit{'' if left_out == 1 else 's'} answered by only one of the " \
@@ -378,10 +409,12 @@ def compare_answers(
         report.ceiling_units = len(ceiling_table.units)
         report.notes.append(ceiling_note)
         report.ceiling = agreement_table(
-            ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed
+            ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
+            clusters=unit_clusters(ceiling_table.units, bootstrap_by),
         )
     report.breakdowns = [
-        breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed) for name in by
+        breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed,
+                  bootstrap_by=bootstrap_by) for name in by
     ]
     return report
 
@@ -397,6 +430,7 @@ def compare(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> ComparisonReport:
     """Rater (or group) A against rater (or group) B on a question set under filters.
 
@@ -406,7 +440,8 @@ def compare(
     breakdowns (see ``BREAKDOWNS``) of ``forest_key`` (default: the level's first
     ``stats.forest_keys``)."""
     answers = load_answers(store, questions, filters)
-    return compare_answers(answers, a, b, by=by, forest_key=forest_key, n_boot=n_boot, seed=seed)
+    return compare_answers(answers, a, b, by=by, forest_key=forest_key, n_boot=n_boot, seed=seed,
+                           bootstrap_by=bootstrap_by)
 
 
 # -- clinicians with each other ------------------------------------------------

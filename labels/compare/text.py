@@ -26,10 +26,20 @@ def explain(c: Coefficient) -> str:
     return c.note or ""
 
 
+def ci_text(c: Coefficient, digits: int = 2) -> str:
+    """The interval to quote for a coefficient (``Coefficient.shown_interval``: Wilson's
+    where it exists) and, unless it is the bootstrap over units, which one it is."""
+    low, high, how = c.shown_interval()
+    words = interval(low, high, digits)
+    return words if how == "bootstrap" or low is None else f"{words} ({how})"
+
+
 def split_notes(coefficients: list[Coefficient]) -> tuple[list[str], list[str]]:
     """Notes every coefficient carries (said once, above a table), and what is left for
-    each row: the reason where undefined, else its own remaining notes."""
-    parts = [[p for p in (c.note or "").split("; ") if p] for c in coefficients]
+    each row: the reason where undefined, else its own remaining notes and the warnings
+    that say when its interval means little."""
+    parts = [[p for p in (c.note or "").split("; ") if p] + list(c.warnings)
+             for c in coefficients]
     common = [p for p in parts[0] if all(p in other for other in parts)] if parts else []
     rows = []
     for c, own in zip(coefficients, parts, strict=True):
@@ -117,10 +127,10 @@ def format_report_text(report: ComparisonReport) -> str:
     for c, note in zip(report.coefficients, row_notes, strict=True):
         ceiling = report.ceiling_for(c.key)
         rows.append([
-            c.name, number(c.value), interval(c.ci_low, c.ci_high), str(c.n),
+            c.name, number(c.value), ci_text(c), str(c.n),
             number(ceiling.value) if ceiling else "", note,
         ])
-    header = ["Coefficient", "Value", "95% CI (bootstrap)", "n",
+    header = ["Coefficient", "Value", "95% CI", "n",
               "Clinicians among themselves" if report.ceiling else "", "Note"]
     lines += _table(rows, header)
     lines += [f"All coefficients: {n}" for n in common]
@@ -147,7 +157,11 @@ def format_report_text(report: ComparisonReport) -> str:
         )
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
-    lines.append(f"\n{report.n_boot} bootstrap resamples over units, seed {report.seed}.")
+    over = (f"cases ({report.clusters} cases: a case's units are drawn together)"
+            if report.resampled == "cases" else "units")
+    lines.append(f"\n95% CI: Wilson's score interval for a share where it exists, else the "
+                 f"percentile bootstrap: {report.n_boot} resamples over {over}, seed "
+                 f"{report.seed}.")
     return "\n".join(lines)
 
 

@@ -26,7 +26,9 @@ the commit path too (`later_rounds_owed`, `labels_opened`).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from codebook import BLIND, LABEL_KINDS, REVEAL_AFTER_COMMIT, RUBRIC_KINDS, SUGGEST
 from review.reviewing.criteria import (
@@ -44,6 +46,62 @@ from review.text import safe_markdown
 from store import Store, utcnow
 
 DEFAULT_MODE = REVEAL_AFTER_COMMIT
+
+
+REVEAL_DELAY_SECONDS = 5.0
+"""The undo window. One key both answers a prefix or a response and moves on,
+so a mis-key is often seen a second later: the item's labels wait this long
+after the reviewer's first answer to it before any screen shows them, and a
+correction made within it (Back, or "Change it") is still a blind answer -
+nothing was shown. A change after it is recorded after the reveal. Agent runs
+and graded conversations are committed as a checked batch: no wait.
+$CARELENS_REVEAL_DELAY (seconds) sets another window; 0 shows the labels at once."""
+
+
+def reveal_delay(item_kind: str | None) -> float:
+    """The undo window of an answer to an item of this kind, in seconds."""
+    if item_kind not in LABEL_KINDS:
+        return 0.0
+    try:
+        return max(0.0, float(os.environ.get("CARELENS_REVEAL_DELAY", REVEAL_DELAY_SECONDS)))
+    except ValueError:
+        return REVEAL_DELAY_SECONDS
+
+
+def reveal_cutoff(item_kind: str | None, now: datetime | None = None) -> str:
+    """Answers given at or before this time (UTC, as stored) have had their
+    reveal shown (`reveal_delay` after them, for prefixes and responses)."""
+    delay = reveal_delay(item_kind)
+    return ((now or datetime.now(UTC)) - timedelta(seconds=delay)).isoformat(
+        timespec="microseconds")
+
+
+def own_answer_revealed(store: Store, reviewer_id: int, item_id: int, question_id: int,
+                        item_kind: str | None) -> bool:
+    """Whether the reviewer's own answer to this question of the item has had
+    its reveal due: one given (not a skip) at least the undo window ago."""
+    return store.scalar(
+        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
+        " AND target = '' AND status != 'skipped' AND created_at <= ? LIMIT 1",
+        (item_id, question_id, reviewer_id, reveal_cutoff(item_kind))) is not None
+
+
+def reveal_wait(store: Store, reviewer_id: int, item_id: int, question_id: int | None,
+                item_kind: str | None, mode: str) -> float:
+    """Seconds until the labels of this item are due under my first answer to it
+    (0 when they are due, or when nothing waits: no answer, or a mode that
+    never or always shows them). A screen showing an answer within its undo
+    window asks again after this long."""
+    if mode != REVEAL_AFTER_COMMIT or question_id is None or item_kind not in LABEL_KINDS:
+        return 0.0
+    first = store.scalar(
+        "SELECT MIN(created_at) FROM annotations WHERE item_id = ? AND question_id = ?"
+        " AND rater_id = ? AND target = '' AND status != 'skipped'",
+        (item_id, question_id, reviewer_id))
+    if first is None:
+        return 0.0
+    due = datetime.fromisoformat(first) + timedelta(seconds=reveal_delay(item_kind))
+    return max(0.0, (due - datetime.now(UTC)).total_seconds())
 
 
 def labels_visible(mode: str, has_committed: bool) -> bool:
@@ -229,12 +287,11 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     """Machine and reference labels for the item, or None while the blinding
     rule hides them (a prefix's also while a later round of its case waits for
     the reviewer's blind answer: `later_rounds_owed`). Never includes another
-    reviewer's answer, nor the settled answer adjudication made of theirs."""
-    committed = bool(item.question_id) and store.scalar(
-        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-        " AND status != 'skipped' LIMIT 1",
-        (item.id, item.question_id, reviewer_id),
-    ) is not None
+    reviewer's answer, nor the settled answer adjudication made of theirs. An
+    answer still within its undo window (`REVEAL_DELAY_SECONDS`) reveals
+    nothing yet."""
+    committed = bool(item.question_id) and own_answer_revealed(
+        store, reviewer_id, item.id, item.question_id, item.kind)
     if not labels_visible(mode, committed):
         return None
     if item.kind == "prefix" and mode == REVEAL_AFTER_COMMIT \
@@ -340,12 +397,15 @@ def earlier_round_golds(store: Store, reviewer_id: int, prefix_id: int,
     return out
 
 
-def prefix_answered(store: Store, reviewer_id: int, prefix_id: int) -> bool:
-    """Whether the reviewer has answered the prefix itself (a skip is no answer)."""
+def prefix_answered(store: Store, reviewer_id: int, prefix_id: int,
+                    revealed: bool = False) -> bool:
+    """Whether the reviewer has answered the prefix itself (a skip is no answer);
+    `revealed`: at least the undo window ago, so that its gold may show."""
     return store.scalar(
         "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
         " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
-        " AND q.item_id IS NULL LIMIT 1", (prefix_id, reviewer_id)) is not None
+        " AND q.item_id IS NULL AND a.created_at <= ? LIMIT 1",
+        (prefix_id, reviewer_id, reveal_cutoff("prefix") if revealed else "9999")) is not None
 
 
 def prefix_labels_hidden(store: Store, reviewer_id: int, prefix_id: int,
@@ -358,7 +418,8 @@ def prefix_labels_hidden(store: Store, reviewer_id: int, prefix_id: int,
     round of its case (`later_rounds_owed`)."""
     if mode == REVEAL_AFTER_COMMIT and later_rounds_owed(store, reviewer_id, prefix_id):
         return True
-    return not labels_visible(mode, prefix_answered(store, reviewer_id, prefix_id))
+    return not labels_visible(mode, prefix_answered(store, reviewer_id, prefix_id,
+                                                    revealed=True))
 
 
 # -- its parts: agent runs and graded conversations -----------------------------------

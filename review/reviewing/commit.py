@@ -35,7 +35,9 @@ from review.reviewing.blinding import (
     labels_opened,
     labels_visible,
     later_rounds_owed,
+    own_answer_revealed,
     phase_for_commit,
+    reveal_cutoff,
 )
 from review.reviewing.criteria import (
     is_reviewed,
@@ -222,6 +224,11 @@ def _same_answer(prev: Any, status: str, value: str | None, rationale: str | Non
         and kept == (extra or {})
 
 
+def _kind(conn: Any, item_id: int) -> str | None:
+    row = conn.execute("SELECT kind FROM items WHERE id = ?", (item_id,)).fetchone()
+    return row["kind"] if row else None
+
+
 def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: int,
                         question_id: int, target: str, own_reveals: bool = True) -> bool:
     """Whether this reviewer has seen the item's labels before this answer,
@@ -238,10 +245,11 @@ def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: in
         "SELECT 1 FROM annotations a WHERE a.question_id = ?1 AND a.rater_id = ?2"
         " AND a.target = '' AND a.status != 'skipped'"
         " AND coalesce(json_extract(a.extra, '$.blinding'), '') != 'blind'"
+        " AND a.created_at <= ?4"  # its reveal was due (the undo window had passed)
         " AND (a.item_id = ?3 OR a.item_id IN (SELECT s.id FROM items s JOIN items i"
         " ON i.parent_id = s.parent_id WHERE i.id = ?3 AND i.kind = 'trajectory'"
         " AND s.kind = 'trajectory')) LIMIT 1",
-        (question_id, reviewer.id, item_id)).fetchone():
+        (question_id, reviewer.id, item_id, reveal_cutoff(_kind(conn, item_id)))).fetchone():
         return True
     if conn.execute(
         "SELECT 1 FROM annotations a JOIN raters r ON r.id = a.rater_id WHERE a.item_id = ?"
@@ -287,9 +295,13 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
         # has had nothing revealed by their earlier answers (`later_rounds_owed`).
         held = not target and mode == REVEAL_AFTER_COMMIT \
             and bool(later_rounds_owed(store, reviewer.id, item_id))
+        # My earlier answer revealed the labels once its undo window had passed
+        # (`own_answer_revealed`): a mis-key corrected within it is still blind.
         seen = answer.labels_seen or (not target and not held and prev is not None
                                       and prev["status"] != "skipped"
-                                      and labels_visible(mode, True)) \
+                                      and labels_visible(mode, True)
+                                      and own_answer_revealed(store, reviewer.id, item_id,
+                                                              question_id, _kind(conn, item_id))) \
             or _labels_seen_before(store, conn, reviewer, item_id, question_id, target,
                                    own_reveals=not held)
         version = conn.execute(

@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from codebook import STEP_ERROR_QUESTION
+from labels.healthbench_score import Graded, example_score
 
 PREVIEW_CHARS = 4000
 """Observations longer than this show a preview; the screen puts the rest in an expander."""
@@ -691,17 +692,19 @@ def criterion_view(row: Any) -> CriterionView:
 
 def healthbench_score(points: Sequence[float], met: Sequence[bool | None], *,
                       clip: bool = True) -> float | None:
-    """HealthBench's example score: points of met criteria / sum of positive points.
+    """HealthBench's example score: points of met criteria / sum of positive points
+    (``labels.healthbench_score.example_score``, simple-evals' formula).
 
     Met negative criteria subtract. Clipped to 0..1 (as HealthBench reports it)
     unless `clip=False`. None when there are no positive points, or while any
     criterion is unanswered (None): a partial checklist has no score."""
     if len(points) != len(met):
         raise ValueError(f"{len(points)} criteria but {len(met)} verdicts")
-    total = sum(p for p in points if p > 0)
-    if total <= 0 or any(m is None for m in met):
+    if any(m is None for m in met):
         return None
-    score = sum(p for p, m in zip(points, met, strict=True) if m) / total
+    score = example_score([Graded(p, m) for p, m in zip(points, met, strict=True)])
+    if score is None:
+        return None
     return min(1.0, max(0.0, score)) if clip else score
 
 

@@ -399,14 +399,14 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     gates_raw = json_field(row, "gates", where, (dict, list), "a JSON object of gates")
     meta_doc = json_field(row, "meta", where, dict, "a JSON object")
     scores = {name: score_field(row, name, where) for name in SCORE_FIELDS if name in row}
-    meta = {k: _plain(v) for k, v in row.items()
+    meta = {k: v.isoformat() if isinstance(v, (datetime, date)) else v for k, v in row.items()
             if k not in JSON_FIELDS and k not in SCORE_FIELDS and v is not None}
     meta["scores"] = scores
     if meta_doc:
-        meta["meta"] = _plain(meta_doc)
+        meta["meta"] = meta_doc
     gates = read_gates(gates_raw)
     if gates_raw is not None:
-        meta["gates"] = _plain(gates_raw)
+        meta["gates"] = gates_raw
         meta.update(_requirements(gates))
     error = None
     if failed:
@@ -452,7 +452,7 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
             item_uid=uid, question_key=f"{uid}:gate:{gate.name}", rater=rater,
             value="met" if v.met else "not_met", line=line,
             extra={"score": v.score, "passed": gate.passed, "threshold": PASS_THRESHOLD,
-                   **({"detail": _plain(gate.detail)} if gate.detail else {})},
+                   **({"detail": gate.detail} if gate.detail else {})},
         )
         if gate.name in JUDGED_GATES and judge_failed:
             continue  # the judge's per-topic verdicts are not its answer

@@ -1,0 +1,187 @@
+"""What things are called on screen: the words a clinician reads.
+
+Every review screen names items, raters and rounds through these functions,
+so one thing has one name everywhere:
+
+- an item by what it is, never by its id: "Conversation 12, after the
+  patient's 2nd message", "Model B's reply", "Case 3, agent run A",
+  "Conversation 4, Model A's completion"; the ids stay on a details line
+  (`ItemName.details`) and in the address, for researchers;
+- a machine or reference rater by its role: "Automated grader (v1)",
+  "Automated judge (judge-1)", "Gold label", "Verifier";
+- a study's review round as "Study round: Pilot", and a conversation's
+  rounds as the patient's turns: "turn 2", "the patient's 2nd message".
+
+Numbers are places, not ids: a conversation's number is its place among its
+dataset's conversations (in the order they were imported), a model's letter
+its place among the dataset's models (in alphabetical order), so "Model B"
+is the same model on every item of a dataset. Nothing here is Markdown: a
+page escapes what it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass
+
+from store import Store
+
+FREE_REVIEW = "Free review (no study round)"
+"""The round picker's choice of no study round."""
+
+
+def study_round(name: str) -> str:
+    """A study's review round, never confused with a conversation's turn."""
+    return f"Study round: {name}"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st ..."""
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def turn(n: int) -> str:
+    """A patient's turn in a conversation (CARE-Bench calls it a round)."""
+    return f"turn {n}"
+
+
+def letter(index: int) -> str:
+    """A, B, ... Z, then 27, 28 ...: a model's pseudonym from its place (0-based)."""
+    return string.ascii_uppercase[index] if 0 <= index < 26 else str(index + 1)
+
+
+@dataclass(frozen=True)
+class ItemName:
+    """An item in words: what a clinician reads above it."""
+
+    title: str
+    """The item whole: "Conversation 12, after the patient's 2nd message";
+    "Model B's reply to conversation 12, after the patient's 2nd message"."""
+    subject: str
+    """What is judged, as a heading: "The patient's 2nd message", "Model B's
+    reply", "Agent run A", "Model A's completion"."""
+    place: str
+    """Where it belongs: "Conversation 12, after the patient's 2nd message",
+    "Case 3", "Conversation 4"."""
+    details: str
+    """For researchers: the item's id, the model, the case and the dataset."""
+    model_letter: str | None = None
+    """The model's letter ("B"), for items one model made."""
+
+
+_ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id, i.round_id,"
+         " i.model, i.split, i.parent_id, i.meta FROM items i JOIN datasets d"
+         " ON d.id = i.dataset_id WHERE i.id = ?")
+CASE_KIND = {"prefix": "prefix", "response": "prefix", "trajectory": "trajectory",
+             "graded_conversation": "graded_conversation"}
+"""Whose order numbers an item's conversation: a reply belongs to its prefix's."""
+
+
+def conversation_number(store: Store, dataset_id: int, kind: str, case_id: str | None) -> int | None:
+    """A conversation's (case's, task's) place among its dataset's, in the order
+    they came in (1-based); None without a case."""
+    if case_id is None:
+        return None
+    kind = CASE_KIND.get(kind, kind)
+    return store.scalar(
+        "SELECT COUNT(*) FROM (SELECT case_id FROM items WHERE dataset_id = ?1 AND kind = ?2"
+        " AND case_id IS NOT NULL GROUP BY case_id HAVING MIN(id) <= (SELECT MIN(id) FROM items"
+        " WHERE dataset_id = ?1 AND kind = ?2 AND case_id = ?3))",
+        (dataset_id, kind, case_id)) or None
+
+
+def model_letter(store: Store, dataset_id: int, kind: str, model: str | None) -> str | None:
+    """The model's letter among the models of the dataset's items of this kind."""
+    if not model:
+        return None
+    before = store.scalar(
+        "SELECT COUNT(DISTINCT model) FROM items WHERE dataset_id = ? AND kind = ?"
+        " AND model IS NOT NULL AND model < ?", (dataset_id, kind, model))
+    return letter(int(before or 0))
+
+
+def item_name(store: Store, item_id: int) -> ItemName | None:
+    """The item in words (see the module's docstring); None if there is no such item."""
+    row = store.query_one(_ITEM, (item_id,))
+    if row is None:
+        return None
+    meta = json.loads(row["meta"] or "{}")
+    kind = row["kind"]
+    # A case id that identifies a patient is not shown, even to researchers.
+    case_id = None if meta.get("identifying") else row["case_id"]
+    number = conversation_number(store, row["dataset_id"], kind, row["case_id"])
+    mark = model_letter(store, row["dataset_id"], kind, row["model"])
+    facts = [f"id {row['uid']}"]
+    if row["model"]:
+        facts.append(f"model {row['model']}")
+    if case_id and case_id not in row["uid"]:
+        facts.append(f"case {case_id}")
+    facts += [x for x in (row["split"], row["dataset"]) if x]
+    details = " · ".join(facts)
+    if kind in ("prefix", "response"):
+        conversation = f"Conversation {number}" if number else "A conversation"
+        said = row["round_id"] or _turns(store, row)
+        place = f"{conversation}, after the patient's {ordinal(said)} message" if said \
+            else conversation
+        if kind == "prefix":
+            subject = f"The patient's {ordinal(said)} message" if said else "The patient's message"
+            return ItemName(place, subject, place, details)
+        subject = f"Model {mark}'s reply" if mark else "The reply"
+        return ItemName(f"{subject} to {place[0].lower()}{place[1:]}", subject, place, details,
+                        mark)
+    if kind == "trajectory":
+        place = f"Case {number}" if number else "A case"
+        subject = f"Agent run {mark}" if mark else "The agent run"
+        return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
+                        mark)
+    if kind == "graded_conversation":
+        place = f"Conversation {number}" if number else "A conversation"
+        if row["parent_id"] is None:
+            subject = "Its ideal completion" if meta.get("ideal_completion") else "No completion"
+        else:
+            subject = f"Model {mark}'s completion" if mark else "The completion"
+        return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
+                        mark)
+    return ItemName(row["uid"], row["uid"], row["uid"], details)
+
+
+def _turns(store: Store, row) -> int:
+    """How many patient turns a prefix holds (for an item that gives no round number)."""
+    item = row["parent_id"] if row["kind"] == "response" else row["id"]
+    payload = store.scalar("SELECT payload FROM items WHERE id = ?", (item,))
+    try:
+        return len(json.loads(payload or "{}").get("turns") or [])
+    except ValueError:
+        return 0
+
+
+ROLE_WORDS = {"gold": "Gold label", "verifier": "Verifier", "adjudicated": "Settled answer"}
+
+
+def rater_name(store: Store, name: str) -> str:
+    """A rater in words: a machine by its role and version ("Automated grader
+    (v1)", "Automated judge (judge-1)"), a reference by what it is ("Gold
+    label", "Verifier"), a person by their name."""
+    row = store.query_one(
+        "SELECT kind, role, model, prompt_version FROM raters WHERE name = ?", (name,))
+    if row is None:
+        return name
+    return rater_words(name, row["kind"], row["role"], row["model"], row["prompt_version"])
+
+
+def rater_words(name: str, kind: str, role: str | None, model: str | None = None,
+                version: str | None = None) -> str:
+    """`rater_name` from the rater's fields."""
+    if kind == "reference":
+        return ROLE_WORDS.get(role or "", "Reference")
+    if kind == "machine":
+        short = (model or name).rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        if role == "mapper":
+            return f"Automated grader ({version or short})"
+        return f"Automated judge ({short})"
+    if role == "physician" and ":" in name:
+        return f"Physician {name.rsplit(':', 1)[-1]}"
+    return ROLE_WORDS.get(role or "", name) if role == "adjudicated" else name

@@ -1,0 +1,58 @@
+"""The undo window: a mis-key corrected before the reveal shows stays blind
+(review.reviewing.blinding.reveal_delay, the commit path's phase)."""
+
+from __future__ import annotations
+
+import time
+
+from review.reviewing.blinding import reveal_reference_labels, reveal_wait
+from review.reviewing.commit import commit_answer
+from review.reviewing.items import load_item, my_answers
+from review.reviewing.queue import QueueFilter, next_unreviewed_item
+from review.team.reviewers import ensure_reviewer
+
+WINDOW = 0.6
+
+
+def a_response(demo, name):
+    me = ensure_reviewer(demo, name)
+    item = load_item(demo, next_unreviewed_item(demo, me.id, QueueFilter(kind="response")))
+    return me, item
+
+
+def test_a_correction_within_the_window_is_blind_and_nothing_is_shown_meanwhile(demo, monkeypatch):
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", str(WINDOW))
+    me, item = a_response(demo, "Dr. Quick Fix")
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    assert reveal_reference_labels(demo, me.id, item) is None  # not yet: the window is open
+    assert 0 < reveal_wait(demo, me.id, item.id, item.question_id, item.kind,
+                           "reveal_after_commit") <= WINDOW
+    commit_answer(demo, me, item.id, item.question_id, "1B")  # the mis-key, corrected
+    time.sleep(WINDOW + 0.2)
+    assert reveal_reference_labels(demo, me.id, item)  # shown now
+    assert reveal_wait(demo, me.id, item.id, item.question_id, item.kind,
+                       "reveal_after_commit") == 0
+    commit_answer(demo, me, item.id, item.question_id, "0B")  # a change after the reveal
+    assert [a.phase for a in my_answers(demo, me.id, item.id, item.question_id)] == [
+        "blind", "blind", "after_reveal"]
+
+
+def test_the_window_runs_from_the_first_answer_not_the_last(demo, monkeypatch):
+    """Once the reveal was due, a quick second change is after it too."""
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", str(WINDOW))
+    me, item = a_response(demo, "Dr. Twice")
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    time.sleep(WINDOW + 0.2)
+    commit_answer(demo, me, item.id, item.question_id, "1A")
+    commit_answer(demo, me, item.id, item.question_id, "1B")
+    assert [a.phase for a in my_answers(demo, me.id, item.id, item.question_id)] == [
+        "blind", "after_reveal", "after_reveal"]
+
+
+def test_without_a_window_the_labels_show_at_once(demo, monkeypatch):
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "0")
+    me, item = a_response(demo, "Dr. At Once")
+    commit_answer(demo, me, item.id, item.question_id, "0A")
+    assert reveal_reference_labels(demo, me.id, item)
+    commit_answer(demo, me, item.id, item.question_id, "1B")
+    assert my_answers(demo, me.id, item.id, item.question_id)[-1].phase == "after_reveal"
