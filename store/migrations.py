@@ -912,3 +912,28 @@ BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once: an insert may not 
 """
     if script:
         run_script(db, script)
+
+
+APPEND_ONLY_M019 = ("round_members", "tags", "tag_changes", "study_settings")
+"""Append-only tables of later changes (round members, the tag list and its
+changes, study settings): m019 makes each refuse an INSERT that takes an existing
+row (by its id; a tag also by its name, in any capitals). Part of m019: never edit."""
+
+
+@migrations()
+def m019_no_replace_members_tags_settings(db: Database) -> None:
+    """Round members, tags, tag changes and study settings refuse UPDATE and DELETE
+    (their own migrations); here they refuse INSERT OR REPLACE too."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    for table in APPEND_ONLY_M019:
+        if table not in tables:
+            continue
+        taken = "rowid = NEW.rowid" + (" OR name = NEW.name" if table == "tags" else "")
+        script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                   f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{table.replace('_', ' ')} are append-only: an"
+                   " insert may not take the place of a row that exists (INSERT OR REPLACE)');"
+                   " END;\n")
+    if script:
+        run_script(db, script)
