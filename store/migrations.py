@@ -881,3 +881,59 @@ CREATE TRIGGER study_settings_no_delete BEFORE DELETE ON study_settings
 BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
 """
     )
+
+
+APPEND_ONLY_LATER = ("labels_opened", "reveals", "round_frame")
+"""Append-only tables that came after m015 (their own migrations refuse UPDATE and
+DELETE); m017 and m018 make them refuse an INSERT that takes an existing row. Part
+of m018: never edit."""
+
+
+@migrations()
+def m018_no_replace_reveals_and_frames(db: Database) -> None:
+    """`reveals` (which labels a reviewer was shown) and `round_frame` (a round's
+    candidates and their chances) are append-only: no insert takes the place of
+    a row recorded, by its id or its unique key."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    if "reveals" in tables:
+        script += """
+CREATE TRIGGER reveals_no_replace BEFORE INSERT ON reveals
+WHEN EXISTS (SELECT 1 FROM reveals WHERE rowid = NEW.rowid
+             OR (rater_id = NEW.rater_id AND annotation_id = NEW.annotation_id))
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if "round_frame" in tables:
+        script += """
+CREATE TRIGGER round_frame_no_replace BEFORE INSERT ON round_frame
+WHEN EXISTS (SELECT 1 FROM round_frame WHERE rowid = NEW.rowid
+             OR (round_id = NEW.round_id AND item_id = NEW.item_id))
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if script:
+        run_script(db, script)
+
+
+APPEND_ONLY_M019 = ("round_members", "tags", "tag_changes", "study_settings")
+"""Append-only tables of later changes (round members, the tag list and its
+changes, study settings): m019 makes each refuse an INSERT that takes an existing
+row (by its id; a tag also by its name, in any capitals). Part of m019: never edit."""
+
+
+@migrations()
+def m019_no_replace_members_tags_settings(db: Database) -> None:
+    """Round members, tags, tag changes and study settings refuse UPDATE and DELETE
+    (their own migrations); here they refuse INSERT OR REPLACE too."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    for table in APPEND_ONLY_M019:
+        if table not in tables:
+            continue
+        taken = "rowid = NEW.rowid" + (" OR name = NEW.name" if table == "tags" else "")
+        script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                   f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{table.replace('_', ' ')} are append-only: an"
+                   " insert may not take the place of a row that exists (INSERT OR REPLACE)');"
+                   " END;\n")
+    if script:
+        run_script(db, script)

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from review.team.reviewers import PEOPLE, ROLES, SETTLED_ANSWERS, Reviewer
-from review.workspace import open_store
 from store import Store
 
 EVERYONE = frozenset(ROLES)
@@ -136,7 +135,7 @@ def viewer_scope(reviewer: Reviewer | None, *, server: bool, labels: bool) -> Vi
 def open_for(path: str | Path, viewer: Viewer | None) -> Store:
     """A store for reading as `viewer` (None: every answer)."""
     if viewer is None:
-        return open_store(path)
+        return Store(path)  # reads only: no codebook sync or indexer needed (review.workspace)
     return open_as_viewer(path, viewer.rater_id, labels=viewer.labels)
 
 
