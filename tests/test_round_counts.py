@@ -144,3 +144,30 @@ def test_the_lead_sees_who_holds_which_place_and_what_is_stuck(demo):
     assert held == first  # Rev Two is given the first item's second place
     assert places[first].words() == "in progress; stuck: 1 place free, nobody left to take it"
     assert places[other].words() == "stuck: 3 places free, 2 reviewers left"
+
+
+def test_the_lead_names_a_rounds_reviewers_and_reads_its_places_on_the_screen(demo_copy,
+                                                                              monkeypatch):
+    from review.workspace import open_store
+    from tests.test_team_pages import app_as
+
+    s = open_store(demo_copy)
+    admin = ensure_reviewer(s, "Jordan Lee")
+    rid = create_round(s, RoundSpec("Pilot", Q, reviewers_per_item=3, limit=2), admin)
+    for name in ("Rev One", "Rev Two"):
+        ensure_reviewer(s, name)
+    s.close()
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/rounds.py").run()
+    assert not at.exception
+    rounds = at.dataframe[0].value
+    assert list(rounds.columns) == ["Round", "Asks", "Items", "Reviews", "Done", "Reviewers"]
+    assert rounds["Reviewers"].tolist() == ["anyone"]
+    at.multiselect(key=f"rounds_members:{rid}").set_value(["Rev One", "Rev Two"])
+    next(b for b in at.button if b.label == "Save who is in it").click().run()
+    assert not at.exception
+    with open_store(demo_copy) as s:
+        assert round_members(s, rid) == ["Rev One", "Rev Two"]
+    assert at.dataframe[0].value["Reviewers"].tolist() == ["2 named"]
+    places = at.dataframe[1].value
+    assert places["State"].tolist() == ["stuck: 3 places free, 2 reviewers left"] * 2
