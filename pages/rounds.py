@@ -90,12 +90,15 @@ def round_details() -> None:
     st.dataframe(
         [{"Item": p.uid, "State": p.words(),
           "Reviewed by": ", ".join(p.reviewed_by),
-          "Holds a place now": ", ".join(f"{who} (until {until[11:16]} UTC)"
+          "Holds a place now": ", ".join(f"{who} (to {until[11:16]} UTC)"
                                          for who, until in p.held_by)}
          for p in shown],
         hide_index=True, width="stretch",
-        column_config={"Item": st.column_config.TextColumn(width="medium"),
-                       "State": st.column_config.TextColumn(width="large")},
+        # Sized to fit a laptop's screen (1280 px) without scrolling sideways.
+        column_config={"Item": st.column_config.TextColumn(width=190),
+                       "State": st.column_config.TextColumn(width=240),
+                       "Reviewed by": st.column_config.TextColumn(width=170),
+                       "Holds a place now": st.column_config.TextColumn(width=190)},
     )
 
 
