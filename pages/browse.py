@@ -70,6 +70,7 @@ KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "traject
 
 db = store()
 reviewer = current_reviewer()
+st.session_state.pop(W + "tag_done", None)  # a whole run shows the tags as they are now
 adding_allowed = may_add_tags(store(), reviewer)  # tags.create_tag refuses all the same
 # Carried in item links, so a link opened in a new tab comes back as this reviewer.
 me_name = reviewer.name if reviewer is not None and not server_mode() else None
@@ -291,32 +292,47 @@ def on_tag(item_id: int, adding: bool, tag: str | None = None, target: str | Non
         s[W + "flash"] = str(exc)
     else:
         s.pop(f"{W}tag_new:{item_id}", None)
+        s[W + "tag_done"] = True  # the dialog closes, and the page shows the tag
 
 
 def tag_controls(item: ResultItem, tag_names: list[str]) -> None:
-    with st.popover("Tag", icon=":material/sell:"):
-        if reviewer is None:
-            st.caption("Choose who is reviewing in the sidebar to tag.")
-            return
-        st.selectbox("Tag", tag_names, key=f"{W}tag_name:{item.item_id}", index=None,
-                     placeholder="Choose a tag")
-        if adding_allowed:
-            st.text_input("Or a new tag", key=f"{W}tag_new:{item.item_id}",
-                          placeholder="e.g. mapper error",
-                          help="Added to the list of tags as you tag this item with it")
-        if item.step_ids:
-            where = ["", *[f"step:{n}" for n in item.step_ids]]
-            if f"{W}tag_where:{item.item_id}" not in st.session_state:
-                st.session_state[f"{W}tag_where:{item.item_id}"] = item.target if item.target in where else ""
-            st.selectbox("On", where, key=f"{W}tag_where:{item.item_id}",
-                         format_func=lambda t: t.replace("step:", "Step ") if t else "The whole run")
-        st.text_input("Note (what you saw)", key=f"{W}tag_note:{item.item_id}")
-        st.button("Add tag", key=f"{W}tag_add:{item.item_id}", type="primary",
-                  on_click=on_tag, args=(item.item_id, True))
-        for tag, target in item.tags:
-            st.button(f"Remove {safe_markdown(tag)}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
-                      key=f"{W}untag:{item.item_id}:{tag}:{target}", icon=":material/close:",
-                      on_click=on_tag, args=(item.item_id, False, tag, target))
+    """The Tag button: its form opens in a dialog, drawn only for the item asked for
+    (twenty forms drawn ahead, hidden in popovers, slowed every first render)."""
+    if st.button("Tag", key=f"{W}tag_open:{item.item_id}", icon=":material/sell:"):
+        tag_dialog(item, tag_names)
+
+
+@st.dialog("Tag", width="medium")
+def tag_dialog(item: ResultItem, tag_names: list[str]) -> None:
+    # A press in a dialog reruns the dialog alone: once a tag is added or taken off,
+    # the whole page runs again (which closes the dialog) to show it.
+    if st.session_state.pop(W + "tag_done", None):
+        st.rerun()
+    if flash := st.session_state.pop(W + "flash", None):
+        st.error(safe_markdown(flash))
+    st.caption(code_span(item.uid))
+    if reviewer is None:
+        st.caption("Choose who is reviewing in the sidebar to tag.")
+        return
+    st.selectbox("Tag", tag_names, key=f"{W}tag_name:{item.item_id}", index=None,
+                 placeholder="Choose a tag")
+    if adding_allowed:
+        st.text_input("Or a new tag", key=f"{W}tag_new:{item.item_id}",
+                      placeholder="e.g. mapper error",
+                      help="Added to the list of tags as you tag this item with it")
+    if item.step_ids:
+        where = ["", *[f"step:{n}" for n in item.step_ids]]
+        if f"{W}tag_where:{item.item_id}" not in st.session_state:
+            st.session_state[f"{W}tag_where:{item.item_id}"] = item.target if item.target in where else ""
+        st.selectbox("On", where, key=f"{W}tag_where:{item.item_id}",
+                     format_func=lambda t: t.replace("step:", "Step ") if t else "The whole run")
+    st.text_input("Note (what you saw)", key=f"{W}tag_note:{item.item_id}")
+    st.button("Add tag", key=f"{W}tag_add:{item.item_id}", type="primary",
+              on_click=on_tag, args=(item.item_id, True))
+    for tag, target in item.tags:
+        st.button(f"Remove {safe_markdown(tag)}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
+                  key=f"{W}untag:{item.item_id}:{tag}:{target}", icon=":material/close:",
+                  on_click=on_tag, args=(item.item_id, False, tag, target))
 
 
 def labels_line(labels: list[tuple[str, str]]) -> str:

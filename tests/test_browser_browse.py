@@ -73,7 +73,7 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
 
         # 3. tag step 5 of the first result
         main.get_by_role("button", name="Tag", exact=True).first.click()
-        body = page.get_by_test_id("stPopoverBody")
+        body = page.get_by_role("dialog")
         pick(page, body, "Tag", "fabricated evidence")
         pick(page, body, "On", "Step 5")
         body.get_by_label("Note (what you saw)").fill("quotes a result never ordered")
@@ -135,7 +135,7 @@ def test_an_admin_lets_reviewers_add_tags_and_a_researcher_creates_and_uses_one(
         open_browse("Dr. Researcher")
         main = page.get_by_test_id("stMain")
         main.get_by_role("button", name="Tag", exact=True).first.click()
-        body = page.get_by_test_id("stPopoverBody")
+        body = page.get_by_role("dialog")
         body.get_by_role("button", name="Add tag").wait_for()  # the popover is drawn
         assert body.get_by_role("textbox", name="Or a new tag").count() == 0
         page.keyboard.press("Escape")
@@ -150,7 +150,7 @@ def test_an_admin_lets_reviewers_add_tags_and_a_researcher_creates_and_uses_one(
         main = page.get_by_test_id("stMain")
         first = main.locator("a[href*='item=']").first.inner_text().strip()
         main.get_by_role("button", name="Tag", exact=True).first.click()
-        body = page.get_by_test_id("stPopoverBody")
+        body = page.get_by_role("dialog")
         body.get_by_role("textbox", name="Or a new tag").fill("mapper error")
         body.get_by_label("Note (what you saw)").fill("the mapper read 'go to A&E' as self-care")
         body.get_by_role("button", name="Add tag").click()
