@@ -639,8 +639,12 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
                           designs_for=lambda key, ids: planning_designs(store, key, ids))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    provenance = {"human": args.human, "machine": machine, "phase": args.phase,
-                  "filters": _ppi_filters(args).describe(), "replicates": args.replicates}
+    from labels.provenance import provenance as provenance_of
+
+    provenance = provenance_of(plan.data, store=store, phase=args.phase, filters=_ppi_filters(args),
+                               what="label budget", metric=args.metric, human=args.human,
+                               machine=machine, target_halfwidth=args.target_halfwidth,
+                               replicates=args.replicates, seed=0)
     print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
           else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
     return 0

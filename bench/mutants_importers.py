@@ -611,7 +611,10 @@ def _mutate_dir(root: Path, operator: str, rng: random.Random) -> None:
         return
     if operator == "FIFO beside the files":
         folder = rng.choice(sorted({p.parent for p in files}))
-        os.mkfifo(folder / rng.choice(("report.md", "notes.txt", "trajectory.cont-1.json")))
+        fifo = folder / rng.choice(("report.md", "notes.txt", "trajectory.cont-1.json"))
+        if fifo.exists():
+            fifo.unlink()
+        os.mkfifo(fifo)
         return
     if operator == "reward not a number":
         trial = rng.choice(sorted({p.parent.parent for p in files if p.parent.name == "verifier"}
@@ -681,7 +684,8 @@ def build_mutants(seed_list: list[Seed], count: int, rng: random.Random, out_dir
             seed, op = next(plans.setdefault(fmt, plan(fmt)))
             try:
                 mutants.append(make_mutant(seed, op, rng, out_dir, len(mutants)))
-            except (ValueError, IndexError, KeyError, json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, IndexError, KeyError, json.JSONDecodeError, UnicodeDecodeError,
+                    FileExistsError):
                 continue  # this operator does not apply to this file's shape
     return mutants
 

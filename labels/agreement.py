@@ -83,9 +83,12 @@ class Coefficient:
     dropped (see :func:`interval_warnings`)."""
 
     def shown_interval(self) -> tuple[float | None, float | None, str]:
-        """The interval to quote and what it is: Wilson's where it exists (a share);
-        else the bootstrap's; the closed form where the bootstrap has no width."""
-        if self.analytic_ci and self.analytic_method == "Wilson score":
+        """The interval to quote and what it is: Wilson's where it exists (a share of
+        independent units); else the bootstrap's (over cases where units are clustered:
+        Wilson's would take correlated units as independent); the closed form where the
+        bootstrap has no width."""
+        if (self.analytic_ci and self.analytic_method == "Wilson score"
+                and self.resampled == "units"):
             return (*self.analytic_ci, "Wilson score")
         if (self.analytic_ci and self.ci_low is not None and self.ci_high is not None
                 and self.ci_high - self.ci_low <= 1e-12):
@@ -206,6 +209,12 @@ def agreement_weights(k: int, weights: str | None) -> np.ndarray:
     """
     if weights is None:
         return np.eye(k)
+    if not isinstance(weights, str):  # a codebook's own table (codebook.loader checks it)
+        table = np.asarray(weights, dtype=float)
+        if table.shape != (k, k):
+            raise ValueError(f"a weights table for {k} categories is {k} x {k}, not "
+                             f"{' x '.join(map(str, table.shape))}")
+        return table
     if k < 2:
         return np.ones((k, k))
     dist = np.abs(np.subtract.outer(np.arange(k), np.arange(k))) / (k - 1)
@@ -435,10 +444,19 @@ def _kappa_se(table: np.ndarray, w: np.ndarray, kappa: float) -> float:
     return math.sqrt(max(var, 0.0))
 
 
+def _weighting(weights) -> str | None:
+    """How a weighting is named in a key: None, "linear", "quadratic" or "codebook"."""
+    if weights is None or isinstance(weights, str):
+        return weights
+    return "codebook"
+
+
 def _cohen(ca, cb, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     k = len(categories)
-    key = "cohen_kappa" + (f"_{weights}" if weights else "")
-    name = "Cohen's kappa" + (f" ({weights})" if weights else "")
+    named = _weighting(weights)
+    key = "cohen_kappa" + (f"_{named}" if named else "")
+    name = "Cohen's kappa" + (f" ({named} weights)" if named == "codebook"
+                              else f" ({named})" if named else "")
     w = agreement_weights(k, weights)
     reason = _too_few(len(ca), "both raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
@@ -602,10 +620,11 @@ def _fleiss(codes, categories, n_boot, seed, note=None, clusters=None) -> Coeffi
 
 def _ac(codes, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     w = agreement_weights(len(categories), weights)
+    named = _weighting(weights)
     key, name = (
         ("gwet_ac1", "Gwet's AC1")
         if weights is None
-        else (f"gwet_ac2_{weights}", f"Gwet's AC2 ({weights})")
+        else (f"gwet_ac2_{named}", f"Gwet's AC2 ({named}{' weights' if named == 'codebook' else ''})")
     )
     return _chance_corrected(codes, categories, w, "gwet", key, name, n_boot, seed, note,
                              clusters=clusters)
@@ -641,8 +660,8 @@ def gwet_ac2(
     """Gwet's AC2: AC1 with agreement weights for ordered categories (Gwet 2014, ch. 3):
     P_a counts partial agreement r*_ik = sum_l w_kl r_il, and
     P_e = T_w / (q(q-1)) * sum_k pi_k (1 - pi_k), T_w the sum of all weights."""
-    if weights not in ("linear", "quadratic"):
-        raise ValueError(f"AC2 weights must be 'linear' or 'quadratic', not {weights!r}")
+    if isinstance(weights, str) and weights not in ("linear", "quadratic"):
+        raise ValueError(f"AC2 weights must be 'linear', 'quadratic' or a table, not {weights!r}")
     return _ac(_encode(ratings, categories), list(categories), weights, n_boot, seed,
                clusters=clusters)
 
@@ -680,7 +699,8 @@ def _alpha_batch(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
     return np.where(ok, 1 - (n - 1) * observed / np.where(ok, expected, 1), np.nan)
 
 
-def _alpha(codes, categories, level, n_boot, seed, note=None, clusters=None) -> Coefficient:
+def _alpha(codes, categories, level, n_boot, seed, note=None, clusters=None,
+           values=None) -> Coefficient:
     level = "nominal" if level == "binary" else level
     if level not in ("nominal", "ordinal", "interval"):
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -695,9 +715,12 @@ def _alpha(codes, categories, level, n_boot, seed, note=None, clusters=None) -> 
     )
     if reason:
         return _undefined(key, name, len(counts), reason, note)
-    values, value_note = (
-        _interval_values(categories) if level == "interval" else (np.arange(k), None)
-    )
+    if level == "interval" and values is not None:
+        values, value_note = np.asarray(values, dtype=float), None
+    else:
+        values, value_note = (
+            _interval_values(categories) if level == "interval" else (np.arange(k), None)
+        )
     note = "; ".join(x for x in (note, value_note) if x) or None
     # Per-unit coincidences (Krippendorff 2011): (n_uc n_uk - [c=k] n_uc) / (m_u - 1).
     pairs = counts[:, :, None] * counts[:, None, :] - np.eye(k) * counts[:, None, :]
@@ -826,7 +849,7 @@ def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0,
 
 
 def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0,
-                    clusters=None) -> list[Coefficient]:
+                    clusters=None, values=None, weights=None) -> list[Coefficient]:
     """The statistics that suit the data type, all with seeded bootstrap intervals:
 
     - nominal: percent agreement, Cohen's kappa (2 raters) or Fleiss' kappa (more),
@@ -839,7 +862,10 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0,
     With exactly two raters, only the units both answered are used, so every
     coefficient describes the same units. The same seed resamples the same units
     for every coefficient; with ``clusters`` (one id per unit, e.g. its case) the
-    bootstrap resamples whole clusters.
+    bootstrap resamples whole clusters. A codebook's scale adds to them: ``values`` (the
+    categories' numbers on an interval scale) Krippendorff's alpha (interval) on those
+    numbers; ``weights`` (its own K x K agreement table) weighted kappa and Gwet's AC2 with
+    those weights.
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -858,19 +884,24 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0,
     args = dict(n_boot=n_boot, seed=seed, note=note, clusters=clusters)
     out = [_percent(codes, k, **args)]
     if level == "interval":
-        return out + [_alpha(codes, categories, "interval", **args)]
+        return out + [_alpha(codes, categories, "interval", values=values, **args)]
     if raters == 2:
         ca, cb = codes[:, 0], codes[:, 1]
         weightings = (None, "linear", "quadratic") if level == "ordinal" else (None,)
+        weightings += (weights,) if weights is not None else ()
         out += [_cohen(ca, cb, categories, w, **args) for w in weightings]
     else:
         out.append(_fleiss(codes, categories, **args))
     out.append(_alpha(codes, categories, "nominal", **args))
     if level == "ordinal":
         out.append(_alpha(codes, categories, "ordinal", **args))
+    if values is not None:
+        out.append(_alpha(codes, categories, "interval", values=values, **args))
     out.append(_ac(codes, categories, None, **args))
     if level == "ordinal":
         out.append(_ac(codes, categories, "quadratic", **args))
+    if weights is not None:
+        out.append(_ac(codes, categories, weights, **args))
     if level == "binary":
         out.append(_pabak(codes, k, **args))
     return out

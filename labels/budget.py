@@ -45,6 +45,8 @@ from labels.compare.answers import Filters
 from labels.compare.questions import question_set
 from labels.ppi import design_ppi_mean, ppi_mean, z_value
 from labels.ppi_readings import Readings, item_ids_of, load_readings, one_column, read_metric
+from labels.ppi_report import readings_digest
+from labels.provenance import Digest
 from store import Store
 
 REPLICATES = 120
@@ -105,6 +107,8 @@ class LabelPlan:
     kappa: ModelPlan | None
     method: str = METHOD
     notes: list[str] = field(default_factory=list)
+    data: Digest | None = field(default=None, repr=False, compare=False)
+    """The readings the plan was simulated from (for its provenance)."""
 
 
 def uniform_design() -> PlanDesign:
@@ -356,7 +360,8 @@ def label_plan(
     def designs(ids: Sequence[int]) -> list:
         return [uniform_design(), *(designs_for(key, ids) if designs_for else [])]
 
-    plan = LabelPlan(target, metric, [], None, notes=list(readings.notes))
+    plan = LabelPlan(target, metric, [], None, notes=list(readings.notes),
+                     data=readings_digest(readings))
     for _, r in sorted(readings.by_model.items()):
         plan.models.append(plan_model(r, target, designs(r.item_ids), replicates=replicates,
                                       seed=seed))

@@ -91,15 +91,20 @@ def estimate_model(readings: Readings, sampling: Sampling) -> ModelEstimate:
     return ModelEstimate(readings.model, ppi, classical, machine, len(y), len(f_unl), sampling)
 
 
-def _provenance(readings: MetricReadings, filters: Filters, mode: str, store: Store) -> dict:
-    """Where the figures come from (``labels.provenance``): the digest covers every item's
-    machine and clinician value the estimates rest on."""
+def readings_digest(readings: MetricReadings) -> Digest:
+    """The digest (``labels.provenance``) of every item's machine and clinician value a
+    metric's estimates rest on."""
     digest = Digest()
     for model, r in readings.by_model.items():
         for position, uid in enumerate(r.item_uids):
             digest.add(readings.metric, model, uid, r.machine[position], r.human.get(position))
+    return digest
+
+
+def _provenance(readings: MetricReadings, filters: Filters, mode: str, store: Store) -> dict:
+    """Where the figures come from (``labels.provenance``)."""
     return provenance(
-        digest, store=store, phase=readings.phase, filters=filters,
+        readings_digest(readings), store=store, phase=readings.phase, filters=filters,
         what=f"prediction-powered estimate of {readings.name.lower()} per model",
         metric=readings.metric, human=readings.human, machine=readings.machine,
         question=readings.question, reference=readings.reference, answers=PHASES[readings.phase],

@@ -55,8 +55,8 @@ class Digest:
         self._rows: list[str] = []
 
     def add(self, *row: Any) -> None:
-        self._rows.append(json.dumps(row, ensure_ascii=False, separators=(",", ":"),
-                                     default=str))
+        # unit separators between fields: no field of carelens data holds one
+        self._rows.append("\x1f".join(map(repr, row)))
 
     def update(self, other: Digest) -> None:
         self._rows += other._rows

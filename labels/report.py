@@ -155,6 +155,9 @@ def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[
         "coefficients": [coefficient_dict(c) for c in report.coefficients],
         "clinicians_ceiling": {"raters": report.ceiling_raters,
                                "coefficients": [coefficient_dict(c) for c in report.ceiling]},
+        "clinician_vs_others_majority": {
+            "pairs": report.like_with_like_pairs,
+            "coefficients": [coefficient_dict(c) for c in report.like_with_like]},
         "confusion": confusion,
         "class_scores": plain(report.class_scores),
         "disagreements": [{"item": d.unit.item_uid, "item_kind": d.unit.item_kind,
@@ -210,6 +213,8 @@ def report_csv(report: ComparisonReport) -> str:
         row("comparison", c, n_units=report.n_units)
     for c in report.ceiling:
         row("clinicians_ceiling", c, n_units=report.ceiling_units)
+    for c in report.like_with_like:
+        row("clinician_vs_others_majority", c, n_units=report.like_with_like_pairs)
     for bd in report.breakdowns:
         for r in bd.rows:
             row(f"by_{bd.by}", r.comparison, r.label, r.n_units)
@@ -267,9 +272,11 @@ def _coefficient_rows(report: ComparisonReport) -> list[list[Any]]:
     rows = []
     for c, note in zip(report.coefficients, notes, strict=True):
         ceiling = report.ceiling_for(c.key)
+        like = report.like_for(c.key)
         rows.append([c.name, number(c.value), interval(c.ci_low, c.ci_high),
                      interval(*c.analytic_ci) if c.analytic_ci else "—", c.n,
-                     number(ceiling.value) if ceiling else "", note])
+                     number(ceiling.value) if ceiling else "",
+                     number(like.value) if like else "", note])
     return rows
 
 
@@ -283,8 +290,9 @@ def _comparison_html(report: ComparisonReport, fig: _Figures) -> str:
         f"made {_e(report.created_at[:19].replace('T', ' '))} UTC</p>",
         "<h2>Coefficients</h2>",
         _table(["Coefficient", "Value", "95% CI (bootstrap)", "95% CI (analytic)", "n",
-                "Clinicians among themselves" if report.ceiling else "", "Note"],
-               _coefficient_rows(report), {1, 4, 5}),
+                "Clinicians among themselves" if report.ceiling else "",
+                "A clinician vs the others' majority" if report.like_with_like else "", "Note"],
+               _coefficient_rows(report), {1, 4, 5, 6}),
     ]
     parts += [f"<p class='note'>All coefficients: {_e(n)}</p>"
               for n in split_notes(report.coefficients)[0]]

@@ -291,10 +291,11 @@ def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMe
     from labels.intervals import bootstrap_ci
 
     k = len(order)
-    keep = tables if missing == "wrong" else tables[tables[:, :, :k].sum(axis=(1, 2)) > 0]
+    said = tables[:, :, :k].sum(axis=(1, 2)) > 0
+    keep = tables if missing == "wrong" else tables[said]
     kept = None if clusters is None else (
         list(clusters) if missing == "wrong"
-        else [c for c, t in zip(clusters, tables, strict=True) if t[:, :k].sum() > 0])
+        else [c for c, s in zip(clusters, said.tolist(), strict=True) if s])
     n = len(keep)
     value = _macro_f1_tables(keep.sum(axis=0)[None], k, missing)[0] if n else float("nan")
     name = METRIC_NAMES["macro_f1"]

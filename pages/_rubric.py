@@ -39,12 +39,11 @@ from review.team.reviewers import Reviewer
 from review.team.rounds import (
     RoundError,
     RoundInfo,
-    answered_outside,
     full_text,
     in_round,
     keep_reservation,
     late_for_round,
-    round_progress,
+    round_counts,
 )
 from review.text import inline_code, safe_markdown
 
@@ -592,11 +591,12 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         progress = review_progress(db, reviewer.id, filt)
         done, total, all_done = progress.done, progress.total, not progress.remaining
         words = done_text
-    else:
-        done, total = round_progress(db, this_round.id, reviewer.id)
-        all_done, words = False, f"reviewed by you in {safe_markdown(this_round.name)}"
-    head_r.progress(done / total if total else 0.0,
-                    text=f"{done} of {total} {words}" + (" · all done" if total and all_done else ""))
+        text = f"{done} of {total} {words}" + (" · all done" if total and all_done else "")
+    else:  # every count of a round from one read (`round_counts`)
+        counts = round_counts(db, this_round.id, reviewer.id)
+        done, total = counts.done, counts.yours
+        text = counts.progress_words(safe_markdown(this_round.name))
+    head_r.progress(done / total if total else 0.0, text=text)
 
     item_id = st.session_state.get(item_key)
     wanted = item_asked_by_address(st.session_state.get(uid_key) if item_id is not None else None)
@@ -612,12 +612,8 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             st.error(safe_markdown(str(exc)))
             st.stop()
         if item_id is None:
-            before = answered_outside(db, this_round.id, reviewer.id)
-            st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you "
-                       "could take has the reviewers it needs."
-                       + (f" {before} of its items you answered outside the round (before it, or "
-                          "after your place there lapsed) are not given to you again."
-                          if before else ""),
+            counts = round_counts(db, this_round.id, reviewer.id)
+            st.success(counts.nothing_left_words(safe_markdown(this_round.name)),
                        icon=":material/task_alt:")
             st.stop()
     if item_id is None:

@@ -19,15 +19,17 @@ from labels.healthbench_score import (
     scores_dict,
     scores_provenance,
 )
-from pages._shared import labels_gate
+from pages._shared import labels_gate, viewer
+from review.team.access import Viewer, open_for
 from review.text import safe_markdown
-from review.workspace import open_store
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _scores(path: str, version: tuple, dataset: str | None, split: str | None,
-            phase: str | None):
-    with open_store(path) as s:
+def _scores(path: str, version: tuple, reader: Viewer | None, dataset: str | None,
+            split: str | None, phase: str | None):
+    """Cached on the data version and on what the reader may read
+    (``review.team.access``: one reader's figures never another's)."""
+    with open_for(path, reader) as s:
         report = healthbench_scores(s, dataset=dataset, split=split, phase=phase)
         return report, scores_provenance(report)
 
@@ -52,7 +54,7 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
             return
         if not labels_gate(ask, stop=False):
             return
-    report, provenance = _scores(db.path, data_version(db), dataset, split, phase)
+    report, provenance = _scores(db.path, data_version(db), viewer(), dataset, split, phase)
     st.subheader("HealthBench scores, as simple-evals computes them", anchor=False)
     if report.explanation:
         st.info(safe_markdown(report.explanation), icon=":material/info:")

@@ -470,11 +470,11 @@ with left:
     with st.container(border=True):
         for rnd in item.rounds:
             with st.chat_message("user", avatar=":material/person:"):
-                st.caption(f"Patient · round {rnd.number}")
+                st.caption(f"Patient · turn {rnd.number}")
                 show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Response · {safe_markdown(item.model)}")
+                st.caption(f"Reply · {safe_markdown(item.model)}")
                 show_text(item.response, key=f"adj:{item.id}:response")
 
 book = item.codebook

@@ -115,7 +115,7 @@ def browse_href(query: BrowseQuery) -> str:
 NO_CLOSED_FORM = "no closed-form interval"  # said once under the table, not on every alpha row
 
 
-def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
+def coefficient_rows(coefficients, ceiling=None, like=None) -> list[dict]:
     _, notes = split_notes(coefficients)
     rows = []
     for c, note in zip(coefficients, notes, strict=True):
@@ -127,6 +127,9 @@ def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
         if ceiling is not None:
             h = ceiling(c.key)
             row["Clinicians among themselves"] = number(h.value) if h else ""
+        if like is not None:  # one rater against a majority, as the comparison is
+            h = like(c.key)
+            row["A clinician vs the others' majority"] = number(h.value) if h else ""
         row["Note"] = note
         rows.append(row)
     return rows
@@ -246,7 +249,8 @@ def compare_tab() -> None:
     headline_cards(report)
     common, _ = split_notes(report.coefficients)
     st.dataframe(coefficient_rows(report.coefficients,
-                                  report.ceiling_for if report.ceiling else None),
+                                  report.ceiling_for if report.ceiling else None,
+                                  report.like_for if report.like_with_like else None),
                  hide_index=True, width="stretch", column_config=WIDE_NOTE)
     st.caption("Where the analytic interval shows —, the statistic has no closed-form interval "
                "(Krippendorff's alpha, macro-F1); the bootstrap interval resamples units.")

@@ -4,14 +4,17 @@ Where an item of an Agreement cell opens: the item, each clinician's answers
 (blind and after the reveal, every one kept), the machine raters', the
 references' (the gold), the settled answer, with rationales; no answer can be
 given here. Every rater's labels are shown, so the screen stands behind the
-same labels gate as Agreement and Browse. Data text is shown as written.
+same labels gate as Agreement and Browse, and reads through the same reader's
+store (`review.team.access`): a reviewer on a server sees their own answers and
+the machine and reference labels, never a colleague's. Data text is shown as
+written.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, store
+from pages._shared import current_reviewer, labels_gate, server_mode, show_text, viewer_store
 from pages._steps import code_span
 from review.browse import item_link
 from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
@@ -27,7 +30,7 @@ GROUPS = (("human", "Clinicians"), ("machine", "Machine raters"), ("reference", 
 
 st.title("Disagreement", anchor=False)
 labels_gate("disagreement")
-db = store()
+db = viewer_store()  # from here on: only the answers this reader may read (review.team.access)
 me = current_reviewer()
 uid = st.query_params.get("item")
 question = st.query_params.get("question") or None

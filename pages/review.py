@@ -36,12 +36,11 @@ from review.reviewing.queue import (
 from review.team.codebook_versions import current_codebook
 from review.team.rounds import (
     RoundError,
-    answered_outside,
     full_text,
     in_round,
     keep_reservation,
     late_for_round,
-    round_progress,
+    round_counts,
 )
 from review.text import inline_code, safe_markdown
 
@@ -133,16 +132,18 @@ if item is not None and item.kind != kind:
     item_id = next_one()
     item = load_item(db, item_id) if item_id is not None else None
 
-if this_round is not None:
-    done, total = round_progress(db, this_round.id, reviewer.id)
-    progress = Progress(done, total)
+# In a round, every count on this screen comes from one read (`round_counts`).
+counts = round_counts(db, this_round.id, reviewer.id) if this_round is not None else None
+if counts is not None:
+    progress = Progress(counts.done, counts.yours)
+    st.progress(counts.done / counts.yours if counts.yours else 0.0,
+                text=counts.progress_words(safe_markdown(this_round.name), "answered"))
 else:
     progress = queue_progress(db, reviewer.id, filt)
-st.progress(progress.done / progress.total if progress.total else 0.0,
-            text=f"{progress.done} of {progress.total} answered by you"
-            + (f" in {safe_markdown(this_round.name)}" if this_round else "")
-            + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
-            + (" · all done" if progress.total and not progress.remaining else ""))
+    st.progress(progress.done / progress.total if progress.total else 0.0,
+                text=f"{progress.done} of {progress.total} answered by you"
+                + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
+                + (" · all done" if progress.total and not progress.remaining else ""))
 
 
 def _go(target_id: int | None) -> None:
@@ -321,13 +322,8 @@ if last_id is not None and item is not None and last_id != item.id:
                               args=(last.id,), icon=":material/undo:", width="stretch")
                 show_reveal(last, final.value)
 
-if item is None and this_round is not None:
-    before = answered_outside(db, this_round.id, reviewer.id)
-    st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you could "
-               "take has the reviewers it needs, or has your answer."
-               + (f" {before} of its items you had answered outside the round are not given to "
-                  "you again: a round asks for blind answers." if before else ""),
-               icon=":material/task_alt:")
+if item is None and counts is not None:
+    st.success(counts.nothing_left_words(safe_markdown(this_round.name)), icon=":material/task_alt:")
     st.stop()
 if item is None:
     if progress.total:
@@ -373,7 +369,7 @@ left, right = st.columns([3, 2], gap="large")
 # -- the item ----------------------------------------------------------------
 with left:
     facts = [code_span(item.uid), f"item {position} of {total}" + (
-        f" given to you in {safe_markdown(this_round.name)}" if this_round else "")]
+        f" for you in {safe_markdown(this_round.name)}" if this_round else "")]
     if item.round_id:
         facts.append(f"round {item.round_id}")
     facts += [safe_markdown(x) for x in (item.split, item.dataset) if x]

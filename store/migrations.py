@@ -801,3 +801,139 @@ CREATE TRIGGER round_frame_no_delete BEFORE DELETE ON round_frame
 BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
 """
     )
+
+
+@migrations()
+def m025_round_members(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Who is in a review round, as its admin named them. Append-only: taking a
+-- reviewer out is a new row with in_round = 0; the newest row for (round,
+-- reviewer) is in force. A round in which nobody is named is open to every
+-- reviewer; once anyone is named, only those named take places in it
+-- (review.team.rounds enforces it where places are reserved and claimed).
+CREATE TABLE round_members (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer named or taken out
+    in_round INTEGER NOT NULL CHECK (in_round IN (0, 1)),  -- 1 named in the round, 0 taken out
+    named_by TEXT NOT NULL,               -- the admin who did it (rater name)
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX round_members_unit ON round_members (round_id, rater_id, id);
+CREATE TRIGGER round_members_no_update BEFORE UPDATE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that names or removes'); END;
+CREATE TRIGGER round_members_no_delete BEFORE DELETE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that removes the reviewer'); END;
+
+-- The reviewers named in each round now: the newest row says in_round = 1.
+CREATE VIEW current_round_members AS
+SELECT m.* FROM round_members m
+WHERE m.in_round = 1 AND m.id = (
+    SELECT MAX(u.id) FROM round_members u WHERE u.round_id = m.round_id AND u.rater_id = m.rater_id
+);
+"""
+    )
+
+
+@migrations()
+def m033_tag_list_and_study_settings(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- The list of tags is kept like the record: rows are only added. A tag is
+-- retired (no longer offered; where it was applied it stays) or offered again
+-- by a new row in tag_changes.
+CREATE TRIGGER tags_no_update BEFORE UPDATE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+CREATE TRIGGER tags_no_delete BEFORE DELETE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+
+CREATE TABLE tag_changes (
+    id INTEGER PRIMARY KEY,
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    retired INTEGER NOT NULL CHECK (retired IN (0, 1)),  -- 1 retired from the list, 0 offered again
+    changed_by TEXT NOT NULL,             -- rater name
+    note TEXT,                            -- why
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX tag_changes_tag ON tag_changes (tag_id, id);
+CREATE TRIGGER tag_changes_no_update BEFORE UPDATE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+CREATE TRIGGER tag_changes_no_delete BEFORE DELETE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+
+-- What the study allows, set by an admin (e.g. reviewers_add_tags: whether
+-- reviewers may add tags to the list). Append-only: the newest row of a key is
+-- in force; a key never set has its default (review.team.study).
+CREATE TABLE study_settings (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,                    -- the setting, e.g. 'reviewers_add_tags'
+    value TEXT NOT NULL CHECK (json_valid(value)),  -- its value, as JSON
+    set_by TEXT NOT NULL,                 -- the admin (rater name)
+    set_at TEXT NOT NULL                  -- ISO 8601, UTC
+);
+CREATE INDEX study_settings_key ON study_settings (key, id);
+CREATE TRIGGER study_settings_no_update BEFORE UPDATE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+CREATE TRIGGER study_settings_no_delete BEFORE DELETE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+"""
+    )
+
+
+APPEND_ONLY_LATER = ("labels_opened", "reveals", "round_frame")
+"""Append-only tables that came after m015 (their own migrations refuse UPDATE and
+DELETE); m017 and m018 make them refuse an INSERT that takes an existing row. Part
+of m018: never edit."""
+
+
+@migrations()
+def m018_no_replace_reveals_and_frames(db: Database) -> None:
+    """`reveals` (which labels a reviewer was shown) and `round_frame` (a round's
+    candidates and their chances) are append-only: no insert takes the place of
+    a row recorded, by its id or its unique key."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    if "reveals" in tables:
+        script += """
+CREATE TRIGGER reveals_no_replace BEFORE INSERT ON reveals
+WHEN EXISTS (SELECT 1 FROM reveals WHERE rowid = NEW.rowid
+             OR (rater_id = NEW.rater_id AND annotation_id = NEW.annotation_id))
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if "round_frame" in tables:
+        script += """
+CREATE TRIGGER round_frame_no_replace BEFORE INSERT ON round_frame
+WHEN EXISTS (SELECT 1 FROM round_frame WHERE rowid = NEW.rowid
+             OR (round_id = NEW.round_id AND item_id = NEW.item_id))
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if script:
+        run_script(db, script)
+
+
+APPEND_ONLY_M019 = ("round_members", "tags", "tag_changes", "study_settings")
+"""Append-only tables of later changes (round members, the tag list and its
+changes, study settings): m019 makes each refuse an INSERT that takes an existing
+row (by its id; a tag also by its name, in any capitals). Part of m019: never edit."""
+
+
+@migrations()
+def m019_no_replace_members_tags_settings(db: Database) -> None:
+    """Round members, tags, tag changes and study settings refuse UPDATE and DELETE
+    (their own migrations); here they refuse INSERT OR REPLACE too."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    for table in APPEND_ONLY_M019:
+        if table not in tables:
+            continue
+        taken = "rowid = NEW.rowid" + (" OR name = NEW.name" if table == "tags" else "")
+        script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                   f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{table.replace('_', ' ')} are append-only: an"
+                   " insert may not take the place of a row that exists (INSERT OR REPLACE)');"
+                   " END;\n")
+    if script:
+        run_script(db, script)

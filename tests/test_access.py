@@ -173,3 +173,23 @@ def test_a_reviewer_on_agreement_compares_only_what_they_may_read(team, monkeypa
     offered = " ".join(str(o) for box in at.selectbox for o in box.options)
     offered += " ".join(m.value for m in at.markdown)
     assert "Okafor" not in offered and "Tanaka" not in offered and "adjudicated" not in offered
+
+
+def test_a_reviewer_on_the_disagreement_screen_sees_no_one_elses_answers(team, monkeypatch):
+    path, me = team
+    s = open_store(path)
+    uid = s.scalar("SELECT uid FROM items WHERE kind = 'prefix' ORDER BY id DESC LIMIT 1")
+    s.close()
+    at = signed_in_app(path, monkeypatch, {"iss": IDP, "sub": "rev-1", "email": "rev@example.org",
+                                           "email_verified": True, "name": "Dr. Signed In"})
+    at.query_params["item"] = uid
+    at.query_params["question"] = "carebench.escalation_needed"
+    at.run()
+    at.switch_page("pages/disagreement.py").run()
+    opened = [b for b in at.button if b.label == "Show the labels anyway"]
+    if opened:
+        opened[0].click().run()
+    assert not at.exception
+    text = "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+    assert "carebench" in text or "gold" in text.lower()  # the labels it may read are there
+    assert "Okafor" not in text and "sepsis" not in text

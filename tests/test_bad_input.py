@@ -237,6 +237,19 @@ def test_a_trajectory_that_is_not_a_file_is_refused(db, tmp_path, capsys, what):
     assert refused(capsys, db, str(trial)) == expected
 
 
+def test_a_result_that_is_a_link_to_nothing_is_not_a_running_trial(db, tmp_path, capsys):
+    """A trial without result.json is still running (left out); one whose
+    result.json is a link to nothing or a folder is damaged, and refused."""
+    job = tmp_path / "job"
+    shutil.copytree(TRIAL.parent / "count-lines__XyZ9876", job / "count-lines__XyZ9876")
+    shutil.copytree(TRIAL, job / TRIAL.name)
+    result = job / TRIAL.name / "result.json"
+    result.unlink()
+    result.symlink_to("gone.json")
+    assert refused(capsys, db, "--format", "harbor", str(job)) == (
+        f"job/{TRIAL.name}/result.json: a link to nothing (gone.json does not exist)")
+
+
 # -- the terminal ---------------------------------------------------------------
 
 def test_search_on_a_terminal_shows_control_characters_as_symbols(tmp_path, capsys):

@@ -85,6 +85,7 @@ def test_tag_a_step_found_by_search_then_take_the_tag_off(app, db_path):
                       " ORDER BY id LIMIT 1")  # the first run add_trajectories imported
     s.close()
     assert "in step 7" in texts(app)
+    app.button(key=f"browse:tag_open:{run_id}").click().run()  # the item's Tag dialog
     assert app.selectbox(key=f"browse:tag_where:{run_id}").value == "step:7"
     app.selectbox(key=f"browse:tag_name:{run_id}").set_value("fabricated evidence")
     app.text_input(key=f"browse:tag_note:{run_id}").input("no troponin was ever ordered")
@@ -94,6 +95,7 @@ def test_tag_a_step_found_by_search_then_take_the_tag_off(app, db_path):
     events = [(e.tag, e.target, e.added, e.by) for e in tag_history(s, run_id)]
     s.close()
     assert events == [("fabricated evidence", "step:7", True, REVIEWER)]
+    app.button(key=f"browse:tag_open:{run_id}").click().run()
     app.button(key=f"browse:untag:{run_id}:fabricated evidence:step:7").click().run()
     s = open_store(db_path)
     assert [e.added for e in tag_history(s, run_id)] == [True, False]
@@ -112,6 +114,9 @@ def test_side_by_side_and_saving_the_view(app, db_path):
     assert app.query_params["side"] == "demo_case_0003_r02"
     shown = texts(app)
     assert "**Side by side**" in shown and "aster-7b" in shown and "cobalt-mini" in shown
+    assert not [t for t in app.text_input if t.label == "Save this view as"]  # the tab not open
+    app.session_state["browse:tab"] = "Save and share"  # only the tab on screen is drawn
+    app.run()
     form_input = next(t for t in app.text_input if t.label == "Save this view as")
     form_input.input("left arm, prefixes")
     next(b for b in app.button if b.label == "Save view").click().run()

@@ -115,3 +115,67 @@ def test_opening_adjudicate_writes_nothing(demo_copy):
     assert s.query_one("SELECT actor, json_extract(new, '$.reason') FROM audit_log"
                        " WHERE action = 'settle_unanimous' ORDER BY id DESC LIMIT 1")[0] == "Jordan Lee"
     s.close()
+
+
+def test_the_round_counters_agree_across_reviewers(demo_copy):
+    """Three reviewers, a round of three items with two places each. Every line a
+    reviewer reads counts 'of' the same number: the items the round has for them
+    (not 'item 1 of 1' then '2 of 2' beside '0 of 3', nor '0 of 3' then 'Nothing
+    left' for the third, nor a round that ends at '2 of 3')."""
+    s = open_store(demo_copy)
+    admin = ensure_reviewer(s, "Jordan Lee")
+    rid = create_round(s, RoundSpec("Pilot", "carebench.escalation_needed",
+                                    reviewers_per_item=2, limit=3), admin)
+    for name in ("Rev One", "Rev Two", "Rev Three"):
+        ensure_reviewer(s, name)
+    s.close()
+
+    def lines(page) -> tuple[str, str]:
+        progress = page.get_by_test_id("stProgress").inner_text()
+        main = page.get_by_test_id("stMain").inner_text()
+        place = next((line for line in main.splitlines() if " for you in Pilot" in line), "")
+        return progress, place
+
+    with running_app(demo_copy) as url, chromium() as browser:
+        def open_as(name):
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = ctx.new_page()
+            page.goto(f"{url}/?reviewer={quote(name)}&round={rid}")
+            wait_for_app(page)
+            return ctx, page
+
+        def answer(page, n, of):
+            progress, place = lines(page)
+            assert f"{n - 1} of {of} answered by you in Pilot" in progress
+            assert f"item {n} of {of} for you in Pilot" in place
+            ready_for_keys(page)
+            page.keyboard.press("1")
+            wait_for_progress(page, f"{n} of {of} answered")
+
+        ctx, page = open_as("Rev One")
+        for n in (1, 2, 3):
+            answer(page, n, 3)
+        assert "3 of 3 answered by you in Pilot · all done · the round: 3 of 6 reviews" \
+            in lines(page)[0]
+        ctx.close()
+
+        two, page2 = open_as("Rev Two")
+        for n in (1, 2):
+            answer(page2, n, 3)
+        # Rev Two's screen now holds the last free place: the third reviewer is told so.
+        three, page3 = open_as("Rev Three")
+        text = page3.get_by_test_id("stMain").inner_text()
+        assert "0 of 0 answered by you in Pilot · the round: 5 of 6 reviews" in text
+        assert ("Nothing left for you in Pilot: you reviewed 0 of its 3 items; the other 2 have "
+                "the reviewers they need. 1 more is held by colleagues now") in text
+        answer(page2, 3, 3)
+        assert "3 of 3 answered by you in Pilot · all done · the round: 6 of 6 reviews" \
+            in lines(page2)[0]
+        two.close()
+        page3.reload()
+        wait_for_app(page3)
+        text = page3.get_by_test_id("stMain").inner_text()
+        assert "0 of 0 answered by you in Pilot · the round: 6 of 6 reviews" in text
+        assert ("Nothing left for you in Pilot: you reviewed 0 of its 3 items; the other 3 have "
+                "the reviewers they need.") in text
+        three.close()

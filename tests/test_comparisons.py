@@ -558,8 +558,10 @@ def test_json_and_csv_exports(demo):
     assert sum(c["count"] for c in cells) == report.n_units
     no_nan(data)
     rows = list(csv.DictReader(io.StringIO(report_csv(report))))
+    # a clinician against the others' majority beside the majority (issue 17, point 8)
     assert {r["section"] for r in rows} == {"comparison", "clinicians_ceiling", "by_round",
-                                            "by_round_clinicians_ceiling"}
+                                            "by_round_clinicians_ceiling",
+                                            "clinician_vs_others_majority"}
     assert report_dict(report)["coefficients"][0]["name"] == "percent_agreement"
 
 

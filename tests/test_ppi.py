@@ -250,6 +250,7 @@ def test_carelens_ppi_json_equals_ppi_python_on_a_uniformly_labelled_study(store
     assert provenance["human"] == CLINICIAN and provenance["machine"] == MAPPER
     assert "before any machine label was seen" in provenance["answers"]
     assert provenance["reference"] == "carebench-gold"
+    assert provenance["database"].startswith("sha256:") and provenance["phase"] == "blind"
 
 
 def test_answers_changed_after_the_reveal_are_left_out_unless_asked_for(store):
@@ -339,6 +340,8 @@ def test_plan_labels_asks_more_for_a_narrower_interval(store, capsys):
             assert db["labels_needed"] is None or db["labels_needed"] > da["labels_needed"]
     assert wide["kappa"]["designs"][0]["labels_needed"] is not None
     assert "simulated from the data at hand" in wide["method"]
+    assert wide["provenance"]["database"].startswith("sha256:")
+    assert wide["provenance"]["machine"] == MAPPER and wide["provenance"]["phase"] == "blind"
     code, out, err = run_cli(capsys, "--db", store.path, "plan-labels", "--target-halfwidth",
                              "0", "--human", CLINICIAN)
     assert code == 2 and "positive" in err
@@ -427,3 +430,25 @@ def test_the_leaderboard_has_a_ppi_column(demo_copy, monkeypatch):
     column = next(c for c in table.columns if c.startswith("PPI "))
     assert column == "PPI accuracy" and all("labelled" in cell for cell in table[column])
     assert any(c.value.startswith("PPI: each model's accuracy") for c in at.caption)
+
+
+def test_a_criteria_sets_met_rate_is_each_items_share_of_criteria_met(demo):
+    """met_rate: per graded conversation, the share of its criteria the reader marked
+    met; the machine-only estimate is the mean of the grader's shares over the model's
+    conversations."""
+    report = ppi_report(demo, "met_rate", "group:majority", "healthbench-grader")
+    assert report.question == "criteria:rubric@graded_conversation"
+    rows = demo.query(
+        "SELECT i.model, i.uid, AVG(a.value = 'met') AS share FROM annotations a"
+        " JOIN raters r ON r.id = a.rater_id JOIN items i ON i.id = a.item_id"
+        " WHERE r.name = 'healthbench-grader' AND a.status = 'answered' GROUP BY i.id")
+    by_model: dict[str, list[float]] = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row["share"])
+    assert {e.model for e in report.estimates} == set(by_model)
+    for e in report.estimates:
+        assert e.machine_only.value == pytest.approx(np.mean(by_model[e.model]), abs=1e-12)
+        assert e.n_labeled + e.n_unlabeled == len(by_model[e.model])
+    passed = ppi_report(demo, "pass_rate", "group:majority", "healthbench-grader")
+    for e in passed.estimates:
+        assert e.machine_only.value in {0.0, 0.25, 0.5, 0.75, 1.0}  # four conversations each

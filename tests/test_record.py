@@ -20,7 +20,7 @@ from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import Store
-from store.migrations import APPEND_ONLY, CHAINED
+from store.migrations import APPEND_ONLY, APPEND_ONLY_LATER, APPEND_ONLY_M019, CHAINED
 from store.verify import verify_file
 
 needs_shell = pytest.mark.skipif(shutil.which("sqlite3") is None,
@@ -254,17 +254,37 @@ def test_a_backup_made_while_reviewers_answer_is_whole_and_restores(demo, tmp_pa
     assert "already exists" in capsys.readouterr().err
 
 
-def test_choices_to_see_the_labels_refuse_a_replacement(store):
-    if store.scalar("SELECT 1 FROM sqlite_master WHERE name = 'labels_opened'") is None:
-        pytest.skip("labels_opened comes with the blinding change (its own migration)")
-    me = ensure_reviewer(store, "Dr. Opened")
-    store.conn.execute("INSERT INTO labels_opened (rater_id, screen, unanswered, opened_at)"
-                       " VALUES (?, 'browse', 3, 'then')", (me.id,))
-    row = store.scalar("SELECT max(id) FROM labels_opened")
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        store.conn.execute("INSERT OR REPLACE INTO labels_opened (id, rater_id, screen,"
-                           " unanswered, opened_at) VALUES (?, ?, 'browse', 0, 'now')",
-                           (row, me.id))
+@pytest.mark.parametrize("table", APPEND_ONLY_LATER + APPEND_ONLY_M019)
+def test_the_later_append_only_tables_refuse_a_replacement(demo, table):
+    """labels_opened, reveals, round_frame, round members, the tag list and its
+    changes, study settings (each its own change) refuse it too."""
+    s = Store(demo)
+    me = s.scalar("SELECT id FROM raters WHERE name = 'Dr. Record'")
+    answer = s.query_one("SELECT id, item_id FROM annotations ORDER BY id LIMIT 1")
+    seed = {
+        "labels_opened": ("INSERT INTO labels_opened (rater_id, screen, unanswered, opened_at)"
+                          " VALUES (?, 'browse', 3, 'then')", (me,)),
+        "reveals": ("INSERT INTO reveals (rater_id, item_id, annotation_id, shown_at)"
+                    " VALUES (?, ?, ?, 'then')", (me, answer["item_id"], answer["id"])),
+        "round_frame": None,  # the fixture's round recorded its frame
+        "round_members": ("INSERT INTO round_members (round_id, rater_id, in_round, named_by,"
+                          " created_at) SELECT id, ?, 1, 'test', 'then' FROM review_rounds"
+                          " LIMIT 1", (me,)),
+        "tags": None,  # seeded by the migrations
+        "tag_changes": ("INSERT INTO tag_changes (tag_id, retired, changed_by, created_at)"
+                        " SELECT id, 1, 'test', 'then' FROM tags LIMIT 1", ()),
+        "study_settings": ("INSERT INTO study_settings (key, value, set_by, set_at) VALUES"
+                           " ('reviewers_add_tags', 'true', 'test', 'then')", ()),
+    }[table]
+    if seed is not None:
+        with s.transaction() as conn:
+            conn.execute(*seed)
+    columns = [r[1] for r in s.query(f"PRAGMA table_info({table})")]
+    assert s.scalar(f"SELECT COUNT(*) FROM {table}") >= 1
+    with pytest.raises(sqlite3.IntegrityError, match="append-only|recorded once"):
+        s.conn.execute(f"INSERT OR REPLACE INTO {table} (rowid, {', '.join(columns)})"
+                       f" SELECT rowid, {', '.join(columns)} FROM {table} ORDER BY rowid LIMIT 1")
+    s.close()
 
 
 def test_the_progress_and_audit_screen_gives_the_same_verdict(demo, monkeypatch):

@@ -214,11 +214,16 @@ _READ_KEEP = 12
 
 def _data_version(store: Store) -> tuple:
     """Changes whenever an answer, item, rater or question is added: rows are only ever
-    added (annotations are append-only), so a read keyed on it is never stale."""
+    added (annotations are append-only), so a read keyed on it is never stale. With it,
+    what the connection is allowed to read: a reader's store (`review.team.access.
+    open_as_viewer`) reads the answers through views of its own, whose definitions name
+    the reader, so one reader's answers are never handed to another."""
     return tuple(store.conn.execute(
-        "SELECT (SELECT COALESCE(MAX(id), 0) FROM annotations),"
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM main.annotations),"
         " (SELECT COALESCE(MAX(id), 0) FROM items), (SELECT COALESCE(MAX(id), 0) FROM raters),"
-        " (SELECT COALESCE(MAX(id), 0) FROM questions)").fetchone())
+        " (SELECT COALESCE(MAX(id), 0) FROM questions),"
+        " (SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_temp_master"
+        "  WHERE type = 'view' ORDER BY name))").fetchone())
 
 
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
@@ -258,24 +263,21 @@ def _read_answers(store: Store, qs: QuestionSet, filters: Filters) -> Answers:
         item_where.append("d.name = ?")
         params.append(filters.dataset)
     allowed, phase_params = phase_condition(filters.phase)
-    params = phase_params + phase_params + params
+    where = f"{qs.where} {''.join(' AND ' + w for w in item_where)}"
     sql = f"""
 WITH ranked AS (
     SELECT a.id, a.item_id, a.question_id, a.rater_id, a.target, a.status, a.value,
-           {allowed} AS allowed,
-           ROW_NUMBER() OVER (PARTITION BY a.item_id, a.question_id, a.rater_id, a.target,
-                              {allowed} ORDER BY a.id DESC) AS newest,
            ROW_NUMBER() OVER (PARTITION BY a.item_id, a.question_id, a.rater_id, a.target
-                              ORDER BY a.id DESC) AS newest_of_all
+                              ORDER BY a.id DESC) AS newest
     FROM annotations a
     JOIN questions q ON q.id = a.question_id
     JOIN items i ON i.id = a.item_id
     JOIN datasets d ON d.id = i.dataset_id
     JOIN raters r ON r.id = a.rater_id
-    WHERE {qs.where} {''.join(' AND ' + w for w in item_where)}
+    WHERE {where} AND {allowed}
 )
-SELECT x.id, x.status, x.value, x.target, x.allowed, r.name AS rater, r.kind AS rater_kind,
-       r.role, i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+SELECT x.id, x.status, x.value, x.target, r.name AS rater, r.kind AS rater_kind, r.role,
+       i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
        COALESCE(i.case_id, p.case_id) AS case_id, i.failed,
        d.name AS dataset, p.uid AS parent_uid, p.meta AS parent_meta,
        q.key AS question_key, q.text AS question_text, q.meta AS question_meta,
@@ -286,7 +288,7 @@ JOIN items i ON i.id = x.item_id
 JOIN datasets d ON d.id = i.dataset_id
 JOIN questions q ON q.id = x.question_id
 LEFT JOIN items p ON p.id = i.parent_id
-WHERE (x.allowed AND x.newest = 1) OR (NOT x.allowed AND x.newest_of_all = 1)
+WHERE x.newest = 1
 ORDER BY x.item_id, x.question_id, x.target
 """
     unit_index: dict[tuple, int] = {}
@@ -294,9 +296,9 @@ ORDER BY x.item_id, x.question_id, x.target
     raters: dict[str, RaterInfo] = {}
     values: dict[str, dict[int, str]] = {}
     ids: dict[str, dict[int, int]] = {}
-    set_aside: dict[str, int] = {}
     meta_cache: dict[tuple, tuple] = {}
-    for row in store.conn.execute(sql, params):
+
+    def facets(row) -> tuple:
         facet_key = (row["item_id"], row["question_id"])
         if facet_key not in meta_cache:
             meta_cache[facet_key] = _facets(
@@ -304,13 +306,11 @@ ORDER BY x.item_id, x.question_id, x.target
                 json.loads(row["parent_meta"] or "{}"),
                 json.loads(row["question_meta"] or "{}"),
             )
-        category, axes, tags = meta_cache[facet_key]
+        return meta_cache[facet_key]
+
+    for row in store.conn.execute(sql, [*params, *phase_params]):
+        category, axes, tags = facets(row)
         if filters.category and category != filters.category:
-            continue
-        name = row["rater"]
-        if not row["allowed"]:  # the latest answer is of another phase: set aside
-            if row["status"] != "skipped":
-                set_aside[name] = set_aside.get(name, 0) + 1
             continue
         key = (row["item_id"], row["question_id"], row["target"])
         index = unit_index.get(key)
@@ -323,6 +323,7 @@ ORDER BY x.item_id, x.question_id, x.target
                 round_id=row["round_id"], model=row["model"], category=category, axes=axes,
                 tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
             ))
+        name = row["rater"]
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
         if row["status"] == "answered" and row["value"] is not None:
@@ -333,5 +334,26 @@ ORDER BY x.item_id, x.question_id, x.target
             continue
         values.setdefault(name, {})[index] = value
         ids.setdefault(name, {})[index] = row["id"]
+    set_aside: dict[str, int] = {}
+    if allowed != "1":  # the clinicians' latest answers of another phase: set aside
+        of_latest, _ = phase_condition(filters.phase, "a", "r")
+        latest = f"""
+SELECT r.name AS rater, a.item_id, a.question_id, i.meta, p.meta AS parent_meta,
+       q.meta AS question_meta
+FROM annotations a
+JOIN questions q ON q.id = a.question_id
+JOIN items i ON i.id = a.item_id
+JOIN datasets d ON d.id = i.dataset_id
+JOIN raters r ON r.id = a.rater_id
+LEFT JOIN items p ON p.id = i.parent_id
+WHERE {where} AND r.kind = 'human' AND a.status != 'skipped' AND NOT {of_latest}
+  AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.item_id = a.item_id
+              AND b.question_id = a.question_id AND b.rater_id = a.rater_id
+              AND b.target = a.target)
+"""
+        for row in store.conn.execute(latest, [*params, *phase_params]):
+            if filters.category and facets(row)[0] != filters.category:
+                continue
+            set_aside[row["rater"]] = set_aside.get(row["rater"], 0) + 1
     return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside,
                    database_file=_file_name(store))

@@ -61,19 +61,12 @@ class PairedComparison:
 
 def _ranks(values: np.ndarray, lower_is_better: bool) -> np.ndarray:
     """Ranks (1 = best, ties share the mean position) of each row; NaN stays NaN."""
-    v = np.where(np.isnan(values), np.inf if not lower_is_better else -np.inf, values)
-    v = v if lower_is_better else -v
-    order = v.argsort(axis=1, kind="stable")
-    ranks = np.empty_like(v)
-    rows = np.arange(v.shape[0])[:, None]
-    ranks[rows, order] = np.arange(1, v.shape[1] + 1)
-    out = ranks.copy()
-    for i in range(v.shape[0]):  # ties: the mean of their positions (few models)
-        _, inverse, counts = np.unique(v[i], return_inverse=True, return_counts=True)
-        if (counts > 1).any():
-            sums = np.bincount(inverse, weights=ranks[i])
-            out[i] = (sums / counts)[inverse]
-    return np.where(np.isnan(values), np.nan, out)
+    from scipy.stats import rankdata
+
+    worst = np.inf if lower_is_better else -np.inf
+    v = np.where(np.isnan(values), worst, values)
+    ranks = rankdata(v if lower_is_better else -v, method="average", axis=1)
+    return np.where(np.isnan(values), np.nan, ranks)
 
 
 def mcnemar_exact(right_wrong: int, wrong_right: int) -> float:
@@ -125,7 +118,10 @@ def paired_comparison(
     rng = np.random.default_rng(seed)
     c = len(per_cluster)
     flat = per_cluster.reshape(c, -1)
-    draws = rng.multinomial(c, np.full(c, 1 / c), size=n_boot) if n_boot else np.zeros((0, c))
+    # Each replicate draws c cases with replacement: how often each was drawn.
+    picks = rng.integers(0, c, size=(n_boot, c))
+    draws = np.bincount((np.arange(n_boot)[:, None] * c + picks).ravel(),
+                        minlength=n_boot * c).reshape(n_boot, c).astype(float)
     replicates = metric((draws @ flat).reshape((len(draws), m) + shape))
     observed_rank = _ranks(observed[None], lower)[0]
     rank_rep = _ranks(replicates, lower) if n_boot else np.zeros((0, m))

@@ -16,6 +16,7 @@ with two clinicians make the ceiling perfect by construction.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +27,7 @@ from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     CLINICIANS,
     DERIVED,
+    MAJORITY,
     RatingsTable,
     clinicians,
     display_name,
@@ -171,6 +173,16 @@ class ComparisonReport:
     data: Digest | None = field(default=None, repr=False, compare=False)
     """The answers the report was computed from (for its provenance)."""
     database_file: str | None = None
+    like_with_like: list[Coefficient] = field(default_factory=list)
+    """Beside a rater compared with the clinicians' majority: each clinician compared
+    with the majority of the *other* clinicians the same way (one rater against a
+    majority), on the units the comparison is about where two or more others answered
+    and agree on a majority (a majority of one clinician is not a majority)."""
+    like_with_like_pairs: int = 0
+    """(clinician, unit) pairs ``like_with_like`` pools."""
+
+    def like_for(self, key: str) -> Coefficient | None:
+        return next((c for c in self.like_with_like if c.key == key), None)
 
     @property
     def level(self) -> str:
@@ -345,6 +357,42 @@ def set_aside_note(set_aside: dict[str, int], phase: str) -> str | None:
             "current) to compare the latest instead")
 
 
+def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
+    """Each clinician against the majority of the other clinicians, where a comparison
+    sets a rater (not a clinician) against the clinicians' majority: (rows of
+    [clinician, others' majority], the unit of each row, a note), or None when it does not
+    apply. Units: those the rater answered, where two or more other clinicians answered
+    and their majority is not tied. Rows of one unit are correlated, so they are resampled
+    together (by unit, or by case)."""
+    sides = [normalise_spec(s) for s in specs]
+    members = clinicians(answers)
+    if len(sides) != 2 or MAJORITY not in sides or len(members) < 3:
+        return None
+    other = next(s for s in sides if s != MAJORITY)
+    if other in DERIVED or other == CLINICIANS or other in members:
+        return None  # a clinician against the majority is already leave-one-out
+    answered = set(answers.values.get(other, {}))
+    rows, units = [], []
+    for index in sorted(answered):
+        votes = {m: answers.values[m][index] for m in members if index in answers.values[m]}
+        for me, mine in votes.items():
+            others = Counter(v for m, v in votes.items() if m != me)
+            if sum(others.values()) < 2:
+                continue  # a majority of one clinician is not a majority
+            top = others.most_common(2)
+            if len(top) > 1 and top[0][1] == top[1][1]:
+                continue
+            rows.append([mine, top[0][0]])
+            units.append(answers.units[index])
+    n_units = len({(u.item_uid, u.question_key, u.target) for u in units})
+    note = (f"like with like: beside {display_name(other)} against the clinicians' majority, "
+            f"each clinician against the majority of the other clinicians, pooled over "
+            f"{len(rows)} (clinician, unit) pairs on {n_units} units {display_name(other)} "
+            "answered where two or more other clinicians answered and agree on a majority "
+            "(a majority of one clinician is not a majority)")
+    return rows, units, note
+
+
 def compare_answers(
     answers: Answers,
     a: str,
@@ -367,8 +415,9 @@ def compare_answers(
     pair = len(table.columns) == 2
     compared = _compared_rows(table)
     clusters = unit_clusters(table.units, bootstrap_by)
+    scale = dict(values=qs.values, weights=qs.weights)  # a codebook's interval numbers, weights
     coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
-                                   clusters=clusters)
+                                   clusters=clusters, **scale)
     left_out = left_out_clinicians(answers, specs)
     report = ComparisonReport(
         question_set=qs, a=a, b=b, a_label=group_label(a, left_out),
@@ -410,8 +459,18 @@ def compare_answers(
         report.notes.append(ceiling_note)
         report.ceiling = agreement_table(
             ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
-            clusters=unit_clusters(ceiling_table.units, bootstrap_by),
+            clusters=unit_clusters(ceiling_table.units, bootstrap_by), **scale,
         )
+    like = _like_with_like(answers, table, specs)
+    if like is not None:
+        rows, units, note = like
+        report.like_with_like_pairs = len(rows)
+        report.notes.append(note)
+        if rows:
+            report.like_with_like = agreement_table(
+                rows, qs.categories, qs.level, n_boot=n_boot, seed=seed, **scale,
+                clusters=unit_clusters(units, bootstrap_by) or [
+                    f"{u.item_uid}\x00{u.question_key}\x00{u.target}" for u in units])
     report.breakdowns = [
         breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed,
                   bootstrap_by=bootstrap_by) for name in by

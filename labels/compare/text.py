@@ -126,12 +126,16 @@ def format_report_text(report: ComparisonReport) -> str:
     rows = []
     for c, note in zip(report.coefficients, row_notes, strict=True):
         ceiling = report.ceiling_for(c.key)
+        like = report.like_for(c.key)
         rows.append([
             c.name, number(c.value), ci_text(c), str(c.n),
-            number(ceiling.value) if ceiling else "", note,
+            number(ceiling.value) if ceiling else "",
+            *([number(like.value) if like else ""] if report.like_with_like else []), note,
         ])
     header = ["Coefficient", "Value", "95% CI", "n",
-              "Clinicians among themselves" if report.ceiling else "", "Note"]
+              "Clinicians among themselves" if report.ceiling else "",
+              *(["A clinician vs the others' majority"] if report.like_with_like else []),
+              "Note"]
     lines += _table(rows, header)
     lines += [f"All coefficients: {n}" for n in common]
     if report.confusion is not None:

@@ -28,9 +28,11 @@ def record_reveal(store: Store, reviewer_id: int, item_id: int, labels: Iterable
     new = [i for i in ids if i not in known]
     if not new:
         return 0
-    rows = [(reviewer_id, item_id, i, utcnow()) for i in new]
-    sql = ("INSERT OR IGNORE INTO reveals (rater_id, item_id, annotation_id, shown_at)"
-           " VALUES (?, ?, ?, ?)")
+    # Only a reveal not yet recorded (another tab may have just recorded it): the
+    # table refuses an insert that takes an existing row (store.migrations m018).
+    rows = [(reviewer_id, item_id, i, utcnow(), reviewer_id, i) for i in new]
+    sql = ("INSERT INTO reveals (rater_id, item_id, annotation_id, shown_at) SELECT ?, ?, ?, ?"
+           " WHERE NOT EXISTS (SELECT 1 FROM reveals WHERE rater_id = ? AND annotation_id = ?)")
     if getattr(store, "_in_tx", False):
         store.conn.executemany(sql, rows)
     else:

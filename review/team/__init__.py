@@ -34,6 +34,8 @@ from review.team.reviewers import (
     people_sql,
 )
 from review.team.rounds import (
+    ItemPlaces,
+    RoundCounts,
     RoundError,
     RoundInfo,
     RoundSpec,
@@ -49,8 +51,12 @@ from review.team.rounds import (
     late_for_round,
     list_rounds,
     my_round_items,
+    name_round_members,
     release_reservation,
     reserve_next_item,
+    round_counts,
+    round_members,
+    round_places,
     round_progress,
 )
 from review.team.settlements import (
@@ -71,4 +77,6 @@ __all__ = [
     "keep_reservation", "label_questions", "late_for_round", "list_reviewers", "list_rounds",
     "my_round_items", "people_sql", "release_reservation", "reserve_next_item",
     "reviewer_progress", "round_progress", "settlement_on", "settlements_in_force",
+    "ItemPlaces", "RoundCounts", "name_round_members", "round_counts", "round_members",
+    "round_places",
 ]

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from review.team.reviewers import PEOPLE, ROLES, SETTLED_ANSWERS, Reviewer
-from review.workspace import open_store
 from store import Store
 
 EVERYONE = frozenset(ROLES)
@@ -55,6 +54,9 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
            "Review, Trajectories, Graded conversations"),
     Action("browse", "search and browse items, tag them, save views", EVERYONE, EVERYONE,
            "Browse"),
+    # Reviewers too where an admin allows it (review.team.study: reviewers_add_tags).
+    Action("add_tags", "add a tag to the list", ADMINS, ADMINS, "Browse"),
+    Action("manage_tags", "retire a tag or offer it again", ADMINS, ADMINS, "Browse"),
     Action("agreement", "compare raters on the answers they may read", EVERYONE, EVERYONE,
            "Agreement; `carelens agreement`, `triage-metrics`"),
     Action("export", "download the answers they may read", EVERYONE, EVERYONE,
@@ -133,7 +135,7 @@ def viewer_scope(reviewer: Reviewer | None, *, server: bool, labels: bool) -> Vi
 def open_for(path: str | Path, viewer: Viewer | None) -> Store:
     """A store for reading as `viewer` (None: every answer)."""
     if viewer is None:
-        return open_store(path)
+        return Store(path)  # reads only: no codebook sync or indexer needed (review.workspace)
     return open_as_viewer(path, viewer.rater_id, labels=viewer.labels)
 
 

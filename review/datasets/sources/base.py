@@ -488,7 +488,9 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             rows = records.rows
             if not (rows or writer.n_items or writer.n_annotations or writer.n_skipped
                     or writer.n_completed):
-                raise InputError(f"{path}: it holds no rows ({format_.name}); nothing imported")
+                raise InputError(f"{path}: it holds no rows ({format_.name}); nothing imported"
+                                 + (f"; left out: {'; '.join(options.left_out)}"
+                                    if options.left_out else ""))
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
             if options.rater:

@@ -253,8 +253,9 @@ def trial_dirs(path: Path) -> list[Path]:
 
 def is_finished(path: Path) -> bool:
     """Harbor writes a trial's result.json when the trial ends: without one it is
-    still running, or was stopped (Harbor's own resume runs it again)."""
-    return (path / "result.json").is_file()
+    still running, or was stopped (Harbor's own resume runs it again). A folder or a
+    link to nothing in its place is refused (`present`), not taken for a running trial."""
+    return present(path / "result.json", f"{path.parent.name}/{path.name}/result.json")
 
 
 def load_trial(path: Path, label: str, line: int) -> Trial:
