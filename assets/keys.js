@@ -52,6 +52,7 @@ function appBusy() {
   // go to a button about to go).
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.dataset.testScriptState !== 'notRunning') return true;
+  if (document.querySelector('.st-key-keys_waiting')) return true;  // its item comes next
   const state = window[STATE];
   if (state && state.sentAt !== null) {
     const now = performance.now();
@@ -158,7 +159,8 @@ function flush(state) {
     return;
   }
   const entry = state.held.shift();
-  const screen = state.screens.get(entry.screen);
+  const screen = entry.screen === null ? state.screens.get(screenFor(state, entry.key))
+    : state.screens.get(entry.screen);
   const token = shownToken();
   const same = entry.token !== null && entry.token === token;
   if (screen && (same || (screen.nav.includes(entry.key) && entry.token !== null))) {
@@ -184,16 +186,37 @@ function flush(state) {
   state.flushTimer = setTimeout(() => flush(state), 25);
 }
 
+function screenFor(state, key) {
+  // The mounted screen that has this key, if any.
+  for (const [id, screen] of state.screens) {
+    if ((key in screen.buttons || key in screen.focus)
+        && document.querySelector('.st-key-' + CSS.escape(id))) return id;
+  }
+  return null;
+}
+
 function install() {
   const state = {screens: new Map(), held: [], stillSince: null, flushTimer: null,
                  noticeTimer: null, scrolled: new Set(), sentAt: null, started: -1, endedStart: -1,
-                 refusedAt: -1e9, log: []};
+                 refusedAt: -1e9, log: [], due: new Map(), gates: new Map()};
   window[STATE] = state;
   watchRuns(state);
 
   window.addEventListener('keydown', (e) => {
     if (e.__carelensReplay || typing(e.target)) return;
     const key = canonical(e);
+    if (!screenFor(state, key) && appBusy() && /^(shift\+)?[0-9a-z]$|^(left|right|up|down)$|^ctrl\+enter$/.test(key)) {
+      // No screen has said its keys yet (the page is still loading): held, and
+      // applied once a screen with that key is there, if the item is the same.
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      if (!e.repeat) {
+        note(state, `held ${key} before any screen, at ${shownToken()}`);
+        state.held.push({key, screen: null, token: shownToken(), at: performance.now()});
+        flush(state);
+      }
+      return;
+    }
     for (const [id, screen] of state.screens) {
       if (!document.querySelector('.st-key-' + CSS.escape(id))) continue;  // not mounted
       if (key in screen.focus) {
@@ -276,9 +299,20 @@ function install() {
 }
 
 export default function (component) {
-  const {data, setTriggerValue} = component;
+  const {data, setTriggerValue, setStateValue} = component;
   const state = window[STATE] || install();
   if (!data || !data.id) return undefined;
+  // A screen that shows its item only once its keys are live (a key pressed as
+  // soon as the item is in view is then never lost): say they are.
+  if (data.gate) {
+    const sent = state.gates.get(data.id) || 0;
+    if (sent < 3) {
+      state.gates.set(data.id, sent + 1);
+      setStateValue('live', true);
+    }
+  } else {
+    state.gates.delete(data.id);
+  }
   const old = state.screens.get(data.id);
   const version = JSON.stringify([data.token, data.scroll]);
   state.screens.set(data.id, {
@@ -286,9 +320,15 @@ export default function (component) {
     scroll: data.scroll || [], version: old && old.version === version ? old.version : version,
   });
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);
-  let due = null;
+  // One timer a screen: Streamlit calls this again on new data without the
+  // cleanup of the last call, so the last timer is cleared here.
+  clearTimeout(state.due.get(data.id));
+  state.due.delete(data.id);
   if (data.due_in > 0) {
-    due = setTimeout(() => setTriggerValue('due', Date.now()), data.due_in * 1000 + 50);
+    state.due.set(data.id, setTimeout(() => {
+      state.due.delete(data.id);
+      setTriggerValue('due', Date.now());
+    }, data.due_in * 1000 + 100));
   }
-  return () => clearTimeout(due);
+  return undefined;
 }

@@ -58,14 +58,25 @@ def marker(token: str) -> str:
 
 def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
                 focus: Mapping[str, str] | None = None, scroll: Iterable[str] = (),
-                due_in: float = 0.0, on_due: Callable[[], None] | None = None) -> None:
+                due_in: float = 0.0, on_due: Callable[[], None] | None = None,
+                gate: bool = False) -> bool:
     """Mount the keys of a screen (see the module's docstring). `buttons`:
     {shortcut: key of the button it presses}; `focus`: {shortcut: key of the
     text box it puts the focus in}; `scroll`: keys of elements to keep in view
     inside their scrolling box; `token`: what the screen shows now (the
     marker's); `due_in`: seconds until the screen should run again (a reveal
-    falls due), calling `on_due` first."""
-    _keys(
+    falls due), calling `on_due` first.
+
+    `gate`: returns whether the keys are live in this browser session. Until
+    they are (the first run after a page load), the screen shows a line and
+    not its item: the script says so at once and the screen runs again, and
+    a key pressed as soon as the item is in view is then never lost (the text
+    could be drawn before the script that holds early keys); `waiting` draws
+    that line. Without a browser (Streamlit's AppTest) there is nothing to
+    wait for."""
+    live_now = not gate or not st.context.headers or bool(
+        (st.session_state.get(f"keys_{name}") or {}).get("live"))
+    result = _keys(
         key=f"keys_{name}",
         data={
             "id": css_class(f"keys_{name}")[len("st-key-"):],
@@ -75,10 +86,20 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
             "focus": {canonical(k): css_class(v) for k, v in (focus or {}).items()},
             "scroll": [css_class(k) for k in scroll],
             "due_in": round(max(0.0, due_in), 2),
+            "gate": not live_now,
         },
+        default={"live": False},
         on_due_change=on_due or (lambda: None),
+        on_live_change=lambda: None,
         height=0,
     )
+    return live_now or bool(getattr(result, "live", False))
+
+
+def waiting() -> None:
+    """The line a gated screen shows for the moment its keys take to be live."""
+    with st.container(key="keys_waiting"):
+        st.caption("Opening the item…")
 
 
 def page_keys() -> None:

@@ -21,6 +21,7 @@ import time
 import streamlit as st
 
 from pages._keys import marker, screen_keys
+from pages._keys import waiting as keys_waiting
 from pages._shared import (
     came_from_another_screen,
     item_asked_by_address,
@@ -267,10 +268,16 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return code
 
 
+_SIGHTS: dict[int, Sight] = {}
+"""This run's blinding decisions, by item (asked once each: `review_item` clears it)."""
+
+
 def sight_of(item_id: int) -> Sight:
     """What I may see of the item's labels, and under which blinding."""
-    return what_reviewer_sees(db_now(), reviewer.id, item_id, round_id=round_id,
-                              mode=DEFAULT_MODE)
+    if item_id not in _SIGHTS:
+        _SIGHTS[item_id] = what_reviewer_sees(db_now(), reviewer.id, item_id, round_id=round_id,
+                                              mode=DEFAULT_MODE)
+    return _SIGHTS[item_id]
 
 
 def db_now():
@@ -312,17 +319,22 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
                     f"{safe_markdown(label_name(earlier.item, earlier.gold))}]")
 
 
+_ANSWERED: dict[int, tuple[ItemView, list] | None] = {}
+"""This run's `just_answered`, by the item on screen."""
+
+
 def just_answered(item: ItemView) -> tuple[ItemView, list] | None:
     """The item answered just before this one came on screen, and my answers to
     it; None once another item has been on screen since."""
     last = st.session_state.get(LAST)
     if not last or last[1] != item.id:
         return None
-    answered = load_item(db_now(), last[0])
-    if answered is None or not answered.question_id:
-        return None
-    answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id)
-    return (answered, answers) if answers else None
+    if item.id not in _ANSWERED:
+        answered = load_item(db_now(), last[0])
+        answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id) \
+            if answered is not None and answered.question_id else []
+        _ANSWERED[item.id] = (answered, answers) if answers else None
+    return _ANSWERED[item.id]
 
 
 def last_answer_wait(item: ItemView) -> float:
@@ -367,6 +379,8 @@ def last_answer_panel(item: ItemView) -> None:
 
 @st.fragment
 def review_item() -> None:
+    _SIGHTS.clear()  # asked afresh each run: an answer changes them
+    _ANSWERED.clear()
     s = db_now()
     item_id = st.session_state.get(state_key)
     wanted_uid = item_asked_by_address(
@@ -411,6 +425,8 @@ def review_item() -> None:
             st.info("No items match. Load the demo or import data on the Data screen.")
         return
 
+    if (last := st.session_state.get(LAST)) and last[1] != item.id:
+        st.session_state.pop(LAST)  # another item on screen since: that panel is gone for good
     # Keep the address on the item, so a reload or a shared link opens it again.
     st.session_state[state_key] = item.id
     st.session_state["item_uid"] = item.uid
@@ -444,11 +460,15 @@ def review_item() -> None:
     current = answers[-1] if answers else None
     # First on the screen, before what the keys act on: a key pressed while the rest
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
-    screen_keys("review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
-                scroll=["rv_latest"] if item.kind == "prefix" else [],
-                due_in=max(last_answer_wait(item),
-                           reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
-                           if current is not None else 0.0))
+    live = screen_keys(
+        "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
+        scroll=["rv_latest"] if item.kind == "prefix" else [], gate=True,
+        due_in=max(last_answer_wait(item),
+                   reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
+                   if current is not None else 0.0))
+    if not live:  # the first run after a page load: the item comes once keys are held
+        keys_waiting()
+        return
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
     name = item_name(s, item.id)
