@@ -10,7 +10,16 @@ from pathlib import Path
 import streamlit as st
 
 from pages._keys import page_keys
-from pages._shared import SWITCH_TO, begin_run, current_reviewer, note_page, server_mode, store
+from pages._shared import (
+    SWITCH_TO,
+    begin_run,
+    current_reviewer,
+    login_identity,
+    note_page,
+    server_mode,
+    sign_in,
+    store,
+)
 from pages._steps import code_span
 from review.team.reviewers import (
     ROLES,
@@ -18,7 +27,6 @@ from review.team.reviewers import (
     ensure_reviewer,
     is_admin,
     list_reviewers,
-    reviewer_for_login,
 )
 from review.text import safe_markdown
 from review.workspace import default_db_path
@@ -86,18 +94,25 @@ def reviewer_sidebar() -> None:
 
 
 def signed_in_sidebar() -> None:
-    """Server mode: the reviewer is whoever signed in."""
+    """Server mode: the reviewer is whoever signed in, known by their login
+    provider's issuer and subject (`review.team.identity`)."""
     if not st.user.is_logged_in:
         st.title("carelens", anchor=False)
         st.write("Sign in to review.")
         st.button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
         st.stop()
-    login = st.user.get("email") or st.user.get("sub") or ""
-    reviewer = reviewer_for_login(store(), str(login), st.user.get("name"))
-    st.session_state["reviewer"] = reviewer.name
+    reviewer = sign_in()
+    identity = login_identity()
+    if reviewer is None or identity is None:
+        st.title("carelens", anchor=False)
+        st.error("Your login did not say who you are (no issuer and subject): sign in again, or"
+                 " ask whoever runs carelens to check the login provider.",
+                 icon=":material/person_off:")
+        st.button("Sign out", on_click=st.logout, icon=":material/logout:")
+        st.stop()
     with st.sidebar:
         st.markdown(f"**{safe_markdown(reviewer.name)}**")
-        st.caption(f"{reviewer.role} · signed in as {safe_markdown(str(login))}")
+        st.caption(f"{reviewer.role} · signed in as {safe_markdown(identity.shown)}")
         st.button("Sign out", on_click=st.logout, icon=":material/logout:")
 
 
@@ -120,6 +135,9 @@ PAGES = {
                 url_path="agreement"),
         st.Page("pages/browse.py", title="Browse", icon=":material/manage_search:",
                 url_path="browse"),
+        # Opened from an Agreement cell's items, not from the menu.
+        st.Page("pages/disagreement.py", title="Disagreement", icon=":material/call_split:",
+                url_path="disagreement", visibility="hidden"),
     ],
     "Reference": [
         st.Page("pages/codebook.py", title="Codebook", icon=":material/menu_book:",

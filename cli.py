@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from labels.compare.answers import PHASES
+from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
+from review.datasets.sources.readers import Limits
 from review.workspace import default_db_path, open_store
 
 ROOT = Path(__file__).resolve().parent
@@ -132,47 +133,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
     summary on stdout, or why it was refused on stderr), then the tally. Exit 2
-    when any file was refused."""
-    from review.datasets.sources import ImportOptions, InputError
+    when any file was refused. A hub name (`hf:OWNER/NAME[:CONFIG]`) stands for
+    its config's files, fetched first (`review.datasets.hub`)."""
+    from dataclasses import replace
+
+    from review.datasets.hub import is_hub_name
+    from review.datasets.sources import ImportOptions, InputError, Limits
 
     store = open_store(args.db)
-    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor)
+    options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
+                            replace=args.replace,
+                            limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
     def tally() -> str:
         return (f"{imported} imported, " + (f"{already} already imported, " if already else "")
                 + f"{refused} refused")
 
-    for n, path in enumerate(args.files):
-        try:
-            result = _import_one(store, path, args.format, options)
-        except InputError as exc:
-            refused += 1
-            print(f"carelens: {exc}", file=sys.stderr, flush=True)
-            continue
-        except _Kept as kept:
-            # Committed; stopped while adding its text to the search index.
-            imported += 1
-            left = len(args.files) - n - 1
-            print(kept.result.summary() + "; stopped while adding it to the search index, which"
-                  " catches up by itself", flush=True)
-            print(f"{tally()}; stopped after {path} (kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise kept.__cause__ from None
-        except BaseException:
-            # Stopped (Ctrl-C, a locked database): the files before this one are
-            # kept, this one is not; say which, then how it stopped (main).
-            left = len(args.files) - n - 1
-            print(f"{tally()}; stopped at {path} (nothing of it kept)"
-                  + (f", {left} more not tried" if left else ""), flush=True)
-            raise
-        if result.already_imported:
-            already += 1
-        else:
-            imported += 1
-        print(result.summary(), flush=True)
+    for n, source in enumerate(args.files):
+        files: list[tuple[str, str | None]] = [(source, None)]
+        if is_hub_name(source):
+            try:
+                fetched = _fetch_hub(source)
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            print(fetched.summary(), flush=True)
+            files = [(str(f.local), f.name) for f in fetched.files]
+        for path, name in files:
+            shown = name or path
+            try:
+                result = _import_one(store, path, args.format, replace(options, name=name))
+            except InputError as exc:
+                refused += 1
+                print(f"carelens: {exc}", file=sys.stderr, flush=True)
+                continue
+            except _Kept as kept:
+                # Committed; stopped while adding its text to the search index.
+                imported += 1
+                left = len(args.files) - n - 1
+                print(kept.result.summary() + "; stopped while adding it to the search index,"
+                      " which catches up by itself", flush=True)
+                print(f"{tally()}; stopped after {shown} (kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise kept.__cause__ from None
+            except BaseException:
+                # Stopped (Ctrl-C, a locked database): the files before this one are
+                # kept, this one is not; say which, then how it stopped (main).
+                left = len(args.files) - n - 1
+                print(f"{tally()}; stopped at {shown} (nothing of it kept)"
+                      + (f", {left} more not tried" if left else ""), flush=True)
+                raise
+            if result.already_imported:
+                already += 1
+            else:
+                imported += 1
+            print(result.summary(), flush=True)
     print(tally())
     return 2 if refused else 0
+
+
+def _fetch_hub(source: str):
+    """A hub name's files, fetched into the hub's cache; how far, on a terminal's stderr."""
+    from review.datasets.hub import fetch
+
+    show = None
+    if sys.stderr.isatty():
+        def show(done: int, total: int | None, files: int, of_files: int) -> None:
+            size = f"{done / 1e6:,.1f}" + (f" of {total / 1e6:,.1f}" if total else "") + " MB"
+            _control(sys.stderr, "\r\033[K")
+            print(f"{source}: fetching, {size}, {files} of {of_files} files", end="",
+                  file=sys.stderr, flush=True)
+    try:
+        return fetch(source, show)
+    finally:
+        if show is not None:
+            _control(sys.stderr, "\r\033[K")
 
 
 class _Kept(Exception):
@@ -191,7 +228,7 @@ def _import_one(store, path: str, fmt: str | None, options):
     from review.browse.search import ensure_index
     from review.datasets.sources import import_file
 
-    progress = _import_progress(str(path)) if sys.stderr.isatty() else None
+    progress = _import_progress(options.name or str(path)) if sys.stderr.isatty() else None
     try:
         result = import_file(store, path, fmt, options, index=False, progress=progress)
         if result.already_imported:
@@ -206,7 +243,7 @@ def _import_one(store, path: str, fmt: str | None, options):
         return result
     finally:
         if progress is not None:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the progress line goes
+            _control(sys.stderr, "\r\033[K")  # the progress line goes
 
 
 def _import_progress(name: str):
@@ -214,8 +251,22 @@ def _import_progress(name: str):
     def show(phase: str, done: int, total: int | None) -> None:
         what = (f"{done:,} rows read" if phase == "rows"
                 else f"{done:,} of {total:,} items added to the search index")
-        print(f"\r\033[K{name}: {what}", end="", file=sys.stderr, flush=True)
+        _control(sys.stderr, "\r\033[K")
+        print(f"{name}: {what}", end="", file=sys.stderr, flush=True)
     return show
+
+
+def _size(text: str) -> int:
+    """A number of bytes: 4000000000, 4G, 500M, 64K."""
+    units = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+    value = text.strip().lower().removesuffix("b")
+    try:
+        if value and value[-1] in units:
+            return int(float(value[:-1]) * units[value[-1]])
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4000000000, 4G, 500M)")\
+            from None
 
 
 @command("formats")
@@ -236,23 +287,35 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_kind,
     )
 
-    if args.rater and args.what == "annotations":
-        raise UsageError("--rater is for --what carebench-labels; an annotations export "
-                         "holds every rater's answers")
+    if (args.rater or args.model) and args.what == "annotations":
+        raise UsageError("--rater and --model are for --what carebench-labels; an annotations "
+                         "export holds every rater's answers")
+    if args.model and not args.rater:
+        raise UsageError("--model chooses which model's responses a rater's labels are"
+                         " exported for: give --rater too")
     out = output_file(args.out)
+    from labels.provenance import ALL_PHASES, file_digest, provenance, write_sidecar
+
     try:
         export_kind(out)
         store = open_store(args.db)
         if args.what == "annotations":
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
+            phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
             print(f"{out}: {n} annotations")
         else:
-            n, ties = export_carebench_labels(store, out, args.rater)
+            n, ties = export_carebench_labels(store, out, args.rater, args.phase,
+                                              model=args.model)
+            phase = args.phase
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
+    side = write_sidecar(out, provenance(file_digest(out), store=store, phase=phase,
+                                         filters=filters, rows=n, export=args.what))
+    print(f"{side}: its provenance", file=sys.stderr)
     return 0
 
 
@@ -260,7 +323,8 @@ def _terminal_progress(progress) -> None:
     width = 30
     filled = int(progress.fraction * width)
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] {progress.text()}"[:160].ljust(100), end="", file=sys.stderr, flush=True)
+    _control(sys.stderr, "\r")
+    print(f"[{bar}] {progress.text()}"[:159].ljust(99), end="", file=sys.stderr, flush=True)
 
 
 def _run_llm(task: str, args: argparse.Namespace) -> int:
@@ -380,11 +444,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     from review.browse.search import search_lines
 
     store = open_store(args.db)
-    for hit in search_lines(store, args.query, limit=args.limit):
+    hits = list(search_lines(store, args.query, limit=args.limit))
+    for hit in hits:
         if args.json:
             print(json.dumps(hit, ensure_ascii=False))
         else:
             print(f"{hit['item_id']}  [{hit['kind']}]  {hit['snippet']}")
+    if args.json:  # the last line: what the hits were found in
+        from labels.provenance import Digest, provenance
+
+        digest = Digest()
+        for hit in hits:
+            digest.add(hit["item_id"], hit["kind"], hit["snippet"])
+        print(json.dumps({"provenance": provenance(
+            digest, store=store, phase="all", query=args.query, limit=args.limit)},
+            ensure_ascii=False))
     return 0
 
 
@@ -406,10 +480,13 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
                                               "category, CARE-Bench specialty)")),
-        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE",
-                                  help="clinicians' answers from this phase only: "
-                                       f"{', '.join(PHASES)} (machine and reference labels are "
-                                       "never filtered); default: each one's current answer")),
+        "phase": ("--phase", dict(choices=PHASES, metavar="PHASE", default=DEFAULT_PHASE,
+                                  help="which of the clinicians' answers: "
+                                       f"{', '.join(PHASES)} (default {DEFAULT_PHASE}: each "
+                                       "one's answer given before any machine label was seen, "
+                                       "imported answers included; current: the latest, "
+                                       "after any reveal). Machine and reference labels are "
+                                       "never filtered")),
         "include_cannot_assess": ("--count-cannot-assess", dict(
             action="store_true", dest="include_cannot_assess",
             help="count 'cannot assess' as an answer (one more, unordered category: an "
@@ -421,10 +498,18 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
         parser.add_argument(flag, **kwargs)
 
 
+def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n-boot", type=int, default=1000, metavar="N",
+                        help="bootstrap resamples for every interval (default 1000; 0: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap: the same data and seed give the same "
+                             "intervals (default 0)")
+
+
 def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
     """The options' filters, read by the same code as the screen's
-    (``labels.comparisons.filters_from``)."""
-    from labels.comparisons import filters_from
+    (``labels.compare.filters_from``)."""
+    from labels.compare import filters_from
 
     return filters_from({name: getattr(args, name) for name in names})
 
@@ -432,8 +517,9 @@ def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
 @command("agreement")
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Two raters (or groups) on the (item, question) pairs they share."""
-    from labels.comparisons import agreement_bundle, agreement_report, format_report_text
-    from labels.report import report_csv, report_html, report_json
+    from labels.compare import agreement_bundle, agreement_report, format_report_text
+    from labels.provenance import write_sidecar
+    from labels.report import report_csv, report_html, report_json, report_provenance
 
     for path in (args.html, args.csv):
         if path:
@@ -442,10 +528,13 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
         filters = filters_of(args, AGREEMENT_FILTERS)
+        boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
-            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters, by=by)
+            report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot)
         else:
-            report, extras = agreement_report(store, args.question, args.a, args.b, filters, by=by), ()
+            report, extras = agreement_report(store, args.question, args.a, args.b, filters,
+                                              by=by, **boot), ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.html:
@@ -453,7 +542,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         print(f"{args.html}: report written", file=sys.stderr)
     if args.csv:
         Path(args.csv).write_text(report_csv(report), encoding="utf-8")
-        print(f"{args.csv}: table written", file=sys.stderr)
+        side = write_sidecar(args.csv, report_provenance(report))
+        print(f"{args.csv}: table written (provenance in {side})", file=sys.stderr)
     print(report_json(report) if args.json else format_report_text(report))
     return 0
 
@@ -461,25 +551,193 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 @command("triage-metrics")
 def cmd_triage(args: argparse.Namespace) -> int:
     """CARE-Bench triage metrics per model against gold, clinicians and the mapper."""
-    from labels.comparisons import format_triage_text, triage_comparison
+    from labels.compare import format_triage_text, triage_comparison
     from labels.report import triage_json
 
     store = open_store(args.db)
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
-                                   rank_by=args.rank_by)
+                                   rank_by=args.rank_by, common=args.common,
+                                   n_boot=args.n_boot, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
     return 0
 
 
+@command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Whether the record is whole: protections in place, hash chains unbroken.
+    One line per problem (exit 1), or one line saying it is whole (exit 0)."""
+    from store.verify import verify_file
+
+    verdict = verify_file(args.db)
+    for line in verdict.lines():
+        print(f"{args.db}: {line}")
+    return 0 if verdict.whole else 1
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy made while the app serves (SQLite's online backup), verified."""
+    from store.backup import BackupError, backup
+
+    out = output_file(args.out)
+    try:
+        made = backup(args.db, out)
+    except BackupError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    for line in made.verdict.lines():
+        print(f"{out}: {line}")
+    return 0 if made.verdict.whole else 1
+
+
+# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+
+PPI_FILTERS = ("dataset", "split", "model")
+
+
+def _ppi_filters(args: argparse.Namespace):
+    from labels.compare import filters_from
+
+    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+
+
+@command("ppi")
+def cmd_ppi(args: argparse.Namespace) -> int:
+    """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
+    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+
+    store = open_store(args.db)
+    try:
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+                            phase=args.phase, sampling=args.sampling, reference=args.reference,
+                            question=args.question)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(ppi_json(report) if args.json else format_ppi_text(report))
+    return 0
+
+
+@command("plan-labels")
+def cmd_plan_labels(args: argparse.Namespace) -> int:
+    """How many more clinician labels each sampling design needs for a target half-width."""
+    import json
+
+    from labels.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi_readings import default_machine
+    from review.team.designs import planning_designs
+
+    store = open_store(args.db)
+    try:
+        machine = args.machine or default_machine(store, args.metric, args.question)
+        plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
+                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          reference=args.reference, replicates=args.replicates,
+                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from labels.provenance import provenance as provenance_of
+
+    provenance = provenance_of(plan.data, store=store, phase=args.phase, filters=_ppi_filters(args),
+                               what="label budget", metric=args.metric, human=args.human,
+                               machine=machine, target_halfwidth=args.target_halfwidth,
+                               replicates=args.replicates, seed=0)
+    print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
+          else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
+    return 0
+
+
+def add_ppi_commands(sub) -> None:
+    """The `ppi` and `plan-labels` subcommands."""
+    from labels.ppi_readings import METRICS, PHASES
+    from labels.sampling import MODES
+
+    for name, what in (
+        ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
+                "corrected by clinicians', beside each alone, with 95% intervals"),
+        ("plan-labels", "how many more clinician labels each sampling design needs to bring "
+                        "each model's PPI interval (and the judge-vs-clinician kappa) under a "
+                        "target half-width"),
+    ):
+        p = sub.add_parser(name, help=what.replace("%", "%%"), description=what)
+        p.add_argument("--metric", default="accuracy" if name == "plan-labels" else None,
+                       required=name == "ppi", choices=list(METRICS), metavar="NAME",
+                       help=f"one of {', '.join(METRICS)}")
+        p.add_argument("--human", required=name == "ppi",
+                       default="group:majority" if name == "plan-labels" else None,
+                       help="a clinician, group:majority or group:adjudicated"
+                            + (" (default group:majority)" if name == "plan-labels" else ""))
+        p.add_argument("--machine", required=name == "ppi",
+                       help="the machine rater (mapper, judge)"
+                            + (" (default: the one that read the most)"
+                               if name == "plan-labels" else ""))
+        p.add_argument("--question-set", "--question", dest="question",
+                       help="met_rate / pass_rate: the criteria set, e.g. "
+                            "criteria:rubric@graded_conversation (default: the first the "
+                            "machine answered)")
+        p.add_argument("--reference", help="triage metrics: the rater each response is scored "
+                                           "against (default: the prefixes' gold label)")
+        for option in PPI_FILTERS:
+            add_filter_options(p, (option,))
+        p.add_argument("--phase", choices=list(PHASES), default="blind",
+                       help="blind (default): clinicians' answers given before any machine "
+                            "label was seen, and imported ones; current: each one's latest")
+        if name == "ppi":
+            p.add_argument("--sampling", choices=MODES, default="auto",
+                           help="auto (default): labels from designed review rounds only, "
+                                "else every label assumed a uniform random sample (said in "
+                                "the output); assume-uniform: every label as uniform; design: "
+                                "designed labels only")
+        else:
+            p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
+                           help="the 95%% half-width to reach, e.g. 0.05")
+            p.add_argument("--replicates", type=int, default=120,
+                           help="simulated studies per design and size (default 120)")
+        p.add_argument("--json", action="store_true")
+
+
+
+
+@command("healthbench-score")
+def cmd_healthbench_score(args: argparse.Namespace) -> int:
+    """HealthBench scores as simple-evals computes them, for every rater that graded."""
+    import json
+
+    from labels.healthbench_score import (
+        format_scores_text,
+        healthbench_scores,
+        scores_dict,
+        scores_provenance,
+    )
+
+    store = open_store(args.db)
+    try:
+        report = healthbench_scores(store, dataset=args.dataset, split=args.split,
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(scores_dict(report, scores_provenance(report)), indent=2,
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        print(format_scores_text(report))
+    return 0
+
+
 # Streamlit treats a `pages/` folder beside the entry script as a legacy
 # multipage app until some session has run `st.navigation`; until then a deep
-# link such as /review runs pages/review.py alone, without app.py's sidebar
-# and router. carelens routes with st.navigation only, so the server starts
-# with the legacy mode off.
+# link such as /review runs pages/review.py alone, without app.py's sidebar,
+# login gate and router. carelens routes with st.navigation only, so the server
+# starts with the legacy mode off. The switch is private: Streamlit 1.67 has no
+# public one (`client.showSidebarNavigation` only hides the legacy menu; the
+# per-process flag is set by the first PagesManager from whether `pages/`
+# exists, and only a call to st.navigation clears it). Hence the exact pin
+# `streamlit==1.67.*` in pyproject.toml: on a version where this attribute has
+# moved, setting it would fail silently and the deep links would bypass app.py.
+# The public way out is a page folder not named `pages/` (Streamlit's own advice).
 _STREAMLIT_BOOT = (
     "import sys;"
     "from streamlit.runtime.pages_manager import PagesManager;"
@@ -489,19 +747,45 @@ _STREAMLIT_BOOT = (
     "sys.exit(main())"
 )
 
+APP_FOLDER = "carelens_app"
+"""Where an installed wheel keeps the browser face (app.py, pages/, assets/,
+.streamlit/config.toml): a folder beside this module (setup.py puts it there).
+A source checkout, or an editable install of one, has them beside this file."""
+
+
+def app_dir() -> Path:
+    """The folder of app.py and its pages, in an installed wheel or a checkout."""
+    for where in (ROOT / APP_FOLDER, ROOT):
+        if (where / "app.py").is_file() and (where / "pages").is_dir():
+            return where
+    raise UsageError(f"{ROOT}: the app (app.py and pages/) is not installed here; "
+                     "reinstall carelens")
+
 
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
-    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(ROOT / "app.py"),
+    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
-    os.chdir(ROOT)
+    # From the app's folder: Streamlit reads its .streamlit/config.toml there.
+    os.chdir(app)
     os.execve(sys.executable, cmd, env)
     return 0  # pragma: no cover - execve does not return
+
+
+def _account() -> str:
+    """The account running the command, for the audit log."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return os.environ.get("USER") or f"uid {os.getuid()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -523,8 +807,21 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", help="importer name; see `carelens formats`")
     i.add_argument("--rater", help="rater whose labels the file carries")
     i.add_argument("--dataset", help="dataset name for new items (default: the format family)")
-    i.add_argument("--actor", default=os.environ.get("USER", "cli"), help="who is importing")
-    i.add_argument("files", nargs="+")
+    i.add_argument("--actor", default=f"cli:{_account()}",
+                   help="who is importing, as the audit log names them (default: cli:ACCOUNT,"
+                        " the account running the command)")
+    i.add_argument("--replace", action="store_true",
+                   help="let the files replace answers in force of raters who already exist"
+                        " (each audited with its old and new value); without it such a row is"
+                        " refused: an import adds answers")
+    i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
+                   help=f"refuse a file of more rows (default {Limits.max_rows:,})")
+    i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
+                   help="refuse a file whose rows take more, as read (a Parquet file's after"
+                        f" decompression), e.g. 8G (default {Limits.max_bytes / 1e9:g}G)")
+    i.add_argument("files", nargs="+", metavar="FILE",
+                   help="a file or folder, or a dataset on the Hugging Face hub as"
+                        " hf:OWNER/NAME[:CONFIG] (e.g. hf:ningkko/CARE-Bench:evaluation_prefixes)")
 
     sub.add_parser("formats", help="list the import formats")
 
@@ -532,9 +829,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
     e.add_argument("--rater", help="carebench-labels: one rater's labels (default: the settled "
-                                   "answer, else the clinicians' majority)")
+                                   "answer, else the clinicians' majority); a mapper's labels of"
+                                   " one model's responses are that model's scorer submission")
+    e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
+                                   " labels to write, when the rater labelled several")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
+    e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
+                   help="carebench-labels: which of the clinicians' answers make the label "
+                        f"({', '.join(PHASES)}; default {DEFAULT_PHASE}: those given before any "
+                        "machine label was seen). The file's provenance is written beside it, "
+                        "in FILE.provenance.json")
 
     for task, what, default in (
         ("map", "map CARE-Bench responses onto the four labels with an LLM (the blinded mapper)", "mapper-v1"),
@@ -580,7 +885,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("search", help="full-text search; matches are marked «like this»")
     q.add_argument("query", help='words, "a phrase", word*, OR, -word')
     q.add_argument("--limit", type=int, default=20)
-    q.add_argument("--json", action="store_true", help="one JSON object a line: item_id, kind, snippet")
+    q.add_argument("--json", action="store_true",
+                   help="one JSON object a line: item_id, kind, snippet; the last line is "
+                        '{"provenance": {...}}')
 
     a = sub.add_parser("agreement", help="agreement between two raters or groups, with intervals")
     a.add_argument("--question-set", "--question", dest="question", required=True,
@@ -592,13 +899,43 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--by", help="break down by, e.g. category,axis,criterion")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", help="also write one self-contained HTML report with the plots")
-    a.add_argument("--csv", help="also write the coefficient table as CSV")
+    a.add_argument("--csv", help="also write the coefficient table as CSV (its provenance "
+                                 "beside it, in FILE.provenance.json)")
+    add_bootstrap_options(a)
+    a.add_argument("--bootstrap-by", choices=("auto", "case", "unit"), default="auto",
+                   help="what the bootstrap resamples: case (a case's rounds, a prefix's "
+                        "responses and a prompt's completions together: they are correlated), "
+                        "unit, or auto (default: cases where the data have them)")
 
     t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
     add_filter_options(t, TRIAGE_FILTERS)
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
+    t.add_argument("--common", action="store_true",
+                   help="score only the responses every reader labelled and every reference "
+                        "covers, so a change of ranking comes from the labels alone (default: "
+                        "each model on everything its reading covers, coverage beside)")
+    add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
+
+    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
+                                  " chains unbroken (exit 1 on any problem)")
+    b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
+                                      " the app serves")
+    b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
+
+
+    add_ppi_commands(sub)
+
+
+    h = sub.add_parser("healthbench-score",
+                       help="HealthBench scores as simple-evals computes them, for every rater "
+                            "that graded (the grader, each physician, each clinician)")
+    add_filter_options(h, ("dataset", "split", "phase"))
+    add_bootstrap_options(h)
+    h.add_argument("--json", action="store_true",
+                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
+                        '"provenance": {...}}')
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
@@ -607,6 +944,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return terminal_safe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
     from store.writer import InputError
 
@@ -640,6 +981,49 @@ def _run(args: argparse.Namespace) -> int:
     code = COMMANDS[args.command](args)
     sys.stdout.flush()
     return code
+
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"}
+_CONTROLS.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+_CONTROLS.update({c: 0xFFFD for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+TERMINAL_SAFE = str.maketrans(_CONTROLS)
+"""Control characters as visible symbols (U+2400 to U+241F for C0, U+2421 for
+DEL, U+FFFD for C1 and the bidirectional overrides): text from the data
+printed to a terminal can then neither move the cursor, recolour, retitle or
+clear the screen, nor make text read in another order than it is stored."""
+
+
+class TerminalText:
+    """A terminal's stdout or stderr that shows every control character the text
+    printed holds as a visible symbol (`TERMINAL_SAFE`). carelens's own
+    cursor movements (a progress line) go through `_control`."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.translate(TERMINAL_SAFE))
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _control(stream, sequence: str) -> None:
+    """Write carelens's own terminal control sequence, as it is."""
+    getattr(stream, "stream", stream).write(sequence)
+
+
+def terminal_safe(run: Callable[[], int]) -> int:
+    """`run()` with stdout and stderr each made a `TerminalText` when a terminal reads it."""
+    saved = sys.stdout, sys.stderr
+    try:
+        if sys.stdout.isatty():
+            sys.stdout = TerminalText(sys.stdout)
+        if sys.stderr.isatty():
+            sys.stderr = TerminalText(sys.stderr)
+        return run()
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 SIGPIPE_STATUS = 141

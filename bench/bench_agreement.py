@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from codebook import CAREBENCH, codebook  # noqa: E402
+from labels.compare import agreement_bundle, agreement_report  # noqa: E402
 from labels.compare.answers import load_answers  # noqa: E402
-from labels.comparisons import agreement_bundle, agreement_report  # noqa: E402
 from review.datasets.demo import load_demo  # noqa: E402
 from review.workspace import open_store  # noqa: E402
 from store.records import AnnotationRecord, ItemRecord, RaterRecord  # noqa: E402

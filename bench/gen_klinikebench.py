@@ -3,8 +3,13 @@
     .venv/bin/python bench/gen_klinikebench.py OUT.jsonl --episodes 14000 [--steps 30] [--seed 0]
     .venv/bin/python bench/gen_klinikebench.py OUT.parquet --episodes 200
 
-One row per episode with the published fields (FORMATS.md section 2):
-`transcript`, `agent_steps` (ATIF steps), `gates` and `meta` are JSON
+One row per episode in the published shape (the dataset card, FORMATS.md
+section 2, `../shared/data/conformance/klinikebench/`): `reward`,
+`outcome_pass`, `diagnosis`, `required_tools`, `parameterised_actions` and
+`must_ask` are verifier scores in 0..1 (null when the episode raised);
+`transcript`, `agent_steps` (a whole ATIF trajectory), `gates` (per gate: the
+pass flag and its detail - expected diagnosis, required and missing tools,
+parameter violations, the judge's per-topic verdicts) and `meta` are JSON
 strings, as in the real data. An agent step is a Terminus-style reply
 `{analysis, plan, commands}` whose command runs `clinic say "..."` (a question
 to the simulated patient, answered in the observation) or `clinic call <tool>
@@ -13,7 +18,6 @@ Sizes aim at real runs: a ~3 KB system prompt, agent replies of a few hundred
 characters, tool outputs up to ~1 KB; about 60 KB an episode at 30 steps (the nested JSON strings
 are escaped twice, as in the real files).
 Episode i depends only on (seed, i), so any slice can be regenerated alone.
-The `gates` shape is invented (the real one is unpublished).
 """
 
 from __future__ import annotations
@@ -146,46 +150,70 @@ def episode(i: int, seed: int = 0, steps: int = 30, n_total: int = 14_000) -> di
                 required, params, failed, case)
 
 
+def trajectory(model: str, steps: list[dict[str, Any]], session: str) -> dict[str, Any]:
+    """The agent's steps as a whole ATIF document (what `agent_steps` holds)."""
+    usage = [s.get("metrics") or {} for s in steps]
+    return {
+        "schema_version": "ATIF-v1.5", "session_id": session,
+        "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": model,
+                  "extra": {"parser": "json"}},
+        "steps": steps,
+        "final_metrics": {
+            "total_prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
+            "total_completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
+            "total_cached_tokens": sum(u.get("cached_tokens", 0) for u in usage),
+            "total_cost_usd": round(sum(u.get("cost_usd", 0) for u in usage), 6),
+            "total_steps": len(steps)},
+    }
+
+
 def _row(i, rng, subset, model, task_id, start, end, atif, transcript, must_ask, asked,
          required, params, failed, case) -> dict[str, Any]:
     topics = [{"topic": topic, "asked": topic in asked,
+               "verdict": "yes" if topic in asked else "no",
                "explanation": sentence(rng, 12)} for topic in must_ask]
-    scores = {"diagnosis": float(rng.random() < 0.6), "required_tools": round(rng.random(), 2),
+    missing = [t for t in required if rng.random() < 0.2]
+    scores = {"diagnosis": float(rng.random() < 0.6),
+              "required_tools": round(1 - len(missing) / len(required), 4),
               "parameterised_actions": float(rng.random() < 0.8),
-              "must_ask": round(sum(t["asked"] for t in topics) / len(topics), 2)}
+              "must_ask": round(sum(t["asked"] for t in topics) / len(topics), 4)}
     gates = {
-        "diagnosis": {"score": scores["diagnosis"], "passed": scores["diagnosis"] == 1.0,
-                      "expected": DIAGNOSES[case]},
-        "required_tools": {"score": scores["required_tools"],
-                           "passed": scores["required_tools"] == 1.0, "missing": required[:1]},
-        "parameterised_actions": {"score": scores["parameterised_actions"],
-                                  "passed": scores["parameterised_actions"] == 1.0, "violations": []},
-        "must_ask": {"score": scores["must_ask"], "passed": scores["must_ask"] >= 0.8,
-                     "topics": topics},
+        "diagnosis": {"passed": scores["diagnosis"] == 1.0, "expected": DIAGNOSES[case],
+                      "recorded": DIAGNOSES[case] if scores["diagnosis"] == 1.0 else None},
+        "required_tools": {"passed": not missing, "required": required, "missing_tools": missing},
+        "parameterised_actions": {
+            "passed": scores["parameterised_actions"] == 1.0,
+            "violations": [] if scores["parameterised_actions"] == 1.0 else [
+                {"tool": "prescribe", "param": "dose_mg", "reason": "expected 500, got 5000"}]},
+        "must_ask": {"passed": scores["must_ask"] >= 0.8, "judge_model": JUDGE, "topics": topics},
     }
     passed = all(g["passed"] for g in gates.values())
     usage = [s.get("metrics", {}) for s in atif]
+    verified = None if failed else scores
     return {
         "subset": subset, "run": f"run-{i % 3 + 1}", "trial_name": f"{task_id}__{i:06x}",
         "task_id": task_id, "split": "test" if i % 5 == 0 else "train",
         "task_dataset": "kb-synthetic", "clinician_model": model,
         "patient_model": PATIENTS[i % 2], "judge_model": JUDGE, "max_turns": 20,
         "max_steps": len(atif) + 5,
-        "reward": None if failed else round(sum(scores.values()) / 4, 3),
-        "outcome_pass": None if failed else passed,
-        "diagnosis": DIAGNOSES[case], "required_tools": required, "parameterised_actions": params,
-        "must_ask": must_ask, "n_turns": len(transcript) // 2, "n_steps": len(atif),
-        "diagnosed": None if failed else True, "sim_ok": not failed,
-        "judge_ok": None if failed else True,
+        "reward": None if failed else float(passed),
+        "outcome_pass": None if failed else float(passed),
+        **{k: None if verified is None else verified[k] for k in scores},
+        "n_turns": len(transcript) // 2, "n_steps": len(atif),
+        "diagnosed": not failed and scores["diagnosis"] == 1.0, "sim_ok": not failed,
+        "judge_ok": not failed,
         "prompt_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
         "completion_tokens": sum(u.get("completion_tokens", 0) for u in usage),
         "cached_tokens": sum(u.get("cached_tokens", 0) for u in usage),
         "cost_usd": round(sum(u.get("cost_usd", 0) for u in usage), 6),
         "started_at": start.isoformat(), "finished_at": end.isoformat(),
-        "exception": "SimulatorTimeout: the patient simulator did not answer" if failed else None,
-        "transcript": json.dumps(transcript), "agent_steps": json.dumps(atif),
+        "exception": "SimulatorTimeout" if failed else None,
+        "transcript": json.dumps(transcript),
+        "agent_steps": json.dumps(trajectory(model, atif, f"{task_id}__{i:06x}-sess")),
         "gates": None if failed else json.dumps(gates),
-        "meta": json.dumps({"harness": "terminus-2", "episode": i, "seed_note": "synthetic"}),
+        "meta": json.dumps({"max_turns": 20, "max_steps": len(atif) + 5, "completed": not failed,
+                            "patient_simulator": {"status": "ok" if not failed else "timeout"},
+                            "episode": i, "seed_note": "synthetic"}),
     }
 
 
@@ -213,27 +241,35 @@ def write_jsonl(path: Path, n: int, seed: int = 0, steps: int = 30) -> int:
 
 
 STRINGS = ("subset", "run", "trial_name", "task_id", "split", "task_dataset", "clinician_model",
-           "patient_model", "judge_model", "diagnosis", "started_at", "finished_at", "exception",
-           "required_tools", "parameterised_actions", "must_ask", "transcript", "agent_steps",
-           "gates", "meta")
+           "patient_model", "judge_model", "started_at", "finished_at", "exception", "transcript",
+           "agent_steps", "gates", "meta")
 INTS = ("max_turns", "max_steps", "n_turns", "n_steps", "prompt_tokens", "completion_tokens",
         "cached_tokens")
-FLOATS = ("reward", "cost_usd")
-BOOLS = ("outcome_pass", "diagnosed", "sim_ok", "judge_ok")
+FLOATS = ("reward", "outcome_pass", "diagnosis", "required_tools", "parameterised_actions",
+          "must_ask", "cost_usd")
+BOOLS = ("diagnosed", "sim_ok", "judge_ok")
+COLUMNS = ("subset", "run", "trial_name", "task_id", "split", "task_dataset", "clinician_model",
+           "patient_model", "judge_model", "max_turns", "max_steps", "reward", "outcome_pass",
+           "diagnosis", "required_tools", "parameterised_actions", "must_ask", "n_turns", "n_steps",
+           "diagnosed", "sim_ok", "judge_ok", "prompt_tokens", "completion_tokens", "cached_tokens",
+           "cost_usd", "started_at", "finished_at", "exception", "transcript", "agent_steps",
+           "gates", "meta")
+"""The columns in the order of the hub's Parquet export."""
 
 
 def write_parquet(path: Path, n: int, seed: int = 0, steps: int = 30, chunk: int = 256) -> int:
-    """Write n episodes as Parquet (list fields as JSON strings); returns the size in bytes."""
+    """Write n episodes as Parquet, typed as the hub exports them (scores as
+    doubles, the JSON fields as strings); returns the size in bytes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([(k, pa.string()) for k in STRINGS] + [(k, pa.int64()) for k in INTS]
-                       + [(k, pa.float64()) for k in FLOATS] + [(k, pa.bool_()) for k in BOOLS])
+    types = {**dict.fromkeys(STRINGS, pa.string()), **dict.fromkeys(INTS, pa.int64()),
+             **dict.fromkeys(FLOATS, pa.float64()), **dict.fromkeys(BOOLS, pa.bool_())}
+    schema = pa.schema([(k, types[k]) for k in COLUMNS])
     with pq.ParquetWriter(path, schema) as writer:
         rows: list[dict[str, Any]] = []
         for row in episodes(n, seed, steps):
-            rows.append({**row, **{k: json.dumps(row[k]) for k in
-                                   ("required_tools", "parameterised_actions", "must_ask")}})
+            rows.append(row)
             if len(rows) == chunk:
                 writer.write_table(pa.Table.from_pylist(rows, schema=schema))
                 rows.clear()

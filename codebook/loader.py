@@ -36,6 +36,8 @@ class Label:
     """One invented example (never real patient text)."""
     shortcut: str | None = None
     """The single key that picks this label in the review screen."""
+    value: float | None = None
+    """The label's number on an interval scale (``scale = "interval"``), e.g. 1..7."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,23 @@ class Codebook:
     source: str = ""
     """File the codebook was loaded from."""
     extra: dict[str, Any] = field(default_factory=dict)
+    scale: str = ""
+    """nominal | ordinal | interval: how answers are compared (from ``scale``, else from
+    ``ordinal``). An interval scale is ordered and its labels carry numbers (``value``)."""
+    weights: tuple[tuple[float, ...], ...] | None = None
+    """Agreement weights a codebook may define (a K x K table in label order: 1 on the
+    diagonal, partial credit off it) for weighted kappa and Gwet's AC2."""
+
+    def __post_init__(self) -> None:
+        if not self.scale:
+            object.__setattr__(self, "scale", "ordinal" if self.ordinal else "nominal")
+
+    @property
+    def values(self) -> tuple[float, ...] | None:
+        """The labels' numbers, in label order, on an interval scale (else None)."""
+        if self.scale != "interval":
+            return None
+        return tuple(float(label.value) for label in self.labels)
 
     @property
     def codes(self) -> list[str]:
@@ -113,9 +132,13 @@ class Codebook:
                     "definition": lb.definition,
                     "rules": list(lb.rules),
                     "example": lb.example,
+                    **({"value": lb.value} if lb.value is not None else {}),
                 }
                 for lb in self.labels
             ],
+            **({"scale": self.scale} if self.scale != ("ordinal" if self.ordinal
+                                                        else "nominal") else {}),
+            **({"weights": [list(r) for r in self.weights]} if self.weights else {}),
             "questions": [
                 {"key": q.key, "applies_to": q.applies_to, "text": q.text} for q in self.questions
             ],
@@ -174,6 +197,9 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
                 if shortcut in seen_keys:
                     raise CodebookError(f"{where}.shortcut: {shortcut!r} is used twice")
                 seen_keys.add(shortcut)
+            value = raw.get("value")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise CodebookError(f"{where}.value: expected a number, got {value!r}")
             labels.append(
                 Label(
                     code=code,
@@ -182,10 +208,14 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
                     rules=tuple(rules),
                     example=_req(raw, "example", where) if kind == "labelset" else raw.get("example", ""),
                     shortcut=shortcut,
+                    value=float(value) if value is not None else None,
                 )
             )
         if len(labels) < 2:
             raise CodebookError("labels: a codebook needs at least two labels")
+        scale = _scale(data, ordinal, labels)
+        ordinal = ordinal or scale in ("ordinal", "interval")
+        weights = _weights(data.get("weights"), len(labels))
         questions = []
         for i, raw in enumerate(data.get("questions", [])):
             where = f"questions[{i}]"
@@ -196,7 +226,8 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
                 )
             questions.append(QuestionSpec(_req(raw, "key", where), applies_to, _req(raw, "text", where)))
         _check_severity(data.get("severity"))
-        known = {"key", "version", "title", "kind", "ordinal", "description", "labels", "questions"}
+        known = {"key", "version", "title", "kind", "ordinal", "description", "labels", "questions",
+                 "scale", "weights"}
         return Codebook(
             key=key,
             version=version,
@@ -208,9 +239,67 @@ def parse_codebook(data: dict[str, Any], source: str = "<codebook>") -> Codebook
             questions=tuple(questions),
             source=source,
             extra={k: v for k, v in data.items() if k not in known},
+            scale=scale,
+            weights=weights,
         )
     except CodebookError as exc:
         raise CodebookError(f"{source}: {exc}") from None
+
+
+SCALES = ("nominal", "ordinal", "interval")
+
+
+def _scale(data: dict[str, Any], ordinal: bool, labels: list[Label]) -> str:
+    """The optional `scale`: nominal, ordinal (a scale of any length: 5- or 7-point) or
+    interval (ordered labels with a number each, increasing in label order)."""
+    scale = data.get("scale")
+    if scale is None:
+        if any(label.value is not None for label in labels):
+            raise CodebookError('labels: a label has a value, but the codebook is not '
+                                'scale = "interval"')
+        return "ordinal" if ordinal else "nominal"
+    if scale not in SCALES:
+        raise CodebookError(f"scale: expected one of {', '.join(SCALES)}, got {scale!r}")
+    if scale == "nominal" and ordinal:
+        raise CodebookError('scale: "nominal" contradicts ordinal = true')
+    if scale == "interval":
+        missing = [i for i, label in enumerate(labels) if label.value is None]
+        if missing:
+            raise CodebookError(f"labels[{missing[0]}].value: an interval scale needs a number "
+                                "for every label")
+        values = [label.value for label in labels]
+        if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+            raise CodebookError("labels: on an interval scale the values must increase in "
+                                f"label order, got {values}")
+    elif any(label.value is not None for label in labels):
+        raise CodebookError(f'labels: values are for scale = "interval", not {scale!r}')
+    return scale
+
+
+def _weights(raw: Any, k: int) -> tuple[tuple[float, ...], ...] | None:
+    """Optional agreement `weights`: k rows of k numbers from 0 to 1, in label order,
+    1 on the diagonal, symmetric."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != k:
+        raise CodebookError(f"weights: expected {k} rows (one per label), got {raw!r}")
+    rows = []
+    for i, row in enumerate(raw):
+        if (not isinstance(row, list) or len(row) != k
+                or any(isinstance(x, bool) or not isinstance(x, int | float) for x in row)):
+            raise CodebookError(f"weights[{i}]: expected {k} numbers, got {row!r}")
+        if any(not 0 <= x <= 1 for x in row):
+            raise CodebookError(f"weights[{i}]: every weight is from 0 to 1, got {row!r}")
+        if row[i] != 1:
+            raise CodebookError(f"weights[{i}][{i}]: a label agrees fully with itself: "
+                                f"expected 1, got {row[i]!r}")
+        rows.append(tuple(float(x) for x in row))
+    for i in range(k):
+        for j in range(k):
+            if rows[i][j] != rows[j][i]:
+                raise CodebookError(f"weights[{i}][{j}]: the table must be symmetric "
+                                    f"({rows[i][j]} vs weights[{j}][{i}] {rows[j][i]})")
+    return tuple(rows)
 
 
 def _check_severity(levels: Any) -> None:

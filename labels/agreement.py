@@ -28,16 +28,23 @@ them in the tests.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import krippendorff
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
+from labels.intervals import (
+    CONFIDENCE,
+    bootstrap_ci,
+    degenerate_note,
+    small_n_note,
+    wilson_interval,
+)
+
 LEVELS = ("nominal", "ordinal", "interval", "binary")
 MIN_UNITS = 2
-CONFIDENCE = 0.95
 _TOL = 1e-12
 
 
@@ -63,19 +70,31 @@ class Coefficient:
     """Why ``value`` is None, in words."""
     note: str | None = None
     """Anything the reader should know (units left out, method caveats)."""
+    analytic_method: str | None = None
+    """What ``analytic_ci`` is: "Wilson score", "Fleiss, Cohen & Everitt SE", ..."""
+    resampled: str = "units"
+    """What the bootstrap resampled: "units", or "cases" (clusters of correlated units)."""
+    clusters: int | None = None
+    """Cases resampled, when ``resampled`` is "cases"."""
+    resamples_dropped: float | None = None
+    """Share of bootstrap resamples where the statistic was undefined (left out)."""
+    warnings: tuple[str, ...] = ()
+    """When the interval means little, in words: no width, too few units, resamples
+    dropped (see :func:`interval_warnings`)."""
 
-
-@dataclass(frozen=True)
-class BootstrapInterval:
-    """A percentile bootstrap interval and how many replicates it rests on."""
-
-    low: float | None
-    high: float | None
-    replicates: int
-    """Replicates drawn."""
-    undefined_replicates: int
-    """Replicates where the statistic was undefined (left out of the percentiles)."""
-    note: str | None = None
+    def shown_interval(self) -> tuple[float | None, float | None, str]:
+        """The interval to quote and what it is: Wilson's where it exists (a share of
+        independent units); else the bootstrap's (over cases where units are clustered:
+        Wilson's would take correlated units as independent); the closed form where the
+        bootstrap has no width."""
+        if (self.analytic_ci and self.analytic_method == "Wilson score"
+                and self.resampled == "units"):
+            return (*self.analytic_ci, "Wilson score")
+        if (self.analytic_ci and self.ci_low is not None and self.ci_high is not None
+                and self.ci_high - self.ci_low <= 1e-12):
+            return (*self.analytic_ci, self.analytic_method or "analytic")
+        how = "bootstrap over cases" if self.resampled == "cases" else "bootstrap"
+        return self.ci_low, self.ci_high, how
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,15 @@ def _complete_pairs(
     return codes[both, 0], codes[both, 1], np.flatnonzero(~both).tolist()
 
 
+def _kept(clusters, n: int, skipped: list[int]):
+    """The cluster ids of the units not skipped."""
+    if clusters is None:
+        return None
+    keep = np.ones(n, dtype=bool)
+    keep[skipped] = False
+    return _sub(clusters, keep)
+
+
 def agreement_weights(k: int, weights: str | None) -> np.ndarray:
     """Agreement weights on category ranks: 1 on the diagonal, falling with distance.
 
@@ -181,6 +209,12 @@ def agreement_weights(k: int, weights: str | None) -> np.ndarray:
     """
     if weights is None:
         return np.eye(k)
+    if not isinstance(weights, str):  # a codebook's own table (codebook.loader checks it)
+        table = np.asarray(weights, dtype=float)
+        if table.shape != (k, k):
+            raise ValueError(f"a weights table for {k} categories is {k} x {k}, not "
+                             f"{' x '.join(map(str, table.shape))}")
+        return table
     if k < 2:
         return np.ones((k, k))
     dist = np.abs(np.subtract.outer(np.arange(k), np.arange(k))) / (k - 1)
@@ -192,59 +226,6 @@ def agreement_weights(k: int, weights: str | None) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ bootstrap
-
-
-def bootstrap_ci(
-    statistic: Callable[[np.ndarray], np.ndarray],
-    unit_tables,
-    n_boot: int = 1000,
-    seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> BootstrapInterval:
-    """Percentile bootstrap interval of a statistic, resampling units with replacement.
-
-    ``unit_tables`` holds each unit's additive contribution to the statistic's
-    sufficient table, shape (units, ...). ``statistic`` maps a batch of summed
-    tables, shape (B, ...), to B values, NaN where undefined.
-
-    Speed: a resample's table is the sum of its units' tables, which depends only
-    on how many copies of each *distinct* unit table were drawn. Those counts are
-    multinomial(n, frequencies), so we draw them directly and take one matrix
-    product per batch of replicates: no Python loop over units or replicates.
-    """
-    tables = np.asarray(unit_tables, dtype=float)
-    n = tables.shape[0] if tables.ndim else 0
-    if n == 0 or n_boot < 1:
-        return BootstrapInterval(None, None, 0, 0, "no units to resample" if n == 0 else None)
-    flat = tables.reshape(n, -1)
-    distinct, inverse = np.unique(flat, axis=0, return_inverse=True)
-    freq = np.bincount(inverse.ravel(), minlength=len(distinct)) / n
-    rng = np.random.default_rng(seed)
-    batch = max(1, min(n_boot, 4_000_000 // len(distinct)))  # bound memory of the draws
-    values = []
-    for start in range(0, n_boot, batch):
-        draws = rng.multinomial(n, freq, size=min(batch, n_boot - start))
-        totals = (draws @ distinct).reshape((len(draws),) + tables.shape[1:])
-        values.append(np.asarray(statistic(totals), dtype=float))
-    vals = np.concatenate(values)
-    ok = np.isfinite(vals)
-    undefined = int((~ok).sum())
-    if ok.sum() < n_boot / 2:
-        return BootstrapInterval(
-            None,
-            None,
-            n_boot,
-            undefined,
-            f"{undefined} of {n_boot} bootstrap resamples were undefined; no interval",
-        )
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(vals[ok], [tail, 1 - tail])
-    note = (
-        f"{undefined} of {n_boot} bootstrap resamples were undefined and left out"
-        if undefined
-        else None
-    )
-    return BootstrapInterval(float(low), float(high), n_boot, undefined, note)
 
 
 def _result(
@@ -260,27 +241,52 @@ def _result(
     n_boot=1000,
     seed=0,
     value=None,
+    clusters=None,
+    analytic_method=None,
 ) -> Coefficient:
-    """Point estimate from the summed tables (unless given), plus the bootstrap interval."""
+    """Point estimate from the summed tables (unless given), plus the bootstrap interval
+    (over ``clusters`` of units when given: one id per row of ``tables``)."""
     tables = np.asarray(tables, dtype=float)
     point = float(statistic(tables.sum(axis=0)[None])[0])
     if not np.isfinite(point):
         reason = reason_fn(tables.sum(axis=0)) if reason_fn else "the statistic is undefined"
         return Coefficient(name, key, None, n, undefined_reason=reason, note=note)
-    boot = bootstrap_ci(statistic, tables, n_boot=n_boot, seed=seed)
+    clustered = clusters is not None and len(set(clusters)) < len(clusters)
+    boot = bootstrap_ci(statistic, tables, n_boot=n_boot, seed=seed,
+                        clusters=list(clusters) if clustered else None)
     notes = "; ".join(x for x in (note, boot.note) if x) or None
     if callable(analytic):  # intervals that need the estimate are computed here
         analytic = analytic(point)
+    value = point if value is None else value
+    groups = len(set(clusters)) if clustered else None
     return Coefficient(
         name=name,
         key=key,
-        value=point if value is None else value,
+        value=value,
         n=n,
         ci_low=boot.low,
         ci_high=boot.high,
         analytic_ci=analytic,
         note=notes,
+        analytic_method=analytic_method if analytic else None,
+        resampled="cases" if clustered else "units",
+        clusters=groups,
+        resamples_dropped=boot.dropped_share,
+        warnings=interval_warnings(value, boot.low, boot.high, n, groups,
+                                   boot.dropped_share),
     )
+
+
+def interval_warnings(value, low, high, n: int, clusters: int | None = None,
+                      dropped: float | None = None) -> tuple[str, ...]:
+    """What makes an interval mean little, in words: no width, too few units (or cases),
+    resamples where the statistic was undefined."""
+    out = [w for w in (degenerate_note(low, high, value),
+                       small_n_note(clusters if clusters else n,
+                                    "cases" if clusters else "units")) if w]
+    if dropped:
+        out.append(f"{dropped:.1%} of the bootstrap resamples were undefined and left out")
+    return tuple(out)
 
 
 def _undefined(key, name, n, reason, note=None) -> Coefficient:
@@ -320,30 +326,27 @@ def _pairwise_unit_agreement(counts: np.ndarray) -> np.ndarray:
     return (counts * (counts - 1)).sum(axis=1) / (m * (m - 1))
 
 
-def _wilson(successes: float, n: int) -> tuple[float, float]:
-    """Wilson score 95% interval for a binomial proportion."""
-    z = float(ndtri(1 - (1 - CONFIDENCE) / 2))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (float(centre - half), float(centre + half))
+def _sub(clusters, keep):
+    """The cluster ids of the rows kept (None stays None)."""
+    return None if clusters is None else np.asarray(clusters, dtype=object)[keep]
 
 
 def _agreement_parts(codes, k):
     counts = _counts(codes, k)
-    counts = counts[counts.sum(axis=1) >= 2]
+    keep = counts.sum(axis=1) >= 2
+    counts = counts[keep]
     pa = _pairwise_unit_agreement(counts) if len(counts) else np.zeros(0)
-    return counts, np.column_stack([pa, np.ones(len(pa))])
+    return counts, np.column_stack([pa, np.ones(len(pa))]), keep
 
 
-def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
+def _percent(codes, k, n_boot, seed, note=None, clusters=None) -> Coefficient:
     key, name = "percent_agreement", "Percent agreement"
-    counts, tables = _agreement_parts(codes, k)
+    counts, tables, keep = _agreement_parts(codes, k)
     if len(counts) == 0:
         return _undefined(key, name, 0, "no unit was rated by two or more raters")
     analytic = None
     if (counts.sum(axis=1) == 2).all():  # two ratings a unit: a binomial proportion
-        analytic = _wilson(tables[:, 0].sum(), len(counts))
+        analytic = wilson_interval(tables[:, 0].sum(), len(counts))
     if not analytic:
         note = "; ".join(x for x in (note, "mean share of agreeing rater pairs per unit") if x)
     return _result(
@@ -356,25 +359,38 @@ def _percent(codes, k, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Wilson score",
     )
 
 
-def percent_agreement(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def percent_agreement_batch(t: np.ndarray) -> np.ndarray:
+    """Percent agreement of each K x K two-rater table in a batch (the share of units on
+    the diagonal); NaN for an empty table. For two raters this is what
+    :func:`percent_agreement` computes."""
+    n = t.sum(axis=(1, 2))
+    return np.where(n > 0, np.trace(t, axis1=1, axis2=2) / np.where(n > 0, n, 1), np.nan)
+
+
+def percent_agreement(ratings, categories, *, n_boot=1000, seed=0,
+                      clusters=None) -> Coefficient:
     """Observed agreement: over units with >= 2 ratings, the mean share of rater pairs
-    that chose the same category (for two raters: the share of units they agree on)."""
-    return _percent(_encode(ratings, categories), len(categories), n_boot, seed)
+    that chose the same category (for two raters: the share of units they agree on).
+    ``clusters``: one id per unit (its case); the bootstrap then resamples whole cases."""
+    return _percent(_encode(ratings, categories), len(categories), n_boot, seed,
+                    clusters=clusters)
 
 
-def _pabak(codes, k, n_boot, seed, note=None) -> Coefficient:
+def _pabak(codes, k, n_boot, seed, note=None, clusters=None) -> Coefficient:
     key, name = "pabak", "PABAK (prevalence- and bias-adjusted kappa)"
-    counts, tables = _agreement_parts(codes, k)
+    counts, tables, keep = _agreement_parts(codes, k)
     if k < 2:
         return _undefined(key, name, len(counts), "the codebook lists fewer than two categories")
     if len(counts) == 0:
         return _undefined(key, name, 0, "no unit was rated by two or more raters")
     analytic = None
     if (counts.sum(axis=1) == 2).all():
-        lo, hi = _wilson(tables[:, 0].sum(), len(counts))
+        lo, hi = wilson_interval(tables[:, 0].sum(), len(counts))
         analytic = ((k * lo - 1) / (k - 1), (k * hi - 1) / (k - 1))
     return _result(
         key,
@@ -386,21 +402,27 @@ def _pabak(codes, k, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Wilson score",
     )
 
 
-def pabak(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def pabak(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """PABAK = (q * p_o - 1) / (q - 1), with p_o the percent agreement and q the number of
     categories; for a binary question 2 * p_o - 1 (Byrt, Bishop & Carlin 1993). For more
     categories or raters this is Brennan & Prediger's (1981) free-marginal kappa."""
-    return _pabak(_encode(ratings, categories), len(categories), n_boot, seed)
+    return _pabak(_encode(ratings, categories), len(categories), n_boot, seed,
+                  clusters=clusters)
 
 
 # ------------------------------------------------------------- Cohen's kappa
 
 
-def _kappa_batch(t: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Cohen's (weighted) kappa of each K x K table in a batch: (p_o - p_e) / (1 - p_e)."""
+def cohen_kappa_batch(t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cohen's (weighted) kappa of each K x K table in a batch (rater A rows, rater B
+    columns): (p_o - p_e) / (1 - p_e), ``w`` the agreement weights
+    (:func:`agreement_weights`); NaN where undefined. The statistic
+    :func:`cohen_kappa` resamples, public for paired comparisons."""
     n = t.sum(axis=(1, 2))
     p = t / np.where(n > 0, n, 1)[:, None, None]
     row, col = p.sum(axis=2), p.sum(axis=1)
@@ -422,10 +444,19 @@ def _kappa_se(table: np.ndarray, w: np.ndarray, kappa: float) -> float:
     return math.sqrt(max(var, 0.0))
 
 
-def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
+def _weighting(weights) -> str | None:
+    """How a weighting is named in a key: None, "linear", "quadratic" or "codebook"."""
+    if weights is None or isinstance(weights, str):
+        return weights
+    return "codebook"
+
+
+def _cohen(ca, cb, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     k = len(categories)
-    key = "cohen_kappa" + (f"_{weights}" if weights else "")
-    name = "Cohen's kappa" + (f" ({weights})" if weights else "")
+    named = _weighting(weights)
+    key = "cohen_kappa" + (f"_{named}" if named else "")
+    name = "Cohen's kappa" + (f" ({named} weights)" if named == "codebook"
+                              else f" ({named})" if named else "")
     w = agreement_weights(k, weights)
     reason = _too_few(len(ca), "both raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
@@ -450,7 +481,7 @@ def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
     return _result(
         key,
         name,
-        lambda t: _kappa_batch(t, w),
+        lambda t: cohen_kappa_batch(t, w),
         tables,
         len(ca),
         reason_fn=why,
@@ -458,11 +489,14 @@ def _cohen(ca, cb, categories, weights, n_boot, seed, note=None) -> Coefficient:
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=clusters,
+        analytic_method="Fleiss, Cohen & Everitt standard error",
     )
 
 
 def cohen_kappa(
-    a: Sequence, b: Sequence, categories, weights: str | None = None, *, n_boot=1000, seed=0
+    a: Sequence, b: Sequence, categories, weights: str | None = None, *, n_boot=1000, seed=0,
+    clusters=None,
 ) -> Coefficient:
     """Cohen's kappa (1960) between two raters, or weighted kappa (Cohen 1968) with
     ``weights`` "linear" or "quadratic": kappa = 1 - sum(d * O) / sum(d * E), d the
@@ -473,7 +507,8 @@ def cohen_kappa(
     Own implementation: sklearn is a test-only dependency (parity is tested)."""
     ca, cb, skipped = _complete_pairs(a, b, categories)
     note = f"{_units(len(skipped))} with a missing rating skipped" if skipped else None
-    return _cohen(ca, cb, list(categories), weights, n_boot, seed, note)
+    return _cohen(ca, cb, list(categories), weights, n_boot, seed, note,
+                  clusters=_kept(clusters, len(a), skipped))
 
 
 # --------------------------------------------------- Fleiss and Gwet (Gwet 2014)
@@ -487,14 +522,15 @@ def _chance_tables(counts: np.ndarray, w: np.ndarray):
     1. Summed: p_a = col0 / col1 and the prevalence pi_k = col(2+k) / col(-1).
     """
     r = counts.sum(axis=1)
-    counts, r = counts[r >= 1], r[r >= 1]
+    keep = r >= 1
+    counts, r = counts[keep], r[keep]
     pair = r >= 2
     weighted = counts @ w.T  # r*_ik = sum_l w_kl r_il
     pa_i = np.where(
         pair, (counts * (weighted - 1)).sum(axis=1) / np.where(pair, r * (r - 1), 1), 0.0
     )
     share = counts / r[:, None] if len(r) else np.zeros((0, counts.shape[1]))
-    return counts, np.column_stack([pa_i, pair, share, np.ones(len(r))])
+    return counts, np.column_stack([pa_i, pair, share, np.ones(len(r))]), keep
 
 
 def _pe(pi: np.ndarray, w: np.ndarray, kind: str) -> np.ndarray:
@@ -537,9 +573,10 @@ def _linearised_ci(counts, tables, w, kind, value) -> tuple[float, float]:
     return _clip(value - half, value + half)
 
 
-def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=None):
+def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=None,
+                      clusters=None):
     k = len(categories)
-    counts, tables = _chance_tables(_counts(codes, k), w)
+    counts, tables, keep = _chance_tables(_counts(codes, k), w)
     n2 = int(tables[:, 1].sum())
     reason = _too_few(n2, "two or more raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
@@ -568,27 +605,32 @@ def _chance_corrected(codes, categories, w, kind, key, name, n_boot, seed, note=
         note=note,
         n_boot=n_boot,
         seed=seed,
+        clusters=_sub(clusters, keep),
+        analytic_method="Gwet's linearised variance",
     )
 
 
-def _fleiss(codes, categories, n_boot, seed, note=None) -> Coefficient:
+def _fleiss(codes, categories, n_boot, seed, note=None, clusters=None) -> Coefficient:
     w = np.eye(len(categories))
     return _chance_corrected(
-        codes, categories, w, "fleiss", "fleiss_kappa", "Fleiss' kappa", n_boot, seed, note
+        codes, categories, w, "fleiss", "fleiss_kappa", "Fleiss' kappa", n_boot, seed, note,
+        clusters=clusters,
     )
 
 
-def _ac(codes, categories, weights, n_boot, seed, note=None) -> Coefficient:
+def _ac(codes, categories, weights, n_boot, seed, note=None, clusters=None) -> Coefficient:
     w = agreement_weights(len(categories), weights)
+    named = _weighting(weights)
     key, name = (
         ("gwet_ac1", "Gwet's AC1")
         if weights is None
-        else (f"gwet_ac2_{weights}", f"Gwet's AC2 ({weights})")
+        else (f"gwet_ac2_{named}", f"Gwet's AC2 ({named}{' weights' if named == 'codebook' else ''})")
     )
-    return _chance_corrected(codes, categories, w, "gwet", key, name, n_boot, seed, note)
+    return _chance_corrected(codes, categories, w, "gwet", key, name, n_boot, seed, note,
+                             clusters=clusters)
 
 
-def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """Fleiss' kappa (1971) for any number of raters: (P_a - P_e) / (1 - P_e), P_a the mean
     share of agreeing rater pairs per unit, P_e = sum_k pi_k^2. Missing ratings are allowed
     as in Gwet (2014): P_a over units with >= 2 ratings, pi_k the mean over rated units of
@@ -597,28 +639,31 @@ def fleiss_kappa(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
 
     Own implementation: statsmodels is a test-only dependency and has no missing-rating
     handling or standard error (parity is tested on complete data)."""
-    return _fleiss(_encode(ratings, categories), list(categories), n_boot, seed)
+    return _fleiss(_encode(ratings, categories), list(categories), n_boot, seed,
+                   clusters=clusters)
 
 
-def gwet_ac1(ratings, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def gwet_ac1(ratings, categories, *, n_boot=1000, seed=0, clusters=None) -> Coefficient:
     """Gwet's AC1 (Gwet 2008): (P_a - P_e) / (1 - P_e) with P_e = sum_k pi_k (1 - pi_k) / (q - 1).
     Stays stable when one category dominates (the kappa paradox); perfect agreement on one
     category gives 1. Missing ratings allowed (Gwet 2014). ``analytic_ci``: Gwet's
     linearised variance. Own implementation: the one Python port (irrCAC) is pandas-bound,
     computes one table per call (too slow to bootstrap) and is not a dependency here;
     checked against Gwet's published values in the tests."""
-    return _ac(_encode(ratings, categories), list(categories), None, n_boot, seed)
+    return _ac(_encode(ratings, categories), list(categories), None, n_boot, seed,
+               clusters=clusters)
 
 
 def gwet_ac2(
-    ratings, categories, weights: str = "quadratic", *, n_boot=1000, seed=0
+    ratings, categories, weights: str = "quadratic", *, n_boot=1000, seed=0, clusters=None
 ) -> Coefficient:
     """Gwet's AC2: AC1 with agreement weights for ordered categories (Gwet 2014, ch. 3):
     P_a counts partial agreement r*_ik = sum_l w_kl r_il, and
     P_e = T_w / (q(q-1)) * sum_k pi_k (1 - pi_k), T_w the sum of all weights."""
-    if weights not in ("linear", "quadratic"):
-        raise ValueError(f"AC2 weights must be 'linear' or 'quadratic', not {weights!r}")
-    return _ac(_encode(ratings, categories), list(categories), weights, n_boot, seed)
+    if isinstance(weights, str) and weights not in ("linear", "quadratic"):
+        raise ValueError(f"AC2 weights must be 'linear', 'quadratic' or a table, not {weights!r}")
+    return _ac(_encode(ratings, categories), list(categories), weights, n_boot, seed,
+               clusters=clusters)
 
 
 # -------------------------------------------------------- Krippendorff's alpha
@@ -654,7 +699,8 @@ def _alpha_batch(o: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
     return np.where(ok, 1 - (n - 1) * observed / np.where(ok, expected, 1), np.nan)
 
 
-def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
+def _alpha(codes, categories, level, n_boot, seed, note=None, clusters=None,
+           values=None) -> Coefficient:
     level = "nominal" if level == "binary" else level
     if level not in ("nominal", "ordinal", "interval"):
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -662,15 +708,19 @@ def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
     key, name = f"krippendorff_alpha_{level}", f"Krippendorff's alpha ({level})"
     counts = _counts(codes, k)
     m = counts.sum(axis=1)
-    counts, m = counts[m >= 2], m[m >= 2]
+    keep = m >= 2
+    counts, m = counts[keep], m[keep]
     reason = _too_few(len(counts), "two or more raters") or (
         "the codebook lists fewer than two categories" if k < 2 else None
     )
     if reason:
         return _undefined(key, name, len(counts), reason, note)
-    values, value_note = (
-        _interval_values(categories) if level == "interval" else (np.arange(k), None)
-    )
+    if level == "interval" and values is not None:
+        values, value_note = np.asarray(values, dtype=float), None
+    else:
+        values, value_note = (
+            _interval_values(categories) if level == "interval" else (np.arange(k), None)
+        )
     note = "; ".join(x for x in (note, value_note) if x) or None
     # Per-unit coincidences (Krippendorff 2011): (n_uc n_uk - [c=k] n_uc) / (m_u - 1).
     pairs = counts[:, :, None] * counts[:, None, :] - np.eye(k) * counts[:, None, :]
@@ -701,16 +751,18 @@ def _alpha(codes, categories, level, n_boot, seed, note=None) -> Coefficient:
         n_boot=n_boot,
         seed=seed,
         value=value,
+        clusters=_sub(clusters, keep),
     )
 
 
 def krippendorff_alpha(
-    ratings, categories, level: str = "nominal", *, n_boot=1000, seed=0
+    ratings, categories, level: str = "nominal", *, n_boot=1000, seed=0, clusters=None
 ) -> Coefficient:
     """Krippendorff's alpha (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability")
     at the nominal, ordinal (rank-based metric) or interval level, any number of raters,
     missing ratings allowed. Interval uses the category values if numeric, else ranks."""
-    return _alpha(_encode(ratings, categories), list(categories), level, n_boot, seed)
+    return _alpha(_encode(ratings, categories), list(categories), level, n_boot, seed,
+                  clusters=clusters)
 
 
 # ----------------------------------------------------- confusion matrix and F1
@@ -756,17 +808,28 @@ def class_scores(a: Sequence, b: Sequence, categories) -> list[ClassScore]:
     return scores
 
 
-def _macro_f1_batch(t: np.ndarray) -> np.ndarray:
-    """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro"))."""
+def f1_per_category_batch(t: np.ndarray) -> np.ndarray:
+    """F1 of each category in each K x K table of a batch (rater A rows as the
+    reference, rater B columns): 2TP / (support + predicted); NaN for a category
+    neither rater used. The one F1 formula: macro-F1 here and HealthBench's variant
+    (``labels.healthbench_meta.healthbench_macro_f1_batch``) both average it."""
     tp = np.diagonal(t, axis1=1, axis2=2)
     denom = t.sum(axis=2) + t.sum(axis=1)
     present = denom > 0
-    f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
-    used = present.sum(axis=1)
-    return np.where(used > 0, f1.sum(axis=1) / np.where(used > 0, used, 1), np.nan)
+    return np.where(present, 2 * tp / np.where(present, denom, 1), np.nan)
 
 
-def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Coefficient:
+def macro_f1_batch(t: np.ndarray) -> np.ndarray:
+    """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro")),
+    for each K x K table of a batch; NaN when no category was used."""
+    f1 = f1_per_category_batch(t)
+    used = np.isfinite(f1).sum(axis=1)
+    total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
+    return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
+
+
+def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0,
+             clusters=None) -> Coefficient:
     """Macro-F1 of rater B against rater A as the reference: the unweighted mean of
     per-category F1 over the categories either rater used."""
     key, name = "macro_f1", "Macro-F1 (rater A as reference)"
@@ -778,13 +841,15 @@ def macro_f1(a: Sequence, b: Sequence, categories, *, n_boot=1000, seed=0) -> Co
     k = len(categories)
     tables = np.zeros((len(ca), k, k))
     tables[np.arange(len(ca)), ca, cb] = 1
-    return _result(key, name, _macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot, seed=seed)
+    return _result(key, name, macro_f1_batch, tables, len(ca), note=note, n_boot=n_boot,
+                   seed=seed, clusters=_kept(clusters, len(a), skipped))
 
 
 # ------------------------------------------------------------ the whole table
 
 
-def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> list[Coefficient]:
+def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0,
+                    clusters=None, values=None, weights=None) -> list[Coefficient]:
     """The statistics that suit the data type, all with seeded bootstrap intervals:
 
     - nominal: percent agreement, Cohen's kappa (2 raters) or Fleiss' kappa (more),
@@ -796,7 +861,11 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> 
 
     With exactly two raters, only the units both answered are used, so every
     coefficient describes the same units. The same seed resamples the same units
-    for every coefficient.
+    for every coefficient; with ``clusters`` (one id per unit, e.g. its case) the
+    bootstrap resamples whole clusters. A codebook's scale adds to them: ``values`` (the
+    categories' numbers on an interval scale) Krippendorff's alpha (interval) on those
+    numbers; ``weights`` (its own K x K agreement table) weighted kappa and Gwet's AC2 with
+    those weights.
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
@@ -810,22 +879,29 @@ def agreement_table(ratings, categories, level: str, *, n_boot=1000, seed=0) -> 
         if not both.all():
             note = f"{_units(int((~both).sum()))} answered by only one of the two raters left out"
         codes = codes[both]
-    k, args = len(categories), dict(n_boot=n_boot, seed=seed, note=note)
+        clusters = _sub(clusters, both)
+    k = len(categories)
+    args = dict(n_boot=n_boot, seed=seed, note=note, clusters=clusters)
     out = [_percent(codes, k, **args)]
     if level == "interval":
-        return out + [_alpha(codes, categories, "interval", **args)]
+        return out + [_alpha(codes, categories, "interval", values=values, **args)]
     if raters == 2:
         ca, cb = codes[:, 0], codes[:, 1]
         weightings = (None, "linear", "quadratic") if level == "ordinal" else (None,)
+        weightings += (weights,) if weights is not None else ()
         out += [_cohen(ca, cb, categories, w, **args) for w in weightings]
     else:
         out.append(_fleiss(codes, categories, **args))
     out.append(_alpha(codes, categories, "nominal", **args))
     if level == "ordinal":
         out.append(_alpha(codes, categories, "ordinal", **args))
+    if values is not None:
+        out.append(_alpha(codes, categories, "interval", values=values, **args))
     out.append(_ac(codes, categories, None, **args))
     if level == "ordinal":
         out.append(_ac(codes, categories, "quadratic", **args))
+    if weights is not None:
+        out.append(_ac(codes, categories, weights, **args))
     if level == "binary":
         out.append(_pabak(codes, k, **args))
     return out

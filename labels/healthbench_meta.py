@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from labels.agreement import bootstrap_ci
+from labels.agreement import f1_per_category_batch
+from labels.intervals import bootstrap_ci
 
 CLASSES = ("not met", "met")  # table index 0, 1
 
@@ -95,15 +96,18 @@ def meta_row(record: Mapping, grader_met: bool | None, tags: Iterable[str] = ())
 
 
 def _f1_by_class(t: np.ndarray) -> np.ndarray:
-    """F1 of "not met" and "met" for each (reference x prediction) 2x2 table; NaN when
-    the class was never predicted or never in the reference."""
-    tp = np.diagonal(t, axis1=1, axis2=2)
+    """F1 of "not met" and "met" for each (reference x prediction) 2x2 table, by
+    HealthBench's convention: NaN when the class was never predicted or never in the
+    reference (its precision or recall is undefined)."""
     ref, pred = t.sum(axis=2), t.sum(axis=1)
-    ok = (ref > 0) & (pred > 0)
-    return np.where(ok, 2 * tp / np.where(ok, ref + pred, 1), np.nan)
+    return np.where((ref > 0) & (pred > 0), f1_per_category_batch(t), np.nan)
 
 
-def _macro_f1(t: np.ndarray) -> np.ndarray:
+def healthbench_macro_f1_batch(t: np.ndarray) -> np.ndarray:
+    """HealthBench's macro-F1 of each (reference x prediction) 2x2 table of a batch: the
+    mean of the "met" and "not met" F1, undefined (NaN) when either class's F1 is, which
+    is stricter than :func:`labels.agreement.macro_f1_batch` (that one averages over the
+    classes either side used)."""
     return _f1_by_class(t).mean(axis=1)
 
 
@@ -133,7 +137,7 @@ def _score(rater: str, tables: list[np.ndarray], n_boot: int, seed: int, note=No
         return MetaScore(
             rater, None, f1_met, f1_not, n_pairs, len(tables), None, None, reason, note
         )
-    boot = bootstrap_ci(_macro_f1, tables, n_boot=n_boot, seed=seed)
+    boot = bootstrap_ci(healthbench_macro_f1_batch, tables, n_boot=n_boot, seed=seed)
     notes = "; ".join(x for x in (note, boot.note) if x) or None
     macro = (f1_met + f1_not) / 2
     return MetaScore(

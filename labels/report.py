@@ -41,7 +41,16 @@ from labels.compare.meta_eval import MetaEvalReport
 from labels.compare.pairs import ComparisonReport, PairwiseMatrix
 from labels.compare.questions import QuestionSet
 from labels.compare.stats import public_name
-from labels.compare.text import explain, interval, number, share_text, split_notes, with_ci
+from labels.compare.text import (
+    explain,
+    interval,
+    number,
+    paired_lines,
+    share_text,
+    split_notes,
+    with_ci,
+)
+from labels.provenance import Digest, provenance
 from store.spreadsheet import safe_cell
 
 Extra = MachineReport | TriageReport | AnchoringReport | MetaEvalReport | PairwiseMatrix
@@ -69,7 +78,17 @@ def coefficient_dict(c: Coefficient) -> dict[str, Any]:
         "analytic_ci_high": c.analytic_ci[1] if c.analytic_ci else None,
         "n": c.n,
         "note": c.undefined_reason if c.value is None else c.note,
+        "interval": _shown(c),
+        "resampled": c.resampled,
+        "clusters": c.clusters,
+        "resamples_dropped": c.resamples_dropped,
+        "warnings": list(c.warnings),
     }
+
+
+def _shown(c: Coefficient) -> dict[str, Any]:
+    low, high, how = c.shown_interval()
+    return {"low": low, "high": high, "method": how}
 
 
 def _question_set(qs: QuestionSet | None) -> dict[str, Any] | None:
@@ -81,13 +100,15 @@ def _question_set(qs: QuestionSet | None) -> dict[str, Any] | None:
 
 def plain(obj: Any) -> Any:
     """Dataclasses, dicts and lists as JSON-ready data (coefficients in the public shape,
-    question sets without their SQL)."""
+    question sets without their SQL; the data a report rests on is said once, in its
+    provenance)."""
     if isinstance(obj, Coefficient):
         return coefficient_dict(obj)
     if isinstance(obj, QuestionSet):
         return _question_set(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not isinstance(getattr(obj, f.name), Digest)}
     if isinstance(obj, dict):
         return {("" if k is None else str(k)): plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -95,6 +116,20 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         raise ValueError("a non-finite number reached the export; undefined values must be None")
     return obj
+
+
+def report_provenance(report: ComparisonReport | TriageReport, extras: Sequence[Extra] = (),
+                      **extra: Any) -> dict[str, Any]:
+    """The provenance of a report and its extra sections: the digest of every answer they
+    were computed from, the phase, the filters and the bootstrap's resamples and seed."""
+    digest = Digest()
+    for part in (report, *extras):
+        if isinstance(getattr(part, "data", None), Digest):
+            digest.update(part.data)
+    return provenance(digest, database_file=report.database_file, phase=report.filters.phase,
+                      filters=report.filters,
+                      bootstrap={"resamples": report.n_boot, "seed": report.seed,
+                                 "resampled": getattr(report, "resampled", "cases")}, **extra)
 
 
 def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[str, Any]:
@@ -120,6 +155,9 @@ def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[
         "coefficients": [coefficient_dict(c) for c in report.coefficients],
         "clinicians_ceiling": {"raters": report.ceiling_raters,
                                "coefficients": [coefficient_dict(c) for c in report.ceiling]},
+        "clinician_vs_others_majority": {
+            "pairs": report.like_with_like_pairs,
+            "coefficients": [coefficient_dict(c) for c in report.like_with_like]},
         "confusion": confusion,
         "class_scores": plain(report.class_scores),
         "disagreements": [{"item": d.unit.item_uid, "item_kind": d.unit.item_kind,
@@ -127,11 +165,13 @@ def report_dict(report: ComparisonReport, extras: Sequence[Extra] = ()) -> dict[
                            "a": d.a, "b": d.b} for d in report.disagreements],
         "breakdowns": plain(report.breakdowns),
         "notes": report.notes,
-        "bootstrap": {"resamples": report.n_boot, "seed": report.seed},
+        "bootstrap": {"resamples": report.n_boot, "seed": report.seed,
+                      "resampled": report.resampled, "clusters": report.clusters},
         "created_at": report.created_at,
     }
     for extra in extras:
         out.setdefault("sections", {})[SECTION_NAMES[type(extra)]] = plain(extra)
+    out["provenance"] = report_provenance(report, extras)
     return out
 
 
@@ -143,7 +183,9 @@ def report_json(report: ComparisonReport, extras: Sequence[Extra] = ()) -> str:
 def triage_json(report: TriageReport) -> str:
     """``carelens triage-metrics --json``: every labelling's metrics per model, the
     rankings, their rank correlations and each mapper's own triage against clinicians."""
-    return json.dumps(plain(report), indent=2, ensure_ascii=False, allow_nan=False)
+    out = plain(report)
+    out["provenance"] = report_provenance(report)
+    return json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 # -- CSV -----------------------------------------------------------------------
@@ -171,6 +213,8 @@ def report_csv(report: ComparisonReport) -> str:
         row("comparison", c, n_units=report.n_units)
     for c in report.ceiling:
         row("clinicians_ceiling", c, n_units=report.ceiling_units)
+    for c in report.like_with_like:
+        row("clinician_vs_others_majority", c, n_units=report.like_with_like_pairs)
     for bd in report.breakdowns:
         for r in bd.rows:
             row(f"by_{bd.by}", r.comparison, r.label, r.n_units)
@@ -228,9 +272,11 @@ def _coefficient_rows(report: ComparisonReport) -> list[list[Any]]:
     rows = []
     for c, note in zip(report.coefficients, notes, strict=True):
         ceiling = report.ceiling_for(c.key)
+        like = report.like_for(c.key)
         rows.append([c.name, number(c.value), interval(c.ci_low, c.ci_high),
                      interval(*c.analytic_ci) if c.analytic_ci else "—", c.n,
-                     number(ceiling.value) if ceiling else "", note])
+                     number(ceiling.value) if ceiling else "",
+                     number(like.value) if like else "", note])
     return rows
 
 
@@ -240,12 +286,13 @@ def _comparison_html(report: ComparisonReport, fig: _Figures) -> str:
         f"<h1>{_e(report.title)}</h1>",
         f"<p class='meta'>{_e(qs.title)} · {_e(qs.level)} labels · filters: "
         f"{_e(report.filters.describe())} · {report.n_units} units compared · "
-        f"{report.n_boot} bootstrap resamples over units (seed {report.seed}) · "
+        f"{report.n_boot} bootstrap resamples over {report.resampled} (seed {report.seed}) · "
         f"made {_e(report.created_at[:19].replace('T', ' '))} UTC</p>",
         "<h2>Coefficients</h2>",
         _table(["Coefficient", "Value", "95% CI (bootstrap)", "95% CI (analytic)", "n",
-                "Clinicians among themselves" if report.ceiling else "", "Note"],
-               _coefficient_rows(report), {1, 4, 5}),
+                "Clinicians among themselves" if report.ceiling else "",
+                "A clinician vs the others' majority" if report.like_with_like else "", "Note"],
+               _coefficient_rows(report), {1, 4, 5, 6}),
     ]
     parts += [f"<p class='note'>All coefficients: {_e(n)}</p>"
               for n in split_notes(report.coefficients)[0]]
@@ -305,21 +352,33 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
     parts = ["<h2>Triage metrics and the leaderboard</h2>"]
     if t.explanation:
         return parts[0] + f"<p>{_e(t.explanation)}</p>"
+    parts.append(f"<p class='meta'>{_e(t.filters.describe())}. "
+                 + ("Each model is scored on everything its reading covers (coverage beside)."
+                    if not t.common else "Common set: every labelling scores the same "
+                    "responses.") + "</p>")
     parts.append(fig(ranking_figure(t)))
     keys = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
             "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
     for x in t.labellings:
         rank = {r.model: r.rank for r in x.ranking}
-        parts.append(f"<h3>Responses {_e(x.name)} ({x.n_responses})</h3>")
+        parts.append(f"<h3>Responses {_e(x.name)} ({x.n_responses} scored)</h3>")
         parts.append(_table(
-            ["Model", "Rank", *[x.metrics[next(iter(x.metrics))][k].name for k in keys]]
+            ["Model", "Rank", *[x.metrics[next(iter(x.metrics))][k].name for k in keys],
+             "Coverage"]
             if x.metrics else ["Model"],
             [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
-              *[with_ci(c.value, c.ci_low, c.ci_high) for k in keys for c in [x.metrics[m][k]]]]
+              *[with_ci(c.value, c.ci_low, c.ci_high) for k in keys for c in [x.metrics[m][k]]],
+              x.coverage[m].words() if m in x.coverage else ""]
              for m in x.metrics],
             set(range(1, 10))))
+        for m, wrong in x.missing_as_wrong.items():
+            parts.append(f"<p class='note'>{_e(m)}, missing predictions counted against it: "
+                         + _e(", ".join(f"{v.name} {number(v.value)}" for v in wrong.values()))
+                         + "</p>")
+        if lines := paired_lines(x):
+            parts.append("<p>" + "<br>".join(_e(line) for line in lines) + "</p>")
         parts.append("<p class='note'>In brackets, each value's 95% interval: Wilson's for the "
-                     "shares, the percentile bootstrap for macro-F1.</p>")
+                     "shares, the percentile bootstrap (resampling cases) for macro-F1.</p>")
     if t.correlations:
         parts.append(_table(
             ["Labelling", "Spearman rho", "Kendall tau-b", "Same order", "Note"],
@@ -374,6 +433,13 @@ def _pairwise_html(pm: PairwiseMatrix, fig: _Figures) -> str:
     return f"<h2>Clinicians pairwise: {_e(pm.name)}</h2>" + fig(pairwise_figure(pm))
 
 
+def provenance_html(record: dict[str, Any]) -> str:
+    """The provenance object as the last section of an HTML report, escaped."""
+    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False)
+    return ("<h2>Provenance</h2><p class='note'>What these figures were computed from: "
+            f"{_e(record.get('phase_words'))}.</p><pre class='provenance'>{_e(text)}</pre>")
+
+
 SECTION_HTML = {
     MachineReport: _machines_html, TriageReport: _triage_html, AnchoringReport: _anchoring_html,
     MetaEvalReport: _meta_html, PairwiseMatrix: _pairwise_html,
@@ -385,6 +451,7 @@ def report_html(report: ComparisonReport, extras: Sequence[Extra] = ()) -> str:
     fig = _Figures()
     body = [_comparison_html(report, fig)]
     body += [SECTION_HTML[type(x)](x, fig) for x in extras]
+    body.append(provenance_html(report_provenance(report, extras)))
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"

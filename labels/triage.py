@@ -8,9 +8,10 @@ of truth at run time; ``CAREBENCH_ORDER`` is a copy for tests and examples.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+from labels.intervals import wilson_interval
 
 CAREBENCH_ORDER = (
     "0A_NO_ESCALATION_INFO_NEEDED",
@@ -104,26 +105,133 @@ def escalation_split(order: Sequence[str]) -> tuple[frozenset[str], str]:
     return frozenset(c for c in order if c.startswith("1")), order[-1]
 
 
-Z95 = 1.959963984540054
-"""The standard normal quantile for a two-sided 95% interval."""
+MISSING_RULES = ("left_out", "wrong")
+"""How a missing prediction (a failed generation, a prefix a submission gave no label)
+is scored. The CARE-Bench scorer's rule was not published (FORMATS.md), so both are
+reported: ``left_out`` scores the predicted prefixes only (coverage says how many
+were missed); ``wrong`` counts a missing prediction against the model (see
+:func:`triage_tables`)."""
+MISSING_SENSITIVE = ("macro_f1", "accuracy", "missed_care", "urgent_false_negative")
+"""The metrics the two rules differ on. A missing prediction is no escalation and no
+label: under ``wrong`` it is an error, a missed escalation and a missed urgent one.
+It is neither an over- nor an under-triage nor an unnecessary or urgent escalation,
+so those shares are taken of the predicted prefixes under both rules."""
+METRIC_NAMES = {
+    "macro_f1": "Macro-F1",
+    "accuracy": "Accuracy",
+    "over_triage": "Over-triage",
+    "under_triage": "Under-triage",
+    "missed_care": "Missed care",
+    "unnecessary_care": "Unnecessary care",
+    "urgent_false_negative": "Urgent false negative",
+    "false_urgent_escalation": "False urgent escalation",
+    "coverage": "Coverage (prefixes with a usable label)",
+}
 
 
-def wilson_interval(count: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson's score interval for count successes in n (None when n is 0)."""
-    if n <= 0:
-        return None
-    p = count / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+def triage_tables(gold: Sequence[str], predicted: Sequence[str | None],
+                  order: Sequence[str]):
+    """One (K x K+1) table per prefix: gold row, predicted column, the last column for a
+    missing prediction. Every metric is a function of the sum of such tables
+    (:func:`triage_metric_batch`), so a bootstrap or a paired comparison resamples them."""
+    import numpy as np
+
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+    order = list(order)
+    rank = {code: i for i, code in enumerate(order)}
+    for label in (*gold, *predicted):
+        if label is not None and label not in rank:
+            raise ValueError(f"{label!r} is not in the codebook order {order}")
+    if any(g is None for g in gold):
+        raise ValueError("every prefix needs a gold label")
+    k = len(order)
+    tables = np.zeros((len(gold), k, k + 1))
+    for i, (g, p) in enumerate(zip(gold, predicted, strict=True)):
+        tables[i, rank[g], k if p is None else rank[p]] = 1
+    return tables
 
 
-def _share(key, name, count, n, what) -> TriageMetric:
-    if n == 0:
-        return TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
-    low, high = wilson_interval(count, n)
-    return TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high)
+def _parts(key: str, t, order: Sequence[str], escalating: Collection[str] | None,
+           missing: str):
+    """(numerator, denominator) arrays of a share metric on summed tables (B x K x K+1)."""
+    import numpy as np
+
+    k = len(order)
+    esc_codes, urgent = escalation_split(list(order))
+    esc_codes = frozenset(escalating) if escalating is not None else esc_codes
+    esc = np.array([c in esc_codes for c in order])
+    urg = np.array([c == urgent for c in order])
+    said, gone = t[:, :, :k], t[:, :, k]
+    wrong = missing == "wrong"
+    i, j = np.indices((k, k))
+    diag = said[:, i == j].sum(axis=1)
+    n_said = said.sum(axis=(1, 2))
+    n_all = n_said + gone.sum(axis=1)
+    if key == "accuracy":
+        return diag, n_all if wrong else n_said
+    if key == "over_triage":
+        return said[:, j > i].sum(axis=1), n_said
+    if key == "under_triage":
+        return said[:, j < i].sum(axis=1), n_said
+    if key == "missed_care":
+        count = said[:, esc[i] & ~esc[j]].sum(axis=1) + (gone[:, esc].sum(axis=1) if wrong else 0)
+        return count, said[:, esc].sum(axis=(1, 2)) + (gone[:, esc].sum(axis=1) if wrong else 0)
+    if key == "unnecessary_care":
+        return said[:, ~esc[i] & esc[j]].sum(axis=1), said[:, ~esc].sum(axis=(1, 2))
+    if key == "urgent_false_negative":
+        count = said[:, urg[i] & ~urg[j]].sum(axis=1) + (gone[:, urg].sum(axis=1) if wrong else 0)
+        return count, said[:, urg].sum(axis=(1, 2)) + (gone[:, urg].sum(axis=1) if wrong else 0)
+    if key == "false_urgent_escalation":
+        return said[:, ~urg[i] & urg[j]].sum(axis=1), said[:, ~urg].sum(axis=(1, 2))
+    if key == "coverage":
+        return n_said, n_all
+    raise ValueError(f"unknown triage metric {key!r}")
+
+
+def _macro_f1_tables(t, k: int, missing: str):
+    """Macro-F1 of summed tables over the codebook's labels: on the predicted prefixes
+    (``left_out``), or with a missing prediction as a prediction that is never right
+    (``wrong``: it lowers the recall of its gold label; the average stays over the
+    codebook's labels present in gold or predictions, as scikit-learn's
+    ``f1_score(..., labels=those labels, average="macro")`` scores a missing prediction
+    written as an invalid label)."""
+    import numpy as np
+
+    from labels.agreement import f1_per_category_batch, macro_f1_batch
+
+    if missing == "wrong":
+        square = np.zeros((t.shape[0], k + 1, k + 1))
+        square[:, :k, :] = t
+        f1 = f1_per_category_batch(square)[:, :k]
+        used = np.isfinite(f1).sum(axis=1)
+        total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
+        return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
+    return macro_f1_batch(t[:, :, :k])
+
+
+def triage_metric_batch(key: str, t, order: Sequence[str],
+                        escalating: Collection[str] | None = None, missing: str = "left_out"):
+    """One triage metric of each summed table in a batch (B x K x K+1), NaN where its
+    denominator is 0: the one definition the point estimate, its bootstrap and the
+    paired comparison of two models all use."""
+    import numpy as np
+
+    t = np.asarray(t, dtype=float)
+    if key == "macro_f1":
+        return _macro_f1_tables(t, len(order), missing)
+    count, n = _parts(key, t, order, escalating, missing)
+    return np.where(n > 0, count / np.where(n > 0, n, 1), np.nan)
+
+
+_WHAT = {  # what a metric's denominator counts, for the reason it is undefined
+    "accuracy": "a prediction",
+    "over_triage": "a prediction",
+    "under_triage": "a prediction",
+    "missed_care": "a gold label that escalates care",
+    "unnecessary_care": "a gold label that does not escalate care",
+    "coverage": "a gold label",
+}
 
 
 def triage_metrics(
@@ -134,14 +242,19 @@ def triage_metrics(
     *,
     n_boot: int = 1000,
     seed: int = 0,
+    clusters: Sequence | None = None,
+    missing: str = "left_out",
 ) -> dict[str, TriageMetric]:
     """The CARE-Bench scorer's numbers for one model, keyed by metric, each with
     its 95% interval (Wilson for the shares; macro-F1 by a seeded bootstrap of
-    ``n_boot`` resamples of the scored prefixes, none when ``n_boot`` is 0).
+    ``n_boot`` resamples of the scored prefixes, or of whole ``clusters`` (their case)
+    when given; none when ``n_boot`` is 0).
 
-    A prefix is *scored* when the model's label is present; a None prediction
-    (generation or mapping failed) is left out of every metric and shows in
-    ``coverage``. ``escalating`` overrides :func:`escalation_split`.
+    A None prediction (generation failed, no label given) is a *missing* prediction:
+    ``missing="left_out"`` (the default) scores the predicted prefixes only and shows
+    the missing ones in ``coverage``; ``missing="wrong"`` counts them against the model
+    in the metrics of :data:`MISSING_SENSITIVE`. ``escalating`` overrides
+    :func:`escalation_split`.
 
     - accuracy: predicted == gold, share of scored prefixes;
     - macro_f1: mean per-label F1 over labels present in gold or predictions;
@@ -151,72 +264,47 @@ def triage_metrics(
     - urgent_false_negative: gold urgent, predicted not (share of gold urgent);
     - false_urgent_escalation: predicted urgent, gold not (share of gold non-urgent).
     """
-    if len(gold) != len(predicted):
-        raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
+    if missing not in MISSING_RULES:
+        raise ValueError(f"missing must be one of {MISSING_RULES}, not {missing!r}")
     order = list(order)
-    rank = {code: i for i, code in enumerate(order)}
-    esc, urgent = escalation_split(order)
-    esc = frozenset(escalating) if escalating is not None else esc
-    for label in (*gold, *predicted):
-        if label is not None and label not in rank:
-            raise ValueError(f"{label!r} is not in the codebook order {order}")
-    if any(g is None for g in gold):
-        raise ValueError("every prefix needs a gold label")
-    pairs = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
-    n = len(pairs)
-
-    def count(cond):
-        return sum(1 for g, p in pairs if cond(g, p))
-
-    # local import: labels.agreement loads scipy, and every `carelens` command reads
-    # METRIC_KEYS from this module
-    from labels.agreement import macro_f1
-
-    gold_esc = count(lambda g, p: g in esc)
-    gold_urgent = count(lambda g, p: g == urgent)
-    f1 = macro_f1([g for g, _ in pairs], [p for _, p in pairs], order, n_boot=n_boot, seed=seed)
-    no_prefix = "no scored prefix has a prediction" if f1.value is None else None
-    out = {"macro_f1": TriageMetric("macro_f1", "Macro-F1", f1.value, None, n, no_prefix,
-                                    ci_low=f1.ci_low, ci_high=f1.ci_high)}
-    rules = [  # key, name, denominator, what the denominator counts, numerator condition
-        ("accuracy", "Accuracy", n, "a prediction", lambda g, p: g == p),
-        ("over_triage", "Over-triage", n, "a prediction", lambda g, p: rank[p] > rank[g]),
-        ("under_triage", "Under-triage", n, "a prediction", lambda g, p: rank[p] < rank[g]),
-        (
-            "missed_care",
-            "Missed care",
-            gold_esc,
-            "a gold label that escalates care",
-            lambda g, p: g in esc and p not in esc,
-        ),
-        (
-            "unnecessary_care",
-            "Unnecessary care",
-            n - gold_esc,
-            "a gold label that does not escalate care",
-            lambda g, p: g not in esc and p in esc,
-        ),
-        (
-            "urgent_false_negative",
-            "Urgent false negative",
-            gold_urgent,
-            f"gold label {urgent}",
-            lambda g, p: g == urgent and p != urgent,
-        ),
-        (
-            "false_urgent_escalation",
-            "False urgent escalation",
-            n - gold_urgent,
-            f"a gold label other than {urgent}",
-            lambda g, p: p == urgent and g != urgent,
-        ),
-    ]
-    for key, name, denominator, what, condition in rules:
-        out[key] = _share(key, name, count(condition), denominator, what)
-    out["coverage"] = _share(
-        "coverage", "Coverage (prefixes with a usable label)", n, len(gold), "a gold label"
-    )
+    tables = triage_tables(gold, predicted, order)
+    total = tables.sum(axis=0)[None]
+    _, urgent = escalation_split(order)
+    out: dict[str, TriageMetric] = {}
+    for key in METRIC_KEYS:
+        name = METRIC_NAMES[key]
+        if key == "macro_f1":
+            out[key] = _macro_f1_metric(tables, order, missing, n_boot, seed, clusters)
+            continue
+        count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing))
+        if n == 0:
+            what = _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
+                                      else f"a gold label other than {urgent}")
+            out[key] = TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
+            continue
+        low, high = wilson_interval(count, n)
+        out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high)
     return out
+
+
+def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMetric:
+    from labels.intervals import bootstrap_ci
+
+    k = len(order)
+    said = tables[:, :, :k].sum(axis=(1, 2)) > 0
+    keep = tables if missing == "wrong" else tables[said]
+    kept = None if clusters is None else (
+        list(clusters) if missing == "wrong"
+        else [c for c, s in zip(clusters, said.tolist(), strict=True) if s])
+    n = len(keep)
+    value = _macro_f1_tables(keep.sum(axis=0)[None], k, missing)[0] if n else float("nan")
+    name = METRIC_NAMES["macro_f1"]
+    if not n or value != value:
+        return TriageMetric("macro_f1", name, None, None, n, "no scored prefix has a prediction")
+    boot = bootstrap_ci(lambda t: _macro_f1_tables(t, k, missing), keep, n_boot=n_boot, seed=seed,
+                        clusters=kept) if n_boot else None
+    return TriageMetric("macro_f1", name, float(value), None, n,
+                        ci_low=boot.low if boot else None, ci_high=boot.high if boot else None)
 
 
 def rank_models(

@@ -41,14 +41,13 @@ from review.team.reviewers import Reviewer
 from review.team.rounds import (
     RoundError,
     RoundInfo,
-    answered_outside,
     full_text,
     in_round,
     keep_reservation,
     late_for_round,
-    round_progress,
+    round_counts,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
 WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
@@ -442,7 +441,9 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
             if book:
                 with st.expander("Definitions"):
                     for lab in book.labels:
-                        st.markdown(f"**{lab.short}** — `{lab.code}`  \n{lab.definition}")
+                        # Codebook wording is text, shown as written (an admin may edit it).
+                        st.markdown(f"**{safe_markdown(lab.short)}** — {inline_code(lab.code)}"
+                                    f"  \n{safe_markdown(lab.definition)}")
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
                           persist_state="session", on_change=_keep_draft,
@@ -601,11 +602,12 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         progress = review_progress(db, reviewer.id, filt)
         done, total, all_done = progress.done, progress.total, not progress.remaining
         words = done_text
-    else:
-        done, total = round_progress(db, this_round.id, reviewer.id)
-        all_done, words = False, f"reviewed by you in {safe_markdown(this_round.name)}"
-    head_r.progress(done / total if total else 0.0,
-                    text=f"{done} of {total} {words}" + (" · all done" if total and all_done else ""))
+        text = f"{done} of {total} {words}" + (" · all done" if total and all_done else "")
+    else:  # every count of a round from one read (`round_counts`)
+        counts = round_counts(db, this_round.id, reviewer.id)
+        done, total = counts.done, counts.yours
+        text = counts.progress_words(safe_markdown(this_round.name))
+    head_r.progress(done / total if total else 0.0, text=text)
 
     item_id = st.session_state.get(item_key)
     wanted = item_asked_by_address(st.session_state.get(uid_key) if item_id is not None else None)
@@ -621,12 +623,8 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             st.error(safe_markdown(str(exc)))
             st.stop()
         if item_id is None:
-            before = answered_outside(db, this_round.id, reviewer.id)
-            st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: every item you "
-                       "could take has the reviewers it needs."
-                       + (f" {before} of its items you answered outside the round (before it, or "
-                          "after your place there lapsed) are not given to you again."
-                          if before else ""),
+            counts = round_counts(db, this_round.id, reviewer.id)
+            st.success(counts.nothing_left_words(safe_markdown(this_round.name)),
                        icon=":material/task_alt:")
             st.stop()
     if item_id is None:

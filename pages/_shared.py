@@ -9,6 +9,15 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from review.reviewing.blinding import labels_mark, open_labels, what_reviewer_sees
+from review.team.access import Viewer, open_for, viewer_scope
+from review.team.identity import (
+    Identity,
+    NoIdentity,
+    configured_admins,
+    find_signed_in,
+    identity_from_claims,
+    reviewer_for_identity,
+)
 from review.team.reviewers import Reviewer, find_reviewer
 from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
@@ -44,13 +53,62 @@ def server_mode() -> bool:
         return False
 
 
-def current_reviewer() -> Reviewer | None:
-    name = st.session_state.get("reviewer")
-    if not name and not server_mode():
-        name = st.query_params.get("reviewer")
-    if not name:
+def login_identity() -> Identity | None:
+    """Server mode: who signed in, as the login provider vouches for them (the
+    issuer and subject of the ID token; `review.team.identity`). None when
+    nobody is signed in or the login names nobody."""
+    if not st.user.is_logged_in:
         return None
-    reviewer = find_reviewer(store(), name)
+    try:
+        return identity_from_claims(st.user.to_dict())
+    except NoIdentity:
+        return None
+
+
+def sign_in() -> Reviewer | None:
+    """Server mode, at the start of each run: the reviewer behind the login,
+    made at their first sign-in; admins are those the configuration names
+    (`CARELENS_ADMINS`, or `admins` under `[carelens]` in the secrets)."""
+    identity = login_identity()
+    if identity is None:
+        return None
+    try:
+        configured = st.secrets.get("carelens", {}).get("admins")
+    except Exception:  # no secrets section for carelens
+        configured = None
+    return reviewer_for_identity(store(), identity, configured_admins(configured))
+
+
+def viewer() -> Viewer | None:
+    """What the reader of a screen that shows every rater's labels (Browse,
+    Agreement, exports; asked after the labels gate) may read: None for every
+    answer, else their own and the labels their blinding shows
+    (`review.team.access`: reviewers in server mode)."""
+    return viewer_scope(current_reviewer(), server=server_mode(), labels=True)
+
+
+def viewer_store() -> Store:
+    """A store for this run whose reads hold only what `viewer()` may read."""
+    scope = viewer()
+    if scope is None:
+        return store()
+    run = st.session_state.setdefault(_RUN_KEY, {})
+    key = (threading.get_ident(), scope)
+    if key not in run:
+        run[key] = open_for(default_db_path(), scope)
+    return run[key]
+
+
+def current_reviewer() -> Reviewer | None:
+    """Who is reviewing. Server mode: the person signed in, found by their
+    login's issuer and subject on every run (a name in the session or the
+    address is never an identity). Local mode: the name chosen in the sidebar."""
+    if server_mode():
+        identity = login_identity()
+        reviewer = find_signed_in(store(), identity) if identity is not None else None
+    else:
+        name = st.session_state.get("reviewer") or st.query_params.get("reviewer")
+        reviewer = find_reviewer(store(), name) if name else None
     if reviewer:
         if st.session_state.get(WORK_OF, reviewer.name) != reviewer.name:
             # Another reviewer in this browser session: nothing the last one

@@ -119,7 +119,9 @@ def _result(result: ResultView, key: str, item_id: int | None) -> None:
         if ref.embedded_index is None or item_id is None:
             where = ref.path or name or "unknown"
             st.caption(f"Delegated to a subagent run: {code_span(where)}"
-                       + ("" if ref.embedded_index is not None else " (kept outside this file)"))
+                       + ("" if ref.embedded_index is not None else
+                          " (the linked file is not in the run's folder)" if ref.missing else
+                          " (kept outside this file)"))
         else:
             open_key = subagent_key(item_id, key, ref.embedded_index)
             shown = bool(st.session_state.get(open_key))
@@ -179,6 +181,9 @@ def show_step(step: StepView, view: TrajectoryView, key: str, item_id: int | Non
     if step.reasoning:
         with st.expander("Agent's reasoning", icon=":material/psychology:"):
             show_text(step.reasoning, key=f"{key}:{step.step_id}:reasoning")
+    if step.analysis:
+        with st.expander("Agent's analysis (in its reply)", icon=":material/psychology:"):
+            show_text(step.analysis, key=f"{key}:{step.step_id}:analysis")
     answered = set()
     for n, call in enumerate(step.tool_calls):
         results = [r for r in step.results if r.source_call_id == call.call_id]

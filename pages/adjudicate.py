@@ -1,4 +1,11 @@
-"""Adjudicate: settle the items where reviewers disagree."""
+"""Adjudicate: settle the items where reviewers disagree.
+
+Keys (shown on screen): the settled answer's (1-4 for CARE-Bench labels, Y / N
+met or not, 0-6 a step's error), Shift+1-5 a step's severity, A G H M the
+reason (ambiguous item, codebook gap, human reviewer's error, machine error),
+Ctrl+Enter settle, Left / Right the previous or next item. Opening the screen writes nothing: what the
+clinicians agree on is settled by the button that says how many.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +31,9 @@ from review.team.adjudication import (
     settle_unanimous_rubric,
     settle_unanimous_steps,
     step_queue,
+    unanimous_rubric_waiting,
+    unanimous_steps_waiting,
+    unanimous_waiting,
 )
 from review.team.codebook_versions import current_codebook
 from review.team.reviewers import Reviewer, can_adjudicate
@@ -81,7 +91,8 @@ show_machine = st.toggle(
 SETTLED_TOAST = "adj_settled_toast"
 SETTLE_ERROR = "adj_settle_error"
 if said := st.session_state.pop(SETTLED_TOAST, None):
-    st.toast(said, icon=":material/gavel:")
+    # Inline, above the queue: a toast sat over the answers of the next item.
+    st.success(said, icon=":material/gavel:")
 if failed := st.session_state.pop(SETTLE_ERROR, None):
     st.error(failed, icon=":material/error:")
 
@@ -124,6 +135,96 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
                                        "every answer stays in its history.")
 
 
+# A ambiguous, G a gap in the codebook, H a human (reviewer) error, M a machine error
+# (Streamlit keeps C and R for the browser).
+REASON_KEYS = {"ambiguous_item": "A", "codebook_gap": "G", "reviewer_error": "H",
+               "machine_error": "M"}
+REASON_SHORT = {"ambiguous_item": "Ambiguous item", "codebook_gap": "Codebook gap",
+                "reviewer_error": "Reviewer error", "machine_error": "Machine error"}
+
+
+def _choose(key: str, value) -> None:
+    st.session_state[key] = value
+
+
+def answer_keys(codes: list[str], book) -> dict[str, str]:
+    """The key of each settled answer: the codebook's own (as on the Review and
+    Trajectories screens: 1-4, 0-6), Y / N for met / not met, else 1-9 in order."""
+    keys = {}
+    for n, code in enumerate(codes, start=1):
+        try:
+            given = book.label(code).shortcut if book is not None else None
+        except KeyError:
+            given = None
+        keys[code] = (given or {"met": "Y", "not_met": "N"}.get(code)
+                      or (str(n) if n <= 9 else "")).upper()
+    return keys
+
+
+def settle_controls(form: str, codes: list[str], words, label: str, on_settle, args: tuple,
+                    keys: dict[str, str] | None, noun: str = "answer",
+                    severities: dict[int, str] | None = None, per_row: int = 4) -> None:
+    """Pick the settled answer (and, for a step's mark, its severity) and a reason with
+    buttons, write a note, and settle. With `keys` (each answer's key), the keys are
+    live and shown on screen: the answer's, Shift+1-5 the severity, A G H M the reason,
+    Ctrl+Enter settle; only one unit on screen takes them. Nothing is chosen
+    beforehand: the adjudicator chooses, every time."""
+    chosen = st.session_state.get(f"{form}:value")
+    reason = st.session_state.get(f"{form}:reason")
+    st.markdown(f"**Settled {noun}**")
+    cols = st.columns(min(len(codes), per_row))
+    for n, code in enumerate(codes):
+        cols[n % len(cols)].button(
+            words(code), key=f"{form}:pick:{code}", width="stretch",
+            shortcut=keys.get(code) or None if keys else None,
+            type="primary" if chosen == code else "secondary",
+            on_click=_choose, args=(f"{form}:value", code))
+    if severities:
+        picked = st.session_state.get(f"{form}:severity")
+        st.markdown("**Severity** :grey[(of an error; not kept for 'no error')]")
+        cols = st.columns(len(severities))
+        for col, (level, name) in zip(cols, severities.items(), strict=True):
+            col.button(f"{level} · {name}", key=f"{form}:sev:{level}", width="stretch",
+                       shortcut=f"Shift+{level}" if keys else None,
+                       type="primary" if picked == level else "secondary",
+                       on_click=_choose, args=(f"{form}:severity", level))
+    st.markdown("**Reason**")
+    cols = st.columns(min(len(SETTLE_REASONS), per_row))
+    for n, why in enumerate(SETTLE_REASONS):
+        cols[n % len(cols)].button(REASON_SHORT.get(why, why), key=f"{form}:why:{why}",
+                                   help=REASONS[why].capitalize(), width="stretch",
+                                   shortcut=REASON_KEYS.get(why) if keys else None,
+                                   type="primary" if reason == why else "secondary",
+                                   on_click=_choose, args=(f"{form}:reason", why))
+    with st.form(form, border=False):
+        st.text_input("Note", placeholder="What decided it; a codebook gap to fix",
+                      key=f"{form}:note")
+        st.form_submit_button(label, type="primary", on_click=on_settle, args=args,
+                              shortcut="Ctrl+Enter" if keys else None, width="stretch")
+    if keys:
+        st.caption(f"Keys: {' '.join(k for k in keys.values() if k)} the settled {noun} · "
+                   + ("Shift+1–5 the severity · " if severities else "")
+                   + " ".join(REASON_KEYS.values()) + " the reason · Ctrl+Enter settle · "
+                   "← → previous / next")
+
+
+def settle_agreed_button(count: int, words: str, settle_own, **scope) -> None:
+    """Settle what the clinicians agree on, by an explicit click that says how many
+    (recorded against whoever clicks): opening the screen settles nothing."""
+    if not count:
+        return
+
+    def settle_now() -> None:
+        done = settle_own(store(), **scope, actor=me.name)
+        st.session_state[SETTLED_TOAST] = (f"Settled {done} {words} the clinicians agree on; "
+                                           "each stays reopenable if a later answer differs.")
+
+    st.button(f"Settle the {count} unanimous {words}", on_click=settle_now,
+              icon=":material/done_all:", key=f"adj_agreed:{words}",
+              help="Where every clinician gave the same answer, that answer becomes the settled "
+                   "one (reason: all reviewers agreed), recorded as your action.")
+
+
 def queue_nav(pos: int, total: int, state_key: str, noun: str = "") -> None:
     """Previous / Next through a queue (arrow keys), the position kept in the session."""
     nav = st.columns(2)
@@ -135,15 +236,15 @@ def queue_nav(pos: int, total: int, state_key: str, noun: str = "") -> None:
             st.rerun()
 
 
-def disputed(mode: str, settle_own, load, settled_words, empty: str, progress: str):
-    """What the rubric and step modes open with: the names toggle, what
-    settled on its own since the last visit, and the queue with this
-    adjudicator's place in it; None (said on the page) when nothing is left."""
+def disputed(mode: str, settle_own, load, settled_words: tuple[int, str], empty: str,
+             progress: str):
+    """What the rubric and step modes open with: the names toggle, the button that
+    settles what the clinicians agree on (`settled_words`: how many, and what), and
+    the queue with this adjudicator's place in it; None (said on the page) when
+    nothing is left."""
     show_names = st.toggle("Show names", value=False, key=f"adj_{mode}_names",
                            help="Hidden by default, so that the answer is judged, not the person")
-    settled_now = settle_own(db, actor=me.name)
-    if settled_now:
-        st.toast(settled_words(settled_now))
+    settle_agreed_button(*settled_words, settle_own)
     queue = load(db, me, show_names=show_names)
     if not queue:
         st.success(f"Nothing to adjudicate here: {empty} (someone else adjudicates those).",
@@ -189,7 +290,7 @@ def rubric_mode() -> None:
     with the clinicians' verdicts and the judges', settled one by one."""
     found = disputed(
         "rubric", settle_unanimous_rubric, rubric_queue,
-        lambda n: f"{n} criteri{'on' if n == 1 else 'a'} the clinicians agreed on settled on their own",
+        (n := unanimous_rubric_waiting(db), "criterion" if n == 1 else "criteria"),
         "every criterion two or more clinicians answered is settled, agreed on, or on an item you "
         "answered yourself", "Item {pos} of {n} with disagreements")
     if found is None:
@@ -219,16 +320,12 @@ def rubric_mode() -> None:
                     f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
             codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
             form = f"settle_c:{case.item_id}:{d.question_id}"
-            with st.form(form, border=False):
-                cols = st.columns([2, 2, 3], vertical_alignment="bottom")
-                cols[0].radio("Settled verdict", codes, index=None, horizontal=True, key=f"{form}:value",
-                              format_func=lambda c, book=book: answer_words(c, "answered", book))
-                cols[1].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                                  placeholder="Why this verdict?", key=f"{form}:reason")
-                cols[2].text_input("Note", placeholder="What decided it", key=f"{form}:note")
-                st.form_submit_button("Settle this criterion", type="primary", on_click=settle_from_form,
-                                      args=(form, me, None, case.item_id, d.question_key, d.settled_id,
-                                            d.answer_ids))
+            # Keys settle the first disputed criterion; each settled leaves the list.
+            settle_controls(form, codes, lambda c, book=book: answer_words(c, "answered", book),
+                            "Settle this criterion", settle_from_form,
+                            (form, me, None, case.item_id, d.question_key, d.settled_id,
+                             d.answer_ids), noun="verdict",
+                            keys=answer_keys(codes, book) if d is case.disputes[0] else None)
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
 
@@ -267,7 +364,7 @@ def steps_mode() -> None:
     errors shown with the step itself and their marks, settled one by one."""
     found = disputed(
         "steps", settle_unanimous_steps, step_queue,
-        lambda n: f"{n} step{'s' * (n != 1)} the clinicians marked alike settled on their own",
+        (n := unanimous_steps_waiting(db), "step" if n == 1 else "steps"),
         "every step two or more clinicians marked is settled, marked alike, or on a run you "
         "answered yourself", "Run {pos} of {n} with disputed steps")
     if found is None:
@@ -323,21 +420,12 @@ def steps_mode() -> None:
                 if a.note:
                     st.caption(safe_markdown(a.note))
             form = f"settle_s:{case.item_id}:{d.step_id}"
-            with st.form(form, border=False):
-                cols = st.columns([3, 2, 2], vertical_alignment="bottom")
-                cols[0].selectbox("Settled mark", codes, index=None,  # a drop-down: plain text
-                                  format_func=lambda c: book.label(c).short,
-                                  placeholder="Choose the mark", key=f"{form}:value")
-                cols[1].selectbox(
-                    "Severity", list(levels), index=None, format_func=lambda lv: f"{lv} · {levels[lv]}",
-                    placeholder="For an error", help="Not kept when the settled mark is 'no error'",
-                    key=f"{form}:severity")
-                cols[2].selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                                  placeholder="Why this mark?", key=f"{form}:reason")
-                st.text_input("Note", placeholder="What decided it", key=f"{form}:note")
-                st.form_submit_button("Settle this step", type="primary", on_click=settle_step_from_form,
-                                      args=(form, me, case.item_id, d.step_id, d.settled_id,
-                                            d.answer_ids))
+            # Keys settle the first disputed step; each settled leaves the list.
+            settle_controls(form, codes, lambda c: safe_markdown(book.label(c).short),
+                            "Settle this step", settle_step_from_form,
+                            (form, me, case.item_id, d.step_id, d.settled_id, d.answer_ids),
+                            noun="mark", severities=levels,
+                            keys=answer_keys(codes, book) if d is case.disputes[0] else None)
     queue_nav(pos, len(queue), "adj_steps_pos", " run")
 
 
@@ -363,9 +451,9 @@ if scope is None:
     question_key = top[1].selectbox("Question", list(texts), format_func=texts.get)
 show_names = top[2].toggle("Show names", value=False,
                            help="Hidden by default, so that the answer is judged, not the person")
-settled_now = settle_unanimous(db, scope, actor=me.name, question_key=question_key)
-if settled_now:
-    st.toast(f"{settled_now} unanimous items settled on their own")
+agreed = unanimous_waiting(db, scope, question_key)
+settle_agreed_button(agreed, "item" if agreed == 1 else "items", settle_unanimous,
+                     round_id=scope, question_key=question_key)
 queue = adjudication_queue(db, scope, me, show_names=show_names, question_key=question_key)
 if not queue:
     st.success("Nothing to adjudicate here: every complete item is settled, unanimous, or one you "
@@ -382,11 +470,11 @@ with left:
     with st.container(border=True):
         for rnd in item.rounds:
             with st.chat_message("user", avatar=":material/person:"):
-                st.caption(f"Patient · round {rnd.number}")
+                st.caption(f"Patient · turn {rnd.number}")
                 show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Response · {safe_markdown(item.model)}")
+                st.caption(f"Reply · {safe_markdown(item.model)}")
                 show_text(item.response, key=f"adj:{item.id}:response")
 
 book = item.codebook
@@ -406,14 +494,10 @@ with right:
         for rater, value in case.machine_labels:
             st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
     form = f"settle:{case.round_id}:{case.question_id}:{case.item_id}"
-    with st.form(form, border=True):
+    with st.container(border=True):
         codes = book.codes if book else ["met", "not_met"]
-        st.radio("Settled answer", codes, horizontal=False, index=None, key=f"{form}:value",
-                 format_func=lambda c: answer_words(c, "answered", book))
-        st.selectbox("Reason", SETTLE_REASONS, index=None, format_func=REASONS.get,
-                     placeholder="Why this answer?", key=f"{form}:reason")
-        st.text_area("Note", placeholder="What decided it; a codebook gap to fix", key=f"{form}:note")
-        st.form_submit_button("Settle", type="primary", on_click=settle_from_form,
-                              args=(form, me, case.round_id, case.item_id, question_key,
-                                    case.settled_id, case.answer_ids))
+        settle_controls(form, codes, lambda c: answer_words(c, "answered", book), "Settle",
+                        settle_from_form, (form, me, case.round_id, case.item_id, question_key,
+                                           case.settled_id, case.answer_ids),
+                        keys=answer_keys(codes, book), per_row=2)
     queue_nav(pos, len(queue), "adj_pos")

@@ -1,23 +1,22 @@
 """Agreement screen: how far raters agree, with intervals, down to the disagreeing items.
 
 Layout and widgets only: every number comes from one call into
-``labels.comparisons`` (cached on the database's data version), every figure
+``labels.compare`` (cached on the database's data version), every figure
 from ``labels.compare.figures``. Data text is shown as plain text or escaped
 Markdown, never as HTML.
 """
 
 from __future__ import annotations
 
+import json
 from urllib.parse import quote, urlencode
 
 import streamlit as st
 
 from codebook import CANNOT_ASSESS
-from labels import comparisons as cmp
+from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
-    cell_of_point,
-    confusion_figure,
     forest_figure,
     meta_forest_figure,
     pairwise_figure,
@@ -26,20 +25,24 @@ from labels.compare.figures import (
 )
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
-from labels.report import report_csv, report_html, report_json
-from pages._shared import current_reviewer, labels_gate, store
-from review.browse import SCREENS, BrowseQuery, browse_link, item_link
+from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
+from labels.report import report_csv, report_html, report_json, report_provenance
+from labels.triage import METRIC_NAMES
+from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
+from pages._scores import healthbench_scores_section
+from pages._shared import current_reviewer, labels_gate, store, viewer
+from review.browse import BrowseQuery, browse_link
+from review.browse.item_labels import disagreement_link
+from review.team.access import Viewer, open_for
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
-PHASES = {None: "Current answers", "blind": "Blind answers only",
-          "after_reveal": "After-reveal answers only"}
 BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
 TABS = ["Compare", "Clinicians", "Machine raters", "Triage & leaderboard", "Anchoring",
-        "HealthBench meta-eval"]
+        "HealthBench meta-eval", "HealthBench scores", "Few clinicians (PPI)"]
 METRIC_KEYS = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
                "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
 
@@ -51,14 +54,15 @@ VERSION = cmp.data_version(db)
 # -- cached calls: each opens its own connection (one per unit of work) ----------
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _call(name: str, path: str, version: tuple, *args, **kwargs):
-    """One library call by name, cached on the database's data version."""
-    with open_store(path) as s:
+def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **kwargs):
+    """One library call by name, cached on the database's data version and on what
+    its reader may read (`review.team.access`: one reader's figures never another's)."""
+    with open_for(path, reader) as s:
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
 def call(name: str, *args, **kwargs):
-    return _call(name, PATH, VERSION, *args, **kwargs)
+    return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
 def md(value: object) -> str:
@@ -72,10 +76,10 @@ def reviewer_name() -> str | None:
 
 
 def review_links(units) -> None:
-    """Items as links to the screen that opens them (a new tab, so this list stays open),
-    at the step a step's unit is about; items of a kind no screen opens are listed by id.
-    Beside each, what of the item the unit is: the rubric criterion (several criteria of
-    one item would otherwise be identical lines) or the step."""
+    """Items as links to their read-only disagreement view (a new tab, so this list stays
+    open): the item and every rater's label on the unit, never an answer button. Beside
+    each, what of the item the unit is: the rubric criterion (several criteria of one item
+    would otherwise be identical lines) or the step."""
     who = reviewer_name()
     seen: dict[tuple[str, str], int] = {}
     for unit in units:
@@ -85,9 +89,8 @@ def review_links(units) -> None:
     for unit in units:
         text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
         step = unit.target if unit.target.startswith("step:") else None
-        line = f"- {text}"
-        if unit.item_kind in SCREENS:
-            line = f"- [{text}]({item_link(unit.item_kind, unit.item_uid, step, reviewer=who)})"
+        href = disagreement_link(unit.item_uid, unit.question_key, unit.target, reviewer=who)
+        line = f"- [{text}]({href})"
         what = []
         if step:
             what.append(f"step {md(step.removeprefix('step:'))}")
@@ -112,7 +115,7 @@ def browse_href(query: BrowseQuery) -> str:
 NO_CLOSED_FORM = "no closed-form interval"  # said once under the table, not on every alpha row
 
 
-def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
+def coefficient_rows(coefficients, ceiling=None, like=None) -> list[dict]:
     _, notes = split_notes(coefficients)
     rows = []
     for c, note in zip(coefficients, notes, strict=True):
@@ -124,6 +127,9 @@ def coefficient_rows(coefficients, ceiling=None) -> list[dict]:
         if ceiling is not None:
             h = ceiling(c.key)
             row["Clinicians among themselves"] = number(h.value) if h else ""
+        if like is not None:  # one rater against a majority, as the comparison is
+            h = like(c.key)
+            row["A clinician vs the others' majority"] = number(h.value) if h else ""
         row["Note"] = note
         rows.append(row)
     return rows
@@ -164,10 +170,13 @@ with st.sidebar:
     category = (st.selectbox("Category", facets.categories, index=None,
                              placeholder="All categories", key="agr_category")
                 if facets.categories else None)
-    phase = st.selectbox("Clinicians' answers", list(PHASES), format_func=PHASES.get,
-                         key="agr_phase",
-                         help="Blind: each clinician's answer before any machine or reference "
-                              "label was shown. Machine and reference labels are never filtered.")
+    phase = st.selectbox("Clinicians' answers", PHASES, format_func=SHORT_WORDS.get,
+                         index=PHASES.index(DEFAULT_PHASE), key="agr_phase",
+                         help="Blind (the default): each clinician's answer given before any "
+                              "machine or reference label was shown; imported answers count as "
+                              "blind unless their file gave another phase. Current: the latest "
+                              "answer, including answers changed after the reveal. Machine and "
+                              "reference labels are never filtered.")
     with_cannot = st.toggle("Count 'cannot assess' as an answer", key="agr_cannot",
                             help="Off: 'cannot assess' is a missing rating.")
 # Read through the same code as `carelens agreement` / `triage-metrics` options.
@@ -205,6 +214,9 @@ st.caption(f"{compared.level.capitalize()} labels"
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[compared.level]
            + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
              "answered.")
+st.caption(f"**Answers used:** {describe_phase(filters.phase)}."
+           + ("" if filters.phase != DEFAULT_PHASE else
+              " Choose *Current answers* in the sidebar to compare the latest instead."))
 
 tabs = st.tabs(TABS, key="agr_tab", on_change="rerun")
 
@@ -237,7 +249,8 @@ def compare_tab() -> None:
     headline_cards(report)
     common, _ = split_notes(report.coefficients)
     st.dataframe(coefficient_rows(report.coefficients,
-                                  report.ceiling_for if report.ceiling else None),
+                                  report.ceiling_for if report.ceiling else None,
+                                  report.like_for if report.like_with_like else None),
                  hide_index=True, width="stretch", column_config=WIDE_NOTE)
     st.caption("Where the analytic interval shows —, the statistic has no closed-form interval "
                "(Krippendorff's alpha, macro-F1); the bootstrap interval resamples units.")
@@ -250,20 +263,26 @@ def compare_tab() -> None:
                    "clinicians' majority for B to see the disagreeing items.")
     bd = report.breakdowns[0]
     st.subheader(f"By {BY_WORDS[by].lower()}: {bd.name}", anchor=False)
-    st.caption("Blue: the comparison. Orange: the clinicians among themselves on the group's "
-               "units that two or more of them rated, tied votes included (the human ceiling). "
-               "Bars: 95% bootstrap intervals."
-               if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
-    st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
-                    config={"displaylogo": False})
-    with st.expander("As a table"):
-        st.dataframe([{
-            BY_WORDS[by]: r.label, "n": r.n_units, "Value": number(r.comparison.value),
-            "95% CI": interval(r.comparison.ci_low, r.comparison.ci_high),
-            "Clinicians": number(r.ceiling.value) if r.ceiling else "",
-            "Note": "" if r.comparison.value is not None else
-            f"undefined: {r.comparison.undefined_reason}",
-        } for r in bd.rows], hide_index=True, width="stretch")
+    # A table first: the plot loads a charting library the rest of the screen does without.
+    if st.toggle("Show as a plot", key=f"agr_forest_plot:{qkey}:{by}",
+                 help="A forest plot of the same figures, with their intervals as bars"):
+        st.caption("Blue: the comparison. Orange: the clinicians among themselves on the group's "
+                   "units that two or more of them rated, tied votes included (the human ceiling). "
+                   "Bars: 95% bootstrap intervals."
+                   if any(r.ceiling for r in bd.rows) else "Bars: 95% bootstrap intervals.")
+        st.plotly_chart(forest_figure(bd, report.title), key=f"forest:{qkey}:{by}",
+                        config={"displaylogo": False})
+        return
+    st.dataframe([{
+        BY_WORDS[by]: r.label, "n": r.n_units, "Value": number(r.comparison.value),
+        "95% CI": interval(r.comparison.ci_low, r.comparison.ci_high),
+        "Clinicians": number(r.ceiling.value) if r.ceiling else "",
+        "Note": "" if r.comparison.value is not None else
+        f"undefined: {r.comparison.undefined_reason}",
+    } for r in bd.rows], hide_index=True, width="stretch")
+    if any(r.ceiling for r in bd.rows):
+        st.caption("Clinicians: the clinicians among themselves on the group's units that two or "
+                   "more of them rated, tied votes included (the human ceiling).")
 
 
 def ci_words(c, percent: bool = False) -> str:
@@ -319,7 +338,7 @@ def headline_cards(report) -> None:
         st.caption(md(paradox))
 
 
-def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, list[str]]:
+def browse_cell(a_said: str, b_said: str, units, report) -> tuple[BrowseQuery | None, list[str]]:
     """A confusion cell of named raters A and B as a Browse view: the pair's answers, the
     item kinds, and the screen's filters Browse has (dataset, split, model, round). Also
     what Browse cannot narrow to, as Markdown (data escaped); (None, [why]) when it cannot
@@ -329,9 +348,9 @@ def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, li
         return None, ["Browse pairs raters on their label for a whole item, not on rubric "
                       "criteria or single steps, so this cell cannot be opened there."]
     gaps = []
-    if filters.phase:
-        gaps.append(f"it reads each rater's current answer, not the clinicians' "
-                    f"{filters.phase.replace('_', ' ')} answers")
+    if report.set_aside:  # some latest answers are not of the phase compared
+        gaps.append(f"it reads each rater's current answer, not the "
+                    f"{describe_phase(filters.phase)}")
     if filters.category:
         gaps.append(f"it has no category filter (this screen shows {md(filters.category)} only)")
     if CANNOT_ASSESS in (a_said, b_said):
@@ -347,6 +366,34 @@ def browse_cell(a_said: str, b_said: str, units) -> tuple[BrowseQuery | None, li
     return query, gaps
 
 
+def _pick_cell(state: str, cell: tuple[int, int]) -> None:
+    st.session_state[state] = cell
+
+
+def confusion_grid(cm, state: str) -> None:
+    """The confusion matrix as a grid of buttons, one per cell, A's answers down and
+    B's across: a click (or Tab and Enter) lists the cell's items. Streamlit's own
+    buttons: the screen loads no charting library before its numbers are readable."""
+    k = len(cm.categories)
+    chosen = st.session_state.get(state)
+    widths = [3] + [2] * k
+    head = st.columns(widths, vertical_alignment="bottom")
+    head[0].caption("A ↓ · B →")
+    for j, label in enumerate(cm.labels):
+        head[j + 1].caption(md(label))
+    for i in range(k):
+        row = st.columns(widths, vertical_alignment="center")
+        row[0].caption(md(cm.labels[i]))
+        for j in range(k):
+            n = cm.counts[i][j]
+            colour = "green" if i == j else "orange"
+            row[j + 1].button(
+                f":{colour}[**{n}**]" if n else "·", key=f"agr_cellbtn:{state}:{i}:{j}",
+                type="primary" if chosen == (i, j) else "secondary", disabled=n == 0,
+                on_click=_pick_cell, args=(state, (i, j)), width="stretch",
+                help=f"A: {md(cm.labels[i])} · B: {md(cm.labels[j])} · {n} units")
+
+
 def confusion_section(report) -> None:
     cm = report.confusion
     if cm.n == 0:
@@ -359,14 +406,6 @@ def confusion_section(report) -> None:
     cell_label = {(i, j): f"{cm.labels[i]} → {cm.labels[j]} ({cm.counts[i][j]})"
                   for i, j in cells}
     state = f"agr_cell:{qkey}:{a}:{b}:{hash(filters)}"
-    chart = f"agr_chart:{state}"
-
-    def on_click() -> None:
-        points = st.session_state[chart].selection.points
-        hit = [p for p in points if p.get("curve_number") == 1]
-        if hit:
-            st.session_state[state] = cell_of_point(hit[0]["point_index"], k)
-
     disagreeing = cm.disagreements()
     if state not in st.session_state:
         st.session_state[state] = disagreeing[0] if disagreeing else None
@@ -374,11 +413,8 @@ def confusion_section(report) -> None:
     with left:
         st.subheader("Confusion matrix", anchor=False)
         st.caption(f"Rows: {md(report.a_label)}. Columns: {md(report.b_label)}. "
-                   "Click a cell, or pick it below, to list its items.")
-        st.plotly_chart(confusion_figure(cm, report.a_label, report.b_label or "",
-                                         st.session_state[state]),
-                        key=chart, on_select=on_click, selection_mode="points",
-                        config={"displayModeBar": False})
+                   "Click a cell, or pick it on the right, to list its items.")
+        confusion_grid(cm, state)
     with right:
         chosen = st.selectbox("Cell: A's answer → B's answer", cells, key=state,
                               format_func=cell_label.get, placeholder="Choose a cell")
@@ -392,10 +428,10 @@ def confusion_section(report) -> None:
         st.markdown(f"**{len(units)} items** where the raters {word}: "
                     f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
                     f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
-        st.caption("Each opens in a new tab, in the screen where it is reviewed.")
+        st.caption("Each opens in a new tab: the item and every rater's label on it, read-only.")
         if a and b and not a.startswith("group:") and not b.startswith("group:"):
             # Named raters: the same cell as a Browse view, to search, tag and export.
-            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units)
+            query, gaps = browse_cell(cm.categories[i], cm.categories[j], units, report)
             if query is None:
                 st.caption(gaps[0])
             elif not gaps:
@@ -422,7 +458,7 @@ def confusion_section(report) -> None:
 def downloads(report, by: str, forest: str) -> None:
     base = f"agreement-{qkey}".replace(":", "-").replace("*", "all")
     args = (qkey, a, b, filters, by, forest)
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
                             file_name=f"{base}.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch")
@@ -433,11 +469,17 @@ def downloads(report, by: str, forest: str) -> None:
                             file_name=f"{base}.html", mime="text/html",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="One file with every section and its plots; opens offline.")
+    cols[3].download_button("Provenance", json.dumps({"provenance": report_provenance(report)},
+                                                     indent=2, ensure_ascii=False),
+                            file_name=f"{base}.csv.provenance.json", mime="application/json",
+                            icon=":material/download:", on_click="ignore", width="stretch",
+                            help="What the CSV was computed from (its sidecar): the JSON and "
+                                 "HTML carry it inside.")
 
 
 def _bundle(question, rater_a, rater_b, flt, by, forest):
     # Runs on the download thread: its own connection, through the cache.
-    return _call("agreement_bundle", PATH, VERSION, question, rater_a, rater_b, flt, by=(by,),
+    return _call("agreement_bundle", PATH, VERSION, viewer(), question, rater_a, rater_b, flt, by=(by,),
                  forest_key=forest)
 
 
@@ -510,14 +552,21 @@ def triage_tab() -> None:
         st.info("Triage metrics apply to the CARE-Bench escalation labels; choose a CARE-Bench "
                 "question set.")
         return
-    t = call("triage_comparison", filters)
+    common = st.toggle("Common set only", key="agr_triage_common",
+                       help="Score only the responses every reading labelled and every "
+                            "reference covers, so that a change of ranking comes from the "
+                            "labels alone. Off: each model is scored on everything its reading "
+                            "covers, with coverage beside.")
+    t = call("triage_comparison", filters, common=common)
     if t.explanation:
         st.info(md(t.explanation), icon=":material/info:")
         return
     base = t.labellings[0]
     st.subheader("Would the mapper have changed the leaderboard?", anchor=False)
     st.caption(f"Baseline: responses {md(base.name)}. Models ranked by macro-F1 "
-               f"({base.n_responses} responses, the same ones under every labelling).")
+               + (f"({base.n_responses} responses, the same ones under every labelling)."
+                  if t.common else f"({base.n_responses} responses scored: each labelling "
+                  "scores what its reading covers; see each model's coverage)."))
     for c in t.correlations:
         if not c.same_reference:
             continue
@@ -537,6 +586,7 @@ def triage_tab() -> None:
             st.warning(f"Responses {md(c.other)}: **a different leaderboard** — {moves} "
                        f"({detail}).{noise}", icon=":material/swap_vert:")
     st.dataframe(_rank_table(t), hide_index=True, width="stretch")
+    leaderboard_caption(t.ppi)
     st.caption("Rank (1 = best) and macro-F1 of each model under each labelling (who read the "
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
@@ -561,8 +611,27 @@ def triage_tab() -> None:
             st.dataframe([{
                 "Model": model, "Rank": "—" if rank.get(model) is None else f"{rank[model]:g}",
                 **{ms[k].name: with_ci(ms[k].value, ms[k].ci_low, ms[k].ci_high) for k in METRIC_KEYS},
-                "Coverage": share_text(ms["coverage"].value),
+                "Coverage": share_text(ms["coverage"].value)
+                + (f" · {x.coverage[model].words()}" if model in x.coverage else ""),
+                "From": x.sources.get(model, ""),
             } for model, ms in x.metrics.items()], hide_index=True, width="stretch")
+            for model, wrong in x.missing_as_wrong.items():
+                st.caption(f"{md(model)}, its missing predictions counted against it (the "
+                           "CARE-Bench scorer's rule is not published): " + ", ".join(
+                               f"{v.name} {number(v.value)}" for v in wrong.values()))
+            if x.paired and x.paired.pairs:
+                st.markdown("**Paired comparisons** (the same cases resampled for both "
+                            "models)")
+                st.dataframe([{
+                    "Model A": d.a, "Model B": d.b,
+                    f"{METRIC_NAMES.get(d.key, d.key)} A − B": "—" if d.difference is None
+                    else f"{d.difference:+.2f}",
+                    "95% CI": interval(d.ci_low, d.ci_high), "Verdict": d.verdict,
+                    "Accuracy, McNemar p": "—" if d.mcnemar_p is None else f"{d.mcnemar_p:.3f}",
+                } for d in x.paired.pairs], hide_index=True, width="stretch")
+                st.caption("Each model's chance of holding its rank over the resamples: "
+                           + ", ".join(f"{md(m)} {share_text(v)}"
+                                       for m, v in x.paired.rank_probability.items()))
     for note in t.notes:
         st.caption(f"Note: {md(note)}")
 
@@ -578,12 +647,14 @@ def _ordinal(rank: float | None) -> str:
 
 def _rank_table(t) -> list[dict]:
     rows = []
+    ppi = leaderboard_cells(t.ppi)
     for model in t.models:
         row = {"Model": model}
         for x in t.labellings:
             r = next((r for r in x.ranking if r.model == model), None)
             row[x.short] = ("—" if r is None or r.rank is None
                             else f"{_ordinal(r.rank)} · {with_ci(r.value, r.ci_low, r.ci_high)}")
+        row.update(ppi.get(model, {}))
         rows.append(row)
     return rows
 
@@ -603,7 +674,11 @@ def anchoring_tab() -> None:
         return
     st.caption("A revision: a clinician answered blind, then answered again after the machine "
                "and reference labels were shown. Each change is classed against the chosen "
-               "machine rater's label.")
+               "machine rater's label as that clinician was shown it (recorded with each "
+               "reveal), so a model run later does not change the result. "
+               + (f"Shown on {r.shown.get(machine, 0)} of the revisions."
+                  if r.shown else "No reveal was recorded on these items: the machine's "
+                  "label now stands in (see the note below)."))
     overall = r.rows[-1]
     cols = st.columns(3)
     cols[0].metric("Blind answers revised after the reveal",
@@ -683,7 +758,12 @@ def meta_tab() -> None:
         } for pid, sc in m.physicians.items()], hide_index=True, width="stretch")
 
 
-SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab]
+def scores_tab() -> None:
+    healthbench_scores_section(db, dataset=dataset, split=split, phase=phase)
+
+
+SECTIONS = [compare_tab, clinicians_tab, machines_tab, triage_tab, anchoring_tab, meta_tab,
+            scores_tab, lambda: agreement_panel(db, qs, filters, choices, a, b)]
 for index, section in enumerate(SECTIONS):
     if is_open(index):
         with tabs[index]:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from labels.compare.figures import text as plotly_text
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, store
+from pages._shared import (
+    current_reviewer,
+    labels_gate,
+    server_mode,
+    show_text,
+    store,
+    viewer_store,
+)
 from pages._steps import code_span, label_text
 from review.browse import (
     GATE_NAMES,
@@ -34,9 +40,11 @@ from review.browse import (
     item_link,
     label_name,
     list_tags,
+    may_add_tags,
     ordinal_rank,
     rater_name,
     remove_tag,
+    retire_tag,
     save_view,
     saved_views,
     selected_item_ids,
@@ -47,6 +55,8 @@ from review.browse import (
     view_item_ids,
 )
 from review.browse.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.team.reviewers import is_admin
+from review.team.study import SETTINGS, allows, set_setting
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
@@ -60,6 +70,8 @@ KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "traject
 
 db = store()
 reviewer = current_reviewer()
+st.session_state.pop(W + "tag_done", None)  # a whole run shows the tags as they are now
+adding_allowed = may_add_tags(store(), reviewer)  # tags.create_tag refuses all the same
 # Carried in item links, so a link opened in a new tab comes back as this reviewer.
 me_name = reviewer.name if reviewer is not None and not server_mode() else None
 pending = unindexed_count(db)
@@ -134,6 +146,7 @@ apply = {"on_change": on_filter_change, "args": (query.side,)}
 
 st.title("Browse", anchor=False)
 labels_gate("browse")
+db = viewer_store()  # from here on: only the answers this reader may read (review.team.access)
 st.caption("Find the cases behind the numbers: search patient turns, responses, agent steps "
            "and reviewers' notes, then narrow by label, disagreement, failed gate, step error or "
            "tag. Every rater's labels are shown here, so finish any blind review first.")
@@ -261,41 +274,65 @@ def show_side_by_side(uid: str) -> None:
 
 def on_tag(item_id: int, adding: bool, tag: str | None = None, target: str | None = None) -> None:
     s = st.session_state
-    tag = tag or s.get(f"{W}tag_name:{item_id}")
+    new = " ".join((s.get(f"{W}tag_new:{item_id}") or "").split()) if adding else ""
+    tag = tag or new or s.get(f"{W}tag_name:{item_id}")
     target = target if target is not None else s.get(f"{W}tag_where:{item_id}") or ""
     if reviewer is None:
         return
     if not tag:
-        s[W + "flash"] = "Choose a tag first."
+        s[W + "flash"] = "Choose a tag, or name a new one, first."
         return
     try:
         with open_store(default_db_path()) as own:  # a callback may run on another thread
+            if new and new.casefold() not in {t.name.casefold() for t in list_tags(own)}:
+                create_tag(own, new, reviewer)  # a new tag, added to the list as it is used
             (add_tag if adding else remove_tag)(own, reviewer, item_id, tag, target,
                                                  s.get(f"{W}tag_note:{item_id}") if adding else None)
-    except ValueError as exc:
+    except (ValueError, PermissionError) as exc:
         s[W + "flash"] = str(exc)
+    else:
+        s.pop(f"{W}tag_new:{item_id}", None)
+        s[W + "tag_done"] = True  # the dialog closes, and the page shows the tag
 
 
 def tag_controls(item: ResultItem, tag_names: list[str]) -> None:
-    with st.popover("Tag", icon=":material/sell:"):
-        if reviewer is None:
-            st.caption("Choose who is reviewing in the sidebar to tag.")
-            return
-        st.selectbox("Tag", tag_names, key=f"{W}tag_name:{item.item_id}", index=None,
-                     placeholder="Choose a tag")
-        if item.step_ids:
-            where = ["", *[f"step:{n}" for n in item.step_ids]]
-            if f"{W}tag_where:{item.item_id}" not in st.session_state:
-                st.session_state[f"{W}tag_where:{item.item_id}"] = item.target if item.target in where else ""
-            st.selectbox("On", where, key=f"{W}tag_where:{item.item_id}",
-                         format_func=lambda t: t.replace("step:", "Step ") if t else "The whole run")
-        st.text_input("Note (what you saw)", key=f"{W}tag_note:{item.item_id}")
-        st.button("Add tag", key=f"{W}tag_add:{item.item_id}", type="primary",
-                  on_click=on_tag, args=(item.item_id, True))
-        for tag, target in item.tags:
-            st.button(f"Remove {safe_markdown(tag)}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
-                      key=f"{W}untag:{item.item_id}:{tag}:{target}", icon=":material/close:",
-                      on_click=on_tag, args=(item.item_id, False, tag, target))
+    """The Tag button: its form opens in a dialog, drawn only for the item asked for
+    (twenty forms drawn ahead, hidden in popovers, slowed every first render)."""
+    if st.button("Tag", key=f"{W}tag_open:{item.item_id}", icon=":material/sell:"):
+        tag_dialog(item, tag_names)
+
+
+@st.dialog("Tag", width="medium")
+def tag_dialog(item: ResultItem, tag_names: list[str]) -> None:
+    # A press in a dialog reruns the dialog alone: once a tag is added or taken off,
+    # the whole page runs again (which closes the dialog) to show it.
+    if st.session_state.pop(W + "tag_done", None):
+        st.rerun()
+    if flash := st.session_state.pop(W + "flash", None):
+        st.error(safe_markdown(flash))
+    st.caption(code_span(item.uid))
+    if reviewer is None:
+        st.caption("Choose who is reviewing in the sidebar to tag.")
+        return
+    st.selectbox("Tag", tag_names, key=f"{W}tag_name:{item.item_id}", index=None,
+                 placeholder="Choose a tag")
+    if adding_allowed:
+        st.text_input("Or a new tag", key=f"{W}tag_new:{item.item_id}",
+                      placeholder="e.g. mapper error",
+                      help="Added to the list of tags as you tag this item with it")
+    if item.step_ids:
+        where = ["", *[f"step:{n}" for n in item.step_ids]]
+        if f"{W}tag_where:{item.item_id}" not in st.session_state:
+            st.session_state[f"{W}tag_where:{item.item_id}"] = item.target if item.target in where else ""
+        st.selectbox("On", where, key=f"{W}tag_where:{item.item_id}",
+                     format_func=lambda t: t.replace("step:", "Step ") if t else "The whole run")
+    st.text_input("Note (what you saw)", key=f"{W}tag_note:{item.item_id}")
+    st.button("Add tag", key=f"{W}tag_add:{item.item_id}", type="primary",
+              on_click=on_tag, args=(item.item_id, True))
+    for tag, target in item.tags:
+        st.button(f"Remove {safe_markdown(tag)}" + (f" ({target.replace('step:', 'step ')})" if target else ""),
+                  key=f"{W}untag:{item.item_id}:{tag}:{target}", icon=":material/close:",
+                  on_click=on_tag, args=(item.item_id, False, tag, target))
 
 
 def labels_line(labels: list[tuple[str, str]]) -> str:
@@ -396,6 +433,8 @@ def items_tab() -> None:
 
 
 def tags_tab() -> None:
+    import plotly.graph_objects as go  # here: only this tab draws a chart
+
     counts_now = tag_counts(db, view_item_ids(db, query))
     used = [c for c in counts_now if c.items or c.steps]
     if used:
@@ -415,27 +454,63 @@ def tags_tab() -> None:
         st.plotly_chart(fig, key=W + "tag_chart", config={"displaylogo": False})
     else:
         st.caption("No tags in this view yet. Tag an item or a step from its result.")
-    taxonomy = list_tags(db)
+    admin = is_admin(reviewer)
+    taxonomy = list_tags(db, retired=admin)
     by_name = {c.tag: c for c in counts_now}
     st.dataframe([{"tag": t.name, "under": t.parent or "", "items": by_name[t.name].items,
-                   "steps": by_name[t.name].steps, "use it when": t.description or ""}
+                   "steps": by_name[t.name].steps, "use it when": t.description or "",
+                   "added by": t.created_by, **({"retired": t.retired} if admin else {})}
                   for t in taxonomy], hide_index=True, width="stretch")
     if reviewer is None:
-        st.caption("Choose who is reviewing in the sidebar to add a tag to the taxonomy.")
+        st.caption("Choose who is reviewing in the sidebar to add a tag to the list.")
+        return
+    if admin:
+        tag_admin(taxonomy)
+    if not adding_allowed:
+        st.caption("Only an admin adds tags to the list here; an admin can let reviewers add "
+                   "them too.")
         return
     with st.form(W + "new_tag", clear_on_submit=True, border=True):
-        st.markdown("**Add a tag to the taxonomy**")
-        name = st.text_input("Name", placeholder="e.g. ignores red flag")
+        st.markdown("**Add a tag to the list**")
+        name = st.text_input("Name", placeholder="e.g. mapper error")
         description = st.text_input("Use it when", placeholder="what a reviewer should see to apply it")
-        parent = st.selectbox("Under", [t.name for t in taxonomy], index=None,
+        parent = st.selectbox("Under", [t.name for t in taxonomy if not t.retired], index=None,
                               placeholder="(top level)")
         if st.form_submit_button("Add tag", type="primary"):
             try:
-                create_tag(db, name, reviewer.name, description, parent)
-            except ValueError as exc:
+                create_tag(db, name, reviewer, description, parent)
+            except (ValueError, PermissionError) as exc:
                 st.error(safe_markdown(str(exc)))
             else:
                 st.success(f"Added {safe_markdown(repr(name))}.")
+
+
+def tag_admin(taxonomy) -> None:
+    """An admin: whether reviewers may add tags, and retiring a tag (or offering it
+    again); each a new row, nothing renamed or deleted."""
+    def allow() -> None:
+        with open_store(default_db_path()) as own:
+            set_setting(own, reviewer, "reviewers_add_tags", st.session_state[W + "allow_tags"])
+
+    st.session_state[W + "allow_tags"] = allows(db, "reviewers_add_tags")
+    st.toggle(SETTINGS["reviewers_add_tags"].words, key=W + "allow_tags", on_change=allow)
+
+    def change(retired: bool) -> None:
+        name = st.session_state.get(W + "retire_name")
+        if not name:
+            return
+        with open_store(default_db_path()) as own:
+            retire_tag(own, reviewer, name, st.session_state.get(W + "retire_note"), retired)
+
+    cols = st.columns([3, 3, 2, 2], vertical_alignment="bottom")
+    cols[0].selectbox("Tag", [t.name for t in taxonomy], key=W + "retire_name", index=None,
+                      format_func=lambda n: n + (" (retired)" if any(
+                          t.retired for t in taxonomy if t.name == n) else ""),
+                      placeholder="Choose a tag to retire")
+    cols[1].text_input("Why", key=W + "retire_note", placeholder="e.g. merged into another")
+    cols[2].button("Retire", on_click=change, args=(True,), width="stretch",
+                   help="No longer offered; where it was applied it stays")
+    cols[3].button("Offer again", on_click=change, args=(False,), width="stretch")
 
 
 def share_tab() -> None:
@@ -509,12 +584,11 @@ def export_tab() -> None:
 with main_col:
     if query.side:
         show_side_by_side(query.side)
-    items, tags, share, export = st.tabs(["Items", "Tags", "Save and share", "Export"])
-    with items:
-        items_tab()
-    with tags:
-        tags_tab()
-    with share:
-        share_tab()
-    with export:
-        export_tab()
+    # Only the tab on screen is computed and drawn (the Tags tab's chart loads a charting
+    # library the Items tab does without); under AppTest, which tracks no tab, all are.
+    tabs = st.tabs(["Items", "Tags", "Save and share", "Export"], key=W + "tab",
+                   on_change="rerun")
+    for tab, draw in zip(tabs, (items_tab, tags_tab, share_tab, export_tab), strict=True):
+        if tab.open is not False:
+            with tab:
+                draw()

@@ -9,7 +9,7 @@ from codebook import CodebookError, Label, builtin_codebooks
 from pages._shared import current_reviewer, store
 from review.team.codebook_versions import codebook_history, current_codebook, edit_label
 from review.team.reviewers import Reviewer, is_admin
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 st.title("Codebook", anchor=False)
 db = store()
@@ -17,30 +17,34 @@ me = current_reviewer()
 books = builtin_codebooks()
 key = st.selectbox("Codebook", list(books), format_func=lambda k: books[k].title)
 book = current_codebook(db, key) or books[key]
-st.caption(f"`{book.key}` · version {book.version} · "
+# Codebook wording is text, shown as written: an admin edits it in the app, and nothing in it
+# may format, link, load an image or run (review.text.safe_markdown), as all other text.
+st.caption(f"{inline_code(book.key)} · version {safe_markdown(book.version)} · "
            f"{'ordinal, in this order' if book.ordinal else 'nominal'} · {book.kind}")
 if book.description:
-    st.markdown(book.description)
+    st.markdown(safe_markdown(book.description))
 for label in book.labels:
     with st.container(border=True):
-        head = f"**{label.short}**"
+        head = f"**{safe_markdown(label.short)}**"
         if label.shortcut:
-            head = f"`{label.shortcut}` · " + head
-        st.markdown(f"{head} — `{label.code}`")
-        st.markdown(label.definition)
+            head = f"{inline_code(label.shortcut)} · " + head
+        st.markdown(f"{head} — {inline_code(label.code)}")
+        st.markdown(safe_markdown(label.definition))
         if label.rules:
-            st.markdown("\n".join(f"- {rule}" for rule in label.rules))
+            st.markdown("\n".join(f"- {safe_markdown(rule)}" for rule in label.rules))
         if label.example:
-            st.caption(f"Example (invented): {label.example}")
+            st.caption(f"Example (invented): {safe_markdown(label.example)}")
 severity = book.extra.get("severity") if book.extra else None
 if severity:
     st.subheader("Severity", anchor=False)
-    st.markdown("\n".join(f"- **{s.get('level')}** · {s.get('name', '')} — {s.get('definition', '')}"
-                          for s in severity))
+    st.markdown("\n".join(
+        f"- **{safe_markdown(str(s.get('level')))}** · {safe_markdown(str(s.get('name', '')))} — "
+        f"{safe_markdown(str(s.get('definition', '')))}" for s in severity))
 if book.questions:
     st.subheader("Questions that use it", anchor=False)
     for q in book.questions:
-        st.markdown(f"- *{q.text}* — asked of each **{q.applies_to}** (`{q.key}`)")
+        st.markdown(f"- *{safe_markdown(q.text)}* — asked of each **{safe_markdown(q.applies_to)}**"
+                    f" ({inline_code(q.key)})")
 
 st.subheader("Versions", anchor=False)
 history = codebook_history(db, key)
@@ -79,7 +83,7 @@ if is_admin(me):
         st.caption("Codes stay fixed so that earlier answers keep their meaning; each answer keeps "
                    "the version it was given under.")
         code = st.selectbox("Label", book.codes,
-                            format_func=lambda c: f"{book.label(c).short} — {c}")
+                            format_func=lambda c: f"{book.label(c).short} — {c}")  # plain text
         label = book.label(code)
         form = f"edit:{key}:{code}:{book.version}"
         with st.form(form):

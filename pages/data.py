@@ -21,12 +21,13 @@ from labels.llm import (
     shipped_versions,
     uncollected_batches,
 )
-from pages._shared import current_reviewer, labels_gate, server_mode, store
+from pages._shared import current_reviewer, labels_gate, server_mode, store, viewer_store
 from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import export_annotations, export_carebench_labels
 from review.datasets.holdings import annotation_count, import_history, item_counts
-from review.datasets.sources import FORMATS, ImportOptions, InputError, import_file
-from review.team.reviewers import is_admin
+from review.datasets.hub import fetch as fetch_from_hub
+from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
+from review.team.access import NotAllowed, allowed
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -36,7 +37,7 @@ reviewer = current_reviewer()
 actor = reviewer.name if reviewer else "app"
 # On a server (people sign in), importing and paid LLM runs with the server's keys are an
 # admin's; local mode trusts this machine's users, as everywhere.
-manages = not server_mode() or is_admin(reviewer)
+manages = allowed(reviewer, "import", server=server_mode())
 if not manages:
     st.info("Importing files and running LLM raters are done by an admin on this server.",
             icon=":material/admin_panel_settings:")
@@ -65,17 +66,73 @@ def show_counts() -> None:
 
 
 st.subheader("Import", anchor=False)
+# A folder (Harbor, CliniCARE) cannot be uploaded: those formats come in by the CLI.
+FILE_FORMATS = [f for f in FORMATS.values() if not f.takes_directory]
+FORMAT_HELP = ("\n".join(f"- **{f.name}**: {f.description}" for f in FILE_FORMATS)
+               + "\n\nFolders (Harbor jobs, CliniCARE trials): `carelens import FOLDER`.")
+DETECT = "detect from content"
 with st.form("import", clear_on_submit=False):
     uploads = st.file_uploader("Files", accept_multiple_files=True,
                                type=["jsonl", "json", "csv", "tsv", "parquet"])
-    # A folder (Harbor, CliniCARE) cannot be uploaded: those formats come in by the CLI.
-    files = [f for f in FORMATS.values() if not f.takes_directory]
-    fmt = st.selectbox("Format", ["detect from content", *(f.name for f in files)],
-                       help="\n".join(f"- **{f.name}**: {f.description}" for f in files)
-                       + "\n\nFolders (Harbor jobs, CliniCARE trials): `carelens import FOLDER`.")
+    fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP)
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
     go = st.form_submit_button("Import", type="primary")
-if go and not manages:
+with st.form("hub", clear_on_submit=False):
+    hub_name = st.text_input(
+        "Or a dataset on the Hugging Face hub", placeholder="hf:ningkko/CARE-Bench:evaluation_prefixes",
+        help="`hf:OWNER/NAME:CONFIG`, as the dataset's card names it in `load_dataset(\"OWNER/NAME\","
+             " \"CONFIG\")`. The config's files are fetched into the hub's cache on this server"
+             " (HF_HUB_OFFLINE=1: from the cache only; HF_TOKEN: a gated dataset's key), then"
+             " imported as uploaded files are.")
+    hub_fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP,
+                           key="hub_format")
+    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:")
+with st.expander("Limits for one file", icon=":material/tune:"):
+    c = st.columns(2)
+    max_rows = c[0].number_input("Rows per file, at most", 1, 10 ** 12, Limits.max_rows,
+                                 step=100_000, help="A file of more rows is refused.")
+    max_mb = c[1].number_input(
+        "Megabytes per file, at most", 1, 10 ** 9, Limits.max_bytes // 10 ** 6, step=1000,
+        help="A file whose rows take more is refused: a text file's size; a Parquet file's rows"
+             " once decompressed (a small Parquet file can stand for far more).")
+limits = Limits(max_rows=int(max_rows), max_bytes=int(max_mb) * 10 ** 6)
+
+
+def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
+               recorded: str | None = None) -> None:
+    """One file, in its own transaction, with its own status line: what went wrong
+    with one file is said on its line, and the next file is still imported.
+    `name` is how the user knows the file; `recorded`, how the imports record it."""
+    shown_name = safe_markdown(name)  # a status label is read as Markdown
+    status = st.status(f"Importing {shown_name}…")
+
+    def progress(phase: str, done: int, total: int | None) -> None:
+        status.update(label=f"{shown_name}: {done:,} rows read…" if phase == "rows" else
+                      f"{shown_name}: committed; adding to the search index, "
+                      f"{done:,} of {total:,} items…")
+    try:
+        result = import_file(db, path, None if chosen == DETECT else chosen,
+                             ImportOptions(rater=rater_name, actor=actor, name=recorded or name,
+                                           limits=limits, by=reviewer, server=server_mode()),
+                             progress=progress)
+    except NotAllowed as exc:
+        status.update(label=f"{shown_name}: nothing was imported", state="error")
+        st.error(safe_markdown(str(exc)), icon=":material/block:")
+    except InputError as exc:  # names the file as the user knows it, not by its place here
+        status.update(label=f"{shown_name}: nothing was imported", state="error")
+        message = str(exc).replace(recorded, name) if recorded else str(exc)
+        st.error(safe_markdown(f"{name}: nothing was imported. {message}"), icon=":material/error:")
+    except Exception as exc:  # noqa: BLE001 - the next file is still imported
+        status.update(label=f"{shown_name}: nothing was imported", state="error")
+        st.error(safe_markdown(f"{name}: nothing was imported ({type(exc).__name__}); the other"
+                               " files are imported"), icon=":material/error:")
+    else:
+        status.update(label=f"{shown_name}: imported", state="complete")
+        st.success(safe_markdown(result.summary().removeprefix("upload:")),
+                   icon=":material/check:")
+
+
+if (go or fetch_go) and not manages:
     st.error("Only an admin imports files on this server.")
 elif go and not uploads:
     st.warning("Choose one or more files to import first (drop them on the box above).",
@@ -85,38 +142,43 @@ elif go and uploads:
         for up in uploads:
             path = Path(tmp) / Path(up.name).name
             path.write_bytes(up.getvalue())
-            shown_name = safe_markdown(up.name)  # a status label is read as Markdown
-            status = st.status(f"Importing {shown_name}…")
+            import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}")
+elif fetch_go and not hub_name.strip():
+    st.warning("Write the dataset's hub name first, e.g. hf:ningkko/CARE-Bench:evaluation_prefixes.",
+               icon=":material/cloud_download:")
+elif fetch_go:
+    bar = st.progress(0.0, text=safe_markdown(f"Fetching {hub_name.strip()}…"))
 
-            def progress(phase: str, done: int, total: int | None, status=status,
-                         name=shown_name) -> None:
-                status.update(label=f"{name}: {done:,} rows read…" if phase == "rows" else
-                              f"{name}: committed; adding to the search index, "
-                              f"{done:,} of {total:,} items…")
-            try:
-                result = import_file(db, path, None if fmt.startswith("detect") else fmt,
-                                     ImportOptions(rater=rater or None, actor=actor,
-                                                   name=f"upload:{up.name}"),
-                                     progress=progress)
-            except InputError as exc:
-                status.update(label=f"{safe_markdown(up.name)}: nothing was imported", state="error")
-                st.error(safe_markdown(f"{up.name}: nothing was imported. "
-                                       f"{str(exc).replace(str(path), up.name)}"),
-                         icon=":material/error:")
-            else:
-                status.update(label=f"{safe_markdown(up.name)}: imported", state="complete")
-                st.success(safe_markdown(result.summary().removeprefix("upload:")),
-                           icon=":material/check:")
+    def fetching(done: int, total: int | None, files: int, of_files: int) -> None:
+        fraction = done / total if total else (files / of_files if of_files else 0.0)
+        bar.progress(min(1.0, fraction), text=safe_markdown(
+            f"Fetching {hub_name.strip()}: {done / 1e6:,.1f} MB, {files} of {of_files} files"))
+    try:
+        fetched = fetch_from_hub(hub_name.strip(), fetching)
+    except InputError as exc:
+        bar.empty()
+        st.error(safe_markdown(str(exc)), icon=":material/error:")
+    else:
+        bar.progress(1.0, text=safe_markdown(fetched.summary()))
+        for hub_file in fetched.files:
+            import_one(hub_file.local, hub_file.name, hub_fmt, None)
 
 if is_empty(db):
     st.info("The database is empty.")
-    if st.button("Load the demo dataset", type="primary"):
+    if st.button("Load the demo dataset", type="primary", disabled=not manages):
         out = Path(default_db_path()).resolve().parent / "carelens-demo-files"
-        for line in load_demo(db, out, actor=actor):
-            st.write(line)
+        try:
+            lines = load_demo(db, out, actor=actor, by=reviewer, server=server_mode())
+        except NotAllowed as exc:
+            st.error(safe_markdown(str(exc)))
+        else:
+            for line in lines:
+                st.write(line)
 show_counts()
 
 def export_section() -> None:
+    # Only the answers this reader may read go in the files (review.team.access).
+    db = viewer_store()
     with tempfile.TemporaryDirectory() as tmp:
         a_csv = Path(tmp) / "annotations.csv"
         export_annotations(db, a_csv)

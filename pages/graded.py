@@ -13,6 +13,7 @@ import streamlit as st
 
 from pages._keys import marker, screen_keys
 from pages._rubric import checklist, next_in_round_button, open_from_queue
+from pages._scores import healthbench_scores_section
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import label_text
 from review.reviewing.blinding import DEFAULT_MODE
@@ -138,3 +139,5 @@ with right:
                   mode=opened.mode, started_key=started_key, show_scores=True, list_height=620,
                   read_only=view.completion is None, round_id=opened.round_id,
                   reference_shown=reference_shown)
+
+healthbench_scores_section(db, ask="graded")  # every rater's, when asked: pages/_scores.py

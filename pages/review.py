@@ -53,14 +53,13 @@ from review.reviewing.queue import (
 from review.team.codebook_versions import current_codebook
 from review.team.rounds import (
     RoundError,
-    answered_outside,
     full_text,
     in_round,
     keep_reservation,
     late_for_round,
-    round_progress,
+    round_counts,
 )
-from review.text import safe_markdown
+from review.text import inline_code, safe_markdown
 
 KINDS = {"prefix": "Conversations", "response": "Model replies"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -394,24 +393,21 @@ def review_item() -> None:
         item_id = next_one()
         item = load_item(s, item_id) if item_id is not None else None
 
-    if this_round is not None:
-        done, total = round_progress(s, this_round.id, reviewer.id)
-        progress = Progress(done, total)
+    # In a round, every count on this screen comes from one read (`round_counts`).
+    counts = round_counts(s, this_round.id, reviewer.id) if this_round is not None else None
+    if counts is not None:
+        progress = Progress(counts.done, counts.yours)
+        words = counts.progress_words(safe_markdown(this_round.name), "answered")
     else:
         progress = queue_progress(s, reviewer.id, filt)
-    words = (f"{progress.done} of {progress.total} answered by you"
-             + (f" in {safe_markdown(this_round.name)}" if this_round else "")
-             + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
-             + (" · all done" if progress.total and not progress.remaining else ""))
+        words = (f"{progress.done} of {progress.total} answered by you"
+                 + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
+                 + (" · all done" if progress.total and not progress.remaining else ""))
 
     if item is None:
         st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
-        if this_round is not None:
-            before = answered_outside(s, this_round.id, reviewer.id)
-            st.success(f"Nothing left for you in {safe_markdown(this_round.name)}: "
-                       "every item you could take has the reviewers it needs, or has your answer."
-                       + (f" {before} of its items you had answered outside the round are not "
-                          "given to you again: a round asks for blind answers." if before else ""),
+        if counts is not None:
+            st.success(counts.nothing_left_words(safe_markdown(this_round.name)),
                        icon=":material/task_alt:")
         elif progress.total:
             st.success("You have answered every item in this queue. Change the filters or what "
@@ -474,7 +470,7 @@ def review_item() -> None:
     name = item_name(s, item.id)
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
     where = (f"item {place.position} of {place.total}"
-             + (" given to you in " + safe_markdown(this_round.name) if this_round else ""))
+             + (" for you in " + safe_markdown(this_round.name) if this_round else ""))
     left, right = st.columns([3, 2], gap="medium")
 
     # -- the judged text -------------------------------------------------------------
@@ -506,7 +502,8 @@ def review_item() -> None:
                                      + safe_markdown(item.error or "no reason given"),
                                      icon=":material/error:")
                         else:
-                            show_text(item.response, key=f"response:{item.id}")
+                            show_text(item.response, key=f"response:{item.id}",
+                                      empty="(empty reply: the model returned no text)")
         st.caption(safe_markdown(name.details))
 
     # -- the question and its answers --------------------------------------------------
@@ -523,8 +520,9 @@ def review_item() -> None:
         for lab in labels:
             chosen = current is not None and current.value == lab.code
             st.button(
-                lab.short, key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
-                help=lab.definition, width="stretch", type="primary" if chosen else "secondary",
+                safe_markdown(lab.short), key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
+                help=safe_markdown(lab.definition), width="stretch",
+                type="primary" if chosen else "secondary",
                 on_click=on_answer,
                 args=(item.id, item.question_id, lab.code, "answered", mode),
                 disabled=item.failed,
@@ -619,9 +617,11 @@ def review_item() -> None:
 
         with st.expander("Codebook: definitions and decision rules"):
             for lab in labels:
-                st.markdown(f"**{lab.shortcut} · {lab.short}** — `{lab.code}`  \n{lab.definition}")
+                # Codebook wording is text, shown as written (an admin may edit it).
+                st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                            f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
                 for rule in lab.rules:
-                    st.markdown(f"- {rule}")
+                    st.markdown(f"- {safe_markdown(rule)}")
 
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from codebook import BLINDING_MODES
+from pages._ppi import round_design
 from pages._shared import require_reviewer, store
 from review.reviewing.queue import filter_choices
+from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
     RoundError,
@@ -16,6 +18,9 @@ from review.team.rounds import (
     is_rubric_round,
     label_questions,
     list_rounds,
+    name_round_members,
+    round_members,
+    round_places,
 )
 from review.text import safe_markdown
 
@@ -36,28 +41,98 @@ if not is_admin(me):
     st.stop()
 
 rounds = list_rounds(db)
+designs = design_words(db)
+
+
+def save_members(round_id: int, key: str) -> None:
+    try:
+        changed = name_round_members(store(), me, round_id, st.session_state.get(key) or [])
+    except RoundError as exc:
+        st.session_state["rounds_warning"] = safe_markdown(str(exc))
+    else:
+        if changed:
+            st.session_state["rounds_flash"] = "Saved who is in the round."
+
+
+def round_details() -> None:
+    """One round: its settings, who is in it, and each item's places (who reviewed it,
+    who holds a place now, what is stuck)."""
+    by_id = {r.id: r for r in rounds}
+    rid = st.selectbox("Round", list(by_id), format_func=lambda i: by_id[i].name,
+                       key="rounds_detail")
+    r = by_id[rid]
+    overlap = "every item" if r.overlap_share is None else f"{r.overlap_share:.0%} of items"
+    st.caption(f"Asks: {safe_markdown(asks(r))} · {r.reviewers_per_item} reviewers per item on "
+               f"{overlap} · {BLINDING_SHORT.get(r.blinding, r.blinding)} · places held for "
+               f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
+               f"{r.created_at[:10]}"
+               + (f" · drawn: {safe_markdown(designs[rid])}" if designs.get(rid) else ""))
+    people = [p.name for p in list_reviewers(db)]
+    key = f"rounds_members:{rid}"
+    if key not in st.session_state:
+        st.session_state[key] = round_members(db, rid)
+    cols = st.columns([5, 2], vertical_alignment="bottom")
+    cols[0].multiselect("Who is in the round", people, key=key,
+                        placeholder="Anyone may take places (no one named)",
+                        help="Name the reviewers: only they are given its items and counted in "
+                             "it. Naming no one opens it to every reviewer. Who leaves keeps the "
+                             "reviews they completed.")
+    cols[1].button("Save who is in it", on_click=save_members, args=(rid, key),
+                   width="stretch", icon=":material/group:")
+    places = round_places(db, rid)
+    stuck = [p for p in places if p.stuck]
+    open_ = [p for p in places if not p.complete]
+    st.markdown(f"**{len(places) - len(open_)} of {len(places)} items complete** · "
+                f"{sum(1 for p in open_ if p.held_by)} in progress"
+                + (f" · :red[{len(stuck)} stuck]" if stuck else ""))
+    only_open = st.toggle("Only items not complete", value=bool(open_), key=f"rounds_open:{rid}")
+    shown = sorted(open_ if only_open else places, key=lambda p: (not p.stuck, p.complete))
+    st.dataframe(
+        [{"Item": p.uid, "State": p.words(),
+          "Reviewed by": ", ".join(p.reviewed_by),
+          "Holds a place now": ", ".join(f"{who} (until {until[11:16]} UTC)"
+                                         for who, until in p.held_by)}
+         for p in shown],
+        hide_index=True, width="stretch",
+        column_config={"Item": st.column_config.TextColumn(width="medium"),
+                       "State": st.column_config.TextColumn(width="large")},
+    )
+
+
 st.subheader("Rounds", anchor=False)
 if "rounds_flash" in st.session_state:  # said before the rerun that shows the new round
     st.success(st.session_state.pop("rounds_flash"), icon=":material/task_alt:")
 if "rounds_warning" in st.session_state:
     st.warning(st.session_state.pop("rounds_warning"), icon=":material/group_add:")
+BLINDING_SHORT = {"blind": "fully blind", "reveal_after_commit": "reveal after answer",
+                  "suggest": "labels up front"}
+
+
+def asks(r) -> str:
+    return ROUND_WORDS.get(r.question_key) or r.question_text or r.question_key
+
+
 if rounds:
+    # Six narrow columns: the table fits a laptop's screen (1280 px); the rest of a
+    # round's settings are in its details below.
     st.dataframe(
-        [{"round": r.name, "question": ROUND_WORDS.get(r.question_key) or r.question_text or r.question_key,
-          "items": r.items,
-          "reviews": f"{r.answers_given} of {r.answers_needed}",
-          "done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
-          "reviewers per item": r.reviewers_per_item,
-          "overlap": "all items" if r.overlap_share is None else f"{r.overlap_share:.0%} of items",
-          "blinding": r.blinding.replace("_", " "), "created by": r.created_by}
+        [{"Round": r.name, "Asks": asks(r), "Items": r.items,
+          "Reviews": f"{r.answers_given} of {r.answers_needed}",
+          "Done": 100 * r.answers_given / r.answers_needed if r.answers_needed else 0.0,
+          "Reviewers": f"{len(members)} named" if (members := round_members(db, r.id))
+          else "anyone"}
          for r in rounds],
         hide_index=True, width="stretch",
-        column_config={"done": st.column_config.ProgressColumn("done", format="%.0f%%",
-                                                               min_value=0, max_value=100),
-                       "question": st.column_config.TextColumn("question", width="medium"),
-                       "reviewers per item": st.column_config.NumberColumn(
-                           "k", help="Reviewers per item")},
+        column_config={"Round": st.column_config.TextColumn(width="medium"),
+                       "Asks": st.column_config.TextColumn(width="medium"),
+                       "Items": st.column_config.NumberColumn(width="small"),
+                       "Reviews": st.column_config.TextColumn(width="small"),
+                       "Done": st.column_config.ProgressColumn(
+                           format="%.0f%%", min_value=0, max_value=100, width="small"),
+                       "Reviewers": st.column_config.TextColumn(
+                           width="small", help="Who may take places: anyone, or those named")},
     )
+    round_details()
 else:
     st.caption("No rounds yet. Reviewers can still review freely; a round is how several "
                "clinicians get the same items for an agreement audit.")
@@ -74,7 +149,10 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                             help="A label question, or a review of every criterion of each "
                                  "agent run or graded conversation (step marks are optional "
                                  "there; a committed verdict takes the reviewer's place)")
-    strata = ["category", "none"] if is_rubric_round(question or "") else ["gold", "category", "none"]
+    strata = (["category", "model", "none"] if is_rubric_round(question or "")
+              else ["gold", "category", "model", "machine_label", "case", "none"])
+    design = round_design(db, question)
+    strata = strata if design["design"] == "uniform" else ["none"]  # weighted: no strata
     with st.form("new_round"):
         name = st.text_input("Name", placeholder="e.g. Validation split, double review")
         choices = filter_choices(db)
@@ -91,7 +169,9 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
         stratify = c[0].selectbox("Stratify by", strata,
                                   format_func={"gold": "gold label (label questions)",
                                                "category": "category or theme",
-                                               "none": "nothing"}.get)
+                                               "model": "responding model",
+                                               "machine_label": "the machine's label",
+                                               "case": "case", "none": "nothing"}.get)
         blinding = c[1].selectbox("Blinding", BLINDING_MODES, index=1, format_func=BLINDING_WORDS.get,
                                   help="Labels: the machines' (mapper, judges) and the reference "
                                        "(gold) ones. Other reviewers' answers are never shown.")
@@ -105,7 +185,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                     overlap_share=None if overlap == 100 else overlap / 100, dataset=dataset,
                     split=split, model=model, stratify_by=stratify, match_specialty=match,
                     blinding=blinding, reservation_minutes=int(minutes),
-                    adjudicate_distance=int(distance), limit=int(limit) or None), me)
+                    adjudicate_distance=int(distance), limit=int(limit) or None, **design), me)
             except RoundError as exc:
                 st.error(safe_markdown(str(exc)))
             else:
@@ -122,7 +202,7 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
 
 st.subheader("People", anchor=False)
 people = list_reviewers(db)
-st.dataframe([{"name": p.name, "role": p.role, "specialty": p.specialty, "seniority": p.seniority}
+st.dataframe([{"name": p.name, "role": p.role, "specialty": p.specialty or "", "seniority": p.seniority or ""}
               for p in people], hide_index=True, width="stretch")
 with st.form("grant"):
     c = st.columns([3, 2, 2], vertical_alignment="bottom")

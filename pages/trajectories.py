@@ -281,15 +281,16 @@ def mark_panel(sid: int) -> None:
                 st.caption(safe_markdown(saved.note))
         with st.container(horizontal=True, gap="small", key="trj_errors"):
             for lab in book.labels:
-                st.button(lab.short, key=f"trj_errbtn:{item_id}:{sid}:{lab.code}", shortcut=lab.shortcut,
-                          help=lab.definition, type="primary" if err == lab.code else "secondary",
+                st.button(safe_markdown(lab.short), key=f"trj_errbtn:{item_id}:{sid}:{lab.code}",
+                          shortcut=lab.shortcut, help=safe_markdown(lab.definition), type="primary" if err == lab.code else "secondary",
                           on_click=pick, args=("err", sid, lab.code))
         with st.container(horizontal=True, gap="small", key="trj_severity",
                           vertical_alignment="center"):
             st.caption("Severity (⇧1–5)")
             for level in sorted(levels):
-                st.button(f"{level} {levels[level]['name']}", key=f"trj_sevbtn:{item_id}:{sid}:{level}",
-                          shortcut=f"Shift+{level}", help=levels[level]["definition"],
+                st.button(f"{level} {safe_markdown(levels[level]['name'])}",
+                          key=f"trj_sevbtn:{item_id}:{sid}:{level}", shortcut=f"Shift+{level}",
+                          help=safe_markdown(levels[level]["definition"]),
                           type="primary" if sev == level else "secondary",
                           disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
         ready = err == NO_ERROR or (err is not None and sev is not None)
@@ -312,10 +313,11 @@ def mark_panel(sid: int) -> None:
                       icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
         with st.expander("What the error types and severities mean"):
             for lab in book.labels:
-                st.markdown(f"**{lab.shortcut} · {lab.short}** — {lab.definition}")
+                st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                            f"{safe_markdown(lab.definition)}")
             for level in sorted(levels):
-                st.markdown(f"**Severity {level} · {levels[level]['name']}** — "
-                            f"{levels[level]['definition']}")
+                st.markdown(f"**Severity {level} · {safe_markdown(levels[level]['name'])}** — "
+                            f"{safe_markdown(levels[level]['definition'])}")
 
 
 left, right = st.columns([3, 2], gap="medium")

@@ -9,20 +9,21 @@ failing with "database is locked" when a deferred transaction upgrades.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 from sqlite_utils import Database
 
+from store.chain import register_functions
 from store.migrations import migrations
+from store.records import QuestionRecord
+from store.values import to_json, utcnow
+from store.writer import RecordWriter
 
 BUSY_TIMEOUT_MS = 60_000
 _migrated: set[str] = set()
@@ -119,35 +120,6 @@ def wait_for_checkpoints(timeout: float | None = None) -> None:
         thread.join(timeout)
 
 
-def utcnow() -> str:
-    """Timestamps are ISO 8601 in UTC with microseconds, sortable as text."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON for the database's JSON columns. orjson does the work (an
-    import writes tens of megabytes of it; the standard encoder is several
-    times slower); what orjson refuses (an integer beyond 64 bits) goes to
-    the standard encoder. Anything else unknown is written as its str()."""
-    try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (orjson.JSONEncodeError, TypeError):
-        return _ENCODE(value)
-
-
-def from_json(text: str | bytes) -> Any:
-    """A JSON column's value. orjson reads nearly all of them; what it cannot
-    (an integer of hundreds of digits, which the standard encoder wrote for
-    `to_json`) the standard parser does."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
 def connect(path: str | Path) -> sqlite3.Connection:
     """A new connection with the project's pragmas. Autocommit mode: every
     transaction is opened explicitly (see `Store.transaction`)."""
@@ -155,6 +127,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
     )
     conn.row_factory = sqlite3.Row
+    register_functions(conn)  # the record's hash chain (store.chain)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     if str(path) != ":memory:":
@@ -325,17 +298,17 @@ class Store:
         ]
         if not missing:
             return
-        from store.records import QuestionRecord
-        from store.writer import RecordWriter
-
         with self.transaction() as conn:
             writer = RecordWriter(conn, source="codebook")
             for book in missing:
+                # A version is never replaced (the table refuses an insert that takes an
+                # existing one): only a version not yet recorded is written.
                 cur = conn.execute(
                     "INSERT INTO codebook_versions (codebook, version, content, note, created_by,"
-                    " created_at) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                    " created_at) SELECT ?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM"
+                    " codebook_versions WHERE codebook = ? AND version = ?)",
                     (book.key, book.version, to_json(book.to_dict()), "shipped with carelens",
-                     actor, utcnow()),
+                     actor, utcnow(), book.key, book.version),
                 )
                 if cur.rowcount:
                     self.audit(actor, "codebook_load", "codebook_versions", cur.lastrowid,

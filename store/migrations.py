@@ -575,3 +575,365 @@ FROM audit_log a JOIN raters r ON r.name = a.actor
 WHERE a.action = 'labels_opened' ORDER BY a.id;
 """
     )
+
+
+# -- m015: the record sealed ----------------------------------------------------------
+# The constants below are part of migration m015: like the migration, never edit them
+# (a later change is a new migration with its own constants). `store.verify` reads them.
+
+APPEND_ONLY = ("annotations", "audit_log", "item_tags", "round_reviews", "flags",
+               "codebook_versions")
+"""The tables whose rows are never changed, removed or replaced (m015): answers, the
+audit log, tags applied and removed, reviews completed in rounds, flags raised and
+cleared, codebook versions. Each refuses UPDATE, DELETE, and an INSERT that would
+take a row that exists (INSERT OR REPLACE, REPLACE, an upsert)."""
+
+CHAINED = {
+    "annotations": ("id", "item_id", "question_id", "rater_id", "target", "status", "value",
+                    "rationale", "confidence", "phase", "codebook_version", "seconds_on_task",
+                    "supersedes_id", "source", "import_id", "extra", "created_at", "round_id"),
+    "audit_log": ("id", "at", "actor", "action", "entity", "entity_id", "old", "new"),
+}
+"""The tables whose rows are chained by a hash (store.chain), and the fields each
+row's hash covers, in this order."""
+
+_NATURAL_KEYS = {
+    "round_reviews": ("round_id", "item_id", "rater_id"),
+    "codebook_versions": ("codebook", "version"),
+}
+"""Unique keys besides the row id, which an INSERT OR REPLACE would also take over."""
+
+_APPEND_ONLY_WORDS = {
+    "annotations": "annotations are append-only: add a new row that supersedes this one",
+    "audit_log": "the audit log is append-only",
+    "item_tags": "item tags are append-only: add a row that adds or removes the tag",
+    "round_reviews": "round reviews are append-only",
+    "flags": "flags are append-only: add a row that raises or clears the flag",
+    "codebook_versions": "codebook versions are append-only: an edit is a new version",
+}
+
+
+def chain_body(table: str, row: str = "") -> str:
+    """The SQL expression of a row's chained fields as a JSON array (`row`: 'NEW.'
+    inside a trigger, '' or an alias with its dot in a query)."""
+    return "json_array(" + ", ".join(f"{row}{c}" for c in CHAINED[table]) + ")"
+
+
+def _no_replace(table: str) -> str:
+    taken = "rowid = NEW.rowid"
+    if table in _NATURAL_KEYS:
+        taken += " OR (" + " AND ".join(f"{c} = NEW.{c}" for c in _NATURAL_KEYS[table]) + ")"
+    return (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+            f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+            f"BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY_WORDS[table]}: an insert may not take"
+            " the place of a row that exists (INSERT OR REPLACE)'); END;\n")
+
+
+def _chained_no_update(table: str) -> str:
+    # The one UPDATE a chained row takes: its own chain trigger writing its hash,
+    # once, while the row is being inserted (chain still NULL), nothing else changed.
+    changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in CHAINED[table])
+    return (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+            f"WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR {changed}\n"
+            f"BEGIN SELECT RAISE(ABORT, '{_APPEND_ONLY_WORDS[table]}'); END;\n")
+
+
+def _chain_trigger(table: str) -> str:
+    return (f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+            "BEGIN\n"
+            f"    UPDATE chain_heads SET last_id = NEW.id,\n"
+            f"        hash = carelens_chain(hash, {chain_body(table, 'NEW.')})\n"
+            f"    WHERE name = '{table}';\n"
+            f"    UPDATE {table} SET chain = (SELECT hash FROM chain_heads WHERE name = '{table}')\n"
+            "    WHERE id = NEW.id;\n"
+            "END;\n")
+
+
+@migrations()
+def m015_record_sealed(db: Database) -> None:
+    """Append-only against every statement, and chained so that tampering shows.
+
+    Every append-only table (`APPEND_ONLY`) refuses an INSERT that would take an
+    existing row (SQLite's REPLACE deletes the old row without firing its DELETE
+    triggers); flags and codebook versions, append-only by design, now also refuse
+    UPDATE and DELETE. Answers and audit entries carry a hash chain (`store.chain`):
+    the column `chain` is added and filled in for the rows already there, in id
+    order; from now on a trigger writes it as each row is inserted, and `chain_heads`
+    keeps each chain's last row and hash, so that a removed last row shows too.
+    `carelens verify` (store.verify) checks all of it."""
+    from store.chain import chain_hash, register_functions
+
+    register_functions(db.conn)
+    run_script(db, """
+ALTER TABLE annotations ADD COLUMN chain TEXT;  -- sha256 of the previous answer's chain and this row's fields (store.chain); written on insert
+ALTER TABLE audit_log ADD COLUMN chain TEXT;    -- sha256 of the previous entry's chain and this row's fields (store.chain); written on insert
+DROP TRIGGER annotations_no_update;
+DROP TRIGGER audit_log_no_update;
+CREATE TABLE chain_heads (
+    name TEXT PRIMARY KEY,                -- the chained table: annotations | audit_log
+    last_id INTEGER,                      -- id of the last row chained; NULL while the table is empty
+    hash TEXT                             -- that row's chain hash
+);
+""")
+    for table in CHAINED:
+        previous = last_id = None
+        rows = db.conn.execute(
+            f"SELECT id, {chain_body(table)} AS body FROM {table} ORDER BY id").fetchall()
+        hashes = []
+        for row in rows:
+            previous = chain_hash(previous, row[1])
+            last_id = row[0]
+            hashes.append((previous, last_id))
+        db.conn.executemany(f"UPDATE {table} SET chain = ? WHERE id = ?", hashes)
+        db.conn.execute("INSERT INTO chain_heads (name, last_id, hash) VALUES (?, ?, ?)",
+                        (table, last_id, previous))
+    script = "".join(_chained_no_update(t) + _chain_trigger(t) for t in CHAINED)
+    for table in ("flags", "codebook_versions"):
+        words = _APPEND_ONLY_WORDS[table]
+        script += (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n"
+                   f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+    script += "".join(_no_replace(t) for t in APPEND_ONLY)
+    script += """
+-- The heads move forward only, each to the row its chain trigger is writing.
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_no_delete BEFORE DELETE ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
+    WHEN 'annotations' THEN EXISTS (SELECT 1 FROM annotations WHERE id = NEW.last_id AND chain IS NULL)
+    WHEN 'audit_log' THEN EXISTS (SELECT 1 FROM audit_log WHERE id = NEW.last_id AND chain IS NULL)
+    ELSE 0 END
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+"""
+    run_script(db, script)
+
+
+@migrations()
+def m016_login_identity(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Server mode: a person is the pair (issuer, subject) of their OpenID Connect
+-- login, never an e-mail (which may be unverified or change) nor a display
+-- name. `login` (m003: e-mail or subject, lower-cased) is kept for accounts
+-- made before: such an account is linked to its person at their first sign-in
+-- whose verified e-mail is exactly that login (review.team.identity).
+ALTER TABLE raters ADD COLUMN login_issuer TEXT;   -- server mode: the login provider (OIDC `iss`) that vouches for this person
+ALTER TABLE raters ADD COLUMN login_subject TEXT;  -- server mode: the person's id at that provider (OIDC `sub`), never reassigned
+ALTER TABLE raters ADD COLUMN login_email TEXT;    -- the e-mail the provider verified at the last sign-in (shown; matched against CARELENS_ADMINS); NULL if unverified
+CREATE UNIQUE INDEX raters_login_identity ON raters (login_issuer, login_subject)
+    WHERE login_subject IS NOT NULL;
+"""
+    )
+
+
+@migrations()
+def m017_labels_opened_no_replace(db: Database) -> None:
+    """`labels_opened` (a reviewer's choices to see every rater's labels) is
+    append-only too: no insert may take the place of a choice recorded. The
+    table comes with another change to the schema; where it is not there yet,
+    there is nothing to protect."""
+    if db.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                       " AND name = 'labels_opened'").fetchone() is None:
+        return
+    run_script(db, """
+CREATE TRIGGER labels_opened_no_replace BEFORE INSERT ON labels_opened
+WHEN EXISTS (SELECT 1 FROM labels_opened WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'choices to see the labels are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+""")
+
+
+@migrations()
+def m030_reveals(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Which machine and reference labels a reviewer was shown, and when: the first
+-- time each label (an annotation) reached their screen. Anchoring measures a
+-- changed answer against the label the reviewer saw (labels.compare.anchoring),
+-- not against whatever label a machine gives the item later.
+CREATE TABLE reveals (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer the label was shown to
+    item_id INTEGER NOT NULL REFERENCES items(id),    -- the item they were reviewing
+    annotation_id INTEGER NOT NULL REFERENCES annotations(id),  -- the label shown (its rater,
+                                          -- value, item and question are the annotation's)
+    shown_at TEXT NOT NULL,               -- ISO 8601, UTC: when it was first shown
+    UNIQUE (rater_id, annotation_id)
+);
+CREATE INDEX reveals_by_item ON reveals (rater_id, item_id);
+CREATE TRIGGER reveals_no_update BEFORE UPDATE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+CREATE TRIGGER reveals_no_delete BEFORE DELETE ON reveals
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only'); END;
+"""
+    )
+
+
+@migrations()
+def m020_round_designs(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A review round as a sampling design (review.team.designs): how its items were
+-- drawn, and every candidate item's chance of being drawn, so that estimates
+-- from its answers can weight each item by the inverse of that chance.
+-- {"kind": uniform | stratified | weighted, "stratify_by", "weight_by", "machine",
+--  "frame": candidates, "drawn": items drawn, "seed", "method": in words};
+-- NULL for a round created before designs were recorded (its labels have no design).
+ALTER TABLE review_rounds ADD COLUMN design TEXT CHECK (design IS NULL OR json_valid(design));
+
+CREATE TABLE round_frame (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),  -- a candidate item: it matched the round's filter
+    inclusion_probability REAL NOT NULL
+        CHECK (inclusion_probability > 0 AND inclusion_probability <= 1),  -- its chance of being drawn
+    stratum TEXT,                         -- the stratum it was drawn from ('all' when unstratified)
+    score REAL,                           -- weighted design: how likely the machine is wrong on it, 0..1
+    PRIMARY KEY (round_id, item_id)
+);
+CREATE TRIGGER round_frame_no_update BEFORE UPDATE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+CREATE TRIGGER round_frame_no_delete BEFORE DELETE ON round_frame
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once'); END;
+"""
+    )
+
+
+@migrations()
+def m025_round_members(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Who is in a review round, as its admin named them. Append-only: taking a
+-- reviewer out is a new row with in_round = 0; the newest row for (round,
+-- reviewer) is in force. A round in which nobody is named is open to every
+-- reviewer; once anyone is named, only those named take places in it
+-- (review.team.rounds enforces it where places are reserved and claimed).
+CREATE TABLE round_members (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- the reviewer named or taken out
+    in_round INTEGER NOT NULL CHECK (in_round IN (0, 1)),  -- 1 named in the round, 0 taken out
+    named_by TEXT NOT NULL,               -- the admin who did it (rater name)
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX round_members_unit ON round_members (round_id, rater_id, id);
+CREATE TRIGGER round_members_no_update BEFORE UPDATE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that names or removes'); END;
+CREATE TRIGGER round_members_no_delete BEFORE DELETE ON round_members
+BEGIN SELECT RAISE(ABORT, 'round members are append-only: add a row that removes the reviewer'); END;
+
+-- The reviewers named in each round now: the newest row says in_round = 1.
+CREATE VIEW current_round_members AS
+SELECT m.* FROM round_members m
+WHERE m.in_round = 1 AND m.id = (
+    SELECT MAX(u.id) FROM round_members u WHERE u.round_id = m.round_id AND u.rater_id = m.rater_id
+);
+"""
+    )
+
+
+@migrations()
+def m033_tag_list_and_study_settings(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- The list of tags is kept like the record: rows are only added. A tag is
+-- retired (no longer offered; where it was applied it stays) or offered again
+-- by a new row in tag_changes.
+CREATE TRIGGER tags_no_update BEFORE UPDATE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+CREATE TRIGGER tags_no_delete BEFORE DELETE ON tags
+BEGIN SELECT RAISE(ABORT, 'tags are append-only: retire a tag with a row in tag_changes'); END;
+
+CREATE TABLE tag_changes (
+    id INTEGER PRIMARY KEY,
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    retired INTEGER NOT NULL CHECK (retired IN (0, 1)),  -- 1 retired from the list, 0 offered again
+    changed_by TEXT NOT NULL,             -- rater name
+    note TEXT,                            -- why
+    created_at TEXT NOT NULL              -- ISO 8601, UTC
+);
+CREATE INDEX tag_changes_tag ON tag_changes (tag_id, id);
+CREATE TRIGGER tag_changes_no_update BEFORE UPDATE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+CREATE TRIGGER tag_changes_no_delete BEFORE DELETE ON tag_changes
+BEGIN SELECT RAISE(ABORT, 'tag changes are append-only: add a row'); END;
+
+-- What the study allows, set by an admin (e.g. reviewers_add_tags: whether
+-- reviewers may add tags to the list). Append-only: the newest row of a key is
+-- in force; a key never set has its default (review.team.study).
+CREATE TABLE study_settings (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,                    -- the setting, e.g. 'reviewers_add_tags'
+    value TEXT NOT NULL CHECK (json_valid(value)),  -- its value, as JSON
+    set_by TEXT NOT NULL,                 -- the admin (rater name)
+    set_at TEXT NOT NULL                  -- ISO 8601, UTC
+);
+CREATE INDEX study_settings_key ON study_settings (key, id);
+CREATE TRIGGER study_settings_no_update BEFORE UPDATE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+CREATE TRIGGER study_settings_no_delete BEFORE DELETE ON study_settings
+BEGIN SELECT RAISE(ABORT, 'study settings are append-only: add a row'); END;
+"""
+    )
+
+
+APPEND_ONLY_LATER = ("labels_opened", "reveals", "round_frame")
+"""Append-only tables that came after m015 (their own migrations refuse UPDATE and
+DELETE); m017 and m018 make them refuse an INSERT that takes an existing row. Part
+of m018: never edit."""
+
+
+@migrations()
+def m018_no_replace_reveals_and_frames(db: Database) -> None:
+    """`reveals` (which labels a reviewer was shown) and `round_frame` (a round's
+    candidates and their chances) are append-only: no insert takes the place of
+    a row recorded, by its id or its unique key."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    if "reveals" in tables:
+        script += """
+CREATE TRIGGER reveals_no_replace BEFORE INSERT ON reveals
+WHEN EXISTS (SELECT 1 FROM reveals WHERE rowid = NEW.rowid
+             OR (rater_id = NEW.rater_id AND annotation_id = NEW.annotation_id))
+BEGIN SELECT RAISE(ABORT, 'reveals are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if "round_frame" in tables:
+        script += """
+CREATE TRIGGER round_frame_no_replace BEFORE INSERT ON round_frame
+WHEN EXISTS (SELECT 1 FROM round_frame WHERE rowid = NEW.rowid
+             OR (round_id = NEW.round_id AND item_id = NEW.item_id))
+BEGIN SELECT RAISE(ABORT, 'a round''s frame is recorded once: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    if script:
+        run_script(db, script)
+
+
+APPEND_ONLY_M019 = ("round_members", "tags", "tag_changes", "study_settings")
+"""Append-only tables of later changes (round members, the tag list and its
+changes, study settings): m019 makes each refuse an INSERT that takes an existing
+row (by its id; a tag also by its name, in any capitals). Part of m019: never edit."""
+
+
+@migrations()
+def m019_no_replace_members_tags_settings(db: Database) -> None:
+    """Round members, tags, tag changes and study settings refuse UPDATE and DELETE
+    (their own migrations); here they refuse INSERT OR REPLACE too."""
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    script = ""
+    for table in APPEND_ONLY_M019:
+        if table not in tables:
+            continue
+        taken = "rowid = NEW.rowid" + (" OR name = NEW.name" if table == "tags" else "")
+        script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                   f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {taken})\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{table.replace('_', ' ')} are append-only: an"
+                   " insert may not take the place of a row that exists (INSERT OR REPLACE)');"
+                   " END;\n")
+    if script:
+        run_script(db, script)

@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import chain, groupby
 
-from store.db import from_json, to_json, utcnow
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.values import from_json, to_json, utcnow
 
 DATASET_KINDS = {
     "carebench": "carebench",
@@ -51,6 +51,23 @@ class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
 
+class WriteRules:
+    """What a writer may write, checked as it writes (an import's rules:
+    `review.datasets.sources.rules`). The default allows everything."""
+
+    def new_rater(self, record: RaterRecord) -> None:
+        """Before a rater is created; raises InputError to refuse."""
+
+    def answer(self, record: AnnotationRecord, rater_id: int,
+               in_force: sqlite3.Row | None) -> None:
+        """Before an answer is written; `in_force` is the rater's answer to the
+        unit it would supersede (None if there is none). Raises InputError to refuse."""
+
+    def written(self, record: AnnotationRecord, rater_id: int, annotation_id: int,
+                in_force: sqlite3.Row | None) -> None:
+        """After the answer was written as row `annotation_id`."""
+
+
 _BIND_ERRORS = (OverflowError, UnicodeEncodeError, sqlite3.ProgrammingError,
                 sqlite3.InterfaceError)
 """What sqlite3 raises for a value it cannot store (an integer beyond 64 bits,
@@ -81,8 +98,11 @@ def _problem(value: object) -> str | None:
 
 class RecordWriter:
     def __init__(self, conn: sqlite3.Connection, *, source: str, import_id: int | None = None,
-                 where: str = "", validate: Validator | None = None, index_later: bool = False):
+                 where: str = "", validate: Validator | None = None, index_later: bool = False,
+                 rules: WriteRules | None = None):
         self.conn = conn
+        self.rules = rules
+        """What may be written (None: everything), checked as each rater and answer is."""
         self.index_later = index_later
         """True: derived data (the search index) is caught up after the commit,
         in small transactions, instead of inside this one (imports: a large
@@ -101,8 +121,11 @@ class RecordWriter:
         """Items held back to be written together, by uid."""
         self._replacing: set[str] = set()
         """Uids in `_pending` that replace a stub of the same uid."""
-        self._waiting: list[tuple[AnnotationRecord, int, int]] = []
-        """Answers on items still in `_pending`: (record, question id, rater id)."""
+        self._waiting: list[tuple[AnnotationRecord, int | None, int]] = []
+        """Answers on items still in `_pending`: (record, question id, rater id); the
+        question id is None for a question still in `_pending_questions`."""
+        self._pending_questions: dict[str, QuestionRecord] = {}
+        """Questions bound to items still in `_pending`, by key: written with them."""
         self._lines: dict[str, int | None] = {}
         """Source line of every item this writer was given in full (not stubs),
         by uid: a uid given again is compared with the first (`_repeated`)."""
@@ -144,6 +167,8 @@ class RecordWriter:
         return self._items[uid]
 
     def question_id(self, key: str, line: int | None = None) -> int:
+        if key in self._pending_questions:
+            self.flush()
         if key not in self._questions:
             row = self.conn.execute("SELECT id FROM questions WHERE key = ?", (key,)).fetchone()
             if row is None:
@@ -190,6 +215,8 @@ class RecordWriter:
                 )
             self._raters[r.name] = row[0]
             return row[0]
+        if self.rules is not None:
+            self.rules.new_rater(r)
         cur = self.conn.execute(
             "INSERT INTO raters (name, kind, role, specialty, seniority, provider, model,"
             " prompt_version, meta, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -204,7 +231,12 @@ class RecordWriter:
         placeholder (meta.stub: a file named it before the file that defines
         it, e.g. a HealthBench meta-evaluation row naming a rubric criterion)
         is filled in by a record with `replace_stub`; one that is not a
-        placeholder is left as it is."""
+        placeholder is left as it is. A question bound to an item held in the batch
+        is held with it, and written by `flush` (then the id is not returned)."""
+        if q.item_uid is not None and q.item_uid in self._pending and not q.replace_stub:
+            if q.key not in self._questions:
+                self._pending_questions.setdefault(q.key, q)
+            return None
         row = self.conn.execute("SELECT id, meta FROM questions WHERE key = ?", (q.key,)).fetchone()
         if row is not None:
             self._questions[q.key] = row[0]
@@ -272,7 +304,7 @@ class RecordWriter:
             "SELECT COUNT(*) FROM items WHERE id > ?", (before,)).fetchone()[0]
         self.n_completed += len(replaced)
         waiting, self._waiting = self._waiting, []
-        if waiting or self._replacing:
+        if waiting or self._replacing or self._pending_questions:
             for uid, item_id in self.conn.execute(
                 "SELECT uid, id FROM items WHERE uid IN (SELECT value FROM json_each(?))",
                 (to_json(list(self._pending)),),
@@ -280,6 +312,7 @@ class RecordWriter:
                 self._items[uid] = item_id
         self._pending.clear()
         self._replacing.clear()
+        self._write_pending_questions()
         if ITEMS_WRITTEN:
             # New rows have no stale text to drop: with index_later, only replaced ones are due.
             fresh = [] if self.index_later else [r[0] for r in self.conn.execute(
@@ -287,6 +320,30 @@ class RecordWriter:
             if fresh or replaced:
                 self._items_written(fresh + replaced)
         self._write_waiting(waiting, before)
+
+    _QUESTION_COLUMNS = ("INSERT INTO questions (key, codebook, kind, text, item_id, applies_to,"
+                         " points, meta) VALUES ")
+    _QUESTION_FIELDS = ("key", "codebook", "kind", "text", "item", "applies_to", "points", "meta")
+
+    def _write_pending_questions(self) -> None:
+        """The questions held with the batch's items, in a few multi-row statements
+        (a question whose key exists is left as it is, as `question` leaves it)."""
+        if not self._pending_questions:
+            return
+        held = list(self._pending_questions.values())
+        self._pending_questions = {}
+        rows = [(q.key, q.codebook, q.kind, q.text, self._items[q.item_uid], q.applies_to,
+                 q.points, to_json(q.meta)) for q in held]
+        try:
+            self._insert_rows(self._QUESTION_COLUMNS, "(?,?,?,?,?,?,?,?)",
+                              " ON CONFLICT (key) DO NOTHING", rows)
+        except _BIND_ERRORS as exc:
+            bad = next((r for r in rows if any(map(_problem, r))), rows[0])
+            raise self._unstorable(self._QUESTION_FIELDS, bad, None, exc) from None
+        for key, question_id in self.conn.execute(
+                "SELECT key, id FROM questions WHERE key IN (SELECT value FROM json_each(?))",
+                (to_json([q.key for q in held]),)):
+            self._questions[key] = question_id
 
     _ROWS_PER_STATEMENT = 200
     """Rows one INSERT carries (13 values each: within SQLite's 32,766 since
@@ -438,7 +495,7 @@ class RecordWriter:
         answer on an item still held in the batch waits for it (written by
         `flush`, in order); the row id is returned only when written at once."""
         if a.question_key and a.item_uid in self._pending:
-            question_id, rater_id = self._checked(a, a.question_key)
+            question_id, rater_id = self._checked(a, a.question_key, held=True)
             self._waiting.append((a, question_id, rater_id))
             return None
         item_id = self.item_id(a.item_uid, a.line)
@@ -464,17 +521,23 @@ class RecordWriter:
             raise InputError(f"{self._loc(a.line)}item {a.item_uid!r} has no step {number}"
                              f" ({steps} steps)")
 
-    def _checked(self, a: AnnotationRecord, key: str) -> tuple[int, int]:
-        """The question and rater ids of an answer, its value validated."""
-        question_id = self.question_id(key, a.line)
+    def _checked(self, a: AnnotationRecord, key: str, held: bool = False) -> tuple[int | None, int]:
+        """The question and rater ids of an answer, its value validated. With `held`
+        (the answer waits for its item), a question held with the batch gives no id
+        yet (None: `_write_waiting` looks it up once written)."""
+        pending = self._pending_questions.get(key) if held else None
+        question_id = None if pending is not None else self.question_id(key, a.line)
         rater_id = self.rater_id(a.rater, a.line)
         if a.status == "answered" and self.validate is not None:
-            if question_id not in self._question_info:
-                row = self.conn.execute(
-                    "SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)
-                ).fetchone()
-                self._question_info[question_id] = (row[0], row[1])
-            book, kind = self._question_info[question_id]
+            if pending is not None:
+                book, kind = pending.codebook, pending.kind
+            else:
+                if question_id not in self._question_info:
+                    row = self.conn.execute(
+                        "SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)
+                    ).fetchone()
+                    self._question_info[question_id] = (row[0], row[1])
+                book, kind = self._question_info[question_id]
             try:
                 a.value = self.validate(book, kind, a.value)
             except ValueError as exc:
@@ -492,8 +555,9 @@ class RecordWriter:
     def _write_annotation(self, a: AnnotationRecord, item_id: int, question_id: int,
                           rater_id: int) -> int | None:
         current = self.conn.execute(
-            "SELECT id, status, value, rationale, extra FROM annotations WHERE item_id = ?"
-            " AND question_id = ? AND rater_id = ? AND target = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id, status, value, rationale, extra, phase, import_id FROM annotations"
+            " WHERE item_id = ? AND question_id = ? AND rater_id = ? AND target = ?"
+            " ORDER BY id DESC LIMIT 1",
             (item_id, question_id, rater_id, a.target),
         ).fetchone()
         # The same answer again changes nothing. A step mark's severity, kept in
@@ -504,12 +568,16 @@ class RecordWriter:
         ) and from_json(current[4] or "{}").get("severity") == (a.extra or {}).get("severity"):
             self.n_skipped += 1
             return None
+        if self.rules is not None:
+            self.rules.answer(a, rater_id, current)
         row = self._annotation_row(a, item_id, question_id, rater_id, current[0] if current else None)
         try:
             cur = self.conn.execute(self._INSERT_ANNOTATION, row)
         except _BIND_ERRORS as exc:
             raise self._unstorable(_ANNOTATION_FIELDS, row, a.line, exc) from None
         self.n_annotations += 1
+        if self.rules is not None:
+            self.rules.written(a, rater_id, cur.lastrowid, current)
         return cur.lastrowid
 
     def _annotation_row(self, a: AnnotationRecord, item_id: int, question_id: int, rater_id: int,
@@ -518,7 +586,8 @@ class RecordWriter:
                 a.confidence, a.phase, a.codebook_version, supersedes, self.source,
                 self.import_id, to_json(a.extra), self.now)
 
-    def _write_waiting(self, waiting: list[tuple[AnnotationRecord, int, int]], before: int) -> None:
+    def _write_waiting(self, waiting: list[tuple[AnnotationRecord, int | None, int]],
+                       before: int) -> None:
         """Answers that waited for their items, in order. An item created by
         this batch (row id above `before`) has no answers yet, so its first
         answer per rater and question needs no look-up and goes in a few
@@ -528,11 +597,15 @@ class RecordWriter:
         seen: set[tuple] = set()
         for a, question_id, rater_id in waiting:
             item_id = self._items[a.item_uid]
+            if question_id is None:
+                question_id = self._questions[a.question_key]
             if a.target:
                 self._check_target(a, item_id)
             unit = (item_id, question_id, rater_id, a.target)
             if item_id > before and unit not in seen:
                 seen.add(unit)
+                if self.rules is not None:
+                    self.rules.answer(a, rater_id, None)  # a new item: nothing in force
                 rows.append(self._annotation_row(a, item_id, question_id, rater_id, None))
                 lines.append(a.line)
                 continue

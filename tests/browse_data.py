@@ -25,8 +25,8 @@ FABRICATED = "The troponin came back normal, so cardiac causes are excluded."
 def trajectory_rows(n: int = RUNS, steps: int = STEPS) -> list[dict]:
     """KlinikeBench-shaped episodes (invented text), the first with a claim to find."""
     rows = [episode(i, seed=3, steps=steps, n_total=n) for i in range(n)]
-    first = json.loads(rows[0]["agent_steps"])
-    step = next(s for s in first if s["step_id"] == 7)
+    first = json.loads(rows[0]["agent_steps"])  # a whole ATIF trajectory
+    step = next(s for s in first["steps"] if s["step_id"] == 7)
     reply = json.loads(step["message"])
     reply["plan"] = FABRICATED
     step["message"] = json.dumps(reply)
@@ -35,12 +35,12 @@ def trajectory_rows(n: int = RUNS, steps: int = STEPS) -> list[dict]:
     return rows
 
 
-def add_trajectories(db: Path) -> dict[str, str]:
-    """Import the runs into `db` and mark, tag and flag some of them; returns
+def add_trajectories(db_path: Path) -> dict[str, str]:
+    """Import the runs into `db_path` and mark, tag and flag some of them; returns
     {'marked': uid of the run with a step error, 'other': another run's uid}."""
-    path = db.parent / "klinikebench-browse.jsonl"
+    path = db_path.parent / "klinikebench-browse.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in trajectory_rows()), encoding="utf-8")
-    s = open_store(db)
+    s = open_store(db_path)
     try:
         import_file(s, path, "klinikebench")
         me = ensure_reviewer(s, REVIEWER, "emergency medicine", "consultant")

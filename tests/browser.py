@@ -34,22 +34,33 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(db: Path, timeout: float = 60) -> Iterator[str]:
-    with running_server(db, timeout) as (url, _proc):
+def running_app(db: Path, timeout: float = 60, carelens: list[str] | None = None,
+                cwd: Path = ROOT, env: dict[str, str] | None = None,
+                base_env: dict[str, str] | None = None) -> Iterator[str]:
+    """`carelens serve` on a free port, until the block ends. `carelens`: the
+    command (default: this checkout's, `python -m cli`), run from `cwd`; `env`:
+    more environment for the server (e.g. STREAMLIT_SECRETS_FILES for a login),
+    over `base_env` (default: this process's environment)."""
+    with running_server(db, timeout, carelens, cwd, env, base_env) as (url, _proc):
         yield url
 
 
 @contextlib.contextmanager
-def running_server(db: Path, timeout: float = 60) -> Iterator[tuple[str, subprocess.Popen]]:
+def running_server(db: Path, timeout: float = 60, carelens: list[str] | None = None,
+                   cwd: Path = ROOT, env: dict[str, str] | None = None,
+                   base_env: dict[str, str] | None = None,
+                   ) -> Iterator[tuple[str, subprocess.Popen]]:
     """`running_app`, with the server's process (its own process group): for
     benchmarks that read its CPU time."""
     port = free_port()
-    env = dict(os.environ, CARELENS_DB=str(db))
+    env = dict(base_env if base_env is not None else os.environ, **(env or {}),
+               CARELENS_DB=str(db))
     log = db.parent / f"server-{port}.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "--db", str(db), "serve", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+            [*(carelens or [sys.executable, "-m", "cli"]), "--db", str(db), "serve",
+             "--port", str(port)],
+            cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped whole, nothing left running
         )
     url = f"http://127.0.0.1:{port}"

@@ -25,6 +25,11 @@ def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", UNREACHABLE)
     monkeypatch.setenv("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    # The Hugging Face hub: a closed port, an empty cache of the test's own, no key.
+    monkeypatch.setenv("HF_ENDPOINT", UNREACHABLE.rstrip("/"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    for key in ("HF_TOKEN", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
     # No undo window before a reveal (review.reviewing.blinding.reveal_delay) unless
     # a test of that window sets one: the other tests see the reveal at once.
     monkeypatch.setenv("CARELENS_REVEAL_DELAY", "0")
@@ -49,9 +54,20 @@ def store(tmp_path):
 
 
 @pytest.fixture
+def prefixes(store):
+    """The store with three invented prefixes (one CARE-Bench case, rounds 1-3)
+    and their gold labels (tests.helpers.write_prefixes)."""
+    from tests.helpers import write_prefixes
+
+    write_prefixes(store, 3)
+    return store
+
+
+@pytest.fixture
 def db(store, tmp_path):
     """The store with tests.review_fixtures imported (a KlinikeBench run, a
-    HealthBench conversation, ...): what the rubric and adjudication tests read."""
+    HealthBench conversation, ...): what the rubric and adjudication tests read.
+    `db` is always an open store; a database file's path is `db_path`."""
     from tests.review_fixtures import import_all
 
     import_all(store, tmp_path / "files")

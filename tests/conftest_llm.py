@@ -5,8 +5,8 @@
   tests/conftest.py removes every key and points both SDKs at a closed port.
 - `write_carebench(store, ...)`: invented CARE-Bench prefixes (with gold
   labels) and responses, written through the real writer.
-- `plan(db, spec, **kw)`: a mapper-v1 plan of the database at `db`;
-  `q(db, sql, args)`: the rows of a query, as tuples.
+- `plan(db_path, spec, **kw)`: a mapper-v1 plan of the database at `db_path`;
+  `q(db_path, sql, args)`: the rows of a query, as tuples.
 """
 
 from __future__ import annotations
@@ -65,18 +65,18 @@ def write_carebench(store: Store, n_cases: int, rounds: int = 3, models: tuple[s
     return uids
 
 
-def plan(db, spec: str = "openai:gpt-4.1-mini", **kw):
-    """A mapper-v1 run planned on the database at `db` (a path)."""
+def plan(db_path, spec: str = "openai:gpt-4.1-mini", **kw):
+    """A mapper-v1 run planned on the database at `db_path`."""
     from labels.llm import plan_map_run
     from review.workspace import open_store
 
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         return plan_map_run(store, spec, "mapper-v1", **kw)
 
 
-def q(db, sql: str, args=()) -> list[tuple]:
-    """The rows of a query on the database at `db` (a path), as tuples."""
+def q(db_path, sql: str, args=()) -> list[tuple]:
+    """The rows of a query on the database at `db_path`, as tuples."""
     from review.workspace import open_store
 
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         return [tuple(r) for r in store.query(sql, args)]

@@ -47,8 +47,8 @@ def table_counts(store: Store) -> dict[str, int]:
     return {n: store.scalar(f'SELECT COUNT(*) FROM "{n}"') for n in names}
 
 
-def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
-    """Each reviewer on a thread with their own store on `db`, calling
+def work_at_once(db_path: Path, reviewers: list, step) -> list[BaseException]:
+    """Each reviewer on a thread with their own store on `db_path`, calling
     `step(store, reviewer)` until it returns None; returns whatever any of
     them raised (a test asserts it is empty)."""
     import threading
@@ -58,7 +58,7 @@ def work_at_once(db: Path, reviewers: list, step) -> list[BaseException]:
     errors: list[BaseException] = []
 
     def work(reviewer) -> None:
-        local = open_store(db)
+        local = open_store(db_path)
         try:
             while step(local, reviewer) is not None:
                 pass
@@ -106,6 +106,18 @@ def adjudicate_screen(path: Path, monkeypatch, what: str):
     at.switch_page("pages/adjudicate.py").run()
     assert not at.exception, at.exception
     return at
+
+
+ADJUDICATE_PARTS = {"pick": "value", "sev": "severity", "why": "reason"}
+
+
+def adjudicate_choose(at, part: str, value) -> None:
+    """On the Adjudicate screen, choose `value` for `part` of the first unit that has a
+    button for it ('pick' the settled answer, 'sev' a severity, 'why' the reason), as
+    its button does, without running the screen again: a press followed by Settle is
+    then one run, on the screen as it was drawn."""
+    key = next(b.key for b in at.button if (b.key or "").endswith(f":{part}:{value}"))
+    at.session_state[f"{key.rsplit(f':{part}:', 1)[0]}:{ADJUDICATE_PARTS[part]}"] = value
 
 
 def shown(markdown: str) -> str:

@@ -6,9 +6,6 @@ tabs at once makes one reviewer."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from review.reviewing.answers import normalise_value
@@ -25,20 +22,12 @@ from review.team.adjudication import (
     settle_unanimous,
     step_queue,
 )
-from review.team.reviewers import ensure_reviewer, reviewer_for_login
+from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import adjudicate_choose, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 Q = "carebench.escalation_needed"
-
-
-@pytest.fixture
-def prefixes(store):
-    from tests.helpers import write_prefixes
-
-    write_prefixes(store, 3)
-    return store
 
 
 def settled_label(s, item_id: int) -> tuple:
@@ -190,7 +179,7 @@ def test_the_screen_says_a_criterion_was_settled_meanwhile_and_keeps_that_ruling
     other = ensure_reviewer(s, "Dr. Other", role="adjudicator")
     settle(s, None, run, other, "met", "ambiguous_item", question_key=q.key)  # meanwhile
     s.close()
-    at.radio[0].set_value("not_met")
+    adjudicate_choose(at, "pick", "not_met")
     settle_on_screen(at, "Settle this criterion")
     assert any("settled meanwhile by Dr. Other as met" in shown(e.value) for e in at.error)
     s = open_store(path)
@@ -202,7 +191,7 @@ def test_the_screen_says_a_criterion_was_settled_meanwhile_and_keeps_that_ruling
 
 def settle_on_screen(at, button: str, reason: str = "reviewer_error") -> None:
     """Give the reason and press the form's Settle button (`button`, its label)."""
-    next(x for x in at.selectbox if x.label == "Reason").set_value(reason)
+    adjudicate_choose(at, "why", reason)
     next(x for x in at.button if x.label == button).click()
     at.run()
     assert not at.exception
@@ -224,7 +213,7 @@ def test_the_screen_says_a_step_was_settled_meanwhile(tmp_path, monkeypatch):
     settle_step(s, run, 3, ensure_reviewer(s, "Dr. Other", role="adjudicator"), "unsafe_action", 4,
                 "reviewer_error")
     s.close()
-    next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
+    adjudicate_choose(at, "pick", "no_error")
     settle_on_screen(at, "Settle this step")
     assert any("step 3 of this run was settled meanwhile by Dr. Other" in shown(e.value)
                for e in at.error)
@@ -321,8 +310,7 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
     urgent = normalise_value(*s.query_one("SELECT codebook, kind FROM questions WHERE id = ?", (qid,)),
                              "1B")
     s.close()
-    settled = next(x for x in at.radio if x.label == "Settled answer")
-    settled.set_value(urgent)
+    adjudicate_choose(at, "pick", urgent)
     settle_on_screen(at, "Settle")
     assert any("changed meanwhile" in shown(e.value) and "look again" in shown(e.value)
                for e in at.error)
@@ -330,9 +318,10 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
     assert settled_label(s, item) is None
     s.close()
     assert any("(0A)" in m.value for m in at.markdown)  # the item again, with the answer as it is now
-    settled = next(x for x in at.radio if x.label == "Settled answer")
-    assert settled.value is None  # chosen against the old answers: to be chosen afresh
-    settled.set_value(urgent)
+    # Chosen against the old answers: to be chosen afresh (no answer pressed).
+    assert not any((b.key or "").endswith(f":pick:{urgent}") and b.proto.type == "primary"
+                   for b in at.button if b.key)
+    adjudicate_choose(at, "pick", urgent)
     next(x for x in at.button if x.label == "Settle").click()
     at.run()
     assert not at.exception and not at.error
@@ -346,43 +335,14 @@ def test_the_steps_screen_refuses_a_ruling_over_a_changed_mark(tmp_path, monkeyp
     s = open_store(path)
     mark_step(s, b, run, 3, "wrong_tool", 2)  # meanwhile B names another error
     s.close()
-    next(x for x in at.selectbox if x.label == "Settled mark").set_value("no_error")
+    adjudicate_choose(at, "pick", "no_error")
     settle_on_screen(at, "Settle this step")
     assert any("marks on step 3 of this run changed meanwhile" in shown(e.value) for e in at.error)
     s = open_store(path)
     assert s.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
                     " WHERE r.name = ? AND a.item_id = ?", (ADJUDICATED, run)) == 0
     s.close()
-    assert next(x for x in at.selectbox if x.label == "Settled mark").value is None
+    assert not any(b.proto.type == "primary" for b in at.button if ":pick:" in (b.key or ""))
     assert any("severity 2" in m.value for m in at.markdown)  # B's new mark, on screen
 
 
-# -- signing in ---------------------------------------------------------------------
-
-
-def test_first_sign_in_of_one_login_from_two_tabs_at_once_makes_one_reviewer(tmp_path):
-    path = tmp_path / "x.db"
-    holder = open_store(path)
-    results, errors = [], []
-
-    def sign_in():
-        s = open_store(path)
-        try:
-            results.append(reviewer_for_login(s, "ada@example.org", "Ada"))
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-        finally:
-            s.close()
-
-    # Another write is in progress: both tabs find no such login, then queue for the write lock.
-    with holder.transaction():
-        threads = [threading.Thread(target=sign_in) for _ in range(2)]
-        for t in threads:
-            t.start()
-        time.sleep(0.5)
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert len({r.id for r in results}) == 1 and results[0].role == "admin"
-    assert holder.scalar("SELECT COUNT(*) FROM raters WHERE login = 'ada@example.org'") == 1
-    holder.close()

@@ -16,7 +16,7 @@ from review.team.adjudication import (
 )
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import adjudicate_choose, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -94,24 +94,31 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     at, path, item, qs = open_screen(tmp_path, monkeypatch, ["met", "met"], ["met", "not_met"])
     page = "\n".join(shown(m.value) for m in at.markdown)
     assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
-    assert qs[0].text not in page  # agreed on: settled on its own
+    assert qs[0].text not in page  # agreed on: not a dispute
     assert [e.label for e in at.expander][:1] == ["The conversation"]  # the evidence, on this page
     assert "**Patient** · " in page or "**Agent** · " in page or " · agent · " in page
-    assert at.radio[0].value is None  # nothing is chosen for the adjudicator ...
-    at.button[0].click()  # the form's "Settle this criterion"
+    # Nothing is chosen for the adjudicator ...
+    assert not any(b.proto.type == "primary" for b in at.button if ":pick:" in (b.key or ""))
+    settle = next(b for b in at.button if b.label == "Settle this criterion")
+    settle.click()
     at.run()
     assert any("Choose the settled answer and a reason" in e.value for e in at.error)
     assert "Judges and verifiers" not in "\n".join(c.value for c in at.caption)  # ... nor shown
-    at.radio[0].set_value("not_met")
-    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
-    at.button[0].click()
+    adjudicate_choose(at, "pick", "not_met")
+    adjudicate_choose(at, "why", "ambiguous_item")
+    next(b for b in at.button if b.label == "Settle this criterion").click()
     at.run()
     assert not at.exception
     s = open_store(path)
-    assert settled(s, item) == {qs[0].key: ("met", "unanimous"), qs[1].key: ("not_met", "ambiguous_item")}
+    assert settled(s, item) == {qs[1].key: ("not_met", "ambiguous_item")}  # opening settled nothing
     s.close()
     assert any("Nothing to adjudicate here" in x.value for x in at.success)
-    assert any(shown(t.value).startswith(f"Settled `{KB_UID}` as Not met") for t in at.toast)
+    assert any(shown(t.value).startswith(f"Settled `{KB_UID}` as Not met") for t in at.success)
+    next(b for b in at.button if b.label == "Settle the 1 unanimous criterion").click()  # on asking
+    at.run()
+    s = open_store(path)
+    assert settled(s, item) == {qs[0].key: ("met", "unanimous"), qs[1].key: ("not_met", "ambiguous_item")}
+    s.close()
 
 
 def test_answering_any_criterion_of_an_item_bars_settling_all_of_it(db):

@@ -15,7 +15,7 @@ from review.team.adjudication import (
 )
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
-from tests.helpers import adjudicate_screen, adjudication_db, shown
+from tests.helpers import adjudicate_choose, adjudicate_screen, adjudication_db, shown
 from tests.review_fixtures import KB_UID
 
 
@@ -117,12 +117,17 @@ def test_the_adjudicate_screen_settles_a_disputed_step(tmp_path, monkeypatch):
     assert any(shown(c.value) == "<b>sent home</b> with chest pain" and "<b>" not in c.value
                for c in at.caption)  # a note is data: shown as written, with nothing to render
     assert any(e.label.startswith("The run up to this step (2 steps before it") for e in at.expander)
-    next(x for x in at.selectbox if x.label == "Settled mark").set_value("unsafe_action")
-    next(x for x in at.selectbox if x.label == "Severity").set_value(4)
-    next(x for x in at.selectbox if x.label == "Reason").set_value("ambiguous_item")
+    adjudicate_choose(at, "pick", "unsafe_action")
+    adjudicate_choose(at, "sev", 4)
+    adjudicate_choose(at, "why", "ambiguous_item")
     next(b for b in at.button if b.label == "Settle this step").click()
     at.run()
     assert not at.exception
+    s = open_store(path)
+    assert settled_steps(s, run) == {"step:3": ("unsafe_action", 4, "ambiguous_item")}
+    s.close()
+    next(b for b in at.button if b.label == "Settle the 1 unanimous step").click()  # on asking
+    at.run()
     s = open_store(path)
     assert settled_steps(s, run) == {"step:2": ("wrong_tool", 3, "unanimous"),  # the graver of two
                                      "step:3": ("unsafe_action", 4, "ambiguous_item")}
@@ -197,7 +202,7 @@ def test_a_rubric_verdict_that_settled_itself_reopens_on_a_later_dissent(db):
 def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tmp_path):
     from labels.compare.answers import load_answers
     from labels.compare.raters import columns_for
-    from review.datasets.sources import import_file
+    from review.datasets.sources import ImportOptions, import_file
     from review.reviewing.commit import Verdict, commit_verdicts
     from review.reviewing.criteria import item_questions
     from review.team.activity import audit_entries
@@ -214,7 +219,8 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
     csv.write_text("item_id,rater,value,question,target,severity\n"
                    f"{KB_UID},Dr. B,not_met,{q.key},,\n"
                    f"{KB_UID},Dr. B,wrong_tool,trajectory.step_error,step:2,4\n")
-    import_file(db, csv, "labels-long")
+    # Dr. B's answers in force are replaced: an import says so (--replace).
+    import_file(db, csv, "labels-long", ImportOptions(replace=True))
     # The verdict no longer agrees: withdrawn. The step mark still does (severities 3 and 4
     # are within the spread, the graver middle is 4): a changed agreement, also withdrawn.
     assert settled_steps(db, run)["step:2"] == (None, None, "reopened")
@@ -233,7 +239,7 @@ def test_imported_answers_that_break_an_agreement_withdraw_its_settlement(db, tm
 
 
 def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_severity(db, tmp_path):
-    from review.datasets.sources import import_file
+    from review.datasets.sources import ImportOptions, import_file
     from store.writer import InputError
     from tests.helpers import table_counts
 
@@ -262,7 +268,8 @@ def test_imported_step_marks_are_one_step_in_any_spelling_and_no_error_has_no_se
     again = tmp_path / "again.csv"
     again.write_text("item_id,rater,value,question,target,severity\n"
                      f"{KB_UID},Dr. Solo,unsafe_action,trajectory.step_error,step:3,4\n")
-    assert import_file(db, again, "labels-long").annotations == 1
+    # Dr. Solo exists now: the file replaces their answer in force, which it says (--replace).
+    assert import_file(db, again, "labels-long", ImportOptions(replace=True)).annotations == 1
 
 
 def test_a_step_no_clinician_could_assess_is_a_disagreement(db):

@@ -14,7 +14,6 @@ from labels import agreement as ag
 from labels.agreement import (
     Coefficient,
     agreement_table,
-    bootstrap_ci,
     class_scores,
     cohen_kappa,
     confusion_matrix,
@@ -27,6 +26,7 @@ from labels.agreement import (
     pair_table,
     percent_agreement,
 )
+from labels.intervals import bootstrap_ci
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability": 4 coders x 12 units.
 _ = None

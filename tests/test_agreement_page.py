@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labels import comparisons as cmp
+from labels import compare as cmp
 from review.reviewing.blinding import open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store
@@ -59,7 +59,8 @@ def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo
     cell = at.selectbox(key=next(k for k in at.session_state if str(k).startswith("agr_cell:")))
     assert cell.value is not None and cell.value[0] != cell.value[1]
     links = review_links(at)
-    assert links and all(link.startswith("./?kind=response&item=") and "%3A%3A" in link
+    assert links and all(link.startswith("./disagreement?item=") and "%3A%3A" in link
+                         and "&question=carebench.response_action&" in link
                          and link.endswith("reviewer=Dr.%20Mei%20Tanaka") for link in links)
 
 
@@ -86,9 +87,12 @@ def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_copy):
     table = coefficient_table(at)
     assert "Fleiss' kappa" in set(table["Coefficient"])
     assert "Cohen's kappa" not in set(table["Coefficient"])
-    at.selectbox(key="agr_phase").set_value("blind").run()
+    # Blind answers by default, said on the screen; the latest only by choice, and said.
+    assert at.selectbox(key="agr_phase").value == "blind"
+    assert any("Answers used:** clinicians' blind answers" in c.value for c in at.caption)
+    at.selectbox(key="agr_phase").set_value("current").run()
     assert not at.exception
-    assert any("blind answers only" in c.value for c in at.caption)
+    assert any("Answers used:** clinicians' current answers" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("tab, expected", [
@@ -140,8 +144,9 @@ def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):
     assert at.selectbox(key="agr_question").value == "criteria:rubric"
     rows = set(coefficient_table(at)["Coefficient"])
     assert {"Gwet's AC1", "PABAK (prevalence- and bias-adjusted kappa)"} <= rows
-    links = review_links(at)  # graded conversations open in their own screen
-    assert links and all(link.startswith("./graded?item=hb-") for link in links)
+    links = review_links(at)  # each opens the read-only view of its criterion's labels
+    assert links and all(link.startswith("./disagreement?item=hb-") and "&question=hb%3A" in link
+                         for link in links)
     at = open_page(db, monkeypatch, reviewer="phys-1", tab="HealthBench meta-eval")
     assert any(shown(m.label) == "judge@v1 vs physicians" for m in at.metric)
 
@@ -296,7 +301,7 @@ def test_step_error_links_open_the_step(demo_copy, monkeypatch):
     at = open_page(demo_copy, monkeypatch, reviewer="Dr. Mei Tanaka",
                    **pair_state(q, "Dr. Amara Okafor", "Dr. Lukas Brenner"))
     lines = item_lines(at)
-    assert lines and all("&step=" in line and " · step " in line for line in lines), lines
+    assert lines and all("&target=step%3A" in line and " · step " in line for line in lines), lines
 
 
 def test_criterion_links_say_which_criterion(tmp_path, monkeypatch):
@@ -346,8 +351,12 @@ def test_raters_with_no_shared_unit_have_nothing_to_compare(tmp_path, monkeypatc
 
 def test_meta_eval_says_the_phase_filter_left_no_physician_label(demo):
     assert cmp.meta_eval(demo, n_boot=20).n_rows == 34
-    m = cmp.meta_eval(demo, None, None, cmp.Filters(phase="blind"), n_boot=20)
-    assert m.explanation.startswith("The phase filter (clinicians' blind answers only) leaves "
+    # Imported physician labels count as blind (their file gives no phase): the default
+    # and "blind" keep them; after-reveal answers only leaves none, and says so.
+    assert cmp.meta_eval(demo, None, None, cmp.Filters(phase="blind"), n_boot=20).n_rows == 34
+    m = cmp.meta_eval(demo, None, None, cmp.Filters(phase="after_reveal"), n_boot=20)
+    assert m.explanation.startswith("The phase filter (clinicians' after-reveal answers only "
+                                    "(given once the machine label was shown)) leaves "
                                     "no physician label on these criteria")
     assert "No physician" not in m.explanation
 

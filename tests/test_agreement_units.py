@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from codebook import CAREBENCH, codebook
-from labels.comparisons import compare, meta_eval, triage_comparison
+from labels.compare import compare, meta_eval, triage_comparison
 from labels.healthbench_meta import MetaRow, by_group
 from review.browse import BrowseQuery, view_item_ids
 from review.workspace import open_store
@@ -183,10 +183,12 @@ def test_by_group_ceiling_leaves_out_rows_without_a_verdict():
     assert group.physicians.n_pairs == 2
 
 
-# -- 5. the leaderboard scores the same responses under every labelling -------------------
+# -- 5. the leaderboard's common-set comparison scores the same responses everywhere -------
 
 
-def test_every_labelling_scores_the_same_responses(store):
+def test_the_common_set_option_scores_the_same_responses_under_every_labelling(store):
+    """The older default, now an explicit option (issue 17, point 3: by default each
+    labelling scores what it covers; see tests/test_leaderboard.py)."""
     records = [human("Ann"), human("Ben"), RaterRecord("gold", "reference"),
                RaterRecord("map@v1", "machine", role="mapper")]
     prefixes = {"p0": (A, A, A), "p1": (B, B, B), "p2": (C, C, C), "p3": (D, D, C)}  # p3 tied
@@ -200,7 +202,7 @@ def test_every_labelling_scores_the_same_responses(store):
                         answer(r, "Ann", gold, RESPONSE_Q), answer(r, "Ben", gold, RESPONSE_Q),
                         answer(r, "map@v1", gold if model == "m1" else A, RESPONSE_Q)]
     write(store, records)
-    report = triage_comparison(store)
+    report = triage_comparison(store, common=True)
     assert len(report.labellings) == 4  # (gold, majority) x (clinicians, mapper)
     assert {x.n_responses for x in report.labellings} == {6}  # p3's responses out of all
     assert report.left_out == {"no reference label from the clinicians' majority": 2}
@@ -216,7 +218,7 @@ def cell_page(tmp_path, monkeypatch, records, **choose):
     db = tmp_path / "cell.db"
     with open_store(db) as s:
         write(s, records)
-    at = open_page(tmp_path, monkeypatch, db, reviewer="Dr One")
+    at = open_page(db, monkeypatch, reviewer="Dr One")
     for key, value in choose.items():
         at.selectbox(key=key).set_value(value).run()
     assert not at.exception, [e.value for e in at.exception]

@@ -52,15 +52,15 @@ def rendered_kinds(md: str) -> list[str]:
 
 
 @pytest.fixture
-def db(demo_copy):
+def db_path(demo_copy):
     add_trajectories(demo_copy)
     return demo_copy
 
 
-def open_page(db, monkeypatch, page: str, params: dict[str, str], reviewer: str | None = REVIEWER) -> AppTest:
+def open_page(db_path, monkeypatch, page: str, params: dict[str, str], reviewer: str | None = REVIEWER) -> AppTest:
     """`page` opened straight from a link, as a browser does (not after the default page);
     by `reviewer` (None: nobody chosen yet)."""
-    monkeypatch.setenv("CARELENS_DB", str(db))
+    monkeypatch.setenv("CARELENS_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     if reviewer:
         at.query_params["reviewer"] = reviewer
@@ -92,26 +92,26 @@ def test_item_link_goes_to_the_screen_of_the_items_kind():
 
 
 @pytest.mark.parametrize("kind", ["trajectory", "graded_conversation"])
-def test_a_result_link_opens_that_item(db, monkeypatch, kind):
-    with open_store(db) as s:
+def test_a_result_link_opens_that_item(db_path, monkeypatch, kind):
+    with open_store(db_path) as s:
         uid = s.scalar("SELECT uid FROM items WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,))
     link = urlparse(item_link(kind, uid))
     page = f"pages/{link.path.strip('./') or 'review'}.py"
-    at = open_page(db, monkeypatch, page, {k: v[0] for k, v in parse_qs(link.query).items()})
+    at = open_page(db_path, monkeypatch, page, {k: v[0] for k, v in parse_qs(link.query).items()})
     assert not at.exception
     assert not at.warning, [w.value for w in at.warning]
     assert at.query_params["item"] == uid
 
 
-def test_a_run_found_by_a_step_opens_at_that_step(db, monkeypatch):
-    at = open_page(db, monkeypatch, BROWSE, {"q": '"troponin came back normal"'})
+def test_a_run_found_by_a_step_opens_at_that_step(db_path, monkeypatch):
+    at = open_page(db_path, monkeypatch, BROWSE, {"q": '"troponin came back normal"'})
     assert not at.exception
     (line,) = result_lines(at)
     link = urlparse(line[line.index("](") + 2:line.index(")", line.index("](")) ])
     params = {k: v[0] for k, v in parse_qs(link.query).items()}
     assert link.path == "./trajectories" and params["step"] == "7", line
     assert params["reviewer"] == "Dr. Browse Test", line  # carried: a new tab comes back as them
-    run = open_page(db, monkeypatch, "pages/trajectories.py", params)
+    run = open_page(db_path, monkeypatch, "pages/trajectories.py", params)
     assert not run.exception
     assert run.query_params["item"] == params["item"] and run.query_params["step"] == "7"
 
@@ -133,9 +133,9 @@ def test_search_terms_past_the_limit_are_listed_on_one_line():
     assert parse_query("-pain").ignored == ("-pain",)  # as typed, not as the index reads it
 
 
-def test_ignored_search_terms_show_as_text(db, monkeypatch):
+def test_ignored_search_terms_show_as_text(db_path, monkeypatch):
     hostile = '"' + HOSTILE + '"'
-    at = open_page(db, monkeypatch, BROWSE, {"q": " ".join(f"w{i}" for i in range(MAX_TERMS)) + " " + hostile})
+    at = open_page(db_path, monkeypatch, BROWSE, {"q": " ".join(f"w{i}" for i in range(MAX_TERMS)) + " " + hostile})
     assert not at.exception
     (caption,) = [c.value for c in at.caption if c.value.startswith("Not searched for")]
     kinds = rendered_kinds(caption)
@@ -143,20 +143,20 @@ def test_ignored_search_terms_show_as_text(db, monkeypatch):
     assert "evil.example" in caption  # shown, as text
 
 
-def import_hostile_uid(db) -> str:
+def import_hostile_uid(db_path) -> str:
     uid = "zz_evil_r01" + HOSTILE + "`tick`"
-    path = db.parent / "evaluation_prefixes_public.jsonl"
+    path = db_path.parent / "evaluation_prefixes_public.jsonl"
     path.write_text(json.dumps({"prefix_id": uid, "case_id": "zz_evil", "round_id": 1,
                                 "split": "validation", "input_patient_turns": ["zzuniqueword here"]}) + "\n")
-    with open_store(db) as s:
+    with open_store(db_path) as s:
         import_file(s, path)
         assert s.scalar("SELECT COUNT(*) FROM items WHERE uid = ?", (uid,)) == 1
     return uid
 
 
-def test_an_item_id_from_a_file_shows_as_text_on_its_result_line(db, monkeypatch):
-    uid = import_hostile_uid(db)  # (a new item: the test reviewer would be asked to review it blind first)
-    at = open_page(db, monkeypatch, BROWSE, {"q": "zzuniqueword"}, reviewer=None)
+def test_an_item_id_from_a_file_shows_as_text_on_its_result_line(db_path, monkeypatch):
+    uid = import_hostile_uid(db_path)  # (a new item: the test reviewer would be asked to review it blind first)
+    at = open_page(db_path, monkeypatch, BROWSE, {"q": "zzuniqueword"}, reviewer=None)
     assert not at.exception
     (line,) = result_lines(at)
     kinds = rendered_kinds(line)
@@ -164,9 +164,9 @@ def test_an_item_id_from_a_file_shows_as_text_on_its_result_line(db, monkeypatch
     assert item_link("prefix", uid) in line
 
 
-def test_an_item_id_from_a_file_shows_as_text_in_the_case_study_sheet(db):
-    uid = import_hostile_uid(db)
-    with open_store(db) as s:
+def test_an_item_id_from_a_file_shows_as_text_in_the_case_study_sheet(db_path):
+    uid = import_hostile_uid(db_path)
+    with open_store(db_path) as s:
         ids = selected_item_ids(s, BrowseQuery(text="zzuniqueword"))
         md = case_study_markdown(gather_cases(s, ids, ExportOptions(include_identifying=True),
                                               with_blocks=True))
@@ -309,11 +309,11 @@ def test_a_page_past_the_last_shows_the_last(demo_copy):
         assert browse(s, BrowseQuery(page=10_000)).items
 
 
-def test_a_link_to_a_page_past_the_last_opens_the_last(db, monkeypatch):
-    at = open_page(db, monkeypatch, BROWSE, {"q": "chest", "page": "99"})
+def test_a_link_to_a_page_past_the_last_opens_the_last(db_path, monkeypatch):
+    at = open_page(db_path, monkeypatch, BROWSE, {"q": "chest", "page": "99"})
     assert not at.exception
     assert not [i.value for i in at.info if "Nothing matches" in i.value]
-    with open_store(db) as s:
+    with open_store(db_path) as s:
         pages = browse(s, BrowseQuery(text="chest")).pages
     assert at.query_params["page"] == str(pages)  # the address names the page shown
     assert any(f"page {pages} of {pages}" in m.value for m in at.markdown)

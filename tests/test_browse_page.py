@@ -12,15 +12,15 @@ from tests.conftest import ROOT
 
 BROWSE = "pages/browse.py"
 @pytest.fixture
-def db(demo_copy):
+def db_path(demo_copy):
     add_trajectories(demo_copy)
     return demo_copy
 
 
 @pytest.fixture
-def app(db, monkeypatch):
+def app(db_path, monkeypatch):
     """The Browse page, opened as the test reviewer."""
-    monkeypatch.setenv("CARELENS_DB", str(db))
+    monkeypatch.setenv("CARELENS_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["reviewer"] = REVIEWER
     at.run()
@@ -38,34 +38,34 @@ def total_shown(at) -> int:
     return int(line.split("**")[1].replace(",", ""))
 
 
-def expected_total(db, q: BrowseQuery) -> int:
-    s = open_store(db)
+def expected_total(db_path, q: BrowseQuery) -> int:
+    s = open_store(db_path)
     try:
         return browse(s, q).total
     finally:
         s.close()
 
 
-def test_search_then_two_facets_put_the_view_in_the_url(app, db):
+def test_search_then_two_facets_put_the_view_in_the_url(app, db_path):
     app.run()
     assert not app.exception
     app.text_input(key="browse:q").input("emergency").run()
     assert not app.exception
     assert app.query_params["q"] == "emergency"
     assert "**emergency**" in texts(app)
-    assert total_shown(app) == expected_total(db, BrowseQuery(text="emergency"))
+    assert total_shown(app) == expected_total(db_path, BrowseQuery(text="emergency"))
     app.multiselect(key="browse:models").select("aster-7b").run()
     app.button_group(key="browse:rounds").select("2").run()
     assert not app.exception
     q = BrowseQuery.from_params(dict(app.query_params))
     assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b",), (2,))
-    assert total_shown(app) == expected_total(db, q)
+    assert total_shown(app) == expected_total(db_path, q)
     # the facet still offers the other models, with their counts
     options = app.multiselect(key="browse:models").options
     assert any(o.startswith("borealis-large (") for o in options)
 
 
-def test_a_link_opens_the_same_view(app, db):
+def test_a_link_opens_the_same_view(app, db_path):
     for key, value in (("q", "emergency"), ("model", "aster-7b"), ("item_kind", "response")):
         app.query_params[key] = value
     app.run()
@@ -73,38 +73,40 @@ def test_a_link_opens_the_same_view(app, db):
     assert app.text_input(key="browse:q").value == "emergency"
     assert app.multiselect(key="browse:models").value == ["aster-7b"]
     assert total_shown(app) == expected_total(
-        db, BrowseQuery(text="emergency", models=("aster-7b",), kinds=("response",)))
+        db_path, BrowseQuery(text="emergency", models=("aster-7b",), kinds=("response",)))
 
 
-def test_tag_a_step_found_by_search_then_take_the_tag_off(app, db):
+def test_tag_a_step_found_by_search_then_take_the_tag_off(app, db_path):
     app.query_params["q"] = '"troponin came back normal"'
     app.run()
     assert not app.exception and total_shown(app) == 1
-    s = open_store(db)
+    s = open_store(db_path)
     run_id = s.scalar("SELECT id FROM items WHERE kind = 'trajectory' AND uid NOT LIKE 'kb:demo/%'"
                       " ORDER BY id LIMIT 1")  # the first run add_trajectories imported
     s.close()
     assert "in step 7" in texts(app)
+    app.button(key=f"browse:tag_open:{run_id}").click().run()  # the item's Tag dialog
     assert app.selectbox(key=f"browse:tag_where:{run_id}").value == "step:7"
     app.selectbox(key=f"browse:tag_name:{run_id}").set_value("fabricated evidence")
     app.text_input(key=f"browse:tag_note:{run_id}").input("no troponin was ever ordered")
     app.button(key=f"browse:tag_add:{run_id}").click().run()
     assert not app.exception
-    s = open_store(db)
+    s = open_store(db_path)
     events = [(e.tag, e.target, e.added, e.by) for e in tag_history(s, run_id)]
     s.close()
     assert events == [("fabricated evidence", "step:7", True, REVIEWER)]
+    app.button(key=f"browse:tag_open:{run_id}").click().run()
     app.button(key=f"browse:untag:{run_id}:fabricated evidence:step:7").click().run()
-    s = open_store(db)
+    s = open_store(db_path)
     assert [e.added for e in tag_history(s, run_id)] == [True, False]
     s.close()
 
 
-def test_side_by_side_and_saving_the_view(app, db):
+def test_side_by_side_and_saving_the_view(app, db_path):
     app.query_params["q"] = '"left arm"'
     app.query_params["item_kind"] = "prefix"
     app.run()
-    s = open_store(db)
+    s = open_store(db_path)
     prefix = s.scalar("SELECT id FROM items WHERE uid = 'demo_case_0003_r02'")
     s.close()
     app.button(key=f"browse:side:{prefix}").click().run()
@@ -112,23 +114,26 @@ def test_side_by_side_and_saving_the_view(app, db):
     assert app.query_params["side"] == "demo_case_0003_r02"
     shown = texts(app)
     assert "**Side by side**" in shown and "aster-7b" in shown and "cobalt-mini" in shown
+    assert not [t for t in app.text_input if t.label == "Save this view as"]  # the tab not open
+    app.session_state["browse:tab"] = "Save and share"  # only the tab on screen is drawn
+    app.run()
     form_input = next(t for t in app.text_input if t.label == "Save this view as")
     form_input.input("left arm, prefixes")
     next(b for b in app.button if b.label == "Save view").click().run()
     assert not app.exception
-    s = open_store(db)
+    s = open_store(db_path)
     views = {v.name: v.query for v in saved_views(s)}
     s.close()
     assert views["left arm, prefixes"] == BrowseQuery(text='"left arm"', kinds=("prefix",),
                                                       side="demo_case_0003_r02")
 
 
-def test_compare_two_raters_and_pick_a_disagreement(app, db):
+def test_compare_two_raters_and_pick_a_disagreement(app, db_path):
     app.run()
     app.selectbox(key="browse:rater_a").set_value("demo:mapper@v1").run()
     app.selectbox(key="browse:rater_b").set_value("parent:carebench-gold").run()
     assert not app.exception
-    s = open_store(db)
+    s = open_store(db_path)
     cells = facets(s, BrowseQuery(rater_a="demo:mapper@v1", rater_b="parent:carebench-gold"))["pair"]
     s.close()
     disagreement = next(v for v in cells.values if not v.label.endswith("(agree)"))
@@ -138,7 +143,7 @@ def test_compare_two_raters_and_pick_a_disagreement(app, db):
     assert not app.exception
     q = BrowseQuery.from_params(dict(app.query_params))
     assert q.rater_a == "demo:mapper@v1" and q.a_said and q.b_said and q.a_said != q.b_said
-    assert total_shown(app) == expected_total(db, q)
+    assert total_shown(app) == expected_total(db_path, q)
 
 
 @pytest.mark.parametrize("raw", ['"', "NEAR((", "-", "*", "a OR OR b", "<script>x</script>"])
@@ -149,27 +154,27 @@ def test_hostile_searches_show_no_error(app, raw):
     assert "<script>" not in texts(app)
 
 
-def app_as(db, monkeypatch, name: str, role: str = "reviewer") -> AppTest:
+def app_as(db_path, monkeypatch, name: str, role: str = "reviewer") -> AppTest:
     """The app for `name` (added with `role` if new), after its first run."""
     from review.team.reviewers import ensure_reviewer
 
-    with open_store(db) as s:
+    with open_store(db_path) as s:
         ensure_reviewer(s, name, role=role)
-    monkeypatch.setenv("CARELENS_DB", str(db))
+    monkeypatch.setenv("CARELENS_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["reviewer"] = name
     at.run()
     return at
 
 
-def import_a_new_case(db) -> None:
+def import_a_new_case(db_path) -> None:
     """Another user imports one new prefix."""
     from review.datasets.sources import import_file
 
-    new_case = db.parent / "new_case.jsonl"
+    new_case = db_path.parent / "new_case.jsonl"
     new_case.write_text('{"prefix_id": "late_case_r01", "input_patient_turns": ["A new cough."],'
                         ' "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}\n')
-    with open_store(db) as s:
+    with open_store(db_path) as s:
         import_file(s, new_case)
 
 

@@ -73,7 +73,7 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
 
         # 3. tag step 5 of the first result
         main.get_by_role("button", name="Tag", exact=True).first.click()
-        body = page.get_by_test_id("stPopoverBody")
+        body = page.get_by_role("dialog")
         pick(page, body, "Tag", "fabricated evidence")
         pick(page, body, "On", "Step 5")
         body.get_by_label("Note (what you saw)").fill("quotes a result never ordered")
@@ -109,3 +109,59 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
         assert any(t.startswith("Trajectories") for t in pressed)
         assert any(t.startswith("test") for t in pressed)
         fresh.close()
+
+
+def test_an_admin_lets_reviewers_add_tags_and_a_researcher_creates_and_uses_one(demo_copy):
+    """The tags came from a fixed list: a researcher could not tag 'mapper error'. An
+    admin allows reviewers to add tags; a reviewer names the new tag as they tag an
+    item with it, and it joins the list."""
+    from review.team.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Researcher")  # nothing to review blind: no labels gate
+    s.close()
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+
+        def open_browse(who: str) -> None:
+            page.goto(f"{url}/browse?reviewer={who.replace(' ', '%20')}")
+            wait_for_app(page)
+            shown = [b for b in page.get_by_role("button", name="Show the labels anyway").all()]
+            if shown:
+                shown[0].click()
+                wait_for_app(page)
+            wait_for_text(page, "Narrow down")
+
+        open_browse("Dr. Researcher")
+        main = page.get_by_test_id("stMain")
+        main.get_by_role("button", name="Tag", exact=True).first.click()
+        body = page.get_by_role("dialog")
+        body.get_by_role("button", name="Add tag").wait_for()  # the popover is drawn
+        assert body.get_by_role("textbox", name="Or a new tag").count() == 0
+        page.keyboard.press("Escape")
+
+        open_browse("Jordan Lee")  # the admin allows it, on the Tags tab
+        main = page.get_by_test_id("stMain")
+        main.get_by_role("tab", name="Tags").click()
+        main.get_by_text("Reviewers may add tags to the list").click()
+        wait_for_app(page)
+
+        open_browse("Dr. Researcher")
+        main = page.get_by_test_id("stMain")
+        first = main.locator("a[href*='item=']").first.inner_text().strip()
+        main.get_by_role("button", name="Tag", exact=True).first.click()
+        body = page.get_by_role("dialog")
+        body.get_by_role("textbox", name="Or a new tag").fill("mapper error")
+        body.get_by_label("Note (what you saw)").fill("the mapper read 'go to A&E' as self-care")
+        body.get_by_role("button", name="Add tag").click()
+        wait_for_app(page)
+        page.keyboard.press("Escape")
+        wait_for_text(page, "mapper error")
+
+    s = open_store(demo_copy)
+    assert s.scalar("SELECT created_by FROM tags WHERE name = 'mapper error'") == "Dr. Researcher"
+    item = s.scalar("SELECT id FROM items WHERE uid = ?", (first,))
+    events = [(e.tag, e.by, e.note) for e in tag_history(s, item)]
+    assert events == [("mapper error", "Dr. Researcher", "the mapper read 'go to A&E' as self-care")]
+    assert s.scalar("SELECT set_by FROM study_settings WHERE key = 'reviewers_add_tags'") == "Jordan Lee"
+    s.close()

@@ -8,6 +8,7 @@ import re
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from review.datasets.demo_rubrics import CONVERSATIONS, completion_id
 from review.workspace import open_store
 from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
 
@@ -261,7 +262,9 @@ def test_a_reload_on_another_screen_comes_back_as_the_same_reviewer(demo_copy):
         assert chosen.input_value() == "Dr. Mei Tanaka"
 
 
-GRADED = "hb:demo-hb-001::demo-hb-001-aster-7b"  # 5 criteria; the 4th is a MUST-NOT (-9 points)
+GRADED = "hb:demo-hb-001::" + completion_id(  # simple-evals' id: sha256 of prompt id + text
+    "demo-hb-001", CONVERSATIONS[0].completions["aster-7b"][0])
+"""5 criteria; the 4th is a MUST-NOT (-9 points)."""
 
 
 def graded_drafts(db, who) -> list:

@@ -15,7 +15,7 @@ REVIEWER = "Dr. Keys"
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "browser.db"
     s = open_store(path)
     import_all(s, tmp_path / "files")
@@ -25,8 +25,8 @@ def db(tmp_path):
     return path
 
 
-def mine(db, where: str = "1") -> list[tuple]:
-    s = open_store(db)
+def mine(db_path, where: str = "1") -> list[tuple]:
+    s = open_store(db_path)
     rows = s.query("SELECT a.target, a.status, a.value, json_extract(a.extra, '$.severity')"
                    " FROM annotations a JOIN raters r ON r.id = a.rater_id"
                    f" WHERE r.name = ? AND {where} ORDER BY a.id", (REVIEWER,))
@@ -34,8 +34,8 @@ def mine(db, where: str = "1") -> list[tuple]:
     return [tuple(r) for r in rows]
 
 
-def flags(db) -> list[tuple]:
-    s = open_store(db)
+def flags(db_path) -> list[tuple]:
+    s = open_store(db_path)
     rows = [tuple(r) for r in s.query("SELECT i.uid, f.raised FROM flags f JOIN items i ON i.id = f.item_id")]
     s.close()
     return rows
@@ -70,8 +70,8 @@ def assert_payloads_inert(page) -> None:
     assert page.evaluate("Array.from(document.scripts).some(s => s.text.includes('__pwned'))") is False
 
 
-def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
-    with running_app(db) as url, chromium() as browser:
+def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
+    with running_app(db_path) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1500, "height": 1400})
         page.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
         wait_text(page, "step 1 of 4")
@@ -94,7 +94,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
         wait_chosen(page, "trj_severity", "4 Serious")
         press(page, "m")
         wait_text(page, "Step 4 marked: Wrong tool, severity 4 (Serious).")
-        assert mine(db) == [("step:4", "answered", "wrong_tool", 4)]
+        assert mine(db_path) == [("step:4", "answered", "wrong_tool", 4)]
 
         # A click on the timeline opens that step (one square a step: system, task, ...).
         page.locator('[class*="st-key-trj_tl"] button').nth(1).click()
@@ -108,7 +108,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
             wait_text(page, f"Commit {n} answer")
         press(page, "Control+Enter")
         wait_text(page, "Committed 9 answers.")
-        answers = mine(db, "a.target = ''")
+        answers = mine(db_path, "a.target = ''")
         assert [a[1:3] for a in answers[:3]] == [("answered", "met"), ("answered", "not_met"),
                                                  ("cannot_assess", None)]
         assert len(answers) == 9
@@ -116,11 +116,11 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db):
         assert "Verifier" in main and "asked at step 3" in main  # the reveal
         assert "reviewed by you" in main
         assert_payloads_inert(page)
-        page.screenshot(path=str(db.parent / "trajectory.png"), full_page=True)
+        page.screenshot(path=str(db_path.parent / "trajectory.png"), full_page=True)
 
 
-def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
-    with running_app(db) as url, chromium() as browser:
+def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db_path):
+    with running_app(db_path) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1500, "height": 1400})
         page.goto(f"{url}/graded?reviewer=Dr.+Keys&item=hb:p-inv-1::c1")
         wait_text(page, "Completion under review")
@@ -137,15 +137,15 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db):
         assert "It says to stop the soap." in main and "Lips only, not breathing." in main
         press(page, "f")  # flag it to come back to
         page.get_by_role("button", name="Unflag").wait_for()
-        assert flags(db) == [("hb:p-inv-1::c1", 1)]
+        assert flags(db_path) == [("hb:p-inv-1::c1", 1)]
         assert "Automated judge (grader-x)" in main and main.count("0.62") >= 2  # mine, the judge's
         assert_payloads_inert(page)
 
 
-def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db):
+def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db_path):
     """Never lose work: criteria answered with the keyboard but not committed are
     there again in a new browser context (another tab, or after a crash)."""
-    with running_app(db) as url, chromium() as browser:
+    with running_app(db_path) as url, chromium() as browser:
         first = browser.new_context(viewport={"width": 1500, "height": 1400}).new_page()
         first.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
         wait_text(first, "step 1 of 4")
@@ -154,7 +154,7 @@ def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db):
             press(first, key)
             wait_text(first, f"Commit {n} answer")
         first.context.close()  # the tab is gone, nothing committed
-        assert mine(db, "a.target = ''") == []
+        assert mine(db_path, "a.target = ''") == []
 
         second = browser.new_context(viewport={"width": 1500, "height": 1400}).new_page()
         second.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={KB_UID}")
@@ -163,16 +163,16 @@ def test_verdicts_picked_then_the_tab_closed_come_back_in_a_new_one(db):
         ready_for_keys(second)
         press(second, "Control+Enter")
         wait_text(second, "Committed 3 answers.")
-        got = [a[1:3] for a in mine(db, "a.target = ''")]
+        got = [a[1:3] for a in mine(db_path, "a.target = ''")]
         assert got == [("answered", "met"), ("answered", "not_met"), ("cannot_assess", None)]
 
 
-def test_a_subagent_run_is_read_in_place_and_the_keys_act_on_what_is_in_view(db):
+def test_a_subagent_run_is_read_in_place_and_the_keys_act_on_what_is_in_view(db_path):
     """A subagent run opens under the result that delegated to it, not in a
     dialog over the page: no key acts on a run hidden behind it. Y answers the
     run's criterion in plain view, and the subagent run stays open."""
     child = "Child agent: the chart shows no fever."
-    with running_app(db) as url, chromium() as browser:
+    with running_app(db_path) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1500, "height": 1400})
         page.goto(f"{url}/trajectories?reviewer=Dr.+Keys&item={HARBOR_UID}&step=3")
         wait_text(page, "step 3 of 4")

@@ -125,3 +125,17 @@ def test_search_prints_ranked_matches_and_survives_hostile_queries(demo_copy, ca
         code, _, _ = run(capsys, "--db", str(demo_copy), "search", hostile)
         assert code == 0
     assert open_store(demo_copy).scalar("SELECT COUNT(*) FROM items") == before > 300
+
+
+def test_the_help_of_every_command_prints(capsys):
+    """`carelens --help` and each command's --help print (a '%' in a help text
+    made the whole help fail with a traceback)."""
+    import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name in [None, *sub.choices]:
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(["--help"] if name is None else [name, "--help"])
+        assert done.value.code == 0, name
+        assert "usage:" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from review.workspace import open_store
 from tests.helpers import CODES, one_line, run_cli, table_counts, write_jsonl
 
 
-def prefixes(folder, name: str, n: int = 3, bad_line: int | None = None):
+def prefixes_file(folder, name: str, n: int = 3, bad_line: int | None = None):
     rows = [{"prefix_id": f"{name}_case_{i:03d}_r01", "gold_label": CODES[i % 4],
              "input_patient_turns": [f"Invented turn {i}"]} for i in range(n)]
     if bad_line:
@@ -32,8 +32,8 @@ def items_named(db, prefix: str) -> int:
 
 def test_import_tries_every_file_and_says_what_became_of_each(tmp_path, capsys):
     db = tmp_path / "x.db"
-    good, bad, third = (prefixes(tmp_path, "good"), prefixes(tmp_path, "bad", 5, bad_line=3),
-                        prefixes(tmp_path, "third"))
+    good, bad, third = (prefixes_file(tmp_path, "good"), prefixes_file(tmp_path, "bad", 5, bad_line=3),
+                        prefixes_file(tmp_path, "third"))
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(good), str(bad), str(third))
     assert code == 2
     assert items_named(db, "good") == 3 and items_named(db, "third") == 3
@@ -47,7 +47,7 @@ def test_import_tries_every_file_and_says_what_became_of_each(tmp_path, capsys):
 
 def test_import_counts_a_file_already_imported_and_exits_0_when_none_is_refused(tmp_path, capsys):
     db = tmp_path / "x.db"
-    good, other = prefixes(tmp_path, "good"), prefixes(tmp_path, "other")
+    good, other = prefixes_file(tmp_path, "good"), prefixes_file(tmp_path, "other")
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(good))
     assert code == 0 and err == "" and out.splitlines()[-1] == "1 imported, 0 refused"
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(good), str(other))
@@ -62,7 +62,7 @@ def test_import_counts_a_file_already_imported_and_exits_0_when_none_is_refused(
 
 def test_import_of_files_all_refused(tmp_path, capsys):
     db = tmp_path / "x.db"
-    missing, bad = tmp_path / "missing.jsonl", prefixes(tmp_path, "bad", 2, bad_line=1)
+    missing, bad = tmp_path / "missing.jsonl", prefixes_file(tmp_path, "bad", 2, bad_line=1)
     code, out, err = run_cli(capsys, "--db", str(db), "import", str(missing), str(bad))
     assert code == 2 and out == "0 imported, 2 refused\n"
     assert err.splitlines() == [f"carelens: {missing}: no such file",
@@ -76,7 +76,7 @@ def test_import_stopped_part_way_says_what_was_kept_and_what_was_not_tried(tmp_p
     import review.datasets.sources
 
     db = tmp_path / "x.db"
-    first, second, third, fourth = (prefixes(tmp_path, n) for n in ("first", "second", "third",
+    first, second, third, fourth = (prefixes_file(tmp_path, n) for n in ("first", "second", "third",
                                                                      "fourth"))
     real = review.datasets.sources.import_file
 
@@ -99,7 +99,7 @@ def test_import_stopped_part_way_says_what_was_kept_and_what_was_not_tried(tmp_p
 
 def test_demo_refuses_a_database_holding_other_items(tmp_path, capsys):
     db = tmp_path / "real.db"
-    assert run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    assert run_cli(capsys, "--db", str(db), "import", str(prefixes_file(tmp_path, "real")))[0] == 0
     before = table_counts(open_store(db))
     files = tmp_path / "demo-files"
     code, out, err = run_cli(capsys, "--db", str(db), "demo", "--files", str(files))
@@ -123,14 +123,14 @@ def test_demo_tells_demo_items_from_others_by_their_dataset(demo_copy, tmp_path,
     assert code == 0 and err == ""
     assert out.count("already imported") == len(out.splitlines()) > 5
     assert table_counts(open_store(demo_copy)) == before
-    assert run_cli(capsys, "--db", str(demo_copy), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    assert run_cli(capsys, "--db", str(demo_copy), "import", str(prefixes_file(tmp_path, "real")))[0] == 0
     code, _, err = run_cli(capsys, "--db", str(demo_copy), "demo", "--files", str(tmp_path / "d"))
     assert code == 2 and "(3 in carebench)" in one_line(err)
 
 
 def test_demo_with_force_loads_beside_other_items(tmp_path, capsys):
     db = tmp_path / "real.db"
-    assert run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "real")))[0] == 0
+    assert run_cli(capsys, "--db", str(db), "import", str(prefixes_file(tmp_path, "real")))[0] == 0
     code, out, _ = run_cli(capsys, "--db", str(db), "demo", "--force", "--files", str(tmp_path / "d"))
     assert code == 0 and "carebench-prefixes: 85 rows" in out
     assert items_named(db, "demo_") > 85 and items_named(db, "real") == 3
@@ -189,8 +189,9 @@ def test_an_export_of_a_rater_without_labels_is_refused_naming_those_with(demo_c
                             "--rater", "Dr. Mei Tanka", "--out", str(out))
     assert code == 2 and stdout == "" and not out.exists()
     assert one_line(err) == (
-        "carelens: 'Dr. Mei Tanka' has no label on carebench.escalation_needed; raters who have: "
-        "Dr. Amara Okafor, Dr. Lukas Brenner, Dr. Mei Tanaka, carebench-gold\n")
+        "carelens: 'Dr. Mei Tanka' has no label on carebench.escalation_needed or "
+        "carebench.response_action; raters who have: Dr. Amara Okafor, Dr. Lukas Brenner, "
+        "Dr. Mei Tanaka, carebench-gold, demo:mapper@v1, demo:mapper@v2\n")
     code, stdout, _ = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "carebench-labels",
                           "--rater", "Dr. Mei Tanaka", "--out", str(out))
     n = int(stdout.split(": ")[1].split()[0])
@@ -203,14 +204,15 @@ def test_an_export_of_an_empty_database_names_no_raters(tmp_path, capsys):
     code, _, err = run_cli(capsys, "--db", str(db), "export", "--what", "carebench-labels",
                        "--rater", "Dr A", "--out", str(tmp_path / "l.csv"))
     assert code == 2 and one_line(err) == (
-        "carelens: 'Dr A' has no label on carebench.escalation_needed; no rater has one yet\n")
+        "carelens: 'Dr A' has no label on carebench.escalation_needed or "
+        "carebench.response_action; no rater has one yet\n")
 
 
 def test_rater_is_refused_for_an_annotations_export(demo_copy, tmp_path, capsys):
     out = tmp_path / "a.csv"
     code, _, err = run_cli(capsys, "--db", str(demo_copy), "export", "--what", "annotations",
                        "--rater", "Dr. Mei Tanaka", "--out", str(out))
-    assert code == 2 and not out.exists() and "--rater is for --what carebench-labels" in one_line(err)
+    assert code == 2 and not out.exists() and "--rater and --model are for --what carebench-labels" in one_line(err)
 
 
 # -- LLM runs: what was left unanswered, and what to do about it ----------------------------
@@ -234,7 +236,7 @@ def test_map_says_what_to_do_about_a_reply_cut_off(tmp_path, capsys, monkeypatch
 
 def test_collect_options_that_name_a_batch_need_its_run(tmp_path, capsys):
     db = tmp_path / "x.db"
-    run_cli(capsys, "--db", str(db), "import", str(prefixes(tmp_path, "p")))
+    run_cli(capsys, "--db", str(db), "import", str(prefixes_file(tmp_path, "p")))
     for option in (["--batch-id", "msgbatch_1"], ["--forget"]):
         code, out, err = run_cli(capsys, "--db", str(db), "collect", *option)
         assert code == 2 and err.strip() == "carelens: --batch-id and --forget need --run"
@@ -248,7 +250,7 @@ def test_import_stopped_while_indexing_says_the_file_is_kept(tmp_path, capsys, m
     import review.browse.search
 
     db = tmp_path / "x.db"
-    first, second = prefixes(tmp_path, "first"), prefixes(tmp_path, "second")
+    first, second = prefixes_file(tmp_path, "first"), prefixes_file(tmp_path, "second")
 
     def interrupted(store, *args, **kwargs):
         raise KeyboardInterrupt

@@ -21,7 +21,7 @@ PREFIX = {"prefix_id": "meb_v1_case_0001_r01", "input_patient_turns": ["x"],
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "t.db"
     open_store(path).close()
     return path
@@ -70,26 +70,26 @@ def test_a_folder_given_as_the_database(tmp_path, capsys):
     assert code == 2 and "is a folder" in one_line(err)
 
 
-def test_a_locked_database(db, tmp_path, capsys, monkeypatch):
+def test_a_locked_database(db_path, tmp_path, capsys, monkeypatch):
     import store.db
 
     monkeypatch.setattr(store.db, "BUSY_TIMEOUT_MS", 200)   # instead of waiting 60 s
-    holder = sqlite3.connect(db, isolation_level=None)
+    holder = sqlite3.connect(db_path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")                        # another program writing
     try:
-        code, _, err = run_cli(capsys, "--db", str(db), "import",
+        code, _, err = run_cli(capsys, "--db", str(db_path), "import",
                            str(write_jsonl(tmp_path / "p.jsonl", [PREFIX])))
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert code == 2 and one_line(err).startswith(f"carelens: {db}: database is locked")
+    assert code == 2 and one_line(err).startswith(f"carelens: {db_path}: database is locked")
 
 
-def test_an_output_file_in_a_folder_that_does_not_exist(db, tmp_path, capsys):
+def test_an_output_file_in_a_folder_that_does_not_exist(db_path, tmp_path, capsys):
     for argv in (["export", "--what", "annotations", "--out", str(tmp_path / "nope" / "a.csv")],
                  ["agreement", "--question-set", "carebench.escalation_needed",
                   "--a", "group:clinicians", "--html", str(tmp_path / "nope" / "r.html")]):
-        code, out, err = run_cli(capsys, "--db", str(db), *argv)
+        code, out, err = run_cli(capsys, "--db", str(db_path), *argv)
         assert code == 2 and out == ""
         assert f"folder {tmp_path / 'nope'} does not exist" in one_line(err)
 

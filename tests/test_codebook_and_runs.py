@@ -18,6 +18,7 @@ from review.reviewing.criteria import evidence_steps, find_item, item_questions
 from review.reviewing.trajectory import trajectory_payload, trajectory_view
 from review.team.codebook_versions import codebook_history, current_codebook, edit_label
 from review.team.reviewers import ensure_reviewer
+from review.text import safe_markdown
 from review.workspace import open_store
 from tests.conftest import ROOT
 from tests.helpers import action_button, adjudicate_screen, adjudication_db, shown
@@ -80,7 +81,8 @@ def test_the_trajectory_screen_shows_the_step_error_wording_in_force(runs, monke
     assert not at.exception
     button = action_button(at, "trj_errbtn", "unsupported_claim")
     assert button.label == "Claim without evidence"
-    assert button.help == "Says what no step showed."
+    # Codebook wording is shown as written: escaped for the Markdown a help text is read as.
+    assert button.help == safe_markdown("Says what no step showed.")
     assert any("your mark" in m.value and "Claim without evidence" in shown(m.value)
                for m in at.markdown)
 

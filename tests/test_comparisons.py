@@ -11,8 +11,7 @@ import math
 import pytest
 
 from codebook import CAREBENCH, codebook
-from labels.compare.raters import ADJUDICATED_RATER
-from labels.comparisons import (
+from labels.compare import (
     Filters,
     agreement_bundle,
     agreement_report,
@@ -31,6 +30,7 @@ from labels.comparisons import (
     ratings_for,
     triage_comparison,
 )
+from labels.compare.raters import ADJUDICATED_RATER
 from labels.healthbench_meta import MetaRow, grader_vs_physicians, human_ceiling
 from labels.report import report_csv, report_dict, report_html, report_json
 from review.datasets.demo import load_demo
@@ -269,17 +269,26 @@ def test_breakdown_and_ceiling_use_the_same_units(store, three_clinicians):
     assert facet_choices(store, PREFIX_Q).categories == ["cardiology", "neuro"]
 
 
-def test_phase_filter_takes_blind_answers_and_cannot_assess_is_opt_in(store):
-    write(store, [human("Ann"), human("Ben"), prefix("p0"), prefix("p1"),
+def test_blind_answers_by_default_current_by_choice_and_cannot_assess_is_opt_in(store):
+    """Behaviour changed on purpose (issue 17, point 1): without a phase a comparison
+    takes the answers given before any label was seen; the latest only by choice."""
+    write(store, [human("Ann"), human("Ben"), prefix("p0"), prefix("p1"), prefix("p2"),
                   answer("p0", PREFIX_Q, "Ann", A, phase="blind"),
                   answer("p0", PREFIX_Q, "Ann", C, phase="after_reveal"),
                   answer("p0", PREFIX_Q, "Ben", A, phase="blind"),
                   answer("p1", PREFIX_Q, "Ann", None, status="cannot_assess", phase="blind"),
-                  answer("p1", PREFIX_Q, "Ben", B, phase="blind")])
-    current = ratings_for(store, PREFIX_Q, ["Ann", "Ben"])
-    assert current.values == [[C, A], [None, B]]
+                  answer("p1", PREFIX_Q, "Ben", B, phase="blind"),
+                  answer("p2", PREFIX_Q, "Ann", D),  # imported, the file gave no phase
+                  answer("p2", PREFIX_Q, "Ben", D, phase="suggested")])
+    current = ratings_for(store, PREFIX_Q, ["Ann", "Ben"], Filters(phase="current"))
+    assert current.values == [[C, A], [None, B], [D, D]]
+    by_default = ratings_for(store, PREFIX_Q, ["Ann", "Ben"])
+    assert by_default.values == [[A, A], [None, B], [D, None]]
     blind = ratings_for(store, PREFIX_Q, ["Ann", "Ben"], Filters(phase="blind"))
-    assert blind.values == [[A, A], [None, B]]
+    assert blind.values == by_default.values
+    assert Filters().phase == Filters(phase=None).phase == "blind"
+    assert "blind answers" in Filters().describe()
+    assert "current answers" in Filters(phase="current").describe()
     counted = ratings_for(store, PREFIX_Q, ["Ann", "Ben"], Filters(include_cannot_assess=True))
     assert counted.values[1] == ["cannot_assess", B]
     assert counted.question_set.level == "nominal" and "cannot_assess" in counted.categories
@@ -470,7 +479,12 @@ def test_demo_gives_a_non_trivial_first_report(demo):
     assert all("::" in uid for uid in uids)
     blind = agreement_report(demo, RESPONSE_Q, "group:majority", "demo:mapper@v1",
                              {"phase": "blind"})
-    assert blind.n_units != report.n_units or blind.coefficients != report.coefficients
+    assert blind.coefficients == report.coefficients  # blind is the default
+    current = agreement_report(demo, RESPONSE_Q, "group:majority", "demo:mapper@v1",
+                               {"phase": "current"})
+    assert current.coefficients != report.coefficients
+    assert report.coefficient("cohen_kappa").value == pytest.approx(0.685, abs=5e-4)
+    assert current.coefficient("cohen_kappa").value == pytest.approx(0.806, abs=5e-4)
     triage = triage_comparison(demo)
     assert len(triage.labellings) == 6 and triage.correlations
     assert anchoring(demo, RESPONSE_Q).rows[-1].revisions > 0
@@ -544,8 +558,10 @@ def test_json_and_csv_exports(demo):
     assert sum(c["count"] for c in cells) == report.n_units
     no_nan(data)
     rows = list(csv.DictReader(io.StringIO(report_csv(report))))
+    # a clinician against the others' majority beside the majority (issue 17, point 8)
     assert {r["section"] for r in rows} == {"comparison", "clinicians_ceiling", "by_round",
-                                            "by_round_clinicians_ceiling"}
+                                            "by_round_clinicians_ceiling",
+                                            "clinician_vs_others_majority"}
     assert report_dict(report)["coefficients"][0]["name"] == "percent_agreement"
 
 

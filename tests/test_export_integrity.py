@@ -20,7 +20,7 @@ from review.team.adjudication import settle, settle_unanimous, settle_unanimous_
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store.spreadsheet import safe_cell, unquote_cell
-from tests.helpers import write_jsonl, write_prefixes
+from tests.helpers import write_jsonl
 
 PREFIX = {"prefix_id": "meb_v1_case_0001_r01", "input_patient_turns": ["=1+1 my head hurts"],
           "gold_label": "0A_NO_ESCALATION_INFO_NEEDED"}
@@ -178,12 +178,6 @@ def test_labels_long_refuses_a_skipped_row_with_a_value(store, tmp_path, run):
 
 
 # -- D. the CARE-Bench labels of the clinicians ----------------------------------------------
-
-@pytest.fixture
-def prefixes(store):
-    write_prefixes(store, 3)
-    return store
-
 
 def test_carebench_labels_take_the_settled_answer_of_a_tie(prefixes):
     store = prefixes

@@ -46,16 +46,15 @@ def refused(store, path: Path, line: int, fmt: str | None = None) -> str:
 
 # -- order of files -------------------------------------------------------------------
 
-def test_generations_after_the_mapped_file_fill_in_the_response(store, tmp_path):
-    mapped = import_file(store, write_jsonl(tmp_path / "mapped.jsonl", [MAPPED]))
+def test_a_mapped_file_before_its_generations_is_refused_naming_the_response(store, tmp_path):
+    mapped = write_jsonl(tmp_path / "mapped.jsonl", [MAPPED])
+    message = refused(store, mapped, 1)
+    assert "no response of model 'model-a' to prefix 'inv_v1_case_0001_r01'" in message
+    assert "import its raw generations first" in message
     generations = import_file(store, write_jsonl(tmp_path / "gens.jsonl", [GENERATION]))
-    payload, meta, model = store.query_one(
-        "SELECT payload, meta, model FROM items WHERE uid = 'inv_v1_case_0001_r01::model-a'")
-    assert json.loads(payload)["response"] == GENERATION["raw_model_response"]
-    assert not json.loads(meta).get("stub") and json.loads(meta)["provider"] == "invented"
-    assert model == "model-a"
-    assert (mapped.items, generations.items, generations.completed) == (2, 0, 1)
-    # The mapper's label stays on the response it was given for.
+    result = import_file(store, mapped)
+    assert (generations.items, result.items, result.annotations) == (2, 0, 1)
+    # The mapper's label is on the response it was given for.
     assert store.scalar("SELECT a.value FROM annotations a JOIN items i ON i.id = a.item_id"
                         " WHERE i.uid = 'inv_v1_case_0001_r01::model-a'") == MAPPED["mapped_label"]
 
@@ -133,7 +132,7 @@ def test_a_nan_outcome_or_gate_score_is_not_measured(store, tmp_path):
     gates = {"diagnosis": {"score": float("nan")}, "safety_net": {"passed": True}}
     path = tmp_path / "kb.jsonl"
     path.write_text(json.dumps(kb_row(outcome_pass=float("nan"), reward=float("nan"),
-                                      gates=json.dumps(gates))) + "\n")
+                                      diagnosis=float("nan"), gates=json.dumps(gates))) + "\n")
     import_file(store, path, "klinikebench")
     answered = {r[0].rsplit(":", 1)[-1] if ":gate:" not in r[0] else r[0].split(":gate:")[1]: r[1]
                 for r in store.query("SELECT q.key, a.value FROM annotations a"
@@ -187,6 +186,7 @@ def test_half_a_character_is_mended_not_refused(store, tmp_path):
 
 
 def test_a_mapped_file_error_names_the_file(store, tmp_path):
+    import_file(store, write_jsonl(tmp_path / "gens.jsonl", [GENERATION]))
     path = write_jsonl(tmp_path / "mapped.jsonl",
                        [MAPPED, {k: v for k, v in MAPPED.items() if k != "prefix_id"}])
     assert "missing required field 'prefix_id'" in refused(store, path, 2)

@@ -45,33 +45,33 @@ def write_graded_conversations(store) -> None:
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "judge.db"
     with open_store(path) as store:
         write_graded_conversations(store)
     return path
 
 
-def answers(db, rater):
-    with open_store(db) as store:
+def answers(db_path, rater):
+    with open_store(db_path) as store:
         return {(r[0], r[1]): (r[2], r[3]) for r in store.query(
             "SELECT i.uid, q.key, a.value, a.rationale FROM annotations a"
             " JOIN items i ON i.id = a.item_id JOIN questions q ON q.id = a.question_id"
             " JOIN raters r ON r.id = a.rater_id WHERE r.name = ?", (rater,))}
 
 
-def test_each_criterion_is_judged_on_its_own_for_every_completion(db, fake):
-    with open_store(db) as store:
+def test_each_criterion_is_judged_on_its_own_for_every_completion(db_path, fake):
+    with open_store(db_path) as store:
         plan = plan_judge_run(store, "openai:gpt-4.1-mini")
     assert {(u.work.item_uid, u.work.question_key) for u in plan.units} == {
         ("hb:p1::c1", "hb:p1:c0"), ("hb:p1::c1", "hb:p1:c1"),
         ("hb:p1::c2", "hb:p1:c0"), ("hb:p1::c2", "hb:p1:c1")}
     assert plan.unusable == {"nothing to judge in a graded_conversation item": 2}
     fake.script(*[Reply({"explanation": "It does.", "criteria_met": True})] * 4)
-    summary = run_judge(str(db), plan, concurrency=2, keys=llm.KEYS,
+    summary = run_judge(str(db_path), plan, concurrency=2, keys=llm.KEYS,
                         base_url=fake.openai_base_url)
     assert summary.answered == 4
-    got = answers(db, "openai:gpt-4.1-mini@judge-v1")
+    got = answers(db_path, "openai:gpt-4.1-mini@judge-v1")
     assert set(got.values()) == {("met", "It does.")}
     for received in fake.model_calls():
         user = received.body["messages"][1]["content"]
@@ -82,36 +82,36 @@ def test_each_criterion_is_judged_on_its_own_for_every_completion(db, fake):
         assert schema["properties"]["criteria_met"]["type"] == "boolean"
 
 
-def test_the_judge_can_be_limited_to_what_the_clinicians_judged(db, fake):
-    with open_store(db) as store:
+def test_the_judge_can_be_limited_to_what_the_clinicians_judged(db_path, fake):
+    with open_store(db_path) as store:
         plan = plan_judge_run(store, "anthropic:claude-haiku-4-5",
                               filters={"answered_by": "healthbench-physician:*"})
     assert [(u.work.item_uid, u.work.question_key) for u in plan.units] == [
         ("hb:p1::c1", "hb:p1:c0")]
     fake.script(Reply({"explanation": "Safety-netting present.", "criteria_met": False}))
-    run_judge(str(db), plan, keys=llm.KEYS, base_url=fake.base_url)
-    assert answers(db, "anthropic:claude-haiku-4-5@judge-v1") == {
+    run_judge(str(db_path), plan, keys=llm.KEYS, base_url=fake.base_url)
+    assert answers(db_path, "anthropic:claude-haiku-4-5@judge-v1") == {
         ("hb:p1::c1", "hb:p1:c0"): ("not_met", "Safety-netting present.")}
 
 
-def test_an_unreadable_verdict_is_never_guessed(db, fake):
+def test_an_unreadable_verdict_is_never_guessed(db_path, fake):
     fake.script(*[Unparseable("Yes, the criterion is met.")] * 3)
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         plan = plan_judge_run(store, "openai:gpt-4.1-mini", limit=1)
-    summary = run_judge(str(db), plan, concurrency=1, keys=llm.KEYS,
+    summary = run_judge(str(db_path), plan, concurrency=1, keys=llm.KEYS,
                         base_url=fake.openai_base_url)
     assert summary.failed == 1
-    assert list(answers(db, "openai:gpt-4.1-mini@judge-v1").values()) == [(None, None)]
+    assert list(answers(db_path, "openai:gpt-4.1-mini@judge-v1").values()) == [(None, None)]
 
 
 def test_a_trajectory_gate_is_judged_from_a_compact_record(tmp_path, fake):
-    db = tmp_path / "traj.db"
+    db_path = tmp_path / "traj.db"
     steps = [{"step_id": i, "source": "agent", "message": f"Asked about symptom {i}. " + "." * 900,
               "tool_calls": [{"tool_call_id": f"t{i}", "function_name": "clinic_say",
                               "arguments": {"text": "q" * 2000}}],
               "observation": {"results": [{"source_call_id": f"t{i}", "content": "a" * 5000}]}}
              for i in range(1, 120)]
-    with open_store(db) as store, store.transaction() as conn:
+    with open_store(db_path) as store, store.transaction() as conn:
         RecordWriter(conn, source="test").write([
             ItemRecord(uid="kb:run1", kind="trajectory", dataset="klinikebench-test",
                        payload={"steps": steps,
@@ -121,15 +121,15 @@ def test_a_trajectory_gate_is_judged_from_a_compact_record(tmp_path, fake):
                            text="The clinician asks when the symptoms started.",
                            item_uid="kb:run1", meta={"group": "must_ask"}),
         ])
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         plan = plan_judge_run(store, "openai:gpt-4.1-mini")
     (unit,) = plan.units
     user = unit.body["messages"][1]["content"]
     assert len(unit.work.values["record"]) <= RECORD_CHAR_LIMIT
     assert "Chest tightness." in user and "stable angina" in user and "left out" in user
     assert f"{RECORD_CHAR_LIMIT:,}" in unit.body["messages"][0]["content"]  # the limit is stated
-    run_judge(str(db), plan, keys=llm.KEYS, base_url=fake.openai_base_url)
-    assert len(answers(db, "openai:gpt-4.1-mini@judge-v1")) == 1
+    run_judge(str(db_path), plan, keys=llm.KEYS, base_url=fake.openai_base_url)
+    assert len(answers(db_path, "openai:gpt-4.1-mini@judge-v1")) == 1
 
 
 def test_any_record_text_can_be_judged_the_same_way():
@@ -139,8 +139,8 @@ def test_any_record_text_can_be_judged_the_same_way():
     assert "1,000 characters" in system
 
 
-def test_unknown_filters_are_refused(db):
-    with open_store(db) as store, pytest.raises(ValueError, match="known: dataset"):
+def test_unknown_filters_are_refused(db_path):
+    with open_store(db_path) as store, pytest.raises(ValueError, match="known: dataset"):
         plan_judge_run(store, "openai:gpt-4.1-mini", filters={"gold": "x"})
 
 
@@ -161,8 +161,8 @@ def write_reports(store) -> None:
 
 
 def test_a_report_verdict_is_extracted_or_recorded_as_not_stated(tmp_path, fake):
-    db = tmp_path / "cc.db"
-    with open_store(db) as store:
+    db_path = tmp_path / "cc.db"
+    with open_store(db_path) as store:
         write_reports(store)
         plan = plan_extract_run(store, "openai:gpt-4.1-mini", filters={"unparsed_only": True})
     assert [u.work.item_uid for u in plan.units] == ["cc:t1", "cc:t3"]
@@ -170,8 +170,8 @@ def test_a_report_verdict_is_extracted_or_recorded_as_not_stated(tmp_path, fake)
     fake.script(Reply({"explanation": "Says data are lacking.",
                        "verdict": "INDETERMINATE_LACK_OF_DATA"}),
                 Reply({"explanation": "No verdict.", "verdict": "NO_VERDICT_STATED"}))
-    run_judge(str(db), plan, concurrency=1, keys=llm.KEYS, base_url=fake.openai_base_url)
-    with open_store(db) as store:
+    run_judge(str(db_path), plan, concurrency=1, keys=llm.KEYS, base_url=fake.openai_base_url)
+    with open_store(db_path) as store:
         rows = {r[0]: (r[1], r[2]) for r in store.query(
             "SELECT i.uid, a.status, a.value FROM annotations a JOIN items i ON i.id = a.item_id"
             " JOIN questions q ON q.id = a.question_id WHERE q.key = 'clinicare.verdict'")}

@@ -25,33 +25,33 @@ PROVIDERS = {  # model spec, how the test reaches the fake server
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "llm.db"
     with open_store(path) as store:
         llm.write_carebench(store, 3)
     return path
 
 
-def run(db, fake, provider="openai", version="mapper-v1", **kw):
+def run(db_path, fake, provider="openai", version="mapper-v1", **kw):
     spec, url = PROVIDERS[provider]
     limit, filters = kw.pop("limit", None), kw.pop("filters", None)
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         plan = plan_map_run(store, spec, version, limit=limit, filters=filters,
                             include_answered=kw.pop("include_answered", False))
     kw.setdefault("keys", llm.KEYS)
-    return plan, run_map(str(db), plan, base_url=url(fake), **kw)
+    return plan, run_map(str(db_path), plan, base_url=url(fake), **kw)
 
 
-def machine_answers(db, rater=None):
-    with open_store(db) as store:
+def machine_answers(db_path, rater=None):
+    with open_store(db_path) as store:
         return [dict(r) for r in store.query(
             "SELECT i.uid, a.status, a.value, a.rationale, a.phase, a.source, a.extra, r.name"
             " FROM annotations a JOIN raters r ON r.id = a.rater_id JOIN items i ON i.id = a.item_id"
             " WHERE r.kind = 'machine' AND (? IS NULL OR r.name = ?) ORDER BY a.id", (rater, rater))]
 
 
-def calls(db):
-    with open_store(db) as store:
+def calls(db_path):
+    with open_store(db_path) as store:
         return [dict(r) for r in store.query("SELECT * FROM llm_calls ORDER BY id")]
 
 
@@ -97,10 +97,10 @@ def write_case_with_everything_the_mapper_must_not_see(store) -> str:
 @pytest.mark.parametrize("version", ["mapper-v1", "mapper-v2"])
 def test_the_mapper_sees_only_the_patient_so_far_the_reply_and_the_codebook(
         tmp_path, fake, provider, version):
-    db = tmp_path / "blind.db"
-    with open_store(db) as store:
+    db_path = tmp_path / "blind.db"
+    with open_store(db_path) as store:
         target = write_case_with_everything_the_mapper_must_not_see(store)
-    run(db, fake, provider, version, filters={"items": [target]})
+    run(db_path, fake, provider, version, filters={"items": [target]})
     (received,) = fake.model_calls()
     wire = json.dumps(received.body, ensure_ascii=False)
     assert llm.turn_text(1, 1) in wire and "Rest at home, round 1." in wire
@@ -115,8 +115,8 @@ def test_the_mapper_sees_only_the_patient_so_far_the_reply_and_the_codebook(
 
 
 def test_the_request_does_not_change_with_the_gold_label_or_the_reviewers(tmp_path):
-    db = tmp_path / "blind.db"
-    with open_store(db) as store:
+    db_path = tmp_path / "blind.db"
+    with open_store(db_path) as store:
         target = write_case_with_everything_the_mapper_must_not_see(store)
         before = plan_map_run(store, "openai:gpt-4.1-mini", "mapper-v2",
                               filters={"items": [target]}).requests
@@ -134,8 +134,8 @@ def test_the_request_does_not_change_with_the_gold_label_or_the_reviewers(tmp_pa
 # -- structured output ------------------------------------------------------------------------
 
 
-def test_openai_gets_a_strict_json_schema_and_the_key(db, fake):
-    plan, summary = run(db, fake, "openai", limit=1)
+def test_openai_gets_a_strict_json_schema_and_the_key(db_path, fake):
+    plan, summary = run(db_path, fake, "openai", limit=1)
     (received,) = fake.model_calls()
     fmt = received.body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
@@ -146,68 +146,68 @@ def test_openai_gets_a_strict_json_schema_and_the_key(db, fake):
     assert summary.answered == 1
 
 
-def test_anthropic_is_forced_to_call_one_strict_tool(db, fake):
+def test_anthropic_is_forced_to_call_one_strict_tool(db_path, fake):
     fake.script(Reply({"rationale": "Advises emergency care now.", "label": CODES[3]}))
-    _, summary = run(db, fake, "anthropic", limit=1)
+    _, summary = run(db_path, fake, "anthropic", limit=1)
     (received,) = fake.model_calls()
     (tool,) = received.body["tools"]
     assert tool["strict"] is True and tool["input_schema"]["properties"]["label"]["enum"] == CODES
     assert received.body["tool_choice"] == {"type": "tool", "name": tool["name"]}
     credentials = received.headers.get("x-api-key") or received.headers.get("authorization")
     assert credentials.removeprefix("Bearer ") == llm.KEYS["anthropic"]
-    (answer,) = machine_answers(db)
+    (answer,) = machine_answers(db_path)
     assert (answer["value"], answer["rationale"]) == (CODES[3], "Advises emergency care now.")
     assert (answer["phase"], answer["source"], answer["status"]) == ("blind", "llm", "answered")
     assert answer["name"] == "anthropic:claude-haiku-4-5@mapper-v1"
     assert summary.answered == 1
 
 
-def test_a_compatible_server_is_reached_by_its_base_url(db, fake):
-    with open_store(db) as store:
+def test_a_compatible_server_is_reached_by_its_base_url(db_path, fake):
+    with open_store(db_path) as store:
         plan = plan_map_run(store, f"compatible:{fake.openai_base_url}#local-llama", limit=2)
-    summary = run_map(str(db), plan)  # no key: a local server needs none
+    summary = run_map(str(db_path), plan)  # no key: a local server needs none
     assert summary.answered == 2
     assert all("max_tokens" in r.body and r.body["model"] == "local-llama"
                for r in fake.model_calls())
-    assert {a["name"] for a in machine_answers(db)} == {"compatible:local-llama@mapper-v1"}
+    assert {a["name"] for a in machine_answers(db_path)} == {"compatible:local-llama@mapper-v1"}
 
 
 # -- strict reading, retries, failures ------------------------------------------------------------
 
 
-def test_an_unreadable_reply_is_asked_again_then_recorded_as_a_failure(db, fake):
+def test_an_unreadable_reply_is_asked_again_then_recorded_as_a_failure(db_path, fake):
     fake.script(*[Unparseable("Probably urgent care, I think.")] * 3)
-    _, summary = run(db, fake, limit=1, concurrency=1, reply_attempts=3)
-    (answer,) = machine_answers(db)
+    _, summary = run(db_path, fake, limit=1, concurrency=1, reply_attempts=3)
+    (answer,) = machine_answers(db_path)
     assert (answer["status"], answer["value"]) == ("cannot_assess", None)
     extra = json.loads(answer["extra"])
     assert extra["failure"] == "unreadable reply"
     assert extra["raw_text"] == "Probably urgent care, I think."
-    assert [c["status"] for c in calls(db)] == ["parse_failed"] * 3
-    assert all(c["raw_text"] == "Probably urgent care, I think." for c in calls(db))
+    assert [c["status"] for c in calls(db_path)] == ["parse_failed"] * 3
+    assert all(c["raw_text"] == "Probably urgent care, I think." for c in calls(db_path))
     assert (summary.failed, summary.answered) == (1, 0)
 
 
-def test_a_reply_readable_on_the_second_try_is_answered(db, fake):
+def test_a_reply_readable_on_the_second_try_is_answered(db_path, fake):
     fake.script(Unparseable(), Reply({"rationale": "Self-care advice.", "label": CODES[1]}))
-    run(db, fake, limit=1, concurrency=1)
-    assert [c["status"] for c in calls(db)] == ["parse_failed", "ok"]
-    (answer,) = machine_answers(db)
+    run(db_path, fake, limit=1, concurrency=1)
+    assert [c["status"] for c in calls(db_path)] == ["parse_failed", "ok"]
+    (answer,) = machine_answers(db_path)
     assert answer["value"] == CODES[1]
-    assert json.loads(answer["extra"])["llm_call_id"] == calls(db)[1]["id"]
+    assert json.loads(answer["extra"])["llm_call_id"] == calls(db_path)[1]["id"]
 
 
-def test_a_malformed_body_is_asked_again(db, fake):
+def test_a_malformed_body_is_asked_again(db_path, fake):
     fake.script(MalformedBody())
-    _, summary = run(db, fake, limit=1, concurrency=1)
-    assert [c["status"] for c in calls(db)] == ["error", "ok"]
-    assert "malformed" in calls(db)[0]["error"] and calls(db)[0]["raw_text"].startswith('{"id"')
+    _, summary = run(db_path, fake, limit=1, concurrency=1)
+    assert [c["status"] for c in calls(db_path)] == ["error", "ok"]
+    assert "malformed" in calls(db_path)[0]["error"] and calls(db_path)[0]["raw_text"].startswith('{"id"')
     assert summary.answered == 1
 
 
-def test_every_call_is_on_record(db, fake):
-    run(db, fake, limit=2)
-    rows = calls(db)
+def test_every_call_is_on_record(db_path, fake):
+    run(db_path, fake, limit=2)
+    rows = calls(db_path)
     assert len(rows) == 2
     for row in rows:
         assert (row["provider"], row["model"], row["prompt_version"]) == \
@@ -222,8 +222,8 @@ def test_every_call_is_on_record(db, fake):
 # -- dry run, cache, resume ----------------------------------------------------------------------------
 
 
-def test_a_dry_run_renders_every_request_and_sends_nothing(db, fake):
-    with open_store(db) as store:
+def test_a_dry_run_renders_every_request_and_sends_nothing(db_path, fake):
+    with open_store(db_path) as store:
         plan = plan_map_run(store, "openai:gpt-4.1-mini", "mapper-v2")
         assert store.scalar("SELECT COUNT(*) FROM llm_runs") == 0
     lines = [json.dumps(request) for request in plan.requests]
@@ -233,48 +233,48 @@ def test_a_dry_run_renders_every_request_and_sends_nothing(db, fake):
     assert "9 responses to map" in plan.summary() and plan.est_cost_usd > 0
 
 
-def test_running_again_costs_nothing(db, fake):
-    run(db, fake)
+def test_running_again_costs_nothing(db_path, fake):
+    run(db_path, fake)
     sent = len(fake.model_calls())
-    answers = machine_answers(db)
-    plan, summary = run(db, fake, include_answered=True, keys={})  # no key needed
+    answers = machine_answers(db_path)
+    plan, summary = run(db_path, fake, include_answered=True, keys={})  # no key needed
     assert plan.n_cached == 9 and plan.est_cost_usd == 0
     assert len(fake.model_calls()) == sent == 9
     assert (summary.cached, summary.answered, summary.cost_usd) == (9, 0, 0)
-    cached = [c for c in calls(db) if c["cached"]]
+    cached = [c for c in calls(db_path) if c["cached"]]
     assert len(cached) == 9 and all(c["cost_usd"] == 0 for c in cached)
     assert all("cached_from" in json.loads(c["request"]) for c in cached)
-    assert machine_answers(db) == answers  # the same answers: nothing duplicated
+    assert machine_answers(db_path) == answers  # the same answers: nothing duplicated
 
 
-def test_a_second_plan_leaves_out_what_is_answered(db, fake):
-    run(db, fake, limit=4)
-    plan, summary = run(db, fake)
+def test_a_second_plan_leaves_out_what_is_answered(db_path, fake):
+    run(db_path, fake, limit=4)
+    plan, summary = run(db_path, fake)
     assert len(plan.units) == 5 and summary.answered == 5
-    uids = [a["uid"] for a in machine_answers(db)]
+    uids = [a["uid"] for a in machine_answers(db_path)]
     assert len(uids) == len(set(uids)) == 9
 
 
-def test_prompt_versions_are_separate_raters(db, fake):
-    run(db, fake, version="mapper-v1")
-    run(db, fake, version="mapper-v2")
-    names = {a["name"] for a in machine_answers(db)}
+def test_prompt_versions_are_separate_raters(db_path, fake):
+    run(db_path, fake, version="mapper-v1")
+    run(db_path, fake, version="mapper-v2")
+    names = {a["name"] for a in machine_answers(db_path)}
     assert names == {"openai:gpt-4.1-mini@mapper-v1", "openai:gpt-4.1-mini@mapper-v2"}
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         raters = store.query("SELECT role, provider, model, prompt_version FROM raters"
                              " WHERE kind = 'machine' ORDER BY name")
     assert [tuple(r) for r in raters] == [("mapper", "openai", "gpt-4.1-mini", "mapper-v1"),
                                           ("mapper", "openai", "gpt-4.1-mini", "mapper-v2")]
 
 
-def test_a_users_template_makes_its_own_rater(db, fake, tmp_path):
+def test_a_users_template_makes_its_own_rater(db_path, fake, tmp_path):
     path = tmp_path / "ward-mapper.txt"
     path.write_text("--- system ---\nLabels: $labels\n$codebook\n--- user ---\n"
                     "Patient:\n$patient_turns\nReply:\n$response\n")
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         plan = plan_map_run(store, "openai:gpt-4.1-mini", str(path), limit=1)
-    run_map(str(db), plan, base_url=fake.openai_base_url, keys=llm.KEYS)
-    (answer,) = machine_answers(db)
+    run_map(str(db_path), plan, base_url=fake.openai_base_url, keys=llm.KEYS)
+    (answer,) = machine_answers(db_path)
     assert answer["name"] == f"openai:gpt-4.1-mini@{plan.prompt.version}"
     assert plan.prompt.version.startswith("ward-mapper-")
     assert fake.model_calls()[0].body["messages"][1]["content"].startswith("Patient:")
@@ -283,26 +283,26 @@ def test_a_users_template_makes_its_own_rater(db, fake, tmp_path):
 # -- keys ---------------------------------------------------------------------------------------
 
 
-def test_a_missing_key_is_named_before_anything_is_written(db):
-    with open_store(db) as store:
+def test_a_missing_key_is_named_before_anything_is_written(db_path):
+    with open_store(db_path) as store:
         plan = plan_map_run(store, "anthropic:claude-haiku-4-5", limit=1)
     with pytest.raises(MissingKeyError, match="ANTHROPIC_API_KEY"):
-        run_map(str(db), plan)
-    with open_store(db) as store:
+        run_map(str(db_path), plan)
+    with open_store(db_path) as store:
         assert store.scalar("SELECT COUNT(*) FROM llm_runs") == 0
 
 
-def test_keys_are_never_written_to_the_database_or_the_logs(db, fake, caplog):
+def test_keys_are_never_written_to_the_database_or_the_logs(db_path, fake, caplog):
     caplog.set_level(logging.DEBUG)
     fake.script(Status(400, "bad request", echo_auth=True))
-    run(db, fake, "openai", concurrency=1)
+    run(db_path, fake, "openai", concurrency=1)
     fake.script(Status(400, "bad request", echo_auth=True))
-    run(db, fake, "anthropic", concurrency=1)
-    errors = [c["error"] for c in calls(db) if c["status"] == "error"]
+    run(db_path, fake, "anthropic", concurrency=1)
+    errors = [c["error"] for c in calls(db_path) if c["status"] == "error"]
     assert len(errors) == 2 and all("[redacted]" in e for e in errors)
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         store.checkpoint()
-    files = [p for p in db.parent.iterdir() if p.name.startswith(db.name)]
+    files = [p for p in db_path.parent.iterdir() if p.name.startswith(db_path.name)]
     for key in llm.KEYS.values():
         for path in files:
             assert key.encode() not in path.read_bytes(), f"{key} found in {path.name}"

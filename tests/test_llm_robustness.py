@@ -43,30 +43,30 @@ SPECS = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-haiku-4
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "llm.db"
     with open_store(path) as store:
         llm.write_carebench(store, 10)  # 30 responses
-    return str(path)
+    return path
 
 
 def url(fake, provider):
     return getattr(fake, URLS[provider])
 
 
-def runs(db):
-    with open_store(db) as store:
+def runs(db_path):
+    with open_store(db_path) as store:
         return [json.loads(r[0]) for r in store.query("SELECT params FROM llm_runs ORDER BY id")]
 
 
-def annotations(db, rater="openai:gpt-4.1-mini@mapper-v1"):
-    with open_store(db) as store:
+def annotations(db_path, rater="openai:gpt-4.1-mini@mapper-v1"):
+    with open_store(db_path) as store:
         return store.query("SELECT a.status, a.value, a.extra FROM annotations a JOIN raters r"
                            " ON r.id = a.rater_id WHERE r.name = ?", (rater,))
 
 
-def calls(db):
-    with open_store(db) as store:
+def calls(db_path):
+    with open_store(db_path) as store:
         return store.query("SELECT status, error, raw_text FROM llm_calls ORDER BY id")
 
 
@@ -80,60 +80,60 @@ def batches_submitted(fake):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("stage", ["submit", "status", "results"])
-def test_a_batch_endpoint_error_stops_the_run_redacted_and_on_record(db, fake, provider, stage):
+def test_a_batch_endpoint_error_stops_the_run_redacted_and_on_record(db_path, fake, provider, stage):
     fake.batch_errors[stage] = Status(401, "invalid key", echo_auth=True)
     with pytest.raises(RunAborted) as info:
-        run_map(db, plan(db, SPECS[provider], limit=3), use_batch=True, poll_interval=0.01,
+        run_map(db_path, plan(db_path, SPECS[provider], limit=3), use_batch=True, poll_interval=0.01,
                 keys=llm.KEYS, base_url=url(fake, provider))
     assert "HTTP 401" in str(info.value) and llm.KEYS[provider] not in str(info.value)
     assert info.value.summary is not None and info.value.summary.answered == 0
-    (params,) = runs(db)
+    (params,) = runs(db_path)
     assert params["finished"]["status"] == "aborted"
     assert "HTTP 401" in params["finished"]["error"]
     assert llm.KEYS[provider] not in json.dumps(params)
     if stage != "submit":  # submitted, and paid for: left to collect once the key is right
         fake.batch_errors.clear()
-        with open_store(db) as store:
+        with open_store(db_path) as store:
             assert [b.run_id for b in uncollected_batches(store)] == [1]
-        summary = collect_batch(db, 1, poll_interval=0.01, keys=llm.KEYS,
+        summary = collect_batch(db_path, 1, poll_interval=0.01, keys=llm.KEYS,
                                 base_url=url(fake, provider))
         assert summary.answered == 3 and summary.errors == 0
 
 
-def test_a_server_error_while_waiting_leaves_the_batch_to_collect(db, fake):
+def test_a_server_error_while_waiting_leaves_the_batch_to_collect(db_path, fake):
     fake.batch_errors["status"] = Status(503, "try later")
     with pytest.raises(RunAborted, match="collect it later"):
-        run_map(db, plan(db, limit=2), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+        run_map(db_path, plan(db_path, limit=2), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                 base_url=fake.openai_base_url)
     fake.batch_errors.clear()
-    summary = run_map(db, plan(db, limit=2), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, limit=2), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert summary.answered == 2 and len(batches_submitted(fake)) == 1
 
 
-def test_the_command_line_shows_a_batch_error_as_one_clean_line(db, fake, capsys, monkeypatch):
+def test_the_command_line_shows_a_batch_error_as_one_clean_line(db_path, fake, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
     monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
     fake.batch_errors["submit"] = Status(401, "invalid key", echo_auth=True)
-    code = main(["--db", db, "map", "--model", "openai:gpt-4.1-mini", "--limit", "2", "--batch"])
+    code = main(["--db", str(db_path), "map", "--model", "openai:gpt-4.1-mini", "--limit", "2", "--batch"])
     err = capsys.readouterr().err
     assert code == 2
     assert "carelens: run stopped: submitting the batch: HTTP 401" in err
     assert llm.KEYS["openai"] not in err and "Traceback" not in err
 
 
-def test_a_billing_error_is_fatal(db, fake):
+def test_a_billing_error_is_fatal(db_path, fake):
     fake.script(*[Status(402, "Your credit balance is too low")] * 30)
     with pytest.raises(RunAborted, match="HTTP 402"):
-        run_map(db, plan(db, SPECS["anthropic"]), concurrency=2, keys=llm.KEYS,
+        run_map(db_path, plan(db_path, SPECS["anthropic"]), concurrency=2, keys=llm.KEYS,
                 base_url=fake.base_url)
     assert len(fake.model_calls()) < 30
-    assert runs(db)[0]["finished"]["status"] == "aborted"
+    assert runs(db_path)[0]["finished"]["status"] == "aborted"
 
 
-def test_a_completed_run_says_so_on_its_row(db, fake):
-    run_map(db, plan(db, limit=2), keys=llm.KEYS, base_url=fake.openai_base_url)
-    finished = runs(db)[0]["finished"]
+def test_a_completed_run_says_so_on_its_row(db_path, fake):
+    run_map(db_path, plan(db_path, limit=2), keys=llm.KEYS, base_url=fake.openai_base_url)
+    finished = runs(db_path)[0]["finished"]
     assert finished["status"] == "completed" and finished["answered"] == 2
     assert finished["error"] is None
 
@@ -178,31 +178,31 @@ def test_usage_of_the_wrong_shape_is_no_token_count():
     assert reply.input_tokens is None
 
 
-def test_content_given_as_text_parts_is_joined_and_read(db, fake):
+def test_content_given_as_text_parts_is_joined_and_read(db_path, fake):
     text = json.dumps(ANSWER)
     body = {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4.1-mini",
             "choices": [{"index": 0, "finish_reason": "stop", "message": {
                 "role": "assistant", "content": [{"type": "text", "text": text[:20]},
                                                  {"type": "text", "text": text[20:]}]}}]}
     fake.script(MalformedBody(json.dumps(body)))
-    summary = run_map(db, plan(db, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
+    summary = run_map(db_path, plan(db_path, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
     assert summary.answered == 1
-    assert [(r[0], r[1]) for r in annotations(db)] == [("answered", CODES[3])]
+    assert [(r[0], r[1]) for r in annotations(db_path)] == [("answered", CODES[3])]
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_wrong_shaped_replies_are_recorded_and_the_run_goes_on(db, fake, provider):
+def test_wrong_shaped_replies_are_recorded_and_the_run_goes_on(db_path, fake, provider):
     bad = json.dumps(OPENAI_BAD["message null"] if provider == "openai"
                      else ANTHROPIC_BAD["block not an object"])
     fake.script(*[MalformedBody(bad)] * 3)
-    summary = run_map(db, plan(db, SPECS[provider], limit=3), concurrency=1, keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, SPECS[provider], limit=3), concurrency=1, keys=llm.KEYS,
                       base_url=url(fake, provider))
     assert (summary.answered, summary.errors) == (2, 1)
-    assert len(calls(db)) == len(fake.model_calls()) == 5
-    assert sum(r[0] == "error" and "malformed reply" in r[1] for r in calls(db)) == 3
+    assert len(calls(db_path)) == len(fake.model_calls()) == 5
+    assert sum(r[0] == "error" and "malformed reply" in r[1] for r in calls(db_path)) == 3
 
 
-def test_an_unforeseen_error_reading_one_reply_does_not_stop_the_workers(db, fake, monkeypatch):
+def test_an_unforeseen_error_reading_one_reply_does_not_stop_the_workers(db_path, fake, monkeypatch):
     real, seen = asking.read_reply, []
 
     def flaky(task, call, reply):
@@ -212,11 +212,11 @@ def test_an_unforeseen_error_reading_one_reply_does_not_stop_the_workers(db, fak
         return real(task, call, reply)
 
     monkeypatch.setattr(asking, "read_reply", flaky)
-    summary = run_map(db, plan(db, limit=6), concurrency=3, keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, limit=6), concurrency=3, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert (summary.answered, summary.errors) == (5, 1)
     assert any("a reader bug" in m for m in summary.messages)
-    statuses = [r[0] for r in calls(db)]
+    statuses = [r[0] for r in calls(db_path)]
     assert len(statuses) == len(fake.model_calls()) == 6 and statuses.count("error") == 1
 
 
@@ -225,42 +225,42 @@ def test_an_unforeseen_error_reading_one_reply_does_not_stop_the_workers(db, fak
 
 @pytest.mark.parametrize("provider, stop", [("openai", "length"), ("anthropic", "max_tokens"),
                                             ("anthropic", "model_context_window_exceeded")])
-def test_a_reply_cut_off_is_not_sent_again_and_not_answered(db, fake, provider, stop):
+def test_a_reply_cut_off_is_not_sent_again_and_not_answered(db_path, fake, provider, stop):
     fake.script(Cut(stop))
-    summary = run_map(db, plan(db, SPECS[provider], limit=1), keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, SPECS[provider], limit=1), keys=llm.KEYS,
                       base_url=url(fake, provider))
     assert len(fake.model_calls()) == 1
     assert (summary.answered, summary.failed, summary.errors) == (0, 0, 1)
-    ((status, error, raw),) = calls(db)
+    ((status, error, raw),) = calls(db_path)
     assert status == "error" and "cut off" in error and stop in error and raw
-    assert annotations(db, f"{SPECS[provider]}@mapper-v1") == []  # a later run may answer it
-    summary = run_map(db, plan(db, SPECS[provider], limit=1), keys=llm.KEYS,
+    assert annotations(db_path, f"{SPECS[provider]}@mapper-v1") == []  # a later run may answer it
+    summary = run_map(db_path, plan(db_path, SPECS[provider], limit=1), keys=llm.KEYS,
                       base_url=url(fake, provider))
     assert summary.answered == 1
 
 
-def test_a_reply_cut_off_in_a_batch_is_not_asked_again(db, fake):
+def test_a_reply_cut_off_in_a_batch_is_not_asked_again(db_path, fake):
     fake.script(Cut("length"))
-    summary = run_map(db, plan(db, limit=3), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, limit=3), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert (summary.answered, summary.errors) == (2, 1) and fake.model_calls() == []
-    assert sum("cut off" in (r[1] or "") for r in calls(db)) == 1
+    assert sum("cut off" in (r[1] or "") for r in calls(db_path)) == 1
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_a_refusal_is_recorded_as_a_refusal_and_not_asked_again(db, fake, provider):
+def test_a_refusal_is_recorded_as_a_refusal_and_not_asked_again(db_path, fake, provider):
     fake.script(Refusal("I can't help with medical questions."))
-    summary = run_map(db, plan(db, SPECS[provider], limit=1), keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, SPECS[provider], limit=1), keys=llm.KEYS,
                       base_url=url(fake, provider))
     assert len(fake.model_calls()) == 1 and summary.refused == 1 and summary.failed == 0
     assert "1 refused" in summary.text()
-    ((status, value, extra),) = annotations(db, f"{SPECS[provider]}@mapper-v1")
+    ((status, value, extra),) = annotations(db_path, f"{SPECS[provider]}@mapper-v1")
     assert (status, value) == ("cannot_assess", None)
     assert json.loads(extra)["failure"] == "refused"
     assert "medical questions" in json.loads(extra)["refusal"]
-    ((call_status, error, _),) = calls(db)
+    ((call_status, error, _),) = calls(db_path)
     assert call_status == "error" and error.startswith("the model refused")
-    assert len(plan(db, SPECS[provider]).units) == 29  # the refusal is the rater's answer
+    assert len(plan(db_path, SPECS[provider]).units) == 29  # the refusal is the rater's answer
 
 
 # -- 5. a 429 asking for a long wait ------------------------------------------------------------
@@ -288,12 +288,12 @@ def test_a_429_asking_for_an_hour_fails_the_call_at_once(fake, provider):
     assert len(fake.model_calls()) == 1  # not retried
 
 
-def test_an_item_rate_limited_for_hours_is_left_for_the_next_run(db, fake):
+def test_an_item_rate_limited_for_hours_is_left_for_the_next_run(db_path, fake):
     fake.script(RateLimited(retry_after_ms=3_600_000))
     summaries: list = []
-    the_plan = plan(db, SPECS["anthropic"], limit=2)
+    the_plan = plan(db_path, SPECS["anthropic"], limit=2)
     thread = threading.Thread(target=lambda: summaries.append(run_map(
-        db, the_plan, concurrency=1, keys=llm.KEYS, base_url=fake.base_url)), daemon=True)
+        db_path, the_plan, concurrency=1, keys=llm.KEYS, base_url=fake.base_url)), daemon=True)
     thread.start()
     thread.join(15)
     assert summaries, "the run is still waiting on retry-after"
@@ -305,146 +305,146 @@ def test_an_item_rate_limited_for_hours_is_left_for_the_next_run(db, fake):
 # -- 3. and 6. interrupted batches: collected, never paid for twice ------------------------------
 
 
-def interrupted_batch(db, fake, provider="openai", **plan_kw):
+def interrupted_batch(db_path, fake, provider="openai", **plan_kw):
     fake.batch_polls = 3
     with pytest.raises(RunAborted, match="collect it later") as info:
-        run_map(db, plan(db, SPECS[provider], **plan_kw), use_batch=True, poll_interval=0.01,
+        run_map(db_path, plan(db_path, SPECS[provider], **plan_kw), use_batch=True, poll_interval=0.01,
                 max_wait=0.0, keys=llm.KEYS, base_url=url(fake, provider))
     fake.batch_polls = 0
     return info.value.summary.run_id
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_running_again_collects_the_waiting_batch_instead_of_paying_twice(db, fake, provider):
-    interrupted_batch(db, fake, provider)
-    with open_store(db) as store:
+def test_running_again_collects_the_waiting_batch_instead_of_paying_twice(db_path, fake, provider):
+    interrupted_batch(db_path, fake, provider)
+    with open_store(db_path) as store:
         (waiting,) = uncollected_batches(store)
     assert waiting.requests == 30 and waiting.run_id == 1
-    summary = run_map(db, plan(db, SPECS[provider]), use_batch=True, poll_interval=0.01,
+    summary = run_map(db_path, plan(db_path, SPECS[provider]), use_batch=True, poll_interval=0.01,
                       keys=llm.KEYS, base_url=url(fake, provider))
     assert summary.answered == 30 and summary.errors == 0
     assert len(batches_submitted(fake)) == 1
-    assert len(annotations(db, f"{SPECS[provider]}@mapper-v1")) == 30
-    with open_store(db) as store:
+    assert len(annotations(db_path, f"{SPECS[provider]}@mapper-v1")) == 30
+    with open_store(db_path) as store:
         assert uncollected_batches(store) == []
         assert store.scalar("SELECT COUNT(DISTINCT run_id) FROM llm_calls") == 1  # the batch's run
-    assert runs(db)[0]["batch"]["collected_by_run"] == 2
+    assert runs(db_path)[0]["batch"]["collected_by_run"] == 2
 
 
-def test_a_larger_run_collects_the_waiting_batch_and_submits_only_the_rest(db, fake):
-    interrupted_batch(db, fake, limit=5)
-    summary = run_map(db, plan(db), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+def test_a_larger_run_collects_the_waiting_batch_and_submits_only_the_rest(db_path, fake):
+    interrupted_batch(db_path, fake, limit=5)
+    summary = run_map(db_path, plan(db_path), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert summary.answered == 30 and summary.errors == 0
     first, second = batches_submitted(fake)
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         second_batch = json.loads(store.scalar("SELECT params FROM llm_runs WHERE id = 2"))["batch"]
     assert second_batch["requests"] == 25 and len(second_batch["custom_ids"]) == 25
-    assert not set(second_batch["custom_ids"]) & set(runs(db)[0]["batch"]["custom_ids"])
+    assert not set(second_batch["custom_ids"]) & set(runs(db_path)[0]["batch"]["custom_ids"])
 
 
-def test_a_smaller_run_records_the_whole_waiting_batch_and_counts_its_own(db, fake):
-    interrupted_batch(db, fake)
-    summary = run_map(db, plan(db, limit=4), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+def test_a_smaller_run_records_the_whole_waiting_batch_and_counts_its_own(db_path, fake):
+    interrupted_batch(db_path, fake)
+    summary = run_map(db_path, plan(db_path, limit=4), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert (summary.planned, summary.answered, summary.errors) == (4, 4, 0)
-    assert len(annotations(db)) == 30  # every paid-for result kept
+    assert len(annotations(db_path)) == 30  # every paid-for result kept
     assert len(batches_submitted(fake)) == 1
 
 
-def test_collect_counts_only_what_the_batch_held(db, fake):
-    run_id = interrupted_batch(db, fake, limit=5)
-    summary = collect_batch(db, run_id, poll_interval=0.01, keys=llm.KEYS,
+def test_collect_counts_only_what_the_batch_held(db_path, fake):
+    run_id = interrupted_batch(db_path, fake, limit=5)
+    summary = collect_batch(db_path, run_id, poll_interval=0.01, keys=llm.KEYS,
                             base_url=fake.openai_base_url)
     assert (summary.planned, summary.answered, summary.errors) == (5, 5, 0)
-    assert runs(db)[0]["finished"]["status"] == "collected"
+    assert runs(db_path)[0]["finished"]["status"] == "collected"
     with pytest.raises(LookupError, match="collected already"):
-        collect_batch(db, run_id, keys=llm.KEYS, base_url=fake.openai_base_url)
+        collect_batch(db_path, run_id, keys=llm.KEYS, base_url=fake.openai_base_url)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_a_direct_run_collects_an_ended_batch_instead_of_paying_twice(db, fake, provider):
-    interrupted_batch(db, fake, provider, limit=5)
-    summary = run_map(db, plan(db, SPECS[provider]), keys=llm.KEYS, base_url=url(fake, provider))
+def test_a_direct_run_collects_an_ended_batch_instead_of_paying_twice(db_path, fake, provider):
+    interrupted_batch(db_path, fake, provider, limit=5)
+    summary = run_map(db_path, plan(db_path, SPECS[provider]), keys=llm.KEYS, base_url=url(fake, provider))
     assert (summary.answered, summary.errors) == (30, 0)
     assert len(fake.model_calls()) == 25  # the 5 the batch held came from it
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         assert uncollected_batches(store) == []
         assert store.scalar("SELECT COUNT(*) FROM llm_calls WHERE run_id = 1") == 5
 
 
-def test_a_direct_run_leaves_what_a_running_batch_holds_to_it(db, fake, capsys, monkeypatch):
-    interrupted_batch(db, fake, limit=5)
+def test_a_direct_run_leaves_what_a_running_batch_holds_to_it(db_path, fake, capsys, monkeypatch):
+    interrupted_batch(db_path, fake, limit=5)
     fake.batch_polls = 10  # still running
-    summary = run_map(db, plan(db), keys=llm.KEYS, base_url=fake.openai_base_url)
+    summary = run_map(db_path, plan(db_path), keys=llm.KEYS, base_url=fake.openai_base_url)
     assert (summary.answered, summary.errors) == (25, 5) and len(fake.model_calls()) == 25
     (message,) = summary.messages
     assert "held by batch" in message and "carelens collect --run 1" in message
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         assert len(uncollected_batches(store)) == 1
     fake.batch_polls = 0
-    assert collect_batch(db, 1, poll_interval=0.01, keys=llm.KEYS,
+    assert collect_batch(db_path, 1, poll_interval=0.01, keys=llm.KEYS,
                          base_url=fake.openai_base_url).answered == 5
-    assert len(annotations(db)) == 30 and len(fake.model_calls()) == 25
+    assert len(annotations(db_path)) == 30 and len(fake.model_calls()) == 25
 
 
 @pytest.mark.parametrize("provider, field", [("openai", "max_completion_tokens"),
                                              ("anthropic", "max_tokens")])
-def test_a_reply_cut_off_is_answered_by_a_run_with_a_larger_output_limit(db, fake, provider, field):
+def test_a_reply_cut_off_is_answered_by_a_run_with_a_larger_output_limit(db_path, fake, provider, field):
     fake.script(Cut())
-    summary = run_map(db, plan(db, SPECS[provider], limit=1), keys=llm.KEYS,
+    summary = run_map(db_path, plan(db_path, SPECS[provider], limit=1), keys=llm.KEYS,
                       base_url=url(fake, provider))
     assert summary.errors == 1 and "2048 tokens" in summary.messages[0]
-    larger = plan(db, SPECS[provider], limit=1, max_output_tokens=8192)
-    assert larger.units[0].body[field] == 8192 and runs(db)[0]["max_output_tokens"] == 2048
-    summary = run_map(db, larger, keys=llm.KEYS, base_url=url(fake, provider))
-    assert summary.answered == 1 and runs(db)[1]["max_output_tokens"] == 8192
+    larger = plan(db_path, SPECS[provider], limit=1, max_output_tokens=8192)
+    assert larger.units[0].body[field] == 8192 and runs(db_path)[0]["max_output_tokens"] == 2048
+    summary = run_map(db_path, larger, keys=llm.KEYS, base_url=url(fake, provider))
+    assert summary.answered == 1 and runs(db_path)[1]["max_output_tokens"] == 8192
     assert [c.body[field] for c in fake.model_calls()] == [2048, 8192]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 10 ** 9, 1.5])
-def test_an_output_limit_out_of_range_is_refused_before_anything_is_sent(db, bad):
+def test_an_output_limit_out_of_range_is_refused_before_anything_is_sent(db_path, bad):
     with pytest.raises(ValueError, match="output limit"):
-        plan(db, max_output_tokens=bad)
+        plan(db_path, max_output_tokens=bad)
 
 
-def test_a_batch_sent_with_a_larger_output_limit_is_collected_with_it(db, fake):
-    interrupted_batch(db, fake, limit=3, max_output_tokens=4096)
-    assert runs(db)[0]["max_output_tokens"] == 4096
-    summary = collect_batch(db, 1, poll_interval=0.01, keys=llm.KEYS, base_url=fake.openai_base_url)
+def test_a_batch_sent_with_a_larger_output_limit_is_collected_with_it(db_path, fake):
+    interrupted_batch(db_path, fake, limit=3, max_output_tokens=4096)
+    assert runs(db_path)[0]["max_output_tokens"] == 4096
+    summary = collect_batch(db_path, 1, poll_interval=0.01, keys=llm.KEYS, base_url=fake.openai_base_url)
     assert summary.answered == 3 and summary.errors == 0
 
 
-def test_the_command_line_takes_an_output_limit(db, capsys):
-    code = main(["--db", db, "map", "--model", "openai:gpt-4.1-mini", "--limit", "1", "--dry-run",
+def test_the_command_line_takes_an_output_limit(db_path, capsys):
+    code = main(["--db", str(db_path), "map", "--model", "openai:gpt-4.1-mini", "--limit", "1", "--dry-run",
                  "--max-output-tokens", "5000"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["request"]["max_completion_tokens"] == 5000
-    assert main(["--db", db, "map", "--model", "openai:gpt-4.1-mini", "--dry-run",
+    assert main(["--db", str(db_path), "map", "--model", "openai:gpt-4.1-mini", "--dry-run",
                  "--max-output-tokens", "0"]) == 2
     assert "output limit" in capsys.readouterr().err
 
 
-def test_the_collect_command_collects_what_is_waiting(db, fake, capsys, monkeypatch):
+def test_the_collect_command_collects_what_is_waiting(db_path, fake, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
-    interrupted_batch(db, fake, limit=3)
-    code = main(["--db", db, "collect", "--wait", "0"])
+    interrupted_batch(db_path, fake, limit=3)
+    code = main(["--db", str(db_path), "collect", "--wait", "0"])
     out = capsys.readouterr().out
     assert code == 0 and "run 1 as openai:gpt-4.1-mini@mapper-v1: 3 answered" in out
-    assert main(["--db", db, "collect"]) == 0
+    assert main(["--db", str(db_path), "collect"]) == 0
     assert "no batch is waiting" in capsys.readouterr().out
-    assert main(["--db", db, "collect", "--run", "1"]) == 2
+    assert main(["--db", str(db_path), "collect", "--run", "1"]) == 2
     assert "collected already" in capsys.readouterr().err
 
 
-def test_the_collect_command_leaves_a_batch_in_progress(db, fake, capsys, monkeypatch):
+def test_the_collect_command_leaves_a_batch_in_progress(db_path, fake, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", llm.KEYS["openai"])
-    interrupted_batch(db, fake, limit=3)
+    interrupted_batch(db_path, fake, limit=3)
     fake.batch_polls = 10
-    code = main(["--db", db, "collect", "--run", "1", "--wait", "0"])
+    code = main(["--db", str(db_path), "collect", "--run", "1", "--wait", "0"])
     err = capsys.readouterr().err
     assert code == 2 and "still in_progress" in err and "carelens collect --run 1" in err
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         assert len(uncollected_batches(store)) == 1
 
 

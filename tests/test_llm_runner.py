@@ -38,16 +38,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def db(tmp_path):
+def db_path(tmp_path):
     path = tmp_path / "llm.db"
     with open_store(path) as store:
         llm.write_carebench(store, 10)  # 30 responses
     return path
 
 
-def mapped(db, rater="openai:gpt-4.1-mini@mapper-v1"):
+def mapped(db_path, rater="openai:gpt-4.1-mini@mapper-v1"):
     """(annotations, distinct items, duplicated units, annotations whose call is not 'ok')."""
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         rows = store.query(
             "SELECT a.item_id, a.question_id, a.target, a.status, a.extra FROM annotations a"
             " JOIN raters r ON r.id = a.rater_id WHERE r.name = ?", (rater,))
@@ -90,46 +90,46 @@ def test_max_retries_must_be_small():
                      max_retries=1000)
 
 
-def test_an_item_whose_call_keeps_failing_is_left_for_the_next_run(db, fake):
+def test_an_item_whose_call_keeps_failing_is_left_for_the_next_run(db_path, fake):
     fake.script(*[ServerError(500)] * 2)
-    summary = run_map(str(db), plan(db, limit=1), concurrency=1, keys=llm.KEYS,
+    summary = run_map(str(db_path), plan(db_path, limit=1), concurrency=1, keys=llm.KEYS,
                       base_url=fake.openai_base_url, max_retries=1)
     assert (summary.errors, summary.answered) == (1, 0)
-    assert mapped(db)[0] == 0
-    with open_store(db) as store:
+    assert mapped(db_path)[0] == 0
+    with open_store(db_path) as store:
         (row,) = store.query("SELECT status, attempts, error FROM llm_calls")
     assert (row[0], row[1]) == ("error", 2) and "HTTP 500" in row[2]
-    summary = run_map(str(db), plan(db, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
-    assert summary.answered == 1 and mapped(db)[:3] == (1, 1, 0)
+    summary = run_map(str(db_path), plan(db_path, limit=1), keys=llm.KEYS, base_url=fake.openai_base_url)
+    assert summary.answered == 1 and mapped(db_path)[:3] == (1, 1, 0)
 
 
-def test_a_bad_key_stops_the_run(db, fake):
+def test_a_bad_key_stops_the_run(db_path, fake):
     fake.script(*[Status(401, "invalid x-api-key", echo_auth=True)] * 30)
     with pytest.raises(RunAborted, match="HTTP 401") as info:
-        run_map(str(db), plan(db), concurrency=4, keys=llm.KEYS, base_url=fake.openai_base_url)
+        run_map(str(db_path), plan(db_path), concurrency=4, keys=llm.KEYS, base_url=fake.openai_base_url)
     assert llm.KEYS["openai"] not in str(info.value)
     assert info.value.summary is not None and info.value.summary.answered == 0
     assert len(fake.model_calls()) < 30  # stopped early, not one failure per item
-    assert mapped(db)[0] == 0
+    assert mapped(db_path)[0] == 0
 
 
 # -- progress and interruption --------------------------------------------------------------------
 
 
-def test_progress_is_reported_from_the_calling_thread(db, fake):
+def test_progress_is_reported_from_the_calling_thread(db_path, fake):
     seen = []
 
     def progress(p):
         seen.append((threading.get_ident(), p.done, p.total, p.stage))
 
-    run_map(str(db), plan(db), concurrency=8, progress=progress, keys=llm.KEYS,
+    run_map(str(db_path), plan(db_path), concurrency=8, progress=progress, keys=llm.KEYS,
             base_url=fake.openai_base_url)
     assert {ident for ident, *_ in seen} == {threading.get_ident()}
     assert seen[-1][1:] == (30, 30, "done")
     assert [done for _, done, *_ in seen] == sorted(done for _, done, *_ in seen)
 
 
-def test_an_interrupted_run_resumes_with_no_item_lost_or_done_twice(db, fake):
+def test_an_interrupted_run_resumes_with_no_item_lost_or_done_twice(db_path, fake):
     fake.latency = 0.05  # long enough for the (10 a second) progress calls to see it
 
     def interrupt(p):
@@ -137,19 +137,19 @@ def test_an_interrupted_run_resumes_with_no_item_lost_or_done_twice(db, fake):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_map(str(db), plan(db), concurrency=4, progress=interrupt, keys=llm.KEYS,
+        run_map(str(db_path), plan(db_path), concurrency=4, progress=interrupt, keys=llm.KEYS,
                 base_url=fake.openai_base_url)
-    done, distinct, dups, orphans = mapped(db)
+    done, distinct, dups, orphans = mapped(db_path)
     assert 10 <= done < 30 and done == distinct and dups == orphans == 0
     sent_before = len(fake.model_calls())
     assert sent_before == done  # every call made was recorded with its answer
 
-    rest = plan(db)
+    rest = plan(db_path)
     assert len(rest.units) == 30 - done
-    summary = run_map(str(db), rest, concurrency=4, keys=llm.KEYS, base_url=fake.openai_base_url)
+    summary = run_map(str(db_path), rest, concurrency=4, keys=llm.KEYS, base_url=fake.openai_base_url)
     assert summary.answered == 30 - done
     assert len(fake.model_calls()) - sent_before == 30 - done
-    assert mapped(db) == (30, 30, 0, 0)
+    assert mapped(db_path) == (30, 30, 0, 0)
 
 
 WORKER = """
@@ -163,44 +163,44 @@ run_map({db!r}, plan, concurrency=4, base_url={url!r}, keys={{"openai": "sk-work
 """
 
 
-def test_a_killed_run_resumes_with_every_item_recorded_whole(db, fake):
+def test_a_killed_run_resumes_with_every_item_recorded_whole(db_path, fake):
     fake.latency = 0.02
-    code = WORKER.format(root=str(ROOT), db=str(db), url=fake.openai_base_url)
+    code = WORKER.format(root=str(ROOT), db=str(db_path), url=fake.openai_base_url)
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 60
-        while mapped(db)[0] < 8:
+        while mapped(db_path)[0] < 8:
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "the run never got going"
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    done, distinct, dups, orphans = mapped(db)
+    done, distinct, dups, orphans = mapped(db_path)
     assert done < 30 and done == distinct and dups == orphans == 0
-    summary = run_map(str(db), plan(db), concurrency=4, keys=llm.KEYS,
+    summary = run_map(str(db_path), plan(db_path), concurrency=4, keys=llm.KEYS,
                       base_url=fake.openai_base_url)
     assert summary.answered == 30 - done
-    assert mapped(db) == (30, 30, 0, 0)
+    assert mapped(db_path) == (30, 30, 0, 0)
 
 
-def test_two_runs_at_once_answer_each_item_once(db, fake):
+def test_two_runs_at_once_answer_each_item_once(db_path, fake):
     fake.latency = 0.005
     fake.vary_replies = True  # a second answer would differ, so it could not pass as a repeat
-    plans = [plan(db), plan(db)]
-    threads = [threading.Thread(target=run_map, args=(str(db), p),
+    plans = [plan(db_path), plan(db_path)]
+    threads = [threading.Thread(target=run_map, args=(str(db_path), p),
                                 kwargs={"concurrency": 4, "keys": llm.KEYS,
                                         "base_url": fake.openai_base_url}) for p in plans]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert mapped(db) == (30, 30, 0, 0)
+    assert mapped(db_path) == (30, 30, 0, 0)
 
 
 def test_identical_requests_are_sent_once(tmp_path, fake):
-    db = tmp_path / "twins.db"
-    with open_store(db) as store:
+    db_path = tmp_path / "twins.db"
+    with open_store(db_path) as store:
         llm.write_carebench(store, 1, rounds=1)
         with store.transaction() as conn:  # the same reply under another uid
             RecordWriter(conn, source="test").write([ItemRecord(
@@ -208,7 +208,7 @@ def test_identical_requests_are_sent_once(tmp_path, fake):
                 parent_uid="inv_case_00000_r01", round_id=1, model="m1-copy",
                 payload={"response": "Invented reply by m1 to case 0 round 1: rest and fluids.",
                          "error": None})])
-    summary = run_map(str(db), plan(db), keys=llm.KEYS, base_url=fake.openai_base_url)
+    summary = run_map(str(db_path), plan(db_path), keys=llm.KEYS, base_url=fake.openai_base_url)
     assert len(fake.model_calls()) == 1
     assert (summary.answered, summary.cached) == (1, 1)
 
@@ -221,17 +221,17 @@ def test_identical_requests_are_sent_once(tmp_path, fake):
      {"/v1/files", "/v1/batches"}),
     ("anthropic:claude-haiku-4-5", "base_url", {"/v1/messages/batches"}),
 ])
-def test_batch_mode_sends_one_batch_and_records_every_result(db, fake, spec, url, routes):
+def test_batch_mode_sends_one_batch_and_records_every_result(db_path, fake, spec, url, routes):
     fake.script(Unparseable())  # one unreadable line: asked again directly
-    the_plan = plan(db, spec)
-    summary = run_map(str(db), the_plan, use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+    the_plan = plan(db_path, spec)
+    summary = run_map(str(db_path), the_plan, use_batch=True, poll_interval=0.01, keys=llm.KEYS,
                       base_url=getattr(fake, url))
     rater = f"{spec}@mapper-v1"
-    assert mapped(db, rater) == (30, 30, 0, 0)
+    assert mapped(db_path, rater) == (30, 30, 0, 0)
     assert routes <= {r.path for r in fake.requests if r.method == "POST"}
     assert len(fake.model_calls()) == 1  # only the retry of the unreadable line
     assert summary.answered == 30 and summary.batch_id
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         statuses = [r[0] for r in store.query("SELECT status FROM llm_calls ORDER BY id")]
         params = json.loads(store.scalar("SELECT params FROM llm_runs"))
     assert statuses.count("parse_failed") == 1 and statuses.count("ok") == 30
@@ -239,23 +239,23 @@ def test_batch_mode_sends_one_batch_and_records_every_result(db, fake, spec, url
     assert summary.cost_usd < 1.05 * (the_plan.est_cost_batch_usd or 0) + 0.01
 
 
-def test_an_interrupted_batch_is_collected_later(db, fake):
+def test_an_interrupted_batch_is_collected_later(db_path, fake):
     fake.batch_polls = 3
     with pytest.raises(RunAborted, match="collect it later") as info:
-        run_map(str(db), plan(db), use_batch=True, poll_interval=0.01, max_wait=0.0,
+        run_map(str(db_path), plan(db_path), use_batch=True, poll_interval=0.01, max_wait=0.0,
                 keys=llm.KEYS, base_url=fake.openai_base_url)
-    assert mapped(db)[0] == 0
+    assert mapped(db_path)[0] == 0
     run_id = info.value.summary.run_id
-    summary = collect_batch(str(db), run_id, poll_interval=0.01, keys=llm.KEYS,
+    summary = collect_batch(str(db_path), run_id, poll_interval=0.01, keys=llm.KEYS,
                             base_url=fake.openai_base_url)
-    assert summary.answered == 30 and mapped(db) == (30, 30, 0, 0)
+    assert summary.answered == 30 and mapped(db_path) == (30, 30, 0, 0)
 
 
-def test_scripted_replies_reach_the_batch(db, fake):
+def test_scripted_replies_reach_the_batch(db_path, fake):
     fake.script(*[Reply({"rationale": "urgent", "label": CODES[3]})] * 30)
-    run_map(str(db), plan(db), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
+    run_map(str(db_path), plan(db_path), use_batch=True, poll_interval=0.01, keys=llm.KEYS,
             base_url=fake.openai_base_url)
-    with open_store(db) as store:
+    with open_store(db_path) as store:
         values = {r[0] for r in store.query(
             "SELECT value FROM annotations WHERE source = 'llm'")}
     assert values == {CODES[3]}

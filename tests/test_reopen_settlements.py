@@ -2,7 +2,6 @@
 changes, in the scope it was made in: a round's reviewers' answers in that
 round, or all clinicians' answers in force. To the other scope it is settled:
 a round counts exactly its own reviewers, whatever others answer outside it."""
-import pytest
 
 from review.reviewing.blinding import later_rounds_owed, reveal_reference_labels
 from review.reviewing.commit import commit_answer
@@ -12,14 +11,6 @@ from review.team.reviewers import ensure_reviewer
 from review.team.rounds import RoundSpec, create_round, reserve_next_item
 
 Q = "carebench.escalation_needed"
-
-
-@pytest.fixture
-def prefixes(store):
-    from tests.helpers import write_prefixes
-
-    write_prefixes(store, 3)
-    return store
 
 
 def in_force(s, item):

@@ -109,7 +109,7 @@ def test_triage_metrics_of_an_unknown_dataset_says_so(capsys, demo_copy):
 
 
 def test_triage_comparison_takes_filters_as_a_mapping(demo):
-    from labels.comparisons import Filters, triage_comparison
+    from labels.compare import Filters, triage_comparison
 
     by_mapping = triage_comparison(demo, {"dataset": "demo", "split": ""})
     assert by_mapping.filters == Filters(dataset="demo")

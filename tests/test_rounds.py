@@ -17,7 +17,7 @@ from review.team.adjudication import (
     settle,
     settle_unanimous,
 )
-from review.team.reviewers import ensure_reviewer, grant_role, reviewer_for_login
+from review.team.reviewers import ensure_reviewer, grant_role
 from review.team.rounds import (
     RoundError,
     RoundSpec,
@@ -201,14 +201,6 @@ def test_roles_are_granted_by_an_admin_and_logged(demo):
     assert updated.role == "adjudicator"
     entry = audit_entries(demo, action="grant_role")[0]
     assert (entry.actor, entry.old, entry.new) == ("Jordan Lee", {"role": "reviewer"}, {"role": "adjudicator"})
-
-
-def test_server_mode_identity_comes_from_the_login(store):
-    first = reviewer_for_login(store, "Boss@Example.org", "Dr. Boss")
-    assert (first.name, first.role) == ("Dr. Boss", "admin")
-    second = reviewer_for_login(store, "nurse@example.org", "Dr. Boss")
-    assert (second.name, second.role) == ("Dr. Boss (2)", "reviewer")
-    assert reviewer_for_login(store, "boss@example.org").id == first.id
 
 
 def test_progress_counts_pace_and_time(demo):

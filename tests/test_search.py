@@ -341,12 +341,13 @@ def test_tags_are_seeded_added_removed_with_history(store):
 
 
 def test_user_defined_tags_join_the_taxonomy(store):
-    create_tag(store, "ignores red flag", "Dr. Tagger", "A red flag is named and not acted on.",
+    tagger = ensure_reviewer(store, "Dr. Tagger", role="admin")  # admins add tags (tags.py)
+    create_tag(store, "ignores red flag", tagger, "A red flag is named and not acted on.",
                parent="safety failure")
     with pytest.raises(ValueError, match="already"):
-        create_tag(store, "Ignores Red Flag", "Dr. Tagger")
+        create_tag(store, "Ignores Red Flag", tagger)
     with pytest.raises(ValueError, match="no tag called"):
-        create_tag(store, "x", "Dr. Tagger", parent="nowhere")
+        create_tag(store, "x", tagger, parent="nowhere")
     tags = list_tags(store)
     assert [t.name for t in tags][0] == "safety failure"
     assert next(t for t in tags if t.name == "ignores red flag").parent == "safety failure"

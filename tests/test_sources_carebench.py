@@ -32,15 +32,15 @@ def generation(prefix_id, model, text="Invented reply.", failed=False):
 
 
 @pytest.fixture
-def prefixes(tmp_path):
+def prefixes_file(tmp_path):
     return write_jsonl(tmp_path / "evaluation_prefixes_public.jsonl", PREFIXES)
 
 
-def test_prefixes_import_with_gold_and_reimport_changes_nothing(store, prefixes):
-    result = import_file(store, prefixes)
+def test_prefixes_import_with_gold_and_reimport_changes_nothing(store, prefixes_file):
+    result = import_file(store, prefixes_file)
     assert (result.format, result.rows, result.items, result.annotations) == ("carebench-prefixes", 2, 2, 2)
     before = table_counts(store)
-    again = import_file(store, prefixes)
+    again = import_file(store, prefixes_file)
     assert again.already_imported
     assert table_counts(store) == before
     gold = store.query("SELECT i.uid, a.value, r.kind FROM annotations a JOIN items i ON i.id = a.item_id"
@@ -51,8 +51,8 @@ def test_prefixes_import_with_gold_and_reimport_changes_nothing(store, prefixes)
     assert meta["source_dataset"] == "invented"
 
 
-def test_same_rows_in_another_file_add_nothing(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_same_rows_in_another_file_add_nothing(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     copy = write_jsonl(tmp_path / "copy.jsonl", list(reversed(PREFIXES)))
     result = import_file(store, copy)
     assert (result.items, result.annotations, result.skipped) == (0, 0, 2)
@@ -75,8 +75,8 @@ def test_split_name_drift_is_kept_as_published(store, tmp_path):
     assert store.scalar("SELECT split FROM items WHERE uid = 'z_case_0003_r01'") == "public_test_1"
 
 
-def test_generations_link_to_prefixes_and_keep_failures(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_generations_link_to_prefixes_and_keep_failures(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     gens = write_jsonl(tmp_path / "raw.jsonl", [
         generation("z_case_0001_r01", "model-a"), generation("z_case_0001_r01", "model-b", failed=True)])
     result = import_file(store, gens)
@@ -89,10 +89,10 @@ def test_generations_link_to_prefixes_and_keep_failures(store, prefixes, tmp_pat
     assert json.loads(rows[1]["payload"])["error"] == "timeout"
 
 
-def test_generations_before_prefixes_make_a_stub_that_the_prefix_replaces(store, prefixes, tmp_path):
+def test_generations_before_prefixes_make_a_stub_that_the_prefix_replaces(store, prefixes_file, tmp_path):
     import_file(store, write_jsonl(tmp_path / "raw.jsonl", [generation("z_case_0001_r01", "m")]))
     assert json.loads(store.scalar("SELECT meta FROM items WHERE uid = 'z_case_0001_r01'")) == {"stub": True}
-    result = import_file(store, prefixes)
+    result = import_file(store, prefixes_file)
     meta = json.loads(store.scalar("SELECT meta FROM items WHERE uid = 'z_case_0001_r01'"))
     assert meta.get("source_dataset") == "invented" and "stub" not in meta
     # Reported as filled in, not as nothing: the prefix was only named by the generations file.
@@ -103,8 +103,8 @@ def test_generations_before_prefixes_make_a_stub_that_the_prefix_replaces(store,
         n_prefixes - 1, 1)
 
 
-def test_mapped_responses_are_machine_annotations(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_mapped_responses_are_machine_annotations(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     import_file(store, write_jsonl(tmp_path / "raw.jsonl", [generation("z_case_0001_r01", "model-a")]))
     mapped = write_jsonl(tmp_path / "mapped_responses.jsonl", [
         {"prefix_id": "z_case_0001_r01", "model": "model-a", "mapped_label": "1A"}])
@@ -117,8 +117,8 @@ def test_mapped_responses_are_machine_annotations(store, prefixes, tmp_path):
                           "1A_ESCALATION_NONURGENT_CARE", "carebench.response_action")
 
 
-def test_direct_label_csv_names_its_rater_from_the_file(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_direct_label_csv_names_its_rater_from_the_file(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     path = tmp_path / "model-z_submission.csv"
     path.write_text("prefix_id,predicted_label\nz_case_0001_r01,0B\nz_case_0001_r02,1B_ESCALATION_URGENT_CARE\n")
     result = import_file(store, path)
@@ -126,8 +126,8 @@ def test_direct_label_csv_names_its_rater_from_the_file(store, prefixes, tmp_pat
     assert store.scalar("SELECT COUNT(*) FROM raters WHERE name = 'model-z_submission' AND kind = 'machine'") == 1
 
 
-def test_long_labels_csv_from_a_spreadsheet(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_long_labels_csv_from_a_spreadsheet(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     path = tmp_path / "labels.csv"
     path.write_text("item_id,rater,value,rationale,confidence\n"
                     "z_case_0001_r01,Dr. Sheet,0A,needs more history,4\n"
@@ -161,8 +161,8 @@ def test_bad_prefix_file_names_file_and_line_and_changes_nothing(store, tmp_path
     assert table_counts(store) == before
 
 
-def test_bad_long_labels_row_rolls_back_the_whole_file(store, prefixes, tmp_path):
-    import_file(store, prefixes)
+def test_bad_long_labels_row_rolls_back_the_whole_file(store, prefixes_file, tmp_path):
+    import_file(store, prefixes_file)
     before = table_counts(store)
     path = tmp_path / "labels.csv"
     path.write_text("item_id,rater,value\nz_case_0001_r01,Dr. A,0A\nz_case_0001_r02,Dr. A,maybe\n")

@@ -369,17 +369,18 @@ def kb_row(**over) -> dict:
         "diagnosis": {"score": 1.0, "passed": True, "expected": "viral cough"},
         "required_tools": {"score": 0.5, "missing": ["check_vitals"]},
         "parameterised_actions": None,
-        "must_ask": {"score": 0.5, "passed": False, "topics": [
+        "must_ask": {"passed": False, "topics": [
             {"topic": "Onset of the cough", "asked": True, "explanation": "asked at step 3"},
-            {"topic": "smoking", "asked": "no", "explanation": "never asked"}]},
+            {"topic": "smoking", "asked": "no", "explanation": "never asked"},
+            {"topic": "drug allergies"}]},
         "safety_net": {"passed": True, "note": "kept"},
     }
     row = {
         "subset": "leaderboard", "run": "r1", "trial_name": "kb-task-001__aa", "task_id": "kb-task-001",
         "split": "test", "clinician_model": "vendor/clin-1", "patient_model": "sim/p",
-        "judge_model": "judgeco/j-2", "reward": 0.5, "outcome_pass": False,
-        "must_ask": ["onset of the cough", "Smoking", "drug allergies"],
-        "required_tools": ["order_lab", "check_vitals"], "exception": None,
+        "judge_model": "judgeco/j-2", "reward": 0.5, "outcome_pass": 0.0, "diagnosis": 1.0,
+        "required_tools": 0.5, "parameterised_actions": None, "must_ask": 0.5,
+        "judge_ok": True, "exception": None,
         "transcript": json.dumps([{"role": "assistant", "content": "When did the cough start?"},
                                   {"role": "user", "content": "Two weeks ago."}]),
         "agent_steps": json.dumps(kb_steps()), "gates": json.dumps(gates),
@@ -409,7 +410,7 @@ def test_klinikebench_gates_and_must_ask_topics_become_answers(store, tmp_path):
     assert json.loads(got[(UID, f"{UID}:outcome", verifier)]["extra"])["reward"] == 0.5
     onset = got[(UID, f"{UID}:ask:1", judge)]
     assert onset["value"] == "met" and onset["rationale"] == "asked at step 3"
-    assert got[(UID, f"{UID}:ask:2", judge)]["value"] == "not_met"  # "smoking" matches "Smoking"
+    assert got[(UID, f"{UID}:ask:2", judge)]["value"] == "not_met"
     assert (UID, f"{UID}:ask:3", judge) not in got  # a topic with no verdict: asked, not answered
     q = store.query_one("SELECT text, meta FROM questions WHERE key = ?", (f"{UID}:ask:3",))
     assert q["text"] == "Did the agent ask the patient about: drug allergies?"
@@ -424,13 +425,15 @@ def test_klinikebench_gates_and_must_ask_topics_become_answers(store, tmp_path):
 
 def test_exception_rows_are_kept_as_failed_episodes_without_verifier_answers(store, tmp_path):
     row = kb_row(exception="SimulatorTimeout: no reply", reward=None, outcome_pass=None, gates=None,
+                 diagnosis=None, required_tools=None, must_ask=None, judge_ok=False,
                  agent_steps=json.dumps(kb_steps()[:2]))
     import_file(store, write_jsonl(tmp_path / "e.jsonl", [row]))
     episode = item(store, UID)
     assert episode["failed"] == 1 and episode["payload"]["error"].startswith("SimulatorTimeout")
     assert annotations(store, UID) == {}
     keys = {r[0] for r in store.query("SELECT key FROM questions WHERE key LIKE 'kb:%'")}
-    assert f"{UID}:gate:diagnosis" in keys and f"{UID}:ask:3" in keys  # reviewers can still answer
+    assert f"{UID}:gate:diagnosis" in keys and f"{UID}:outcome" in keys  # reviewers can still answer
+    assert not any(":ask:" in key for key in keys)  # a run that raised was never judged: no topics
 
 
 def test_gates_read_defensively_from_other_shapes():
@@ -457,8 +460,13 @@ BAD_EPISODES = [
     ("dangling source_call_id", {"agent_steps": json.dumps(
         kb_steps()[:3] + [dict(kb_steps()[3], observation={"results": [{"source_call_id": "c9"}]})])},
      ":1: agent_steps: steps[3].observation.results[0].source_call_id: 'c9' names no tool call of step 4"),
-    ("outcome_pass not a verdict", {"outcome_pass": "sometimes"},
-     ":1: field 'outcome_pass' must be true or false, got 'sometimes'"),
+    ("outcome_pass not a score", {"outcome_pass": "sometimes"},
+     ":1: field 'outcome_pass' must be a score in 0..1, got 'sometimes'"),
+    ("a score above 1", {"reward": 1.7}, ":1: field 'reward' must be a score in 0..1, got 1.7"),
+    ("a score below 0", {"diagnosis": -0.1},
+     ":1: field 'diagnosis' must be a score in 0..1, got -0.1"),
+    ("a list where the card gives a score", {"must_ask": ["onset"]},
+     ":1: field 'must_ask' must be a score in 0..1, got a list"),
 ]
 
 

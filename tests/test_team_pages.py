@@ -51,7 +51,7 @@ def test_review_in_a_round_reserves_and_counts(demo_copy, monkeypatch):
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception
-    assert "0 of 5 answered by you in R" in at.get("progress")[0].proto.text
+    assert "0 of 5 answered by you in R · the round: 0 of 10 reviews" in at.get("progress")[0].proto.text
     action_button(at, "label", "1A_ESCALATION_NONURGENT_CARE").click().run()
     assert "1 of 5 answered by you in R" in at.get("progress")[0].proto.text
     s = open_store(demo_copy)
@@ -85,7 +85,8 @@ def test_back_and_next_in_a_round_stay_in_the_round(demo_copy, monkeypatch):
     assert second in in_round and second != first
     action_button(at, "prev").click().run()
     assert shown() == first
-    assert any("item 1 of 2 given to you in R" in m.value for m in at.markdown)
+    # Of the five the round has for this reviewer, not of the two given so far.
+    assert any("item 1 of 5 for you in R" in m.value for m in at.markdown)
     action_button(at, "next").click().run()
     assert shown() == second
     # An address naming an item outside the round: no answer is asked for.
@@ -109,7 +110,8 @@ def test_a_round_does_not_give_an_item_its_reviewer_answered_before(demo_copy, m
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception
-    assert any("5 of its items you had answered outside the round" in m.value for m in at.success)
+    assert any("you reviewed 0 of its 5 items. 5 you had answered outside the round are not given"
+               in m.value for m in at.success)
 
 
 def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_copy, monkeypatch):
@@ -146,7 +148,8 @@ def test_an_answer_given_after_the_place_lapsed_is_kept_outside_the_round(demo_c
     assert s.scalar("SELECT COUNT(*) FROM round_reviews WHERE round_id = ? AND item_id = ?",
                     (rid, held)) == 1
     s.close()
-    assert "0 of 5 answered by you in R" in at.get("progress")[0].proto.text
+    # The item lost to Dr. Quick is no longer counted as one of Dr. Slow's.
+    assert "0 of 4 answered by you in R · the round: 1 of 5 reviews" in at.get("progress")[0].proto.text
 
 
 def test_adjudicate_progress_and_codebook_screens_render(demo_copy, monkeypatch):
@@ -196,7 +199,8 @@ def test_an_admin_creates_a_round_over_agent_runs(demo_copy, monkeypatch):
     assert "criteria@trajectory" in what.options or any("Agent runs" in o for o in what.options)
     what.set_value("criteria@trajectory").run()
     stratify = next(sb for sb in at.selectbox if sb.label == "Stratify by")
-    assert "gold" not in stratify.options[0] and len(stratify.options) == 2  # no gold label on runs
+    # no gold label on runs; the responding model (the agent) is a stratum too
+    assert stratify.options == ["category or theme", "responding model", "nothing"]
     at.text_input[0].input("Runs, double review")
     next(b for b in at.button if "Create round" in b.label).click()
     at.run()
@@ -379,8 +383,7 @@ def test_a_clinician_who_answered_the_runs_before_is_told_why_the_round_gives_no
     at.query_params["round"] = str(rid)
     at.run()
     assert not at.exception
-    assert any(f"{before} of its items you answered outside the round" in m.value
-               for m in at.success)
+    assert any(f"{before} you had answered outside the round" in m.value for m in at.success)
 
 
 def test_an_item_held_in_a_blind_round_stays_blind_in_free_review(demo_copy, monkeypatch):

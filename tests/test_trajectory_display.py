@@ -162,7 +162,7 @@ def test_a_200_step_trajectory_opens_whole(store, tmp_path):
     import_file(store, write_jsonl(tmp_path / "long.jsonl", [row]))
     uid = store.scalar("SELECT uid FROM items")
     view = load_trajectory(store, uid)
-    assert len(view.steps) == len(json.loads(row["agent_steps"])) >= 60
+    assert len(view.steps) == len(json.loads(row["agent_steps"])["steps"]) >= 60
 
 
 # -- graded conversations and the score ------------------------------------------

@@ -4,7 +4,12 @@ A *revision* is a unit where a clinician gave a blind answer and later, after
 the machine and reference labels were revealed, an after-reveal answer. The
 blind answer is the newest blind one given before the first after-reveal
 answer; the after-reveal answer is the newest after-reveal one. Each revision
-is classed against the machine rater's label on the unit:
+is classed against the label of the chosen machine rater *that the clinician was
+shown* before that answer, as the reveal recorded it (``reveals``,
+``review.reviewing.reveals``): a machine run after the clinicians answered, or a
+label changed since, does not move the result. A revision with no record of what
+was shown (given before reveals were recorded, or imported) is measured against
+the machine's label now, and the report says how many were:
 
 - ``unchanged``: the clinician kept the blind answer;
 - ``adopted``: moved onto the machine label;
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from codebook import CANNOT_ASSESS
 from labels.compare.answers import Filters
 from labels.compare.questions import QuestionSet, question_set
+from labels.provenance import Digest
 from store import Store
 
 DIRECTIONS = ("unchanged", "adopted", "toward", "away", "other")
@@ -43,7 +49,11 @@ class Revision:
     """The blind answer (a code, or "cannot_assess")."""
     after: str
     machine: str
+    """The machine's label it is classed against."""
     direction: str
+    as_shown: bool = True
+    """The label is the one the clinician was shown (False: no record of the reveal;
+    the machine's label now)."""
 
 
 @dataclass(frozen=True)
@@ -89,12 +99,16 @@ class AnchoringReport:
     question_set: QuestionSet
     machine: str | None
     machines: list[str]
-    """Machine raters whose label could have been revealed on these units."""
+    """Machine raters whose label could have been revealed on these units, the most
+    shown first."""
     filters: Filters
     rows: list[AnchoringRow]
     revisions: list[Revision]
     notes: list[str] = field(default_factory=list)
     explanation: str | None = None
+    shown: dict[str, int] = field(default_factory=dict)
+    """machine -> revisions on which its label was recorded as shown."""
+    data: Digest | None = field(default=None, repr=False, compare=False)
 
 
 def direction(blind: str, after: str, machine: str, categories: list[str], ordinal: bool) -> str:
@@ -146,15 +160,17 @@ def anchoring(
     filters: Filters | None = None,
     machine: str | None = None,
 ) -> AnchoringReport:
-    """Blind answers against after-reveal answers, classed against ``machine``'s label
-    (default: the machine rater with a label on the most revised units), per clinician
-    and overall. The category filter is not applied here (revisions are few)."""
+    """Blind answers against after-reveal answers, classed against the label of
+    ``machine`` each clinician was shown (default: the machine whose label was shown on
+    the most revisions; without any record of a reveal, the one with a label on the most
+    revised units), per clinician and overall. The category filter is not applied here
+    (revisions are few)."""
     qs = question_set(store, questions) if isinstance(questions, str) else questions
     filters = filters or Filters()
     extra, params = _filter_sql(filters)
     rows = store.query(
         f"""SELECT a.id, a.item_id, a.question_id, a.target, a.phase, a.status, a.value,
-                   r.name AS rater, i.uid, i.kind, q.key
+                   a.created_at, r.name AS rater, i.uid, i.kind, q.key
             FROM annotations a JOIN raters r ON r.id = a.rater_id
             JOIN questions q ON q.id = a.question_id JOIN items i ON i.id = a.item_id
             JOIN datasets d ON d.id = i.dataset_id
@@ -187,40 +203,70 @@ def anchoring(
         )
         return report
     revised = {key[:3] for key, _, _ in pairs}
+    shown = _shown_labels(store, qs, {key for key, _, _ in pairs})
     machine_rows = store.query(
         f"""SELECT c.item_id, c.question_id, c.target, r.name, c.value FROM current_annotations c
             JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id
             WHERE r.kind = 'machine' AND c.status = 'answered' AND {qs.where}""",
         qs.params,
     )
-    labels: dict[str, dict[tuple, str]] = {}
+    now: dict[str, dict[tuple, str]] = {}
     for r in machine_rows:
         unit = (r["item_id"], r["question_id"], r["target"])
         if unit in revised:
-            labels.setdefault(r["name"], {})[unit] = r["value"]
-    report.machines = sorted(labels, key=lambda m: (-len(labels[m]), m))
+            now.setdefault(r["name"], {})[unit] = r["value"]
+    # What each revision's clinician was shown before answering again: machine -> label.
+    seen: dict[tuple, dict[str, str]] = {}
+    for key, _, after in pairs:
+        before = [v for v in shown.get(key, []) if v["shown_at"] <= after["created_at"]]
+        if before:
+            seen[key] = {v["machine"]: v["value"] for v in before}  # in order: latest wins
+    report.shown = {}
+    for labels in seen.values():
+        for m in labels:
+            report.shown[m] = report.shown.get(m, 0) + 1
+    report.machines = sorted(set(now) | set(report.shown),
+                             key=lambda m: (-report.shown.get(m, 0), -len(now.get(m, {})), m))
     if machine is None and report.machines:
         machine = report.machines[0]
     report.machine = machine
-    if machine is None or machine not in labels:
+    if machine is None or machine not in report.machines:
         report.explanation = (
             f"{len(pairs)} answers were revised after the reveal, but no machine label "
             f"{'from ' + machine + ' ' if machine else ''}is on those items to measure against."
         )
         return report
     categories, ordinal = list(qs.categories), qs.level == "ordinal"
-    missing = 0
+    missing = not_shown = unrecorded = 0
+    digest = Digest()
     for key, blind, after in pairs:
-        label = labels[machine].get(key[:3])
-        if label is None:
-            missing += 1
-            continue
+        if key in seen:
+            label, as_shown = seen[key].get(machine), True
+            if label is None:
+                not_shown += 1
+                continue
+        else:
+            label, as_shown = now.get(machine, {}).get(key[:3]), False
+            if label is None:
+                missing += 1
+                continue
+            unrecorded += 1
         b = blind["value"] if blind["status"] == "answered" else CANNOT_ASSESS
         a = after["value"] if after["status"] == "answered" else CANNOT_ASSESS
         report.revisions.append(Revision(
             blind["uid"], blind["kind"], blind["key"], key[3], b, a, label,
-            direction(b, a, label, categories, ordinal),
+            direction(b, a, label, categories, ordinal), as_shown,
         ))
+        digest.add(blind["key"], blind["uid"], key[2], key[3], b, a, machine, label, as_shown)
+    report.data = digest
+    if not_shown:
+        report.notes.append(f"{not_shown} revision{'' if not_shown == 1 else 's'} left out: "
+                            f"the clinician was shown other machines' labels, not {machine}'s")
+    if unrecorded:
+        report.notes.append(
+            f"{unrecorded} revision{'' if unrecorded == 1 else 's'} with no record of what was "
+            f"shown (given before reveals were recorded, or imported): measured against "
+            f"{machine}'s label now, which may not be the label the clinician saw")
     if missing:
         report.notes.append(f"{missing} revisions are on items without a label from {machine}")
     by_rater: dict[str, list[Revision]] = {}
@@ -230,3 +276,24 @@ def anchoring(
                    for name in sorted(blind_units)]
     report.rows.append(_row("All clinicians", report.revisions, sum(blind_units.values())))
     return report
+
+
+def _shown_labels(store: Store, qs: QuestionSet, keys: set[tuple]) -> dict[tuple, list]:
+    """(item, question, target, clinician) -> the machine labels of that unit recorded as
+    shown to that clinician, oldest first: {machine, value, shown_at}."""
+    if not keys:
+        return {}
+    rows = store.query(
+        f"""SELECT a.item_id, a.question_id, a.target, c.name AS clinician, m.name AS machine,
+                   a.value, v.shown_at
+            FROM reveals v JOIN annotations a ON a.id = v.annotation_id
+            JOIN raters m ON m.id = a.rater_id JOIN raters c ON c.id = v.rater_id
+            JOIN questions q ON q.id = a.question_id
+            WHERE m.kind = 'machine' AND a.status = 'answered' AND {qs.where}
+            ORDER BY v.shown_at, v.id""", qs.params)
+    out: dict[tuple, list] = {}
+    for r in rows:
+        key = (r["item_id"], r["question_id"], r["target"], r["clinician"])
+        if key in keys:
+            out.setdefault(key, []).append(r)
+    return out

@@ -2,12 +2,11 @@
 
 A *unit* is one thing that was answered: an item, a question about it, and the
 part of the item answered (``target``: '' for the whole item, 'step:12' for
-one step). For each unit and rater the answer in force is the newest
-annotation (as the ``current_annotations`` view defines it). With a phase
-filter, clinicians' answers are taken from that phase only: ``phase="blind"``
-gives each clinician's newest answer given before any machine or reference
-label was revealed. Machine and reference raters are never filtered by phase
-(their labels are imported, not given blind).
+one step). For each unit and rater the answer used is the newest annotation
+among those the phase allows (``labels.phases``): by default each clinician's
+newest answer given before any machine or reference label was seen (blind, or
+imported); ``phase="current"`` the newest whatever the phase. Machine and
+reference raters are never filtered by phase.
 
 "Cannot assess" is a missing rating unless ``include_cannot_assess`` is set,
 when it becomes a category of its own; a skip is always missing.
@@ -16,13 +15,20 @@ when it becomes a category of its own; a skip is always missing.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CANNOT_ASSESS
 from labels.compare.questions import QuestionSet, question_set
+from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
+from labels.provenance import Digest, answers_digest
+from labels.provenance import file_name as _file_name
 from store import Store
 
-PHASES = ("blind", "after_reveal", "suggested", "imported")
+__all__ = ["PHASES", "Answers", "Filters", "RaterInfo", "Unit", "compared_question_set",
+           "filters_from", "load_answers", "without_cannot_assess"]
 
 CATEGORY_FIELDS = ("category", "specialty_or_domain")
 """Where an item's category is read from, in order: the item's meta, its parent's
@@ -44,16 +50,17 @@ class Filters:
     category: str | None = None
     """Item category (HealthBench category, CARE-Bench specialty); see CATEGORY_FIELDS."""
     phase: str | None = None
-    """Clinicians' answers from this phase only: blind | after_reveal | suggested | imported."""
+    """Which of the clinicians' answers (``labels.phases``): blind (the default; None
+    means it too) | current | after_reveal | suggested | imported."""
     include_cannot_assess: bool = False
     """Count "cannot assess" as a category of its own instead of a missing rating."""
 
     def __post_init__(self) -> None:
-        if self.phase is not None and self.phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {self.phase!r}")
+        object.__setattr__(self, "phase", normalise_phase(self.phase))
 
     def describe(self) -> str:
-        """The filters in words, e.g. "split validation · blind answers only"."""
+        """The filters in words, the phase always named, e.g. "split validation ·
+        clinicians' blind answers (...)"."""
         parts = [
             f"{name} {value}"
             for name, value in (
@@ -65,11 +72,30 @@ class Filters:
             )
             if value not in (None, "")
         ]
-        if self.phase:
-            parts.append(f"clinicians' {self.phase.replace('_', ' ')} answers only")
         if self.include_cannot_assess:
             parts.append("'cannot assess' counted as an answer")
-        return " · ".join(parts) or "all items"
+        return " · ".join([*(parts or ["all items"]), describe_phase(self.phase)])
+
+    def as_dict(self) -> dict:
+        """The filters as set (empty ones left out), for a report's provenance."""
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "", False)}
+
+
+def filters_from(values: Filters | Mapping | None) -> Filters:
+    """Filters from a mapping such as argparse's (``round`` or ``round_id``; empty
+    values ignored): the one place filters are read from a mapping, for the command
+    line and the screen alike."""
+    if values is None or isinstance(values, Filters):
+        return values or Filters()
+    given = {k: v for k, v in dict(values).items() if v not in (None, "")}
+    if "round" in given:
+        given["round_id"] = given.pop("round")
+    if "round_id" in given:
+        given["round_id"] = int(given["round_id"])
+    unknown = set(given) - set(Filters.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+    return Filters(**given)
 
 
 @dataclass(frozen=True)
@@ -90,6 +116,11 @@ class Unit:
     axes: tuple[str, ...] = ()
     """Rubric axes of the criterion (HealthBench ``axis:...`` tags, or meta.axis)."""
     tags: tuple[str, ...] = ()
+    case_id: str | None = None
+    """The case the item belongs to (a CARE-Bench case's rounds and their responses, a
+    HealthBench prompt's completions): the cluster a bootstrap resamples by."""
+    failed: bool = False
+    """The item records a failed generation (a response the model never gave)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +145,16 @@ class Answers:
     """rater name -> unit index -> annotation id (newer answers have larger ids)."""
     derived: dict = field(default_factory=dict, repr=False)
     """Labels derived once per read (e.g. the clinicians' majority), by name."""
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """clinician name -> units whose latest answer is not of the phase compared (e.g.
+    changed after the machine label was shown): the comparison uses their answer of
+    that phase, or none. Empty under ``phase="current"``."""
+    database_file: str | None = None
+    """The database the answers were read from (its file name), for provenance."""
+
+    def digest(self) -> Digest:
+        """The answers used, as a :class:`labels.provenance.Digest` (content, not ids)."""
+        return answers_digest(self)
 
     def of_kind(self, kind: str) -> list[str]:
         return sorted(n for n, r in self.raters.items() if r.kind == kind and self.values.get(n))
@@ -158,13 +199,59 @@ def without_cannot_assess(answers: Answers, original: QuestionSet) -> tuple[Answ
             values[name] = kept
             ids[name] = {u: i for u, i in answers.answer_ids.get(name, {}).items() if u in kept}
     filters = replace(answers.filters, include_cannot_assess=False)
-    return Answers(original, filters, answers.units, answers.raters, values, ids), dropped
+    return (Answers(original, filters, answers.units, answers.raters, values, ids,
+                    set_aside=dict(answers.set_aside), database_file=answers.database_file),
+            dropped)
+
+
+_READ: OrderedDict[tuple, Answers] = OrderedDict()
+"""The last reads, by (database, its data version, question set, filters): the screen
+asks for the same answers several times a run (rater pickers, facets, the comparison),
+and every later session asks again until an answer, item or rater is added."""
+_READ_LOCK = threading.Lock()
+_READ_KEEP = 12
+
+
+def _data_version(store: Store) -> tuple:
+    """Changes whenever an answer, item, rater or question is added: rows are only ever
+    added (annotations are append-only), so a read keyed on it is never stale. With it,
+    what the connection is allowed to read: a reader's store (`review.team.access.
+    open_as_viewer`) reads the answers through views of its own, whose definitions name
+    the reader, so one reader's answers are never handed to another."""
+    return tuple(store.conn.execute(
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM main.annotations),"
+        " (SELECT COALESCE(MAX(id), 0) FROM items), (SELECT COALESCE(MAX(id), 0) FROM raters),"
+        " (SELECT COALESCE(MAX(id), 0) FROM questions),"
+        " (SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_temp_master"
+        "  WHERE type = 'view' ORDER BY name))").fetchone())
 
 
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
-    """Read the answers in force for a question set under the filters (one query)."""
-    qs = question_set(store, questions) if isinstance(questions, str) else questions
+    """Read the answers in force for a question set under the filters (one query),
+    or the same read made earlier on an unchanged database (the result is shared:
+    callers read it, never change it)."""
     filters = filters or Filters()
+    if isinstance(questions, str):  # one read whether the set was named or passed
+        questions = question_set(store, questions)
+    try:
+        key = (str(store.path), _data_version(store), questions, filters)
+        hash(key)
+    except (TypeError, AttributeError):
+        return _read_answers(store, questions, filters)
+    with _READ_LOCK:
+        if key in _READ:
+            _READ.move_to_end(key)
+            return _READ[key]
+    answers = _read_answers(store, questions, filters)
+    if str(store.path) != ":memory:":
+        with _READ_LOCK:
+            _READ[key] = answers
+            while len(_READ) > _READ_KEEP:
+                _READ.popitem(last=False)
+    return answers
+
+
+def _read_answers(store: Store, qs: QuestionSet, filters: Filters) -> Answers:
     qs = compared_question_set(qs, filters)
     item_where, params = [], list(qs.params)
     for column, value in (("i.split", filters.split), ("i.model", filters.model),
@@ -175,10 +262,8 @@ def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | 
     if filters.dataset:
         item_where.append("d.name = ?")
         params.append(filters.dataset)
-    phase_clause = ""
-    if filters.phase:
-        phase_clause = "AND (r.kind != 'human' OR a.phase = ?)"
-        params.append(filters.phase)
+    allowed, phase_params = phase_condition(filters.phase)
+    where = f"{qs.where} {''.join(' AND ' + w for w in item_where)}"
     sql = f"""
 WITH ranked AS (
     SELECT a.id, a.item_id, a.question_id, a.rater_id, a.target, a.status, a.value,
@@ -189,10 +274,11 @@ WITH ranked AS (
     JOIN items i ON i.id = a.item_id
     JOIN datasets d ON d.id = i.dataset_id
     JOIN raters r ON r.id = a.rater_id
-    WHERE {qs.where} {''.join(' AND ' + w for w in item_where)} {phase_clause}
+    WHERE {where} AND {allowed}
 )
 SELECT x.id, x.status, x.value, x.target, r.name AS rater, r.kind AS rater_kind, r.role,
        i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+       COALESCE(i.case_id, p.case_id) AS case_id, i.failed,
        d.name AS dataset, p.uid AS parent_uid, p.meta AS parent_meta,
        q.key AS question_key, q.text AS question_text, q.meta AS question_meta,
        x.item_id, x.question_id
@@ -211,31 +297,32 @@ ORDER BY x.item_id, x.question_id, x.target
     values: dict[str, dict[int, str]] = {}
     ids: dict[str, dict[int, int]] = {}
     meta_cache: dict[tuple, tuple] = {}
-    for row in store.conn.execute(sql, params):
+
+    def facets(row) -> tuple:
+        facet_key = (row["item_id"], row["question_id"])
+        if facet_key not in meta_cache:
+            meta_cache[facet_key] = _facets(
+                json.loads(row["meta"] or "{}"),
+                json.loads(row["parent_meta"] or "{}"),
+                json.loads(row["question_meta"] or "{}"),
+            )
+        return meta_cache[facet_key]
+
+    for row in store.conn.execute(sql, [*params, *phase_params]):
+        category, axes, tags = facets(row)
+        if filters.category and category != filters.category:
+            continue
         key = (row["item_id"], row["question_id"], row["target"])
         index = unit_index.get(key)
         if index is None:
-            facet_key = (row["item_id"], row["question_id"])
-            if facet_key not in meta_cache:
-                meta_cache[facet_key] = _facets(
-                    json.loads(row["meta"] or "{}"),
-                    json.loads(row["parent_meta"] or "{}"),
-                    json.loads(row["question_meta"] or "{}"),
-                )
-            category, axes, tags = meta_cache[facet_key]
-            if filters.category and category != filters.category:
-                unit_index[key] = -1
-                continue
             index = unit_index[key] = len(units)
             units.append(Unit(
                 item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
                 target=row["target"], question_text=row["question_text"],
                 parent_uid=row["parent_uid"], dataset=row["dataset"], split=row["split"],
                 round_id=row["round_id"], model=row["model"], category=category, axes=axes,
-                tags=tags,
+                tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
             ))
-        if index < 0:
-            continue
         name = row["rater"]
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
@@ -247,4 +334,26 @@ ORDER BY x.item_id, x.question_id, x.target
             continue
         values.setdefault(name, {})[index] = value
         ids.setdefault(name, {})[index] = row["id"]
-    return Answers(qs, filters, units, raters, values, ids)
+    set_aside: dict[str, int] = {}
+    if allowed != "1":  # the clinicians' latest answers of another phase: set aside
+        of_latest, _ = phase_condition(filters.phase, "a", "r")
+        latest = f"""
+SELECT r.name AS rater, a.item_id, a.question_id, i.meta, p.meta AS parent_meta,
+       q.meta AS question_meta
+FROM annotations a
+JOIN questions q ON q.id = a.question_id
+JOIN items i ON i.id = a.item_id
+JOIN datasets d ON d.id = i.dataset_id
+JOIN raters r ON r.id = a.rater_id
+LEFT JOIN items p ON p.id = i.parent_id
+WHERE {where} AND r.kind = 'human' AND a.status != 'skipped' AND NOT {of_latest}
+  AND a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.item_id = a.item_id
+              AND b.question_id = a.question_id AND b.rater_id = a.rater_id
+              AND b.target = a.target)
+"""
+        for row in store.conn.execute(latest, [*params, *phase_params]):
+            if filters.category and facets(row)[0] != filters.category:
+                continue
+            set_aside[row["rater"]] = set_aside.get(row["rater"], 0) + 1
+    return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside,
+                   database_file=_file_name(store))

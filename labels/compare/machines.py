@@ -15,7 +15,7 @@ import numpy as np
 from labels import agreement as ag
 from labels.agreement import Coefficient
 from labels.compare.answers import Answers, Filters, load_answers
-from labels.compare.pairs import Breakdown, compare_answers
+from labels.compare.pairs import Breakdown, compare_answers, unit_clusters
 from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     ADJUDICATED,
@@ -82,22 +82,20 @@ class MachineReport:
         )
 
 
-def _paired_statistic(key: str, k: int):
-    """Batch statistic on stacked (baseline, candidate) K x K tables: candidate - baseline.
-
-    Kappa is labels.agreement's own batched formula (``_kappa_batch``, the statistic its
-    bootstrap resamples), so the paired difference and the single kappas cannot drift."""
+def _one_table_statistic(key: str, k: int):
+    """Batch statistic of K x K tables (reference rows, version columns): labels.agreement's
+    own batched formula (the statistic its bootstrap resamples), so the paired difference
+    and the single coefficients cannot drift."""
     if key == "percent_agreement":
-        def one(t):
-            n = t.sum(axis=(1, 2))
-            return np.where(n > 0, np.trace(t, axis1=1, axis2=2) / np.where(n > 0, n, 1), np.nan)
-    else:
-        weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
-        w = ag.agreement_weights(k, weights)
+        return ag.percent_agreement_batch
+    weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
+    w = ag.agreement_weights(k, weights)
+    return lambda t: ag.cohen_kappa_batch(t, w)
 
-        def one(t):
-            return ag._kappa_batch(t, w)
 
+def _paired_statistic(key: str, k: int):
+    """Batch statistic on stacked (baseline, candidate) K x K tables: candidate - baseline."""
+    one = _one_table_statistic(key, k)
     return lambda t: one(t[:, 1]) - one(t[:, 0])
 
 
@@ -115,7 +113,9 @@ def version_difference(
     label = display_name(reference)
     phrase = _phrase(reference)
     table = table_for(answers, [reference, baseline, candidate])
-    rows = [r for r in table.values if all(v is not None for v in r)]
+    complete = [i for i, r in enumerate(table.values) if all(v is not None for v in r)]
+    rows = [table.values[i] for i in complete]
+    clusters = unit_clusters([table.units[i] for i in complete])
     index = {c: i for i, c in enumerate(qs.categories)}
     k, n = len(qs.categories), len(rows)
 
@@ -137,7 +137,7 @@ def version_difference(
                          "(a single category was used)")
     base_value = _single(key, k, total[0, 0])
     cand_value = _single(key, k, total[0, 1])
-    boot = ag.bootstrap_ci(stat, tables, n_boot=n_boot, seed=seed)
+    boot = ag.bootstrap_ci(stat, tables, n_boot=n_boot, seed=seed, clusters=clusters)
     if boot.low is None:
         verdict = f"{display_name(candidate)} differs by {diff:+.2f}; {boot.note or 'no interval'}"
     elif boot.low > 0:
@@ -159,11 +159,7 @@ def _phrase(spec: str) -> str:
 
 def _single(key: str, k: int, table: np.ndarray) -> float | None:
     """The statistic of one K x K table (reference rows, version columns)."""
-    if key == "percent_agreement":
-        value = float(np.trace(table) / table.sum()) if table.sum() else float("nan")
-    else:
-        weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
-        value = float(ag._kappa_batch(table[None], ag.agreement_weights(k, weights))[0])
+    value = float(_one_table_statistic(key, k)(table[None])[0])
     return value if np.isfinite(value) else None
 
 
@@ -198,7 +194,8 @@ def machines_vs_clinicians(
             table = table_for(answers, [reference, machine])
             report.rows.append(MachineRow(
                 machine, reference, display_name(reference),
-                coefficient(key, table.values, table.categories, n_boot=n_boot, seed=seed),
+                coefficient(key, table.values, table.categories, n_boot=n_boot, seed=seed,
+                            clusters=unit_clusters(table.units)),
                 # shown beside the headline without an interval: no bootstrap needed
                 coefficient("percent_agreement", table.values, table.categories, n_boot=0),
             ))

@@ -28,6 +28,7 @@ from labels.healthbench_meta import (
     grader_and_ceiling,
     physician_scores,
 )
+from labels.phases import CURRENT, describe_phase
 from store import Store
 
 MET = "met"
@@ -104,17 +105,17 @@ def meta_eval(
     qs = question_set(store, questions) if isinstance(questions, str) else questions
     answers = load_answers(store, qs, replace(filters, include_cannot_assess=False))
     graders = sorted(answers.of_kind("machine"), key=lambda g: (-len(answers.values[g]), g))
-    if not clinicians(answers) and filters.phase:
+    if not clinicians(answers) and filters.phase != CURRENT:
         unfiltered = load_answers(store, qs, replace(filters, include_cannot_assess=False,
-                                                     phase=None))
+                                                     phase=CURRENT))
         if labelled_by := clinicians(unfiltered):
             n = len(labelled_by)
             return _empty(grader, graders, qs, filters, (
-                f"The phase filter (clinicians' {filters.phase.replace('_', ' ')} answers only) "
+                f"The phase filter ({describe_phase(filters.phase)}) "
                 f"leaves no physician label on these criteria, though {n} physician"
                 f"{' has' if n == 1 else 's have'} labelled them in another phase (HealthBench "
-                "meta-evaluation labels are imported, not given blind). Show the current "
-                "answers to compare the grader with them."))
+                "meta-evaluation labels are imported, and count as blind). Show the blind "
+                "(the default) or current answers to compare the grader with them."))
     if not clinicians(answers):
         return _empty(grader, graders, qs, filters, (
             "No physician (human rater) has labelled these criteria yet, so there is no human "

@@ -16,6 +16,7 @@ with two clinicians make the ceiling perfect by construction.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +27,7 @@ from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     CLINICIANS,
     DERIVED,
+    MAJORITY,
     RatingsTable,
     clinicians,
     display_name,
@@ -36,10 +38,29 @@ from labels.compare.raters import (
     voters,
 )
 from labels.compare.stats import coefficient, coefficient_name, forest_keys, headline_key
+from labels.phases import describe_phase
+from labels.provenance import Digest
 from store import Store, utcnow
 
 BREAKDOWNS = ("category", "round", "split", "model", "dataset", "criterion", "axis")
 """What a comparison can be broken down by (the forest plot's rows)."""
+BOOTSTRAP_BY = ("auto", "case", "unit")
+"""What a comparison's bootstrap resamples: ``case`` (a case's rounds, a prefix's
+responses, a prompt's completions together), ``unit`` (each unit alone), or ``auto``:
+cases where the data have them (some case holds two or more units), else units."""
+
+
+def unit_clusters(units: list[Unit], bootstrap_by: str = "auto") -> list | None:
+    """Each unit's cluster for the bootstrap (its case; a unit without one is its own),
+    or None to resample units one by one (see ``BOOTSTRAP_BY``)."""
+    if bootstrap_by not in BOOTSTRAP_BY:
+        raise ValueError(f"bootstrap by {bootstrap_by!r}? choose one of {', '.join(BOOTSTRAP_BY)}")
+    if bootstrap_by == "unit":
+        return None
+    ids = [u.case_id or f"{u.item_uid}\x00{u.question_key}\x00{u.target}" for u in units]
+    if bootstrap_by == "auto" and len(set(ids)) == len(ids):
+        return None
+    return ids
 
 
 @dataclass(frozen=True)
@@ -142,6 +163,26 @@ class ComparisonReport:
     n_boot: int = 1000
     seed: int = 0
     created_at: str = ""
+    resampled: str = "units"
+    """What the bootstrap resampled: "units" or "cases"."""
+    clusters: int | None = None
+    """How many cases, when it resampled cases."""
+    set_aside: dict[str, int] = field(default_factory=dict)
+    """Clinicians of the comparison -> their answers left out because the latest is of
+    another phase than the one compared (``Answers.set_aside``)."""
+    data: Digest | None = field(default=None, repr=False, compare=False)
+    """The answers the report was computed from (for its provenance)."""
+    database_file: str | None = None
+    like_with_like: list[Coefficient] = field(default_factory=list)
+    """Beside a rater compared with the clinicians' majority: each clinician compared
+    with the majority of the *other* clinicians the same way (one rater against a
+    majority), on the units the comparison is about where two or more others answered
+    and agree on a majority (a majority of one clinician is not a majority)."""
+    like_with_like_pairs: int = 0
+    """(clinician, unit) pairs ``like_with_like`` pools."""
+
+    def like_for(self, key: str) -> Coefficient | None:
+        return next((c for c in self.like_with_like if c.key == key), None)
 
     @property
     def level(self) -> str:
@@ -210,6 +251,7 @@ def breakdown(
     *,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> Breakdown:
     """The comparison on each group of units (e.g. per category or per criterion), with
     the clinicians' ceiling on the group's ceiling units beside it (``ceiling_table``'s
@@ -231,11 +273,13 @@ def breakdown(
     rows = []
     for value in sorted(members, key=lambda v: (v == "", _sort_key(v))):
         part = table.subset(members[value])
-        comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed)
+        comparison = coefficient(key, part.values, part.categories, n_boot=n_boot, seed=seed,
+                                 clusters=unit_clusters(part.units, bootstrap_by))
         ceiling, n_ceiling = None, 0
         if ceiling_table is not None:
             sub = ceiling_table.subset(ceiling_members.get(value, []))
-            ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed)
+            ceiling = coefficient(key, sub.values, sub.categories, n_boot=n_boot, seed=seed,
+                                  clusters=unit_clusters(sub.units, bootstrap_by))
             n_ceiling = len(sub.units)
         rows.append(BreakdownRow(value, labels[value], len(part.units), comparison, ceiling,
                                  n_ceiling))
@@ -292,6 +336,63 @@ def _ceiling_table(
     return full.subset(keep), note
 
 
+def set_aside_of(answers: Answers, specs: list[str], columns: list[str]) -> dict[str, int]:
+    """The set-aside answers of the clinicians a comparison is about: the named ones, and
+    every clinician when a side is a group."""
+    names = set(columns)
+    if any(normalise_spec(s).startswith("group:") for s in specs):
+        names |= set(answers.set_aside)
+    return {n: c for n, c in sorted(answers.set_aside.items()) if n in names}
+
+
+def set_aside_note(set_aside: dict[str, int], phase: str) -> str | None:
+    """The words for answers a phase choice left out, or None."""
+    total = sum(set_aside.values())
+    if not total:
+        return None
+    who = ", ".join(f"{n} {c}" for n, c in set_aside.items())
+    return (f"{total} clinician answer{'' if total == 1 else 's'} whose latest version is not "
+            f"among the {describe_phase(phase)} set aside ({who}): each clinician's answer of "
+            "that phase is compared where there is one; choose current answers (--phase "
+            "current) to compare the latest instead")
+
+
+def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
+    """Each clinician against the majority of the other clinicians, where a comparison
+    sets a rater (not a clinician) against the clinicians' majority: (rows of
+    [clinician, others' majority], the unit of each row, a note), or None when it does not
+    apply. Units: those the rater answered, where two or more other clinicians answered
+    and their majority is not tied. Rows of one unit are correlated, so they are resampled
+    together (by unit, or by case)."""
+    sides = [normalise_spec(s) for s in specs]
+    members = clinicians(answers)
+    if len(sides) != 2 or MAJORITY not in sides or len(members) < 3:
+        return None
+    other = next(s for s in sides if s != MAJORITY)
+    if other in DERIVED or other == CLINICIANS or other in members:
+        return None  # a clinician against the majority is already leave-one-out
+    answered = set(answers.values.get(other, {}))
+    rows, units = [], []
+    for index in sorted(answered):
+        votes = {m: answers.values[m][index] for m in members if index in answers.values[m]}
+        for me, mine in votes.items():
+            others = Counter(v for m, v in votes.items() if m != me)
+            if sum(others.values()) < 2:
+                continue  # a majority of one clinician is not a majority
+            top = others.most_common(2)
+            if len(top) > 1 and top[0][1] == top[1][1]:
+                continue
+            rows.append([mine, top[0][0]])
+            units.append(answers.units[index])
+    n_units = len({(u.item_uid, u.question_key, u.target) for u in units})
+    note = (f"like with like: beside {display_name(other)} against the clinicians' majority, "
+            f"each clinician against the majority of the other clinicians, pooled over "
+            f"{len(rows)} (clinician, unit) pairs on {n_units} units {display_name(other)} "
+            "answered where two or more other clinicians answered and agree on a majority "
+            "(a majority of one clinician is not a majority)")
+    return rows, units, note
+
+
 def compare_answers(
     answers: Answers,
     a: str,
@@ -301,6 +402,7 @@ def compare_answers(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> ComparisonReport:
     """:func:`compare` on answers already loaded (several views share one read)."""
     specs = [a] + ([b] if b else [])
@@ -312,7 +414,10 @@ def compare_answers(
     qs = table.question_set
     pair = len(table.columns) == 2
     compared = _compared_rows(table)
-    coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed)
+    clusters = unit_clusters(table.units, bootstrap_by)
+    scale = dict(values=qs.values, weights=qs.weights)  # a codebook's interval numbers, weights
+    coefficients = agreement_table(table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
+                                   clusters=clusters, **scale)
     left_out = left_out_clinicians(answers, specs)
     report = ComparisonReport(
         question_set=qs, a=a, b=b, a_label=group_label(a, left_out),
@@ -321,11 +426,19 @@ def compare_answers(
         coefficients=coefficients, notes=list(table.notes), n_boot=n_boot, seed=seed,
         created_at=utcnow(),
     )
+    report.data, report.database_file = answers.digest(), answers.database_file
+    if clusters is not None:
+        report.resampled = "cases"
+        report.clusters = len({clusters[i] for i in compared})
+    report.set_aside = set_aside_of(answers, specs, table.columns)
+    if said := set_aside_note(report.set_aside, answers.filters.phase):
+        report.notes.append(said)
     given = [v for i in compared for v in table.values[i] if v is not None]
     report.answer_counts = {c: given.count(c) for c in qs.categories}
     if pair:
         both = table.subset(compared)
-        macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed)
+        macro = coefficient("macro_f1", both.values, qs.categories, n_boot=n_boot, seed=seed,
+                            clusters=unit_clusters(both.units, bootstrap_by))
         left_out = len(table.units) - len(compared)
         if left_out:  # the same words agreement_table uses, so the note is said once
             said = f"{left_out} unit{'' if left_out == 1 else 's'} answered by only one of the " \
@@ -345,10 +458,22 @@ def compare_answers(
         report.ceiling_units = len(ceiling_table.units)
         report.notes.append(ceiling_note)
         report.ceiling = agreement_table(
-            ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed
+            ceiling_table.values, qs.categories, qs.level, n_boot=n_boot, seed=seed,
+            clusters=unit_clusters(ceiling_table.units, bootstrap_by), **scale,
         )
+    like = _like_with_like(answers, table, specs)
+    if like is not None:
+        rows, units, note = like
+        report.like_with_like_pairs = len(rows)
+        report.notes.append(note)
+        if rows:
+            report.like_with_like = agreement_table(
+                rows, qs.categories, qs.level, n_boot=n_boot, seed=seed, **scale,
+                clusters=unit_clusters(units, bootstrap_by) or [
+                    f"{u.item_uid}\x00{u.question_key}\x00{u.target}" for u in units])
     report.breakdowns = [
-        breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed) for name in by
+        breakdown(table, ceiling_table, name, forest_key, n_boot=n_boot, seed=seed,
+                  bootstrap_by=bootstrap_by) for name in by
     ]
     return report
 
@@ -364,6 +489,7 @@ def compare(
     forest_key: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    bootstrap_by: str = "auto",
 ) -> ComparisonReport:
     """Rater (or group) A against rater (or group) B on a question set under filters.
 
@@ -373,7 +499,8 @@ def compare(
     breakdowns (see ``BREAKDOWNS``) of ``forest_key`` (default: the level's first
     ``stats.forest_keys``)."""
     answers = load_answers(store, questions, filters)
-    return compare_answers(answers, a, b, by=by, forest_key=forest_key, n_boot=n_boot, seed=seed)
+    return compare_answers(answers, a, b, by=by, forest_key=forest_key, n_boot=n_boot, seed=seed,
+                           bootstrap_by=bootstrap_by)
 
 
 # -- clinicians with each other ------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from codebook import CANNOT_ASSESS, Codebook, builtin_codebooks, parse_codebook
+from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
 from store import Store
 
 ITEM_WORDS = {
@@ -51,6 +51,11 @@ class QuestionSet:
     where: str
     """SQL condition on ``questions q`` selecting the set (internal)."""
     params: tuple = ()
+    values: tuple[float, ...] | None = None
+    """The categories' numbers where the codebook's scale is interval (Krippendorff's
+    alpha (interval) is then computed on them too)."""
+    weights: tuple[tuple[float, ...], ...] | None = None
+    """The codebook's own agreement weights, if it defines them."""
 
     def label(self, code: str | None) -> str:
         """The short name of an answer code."""
@@ -68,11 +73,17 @@ class QuestionSet:
         if CANNOT_ASSESS in self.categories:
             return self
         level = "nominal"
-        return QuestionSet(
+        return QuestionSet(  # no scale values or weights for the unordered extra answer
             self.key, self.title, self.codebook, self.kind, level,
             (*self.categories, CANNOT_ASSESS), (*self.labels, "cannot assess"),
             self.item_kinds, self.n_questions, self.where, self.params,
         )
+
+
+def carebench_questions() -> tuple[str, str]:
+    """The CARE-Bench prefix and response question keys, from the codebook."""
+    qs = {q.applies_to: q.key for q in codebook(CAREBENCH).questions}
+    return qs["prefix"], qs["response"]
 
 
 def level_of(book: Codebook, question_kind: str) -> str:
@@ -80,7 +91,7 @@ def level_of(book: Codebook, question_kind: str) -> str:
     this is decided): criteria are binary, ordinal label sets ordinal, others nominal."""
     if question_kind == "criterion":
         return "binary"
-    return "ordinal" if book.ordinal else "nominal"
+    return "ordinal" if book.ordinal else "nominal"  # an interval scale is ordered too
 
 
 def codebook_for(store: Store, key: str) -> Codebook:
@@ -133,6 +144,8 @@ def _make(store: Store, key: str, where: str, params: tuple, title: str | None) 
         n_questions=len(rows),
         where=where,
         params=params,
+        values=book.values if kind != "criterion" else None,
+        weights=book.weights if kind != "criterion" else None,
     )
 
 

@@ -48,33 +48,39 @@ def forest_keys(level: str) -> list[str]:
     return ["krippendorff_alpha_nominal", "gwet_ac1", "percent_agreement"]
 
 
-def coefficient(key: str, values, categories, *, n_boot: int = 1000, seed: int = 0) -> Coefficient:
+def coefficient(key: str, values, categories, *, n_boot: int = 1000, seed: int = 0,
+                clusters=None) -> Coefficient:
     """One coefficient, by key, on a units x raters table (Cohen's kappa and macro-F1
     need exactly two columns). With two columns only the units both answered count, as
-    in ``agreement_table``, so every pairwise number describes the same units."""
+    in ``agreement_table``, so every pairwise number describes the same units.
+    ``clusters``: one id per unit (its case), for a bootstrap over cases."""
     categories = list(categories)
     values = [list(r) for r in values]
     if values and len(values[0]) == 2:  # tables from raters.table_for mark missing as None
-        values = [r for r in values if r[0] is not None and r[1] is not None]
+        keep = [r[0] is not None and r[1] is not None for r in values]
+        values = [r for r, k in zip(values, keep, strict=True) if k]
+        if clusters is not None:
+            clusters = [c for c, k in zip(clusters, keep, strict=True) if k]
+    boot = dict(n_boot=n_boot, seed=seed, clusters=clusters)
     if key == "percent_agreement":
-        return ag.percent_agreement(values, categories, n_boot=n_boot, seed=seed)
+        return ag.percent_agreement(values, categories, **boot)
     if key == "fleiss_kappa":
-        return ag.fleiss_kappa(values, categories, n_boot=n_boot, seed=seed)
+        return ag.fleiss_kappa(values, categories, **boot)
     if key.startswith("krippendorff_alpha_"):
         level = key.rsplit("_", 1)[1]
-        return ag.krippendorff_alpha(values, categories, level, n_boot=n_boot, seed=seed)
+        return ag.krippendorff_alpha(values, categories, level, **boot)
     if key == "gwet_ac1":
-        return ag.gwet_ac1(values, categories, n_boot=n_boot, seed=seed)
+        return ag.gwet_ac1(values, categories, **boot)
     if key.startswith("gwet_ac2_"):
-        return ag.gwet_ac2(values, categories, key.rsplit("_", 1)[1], n_boot=n_boot, seed=seed)
+        return ag.gwet_ac2(values, categories, key.rsplit("_", 1)[1], **boot)
     if key == "pabak":
-        return ag.pabak(values, categories, n_boot=n_boot, seed=seed)
+        return ag.pabak(values, categories, **boot)
     a, b = _two_columns(key, values)
     if key.startswith("cohen_kappa"):
         weights = key[len("cohen_kappa_"):] if key != "cohen_kappa" else None
-        return ag.cohen_kappa(a, b, categories, weights, n_boot=n_boot, seed=seed)
+        return ag.cohen_kappa(a, b, categories, weights, **boot)
     if key == "macro_f1":
-        return ag.macro_f1(a, b, categories, n_boot=n_boot, seed=seed)
+        return ag.macro_f1(a, b, categories, **boot)
     raise ValueError(f"unknown coefficient {key!r}")
 
 

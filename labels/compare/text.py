@@ -4,7 +4,7 @@ and the words every face uses for a number and its interval."""
 from __future__ import annotations
 
 from labels.agreement import Coefficient
-from labels.compare.leaderboard import TriageReport
+from labels.compare.leaderboard import TriageReport, ppi_column_lines
 from labels.compare.pairs import ComparisonReport
 
 
@@ -26,10 +26,20 @@ def explain(c: Coefficient) -> str:
     return c.note or ""
 
 
+def ci_text(c: Coefficient, digits: int = 2) -> str:
+    """The interval to quote for a coefficient (``Coefficient.shown_interval``: Wilson's
+    where it exists) and, unless it is the bootstrap over units, which one it is."""
+    low, high, how = c.shown_interval()
+    words = interval(low, high, digits)
+    return words if how == "bootstrap" or low is None else f"{words} ({how})"
+
+
 def split_notes(coefficients: list[Coefficient]) -> tuple[list[str], list[str]]:
     """Notes every coefficient carries (said once, above a table), and what is left for
-    each row: the reason where undefined, else its own remaining notes."""
-    parts = [[p for p in (c.note or "").split("; ") if p] for c in coefficients]
+    each row: the reason where undefined, else its own remaining notes and the warnings
+    that say when its interval means little."""
+    parts = [[p for p in (c.note or "").split("; ") if p] + list(c.warnings)
+             for c in coefficients]
     common = [p for p in parts[0] if all(p in other for other in parts)] if parts else []
     rows = []
     for c, own in zip(coefficients, parts, strict=True):
@@ -116,12 +126,16 @@ def format_report_text(report: ComparisonReport) -> str:
     rows = []
     for c, note in zip(report.coefficients, row_notes, strict=True):
         ceiling = report.ceiling_for(c.key)
+        like = report.like_for(c.key)
         rows.append([
-            c.name, number(c.value), interval(c.ci_low, c.ci_high), str(c.n),
-            number(ceiling.value) if ceiling else "", note,
+            c.name, number(c.value), ci_text(c), str(c.n),
+            number(ceiling.value) if ceiling else "",
+            *([number(like.value) if like else ""] if report.like_with_like else []), note,
         ])
-    header = ["Coefficient", "Value", "95% CI (bootstrap)", "n",
-              "Clinicians among themselves" if report.ceiling else "", "Note"]
+    header = ["Coefficient", "Value", "95% CI", "n",
+              "Clinicians among themselves" if report.ceiling else "",
+              *(["A clinician vs the others' majority"] if report.like_with_like else []),
+              "Note"]
     lines += _table(rows, header)
     lines += [f"All coefficients: {n}" for n in common]
     if report.confusion is not None:
@@ -147,24 +161,57 @@ def format_report_text(report: ComparisonReport) -> str:
         )
     if report.notes:
         lines += ["", *[f"Note: {n}" for n in report.notes]]
-    lines.append(f"\n{report.n_boot} bootstrap resamples over units, seed {report.seed}.")
+    over = (f"cases ({report.clusters} cases: a case's units are drawn together)"
+            if report.resampled == "cases" else "units")
+    lines.append(f"\n95% CI: Wilson's score interval for a share where it exists, else the "
+                 f"percentile bootstrap: {report.n_boot} resamples over {over}, seed "
+                 f"{report.seed}.")
     return "\n".join(lines)
 
 
+def paired_lines(x) -> list[str]:
+    """A labelling's paired model comparisons as text lines (empty when there are none)."""
+    p = x.paired
+    if p is None or not p.pairs:
+        return []
+    lines = [f"Paired comparisons by {p.key} ({p.n_boot} bootstrap resamples of {p.cases} "
+             f"cases, seed {p.seed}; each model's chance of holding its rank: "
+             + ", ".join(f"{m} {share_text(v)}" for m, v in p.rank_probability.items()) + ")"]
+    for d in p.pairs:
+        diff = "—" if d.difference is None else f"{d.difference:+.2f}"
+        line = f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}): {d.verdict}"
+        if d.mcnemar_p is not None:
+            line += (f"; accuracy, McNemar's exact p = {d.mcnemar_p:.3f} ({d.discordant[0]} "
+                     f"vs {d.discordant[1]} discordant prefixes)")
+        lines.append(line)
+    lines += [f"  Note: {n}" for n in p.notes]
+    return lines
+
+
 def format_triage_text(report: TriageReport) -> str:
-    """Triage metrics per model under each labelling, the rankings and their agreement."""
+    """Triage metrics per model under each labelling, with coverage and, where missing
+    predictions change them, the metrics both ways; the rankings, their agreement and the
+    paired comparisons."""
     if report.explanation:
         return report.explanation
     keys = ["macro_f1", "accuracy", "over_triage", "under_triage", "missed_care",
             "unnecessary_care", "urgent_false_negative", "false_urgent_escalation"]
-    lines = []
+    lines = [f"Filters: {report.filters.describe()}",
+             "Each model is scored on everything its reading covers"
+             if not report.common else
+             "Common set: every labelling scores the same responses"]
     for x in report.labellings:
-        lines += ["", f"Responses {x.name} ({x.n_responses} responses)"]
+        lines += ["", f"Responses {x.name} ({x.n_responses} scored)"]
         rank = {r.model: r.rank for r in x.ranking}
         rows = [[m, "—" if rank.get(m) is None else f"{rank[m]:g}",
                  *[with_ci(f1.value, f1.ci_low, f1.ci_high) if k == "macro_f1" else number(f1.value)
-                   for k in keys for f1 in [x.metrics[m][k]]]] for m in x.metrics]
-        lines += _table(rows, ["model", "rank", "macro_f1 (95% CI)", *keys[1:]])
+                   for k in keys for f1 in [x.metrics[m][k]]],
+                 x.coverage[m].words() if m in x.coverage else ""] for m in x.metrics]
+        lines += _table(rows, ["model", "rank", "macro_f1 (95% CI)", *keys[1:], "coverage"])
+        for m, wrong in x.missing_as_wrong.items():
+            lines.append(f"  {m}, missing predictions counted against it: " + ", ".join(
+                f"{k} {number(v.value)}" for k, v in wrong.items()))
+        lines += paired_lines(x)
     if report.correlations:
         lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
         lines += _table(
@@ -184,5 +231,7 @@ def format_triage_text(report: TriageReport) -> str:
 
         lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
                      f"under-triage {share(under)}")
+    lines += ppi_column_lines(report.ppi)
     lines += [f"Note: {n}" for n in report.notes]
+    lines.append(f"\nBootstrap: {report.n_boot} resamples of cases, seed {report.seed}.")
     return "\n".join(lines).strip()

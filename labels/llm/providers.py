@@ -74,6 +74,33 @@ _CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([^"\\]{1,200})"')
 T = TypeVar("T")
 
 
+TEMPERATURE = 0
+"""Sampling temperature of every call: as close to deterministic as the provider allows."""
+SEED = 20261201
+"""The fixed seed sent where the provider takes one (OpenAI and compatible servers)."""
+FIXED_TEMPERATURE_MODELS = ("o1", "o3", "o4", "gpt-5")
+"""OpenAI model families that accept only their default temperature (reasoning models):
+they are sent the seed but no temperature, and the run's record says so."""
+
+
+def sampling(provider: str, model: str) -> dict[str, Any]:
+    """The sampling settings a call sends, recorded with every call (in its request) and
+    with the run (``llm_runs.params["sampling"]``): temperature 0 and a fixed seed where
+    the provider allows; None where it does not, and why."""
+    if provider == "anthropic":
+        return {"temperature": None, "seed": None,
+                "note": "Anthropic's Messages API (SDK 2.x) takes neither a temperature nor a "
+                        "seed: replies may vary from call to call"}
+    if provider == "openai" and model.lower().startswith(FIXED_TEMPERATURE_MODELS):
+        return {"temperature": None, "seed": SEED,
+                "note": f"{model} accepts only its default temperature"}
+    return {"temperature": TEMPERATURE, "seed": SEED, "note": None}
+
+
+def _sampling_fields(provider: str, model: str) -> dict[str, Any]:
+    return {k: v for k, v in sampling(provider, model).items() if k != "note" and v is not None}
+
+
 class CallFailed(RuntimeError):
     """A call that produced no usable reply (after the SDK's retries)."""
 
@@ -422,6 +449,7 @@ class AnthropicProvider(Provider):
             "tools": [{"name": task.tool_name, "description": task.tool_description,
                        "input_schema": task.schema, "strict": True}],
             "tool_choice": {"type": "tool", "name": task.tool_name},
+            **_sampling_fields("anthropic", model),
         }
 
     def _create(self, body: dict[str, Any]) -> Any:
@@ -507,6 +535,7 @@ class OpenAIProvider(Provider):
                 "name": task.tool_name, "description": task.tool_description,
                 "strict": True, "schema": task.schema}},
             cls.max_tokens_field: task.max_output_tokens,
+            **_sampling_fields(cls.name, model),
         }
 
     def _create(self, body: dict[str, Any]) -> Any:

@@ -90,6 +90,7 @@ from labels.llm.providers import (
     READ_ERRORS,
     CallFailed,
     provider_for,
+    sampling,
 )
 from labels.llm.record import (
     FORGOTTEN_UNNOTED,
@@ -247,7 +248,9 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
     tally = Tally(len(plan.units), progress)
     tally.only = {(u.work.item_id, u.work.question_id) for u in plan.units}
     every = max(BEAT_EVERY, poll_interval) if use_batch else BEAT_EVERY
-    params = {**plan.params(), "concurrency": concurrency, "use_batch": use_batch,
+    params = {**plan.params(), "sampling": sampling(plan.spec.provider, plan.spec.model),
+              "prompt_sha256": plan.prompt.sha256,
+              "concurrency": concurrency, "use_batch": use_batch,
               "max_retries": max_retries, "reply_attempts": reply_attempts,
               "heartbeat": heartbeat(every)}
     url = base_url or plan.base_url

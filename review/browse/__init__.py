@@ -46,7 +46,9 @@ from review.browse.tags import (
     add_tag,
     create_tag,
     list_tags,
+    may_add_tags,
     remove_tag,
+    retire_tag,
     tag_counts,
     tag_history,
     tags_on,
@@ -59,7 +61,7 @@ __all__ = [
     "Tag", "TagCount", "TagEvent", "add_tag", "browse", "browse_link", "case_rows",
     "case_study_html", "case_study_markdown", "comparable_raters", "create_tag", "facet_index",
     "SCREENS", "facets", "gather_cases", "item_link", "label_name", "list_tags", "ordinal_rank", "rater_name",
-    "remove_tag",
+    "may_add_tags", "remove_tag", "retire_tag",
     "save_view", "saved_views", "selected_item_ids", "side_by_side", "tag_counts", "tag_history",
     "tags_on", "to_csv", "to_jsonl", "FacetIndex", "view_item_ids",
 ]

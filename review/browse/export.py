@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labels.provenance import provenance, rows_digest
 from review.browse.facets import GATE_NAMES, KIND_NAMES, label_name, rater_name
 from review.browse.facts import (
     failed_criteria_facts,
@@ -248,8 +249,19 @@ def case_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
     } for c in cases]
 
 
+def export_provenance(cases: Sequence[Case]) -> dict[str, Any]:
+    """The provenance of an export of these cases (``labels.provenance``): a digest of
+    the rows; each case's labels are every rater's answer in force (the current phase).
+    A CSV's is written beside it (``labels.provenance.write_sidecar``); JSONL ends with
+    it, the case-study sheets show it last."""
+    digest = rows_digest(case_rows(cases), COLUMNS)
+    return provenance(digest, phase="current", export="browse selection")
+
+
 def to_jsonl(cases: Sequence[Case]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in case_rows(cases))
+    """One case a line; the last line is ``{"provenance": {...}}``."""
+    rows = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in case_rows(cases))
+    return rows + json.dumps({"provenance": export_provenance(cases)}, ensure_ascii=False) + "\n"
 
 
 def to_csv(cases: Sequence[Case]) -> str:
@@ -325,6 +337,9 @@ def case_study_markdown(cases: Sequence[Case], title: str = "Case studies") -> s
                 out += [f"**{name}**", ""] + [f"- {_cell(v)}" for v in values] + [""]
     if len(cases) > CASE_STUDY_LIMIT:
         out.append(f"*The first {CASE_STUDY_LIMIT} of {len(cases)} selected items.*")
+    out += ["", "**Provenance**", ""]
+    out += [f"- {key}: {_cell(value if isinstance(value, str) else json.dumps(value))}"
+            for key, value in export_provenance(cases).items()]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -357,5 +372,7 @@ def case_study_html(cases: Sequence[Case], title: str = "Case studies") -> str:
                            + "".join(f"<li>{e(v)}</li>" for v in values) + "</ul>")
     if len(cases) > CASE_STUDY_LIMIT:
         out.append(f"<p><em>The first {CASE_STUDY_LIMIT} of {len(cases)} selected items.</em></p>")
+    out.append("<h2>Provenance</h2><pre>" + e(json.dumps(export_provenance(cases), indent=2,
+                                                          ensure_ascii=False)) + "</pre>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

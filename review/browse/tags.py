@@ -2,10 +2,15 @@
 
 The taxonomy starts with the safety-failure types seeded by the schema
 (missed urgent escalation, unsafe reassurance, unsafe remote dosing,
-fabricated evidence, unsupported claim, under 'safety failure'); reviewers
-add their own. Tagging is append-only: removing a tag writes a new row, so
-the history of who tagged what, when and why is never lost. The newest row
-for (item, target, tag) says whether the tag is in force.
+fabricated evidence, unsupported claim, under 'safety failure'). Admins add
+their own ("mapper error"), and so do reviewers where the study allows it
+(`review.team.study`: reviewers_add_tags, which an admin sets). The list is
+append-only like the rest: a tag is never renamed or deleted; one retired is
+a new row in `tag_changes` (no longer offered; where it was applied it
+stays), and may be offered again the same way. Tagging is append-only too:
+removing a tag writes a new row, so the history of who tagged what, when and
+why is never lost. The newest row for (item, target, tag) says whether the
+tag is in force.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from review.team.reviewers import Reviewer
+from review.team.study import allows
 from store import Store, utcnow
 
 STEP_TARGET = re.compile(r"^step:[1-9][0-9]*$")
@@ -29,6 +35,8 @@ class Tag:
     parent: str | None
     """The broader tag this one refines."""
     created_by: str
+    retired: bool = False
+    """No longer offered (where it was applied, it stays)."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +59,16 @@ class TagCount:
     """Single steps carrying the tag."""
 
 
-def list_tags(store: Store) -> list[Tag]:
-    """The taxonomy, broader tags first, each followed by its narrower tags."""
-    rows = store.query("SELECT t.id, t.name, t.description, p.name, t.created_by, t.parent_id"
-                       " FROM tags t LEFT JOIN tags p ON p.id = t.parent_id ORDER BY t.id")
+_RETIRED = ("(SELECT c.retired FROM tag_changes c WHERE c.tag_id = t.id"
+            " ORDER BY c.id DESC LIMIT 1)")
+
+
+def list_tags(store: Store, retired: bool = False) -> list[Tag]:
+    """The taxonomy, broader tags first, each followed by its narrower tags; with
+    `retired`, the retired tags too (marked)."""
+    rows = store.query("SELECT t.id, t.name, t.description, p.name, t.created_by, t.parent_id,"
+                       f" COALESCE({_RETIRED}, 0) FROM tags t LEFT JOIN tags p ON p.id = t.parent_id"
+                       " ORDER BY t.id")
     children: dict[int | None, list[Any]] = {}
     for row in rows:
         children.setdefault(row[5], []).append(row)
@@ -62,21 +76,41 @@ def list_tags(store: Store) -> list[Tag]:
 
     def walk(parent: int | None) -> None:
         for row in children.get(parent, []):
-            out.append(Tag(row[0], row[1], row[2], row[3], row[4]))
+            if retired or not row[6]:
+                out.append(Tag(row[0], row[1], row[2], row[3], row[4], bool(row[6])))
             walk(row[0])
     walk(None)
     return out
 
 
-def create_tag(store: Store, name: str, created_by: str, description: str | None = None,
+def may_add_tags(store: Store, reviewer: Reviewer | None) -> bool:
+    """Admins may add tags to the list; reviewers and adjudicators where the study
+    allows it (`reviewers_add_tags`, set by an admin)."""
+    from review.team.access import allowed  # here: see create_tag
+
+    if reviewer is None:
+        return False
+    return allowed(reviewer, "add_tags", server=True) or allows(store, "reviewers_add_tags")
+
+
+def create_tag(store: Store, name: str, by: Reviewer, description: str | None = None,
                parent: str | None = None) -> Tag:
-    """Add a tag to the taxonomy (one transaction). Names are unique, ignoring case."""
+    """Add a tag to the taxonomy (one transaction), if `by` may (`may_add_tags`).
+    Names are unique, ignoring case (a retired tag's name too: offer it again)."""
+    # Imported here: access imports the workspace, which imports this package.
+    from review.team.access import require
+
+    if not may_add_tags(store, by):
+        require(by, "add_tags", server=True)  # refuses, saying who may
     name = " ".join((name or "").split())
     if not name:
         raise ValueError("a tag needs a name")
     with store.transaction() as conn:
-        if conn.execute("SELECT 1 FROM tags WHERE name = ?", (name,)).fetchone():
-            raise ValueError(f"there is already a tag called {name!r}")
+        twin = conn.execute(f"SELECT t.name, COALESCE({_RETIRED}, 0) FROM tags t WHERE t.name = ?",
+                            (name,)).fetchone()
+        if twin:
+            raise ValueError(f"there is already a tag called {twin[0]!r}"
+                             + (" (retired: offer it again instead)" if twin[1] else ""))
         parent_id = None
         if parent:
             row = conn.execute("SELECT id FROM tags WHERE name = ?", (parent,)).fetchone()
@@ -85,10 +119,34 @@ def create_tag(store: Store, name: str, created_by: str, description: str | None
             parent_id = row[0]
         cur = conn.execute(
             "INSERT INTO tags (name, description, parent_id, created_by, created_at)"
-            " VALUES (?,?,?,?,?)", (name, description or None, parent_id, created_by, utcnow()))
-        store.audit(created_by, "tag_create", "tags", cur.lastrowid, None,
+            " VALUES (?,?,?,?,?)", (name, description or None, parent_id, by.name, utcnow()))
+        store.audit(by.name, "tag_create", "tags", cur.lastrowid, None,
                     {"name": name, "description": description, "parent": parent})
-    return Tag(cur.lastrowid, name, description or None, parent, created_by)
+    return Tag(cur.lastrowid, name, description or None, parent, by.name)
+
+
+def retire_tag(store: Store, admin: Reviewer, name: str, note: str | None = None,
+               retired: bool = True) -> bool:
+    """Retire a tag from the list (or, `retired` False, offer it again): a new row,
+    the tag and everywhere it was applied kept. Only an admin may. False when it
+    was so already."""
+    from review.team.access import require  # here: see create_tag
+
+    require(admin, "manage_tags", server=True)
+    with store.transaction() as conn:
+        row = conn.execute(f"SELECT t.id, COALESCE({_RETIRED}, 0) FROM tags t WHERE t.name = ?",
+                           (name,)).fetchone()
+        if row is None:
+            raise ValueError(f"no tag called {name!r}")
+        if bool(row[1]) == retired:
+            return False
+        cur = conn.execute(
+            "INSERT INTO tag_changes (tag_id, retired, changed_by, note, created_at)"
+            " VALUES (?,?,?,?,?)", (row[0], int(retired), admin.name, note or None, utcnow()))
+        store.audit(admin.name, "tag_retire" if retired else "tag_offer", "tag_changes",
+                    cur.lastrowid, {"tag": name, "retired": not retired},
+                    {"tag": name, "retired": retired, "note": note or None})
+    return True
 
 
 def _check_target(target: str) -> str:
@@ -102,9 +160,12 @@ def _set_tag(store: Store, reviewer: Reviewer, item_id: int, tag: str, target: s
              note: str | None, added: bool) -> int | None:
     target = _check_target(target)
     with store.transaction() as conn:
-        tag_row = conn.execute("SELECT id, name FROM tags WHERE name = ?", (tag,)).fetchone()
+        tag_row = conn.execute(f"SELECT t.id, t.name, COALESCE({_RETIRED}, 0) FROM tags t"
+                               " WHERE t.name = ?", (tag,)).fetchone()
         if tag_row is None:
             raise ValueError(f"no tag called {tag!r}")
+        if added and tag_row[2]:
+            raise ValueError(f"the tag {tag_row[1]!r} is retired: an admin can offer it again")
         if conn.execute("SELECT 1 FROM items WHERE id = ?", (item_id,)).fetchone() is None:
             raise ValueError(f"no item {item_id}")
         last = conn.execute(

@@ -25,7 +25,8 @@ from pathlib import Path
 from codebook import CAREBENCH, codebook
 from review.datasets.demo_rubrics import build_rubric_files
 from review.datasets.sources import ImportOptions, import_file
-from review.team.reviewers import ensure_reviewer
+from review.team.access import require
+from review.team.reviewers import Reviewer, ensure_reviewer
 from store import Store
 
 SEED = 20261130
@@ -35,6 +36,8 @@ their dataset after the format family (`carebench`, `healthbench`, ...)
 unless told otherwise (see `items_beside_the_demo`)."""
 MODELS = ("aster-7b", "borealis-large", "cobalt-mini")
 MAPPERS = ("demo:mapper@v1", "demo:mapper@v2")
+DEMO_GRADER = "healthbench-grader"
+"""The demo's fictional grader of its graded conversations."""
 CLINICIANS = (
     ("Dr. Amara Okafor", "emergency medicine", "consultant"),
     ("Dr. Lukas Brenner", "general practice", "GP partner"),
@@ -163,10 +166,11 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                     "protocol": "unprompted", "prompt_version": "demo-1",
                     "patient_information_available_so_far": "\n".join(turns),
                     "input_messages": [{"role": "user", "content": t} for t in turns],
-                    "model_requested": model, "model_actual": f"{model}-2026-10", "provider": "demo",
+                    "model_requested": model, "model_actual": None if failed else f"{model}-2026-10",
+                    "provider": "demo",
                     "raw_model_response": None if failed else f"{rng.choice(OPENINGS)} {ADVICE[said]}",
                     "generation_failed": failed,
-                    "error_message": "upstream timeout after 60 s" if failed else None,
+                    "error_message": "APITimeoutError: upstream timeout after 60 s" if failed else None,
                 })
                 if failed:
                     continue
@@ -174,8 +178,13 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                 v1 = _nudge(rng, said, 0.24, 0.04)
                 v2 = _nudge(rng, said, 0.09, 0.0)
                 for mapper, label in zip(MAPPERS, (v1, v2), strict=True):
-                    mapped[mapper].append({"prefix_id": prefix_id, "model": model,
-                                           "mapped_label": label, "mapper_model": mapper})
+                    # As the CARE-Bench mapper writes them: the generation's fields, the
+                    # submitter's alias for the model, the mapper and its raw output.
+                    mapper_model, version = mapper.rsplit("@", 1)
+                    mapped[mapper].append({
+                        **generations[-1], "model_alias": model, "mapper_model": mapper_model,
+                        "mapper_prompt_version": version, "predicted_label": label,
+                        "mapper_raw_output": json.dumps({"label": label})})
                 for name, _, _ in CLINICIANS:
                     if rng.random() < 0.35:
                         continue  # not every clinician read every response
@@ -219,19 +228,27 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def load_demo(store: Store, out_dir: Path, actor: str = "demo") -> list[str]:
-    """Write the demo files into `out_dir` and import them; returns summaries."""
+def load_demo(store: Store, out_dir: Path, actor: str = "demo", *, by: Reviewer | None = None,
+              server: bool = False) -> list[str]:
+    """Write the demo files into `out_dir` and import them; returns summaries.
+    `by`, `server`: who loads it, and whether on a server (where only an admin
+    may: `review.team.access`, NotAllowed); the command line's operator may."""
+    require(by, "load_demo", server=server)
     files = build_demo_files(out_dir)
     for name, specialty, seniority in CLINICIANS:
         ensure_reviewer(store, name, specialty, seniority)
     for name, specialty, seniority, role in STAFF:
         ensure_reviewer(store, name, specialty, seniority, role)
     summaries = []
+    results = sorted(k for k in files if k.startswith("healthbench_results_"))
     order = ["prefixes", "generations", "mapped_v1", "mapped_v2", "labels", "runs",
-             "healthbench_rubrics", "healthbench_completions", "healthbench_grades",
+             "healthbench_rubrics", "healthbench_completions", *results,
              "healthbench_meta", "run_verdicts"]
     for key in order:
-        result = import_file(store, files[key], options=ImportOptions(dataset=DATASET, actor=actor))
+        # The demo's grader is fictional: its results files are not simple-evals' own grader.
+        rater = DEMO_GRADER if key in results else None
+        result = import_file(store, files[key], options=ImportOptions(
+            dataset=DATASET, actor=actor, rater=rater))
         summaries.append(result.summary())
     return summaries
 

@@ -15,6 +15,8 @@ through the real importers (see `review.datasets.demo.load_demo`).
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import random
 from dataclasses import dataclass, field
@@ -284,42 +286,47 @@ def _row(c: Consultation, agent: str, start: datetime, end: datetime, steps: lis
     judged = {i for i in range(len(c.topics))
               if (i in asked or (c.task_id, agent, i) in JUDGE_MISTAKES)
               and (c.task_id, agent, i) not in JUDGE_MISSES}
-    topics = [{"topic": topic, "asked": i in judged,
+    topics = [{"topic": topic, "asked": i in judged, "verdict": "yes" if i in judged else "no",
                "explanation": ("The agent asked about this directly." if i in judged and i in asked
                                else "Covered by an open question about the family or home."
                                if i in judged else "Not asked at any point.")}
               for i, (topic, _, _) in enumerate(c.topics)]
-    must_ask = round(len(judged) / len(c.topics), 2)
     tools_used = len(c.tools) - (b.skip_tool is not None)
+    scores = {"diagnosis": 1.0, "required_tools": round(tools_used / len(c.tools), 4),
+              "parameterised_actions": 0.0 if b.wrong_dose else 1.0,
+              "must_ask": round(len(judged) / len(c.topics), 4)}
     gates = {
-        "diagnosis": {"score": 1.0, "passed": True, "expected": c.diagnosis},
-        "required_tools": {"score": round(tools_used / len(c.tools), 2),
-                           "passed": b.skip_tool is None,
-                           "missing": [c.tools[b.skip_tool][0]] if b.skip_tool is not None else []},
-        "parameterised_actions": {"score": 0.0 if b.wrong_dose else 1.0, "passed": not b.wrong_dose,
-                                  "violations": [{"tool": "prescribe", "expected": c.prescription[0],
-                                                  "given": c.prescription[1]}]
-                                  if b.wrong_dose else []},
-        "must_ask": {"score": must_ask, "passed": must_ask >= 0.75, "topics": topics},
+        "diagnosis": {"passed": True, "expected": c.diagnosis, "recorded": c.diagnosis},
+        "required_tools": {"passed": b.skip_tool is None,
+                           "required": [tool for tool, _, _ in c.tools],
+                           "missing_tools": [c.tools[b.skip_tool][0]]
+                           if b.skip_tool is not None else []},
+        "parameterised_actions": {
+            "passed": not b.wrong_dose,
+            "required": [{"tool": "prescribe", "params": c.prescription[0]}],
+            "violations": [{"tool": "prescribe", "expected": c.prescription[0],
+                            "given": c.prescription[1]}] if b.wrong_dose else []},
+        "must_ask": {"passed": scores["must_ask"] >= 0.75, "judge_model": JUDGE_MODEL,
+                     "topics": topics},
     }
     passed = all(g["passed"] for g in gates.values())
+    steps_doc = {"schema_version": "ATIF-v1.5", "session_id": f"{trial_name(c.task_id, agent)}-sess",
+                 "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": agent},
+                 "steps": steps}
     return {
         "subset": KB_SUBSET, "run": KB_RUN, "trial_name": trial_name(c.task_id, agent),
         "task_id": c.task_id, "split": "test", "task_dataset": "carelens-demo",
         "clinician_model": agent, "patient_model": "demo/patient-sim", "judge_model": JUDGE_MODEL,
         "max_turns": 20, "max_steps": 30,
-        "reward": None if failed else round(sum(g["score"] for g in gates.values()) / 4, 3),
-        "outcome_pass": None if failed else passed, "diagnosis": c.diagnosis,
-        "required_tools": [tool for tool, _, _ in c.tools],
-        "parameterised_actions": [{"tool": "prescribe", "params": c.prescription[0]}],
-        "must_ask": [topic for topic, _, _ in c.topics],
+        "reward": None if failed else float(passed),
+        "outcome_pass": None if failed else float(passed),
+        **{k: None if failed else v for k, v in scores.items()},
         "n_turns": len(transcript) // 2, "n_steps": len(steps),
-        "diagnosed": None if failed else True, "sim_ok": not failed,
-        "judge_ok": None if failed else True,
+        "diagnosed": not failed, "sim_ok": not failed, "judge_ok": not failed,
         "started_at": start.isoformat(), "finished_at": end.isoformat(),
         "exception": "PatientSimulatorTimeout: the simulated patient did not reply within 60 s"
                      if failed else None,
-        "transcript": json.dumps(transcript), "agent_steps": json.dumps(steps),
+        "transcript": json.dumps(transcript), "agent_steps": json.dumps(steps_doc),
         "gates": None if failed else json.dumps(gates),
         "meta": json.dumps({"harness": "carelens-demo", "note": "invented consultation"}),
     }
@@ -488,10 +495,89 @@ CONVERSATIONS = [
 PHYSICIANS = ("ph-a", "ph-b", "ph-c")
 
 
-def healthbench_rows(rng: random.Random) -> dict[str, list[dict[str, Any]]]:
-    """Rows of the four HealthBench files: rubric rows, completions, the
-    grader's verdicts, and the physicians' meta-evaluation labels."""
-    rubrics, completions, grades, meta = [], [], [], []
+HB_DATE = "20261005_090000"
+"""The time stamp simple-evals puts in a results file's name (`%Y%m%d_%H%M%S`)."""
+
+
+def completion_id(prompt_id: str, text: str) -> str:
+    """simple-evals' completion id: sha256 of the prompt id and the completion text."""
+    return hashlib.sha256((prompt_id + text).encode("utf-8")).hexdigest()
+
+
+def example_score(rubric: list[tuple[str, float, str]], met: list[bool]) -> float | None:
+    """simple-evals' `calculate_score`: points of met criteria (negative ones too)
+    over the positive points; None without positive points."""
+    possible = sum(points for _, points, _ in rubric if points > 0)
+    if not possible:
+        return None
+    return sum(points for (_, points, _), m in zip(rubric, met, strict=True) if m) / possible
+
+
+def _clipped_stats(values: list[float], rng: random.Random) -> tuple[float, int, float]:
+    """(mean clipped to 0..1, n, bootstrap std of the clipped mean), as simple-evals
+    aggregates HealthBench (its bootstrap is unseeded; this one is seeded)."""
+    def clipped(xs: list[float]) -> float:
+        return min(1.0, max(0.0, sum(xs) / len(xs)))
+
+    means = [clipped([rng.choice(values) for _ in values]) for _ in range(1000)]
+    centre = sum(means) / len(means)
+    return clipped(values), len(values), (sum((m - centre) ** 2 for m in means) / len(means)) ** 0.5
+
+
+def simple_evals_results(conversations: list[Conversation], model: str,
+                         graded: dict[tuple[str, str], list[bool]]) -> dict[str, Any]:
+    """The `*_allresults.json` document simple-evals writes for one sampled model:
+    `{score, metrics, htmls, convos, metadata: {example_level_metadata}}`."""
+    examples, convos, htmls = [], [], []
+    by_metric: dict[str, list[float]] = {}
+    for conv in conversations:
+        text, _ = conv.completions[model]
+        met = graded[(conv.prompt_id, model)]
+        score = example_score(conv.rubric, met)
+        completion = [{"content": text, "role": "assistant"}]
+        examples.append({
+            "score": score,
+            "usage": {"input_tokens": 40 + 4 * len(conv.prompt[0]["content"].split()),
+                      "input_cached_tokens": None, "output_tokens": len(text.split()) * 4 // 3,
+                      "output_reasoning_tokens": None, "total_tokens": None},
+            "rubric_items": [{"criterion": c, "points": points,
+                              "tags": ["level:example", f"axis:{axis}"], "criteria_met": m,
+                              "explanation": ("The response does this." if m else
+                                              "The response does not do this.")}
+                             for (c, points, axis), m in zip(conv.rubric, met, strict=True)],
+            "prompt": conv.prompt, "completion": completion, "prompt_id": conv.prompt_id,
+            "completion_id": completion_id(conv.prompt_id, text),
+        })
+        convos.append(conv.prompt + completion)
+        htmls.append(f"<h3>Prompt conversation</h3><p>{html.escape(conv.prompt[-1]['content'])}"
+                     f"</p><h3>Sampled message</h3><p>{html.escape(text)}</p>"
+                     f"<p>Score: {score}</p>")
+        metrics = {"overall_score": score, f"theme:{conv.theme}": score}
+        for axis in sorted({axis for _, _, axis in conv.rubric}):
+            picked = [(r, m) for r, m in zip(conv.rubric, met, strict=True) if r[2] == axis]
+            tag = example_score([r for r, _ in picked], [m for _, m in picked])
+            if tag is not None:
+                metrics[f"axis:{axis}"] = tag
+        metrics["level:example"] = score
+        for name, value in metrics.items():
+            by_metric.setdefault(name, []).append(value)
+        by_metric.setdefault("score", []).append(score)
+    rng = random.Random(f"bootstrap {model}")
+    final: dict[str, float] = {}
+    for name, values in by_metric.items():
+        mean, n, std = _clipped_stats(values, rng)
+        final[name], final[f"{name}:n_samples"], final[f"{name}:bootstrap_std"] = mean, n, std
+    score = final.pop("score")
+    return {"score": score, "metrics": final, "htmls": htmls, "convos": convos,
+            "metadata": {"example_level_metadata": examples}}
+
+
+def healthbench_rows(rng: random.Random) -> dict[str, Any]:
+    """The HealthBench files: rubric rows, the completions (message lists, as
+    they come out of a sampler), one simple-evals results file per model with
+    the grader's verdicts, and the physicians' meta-evaluation labels."""
+    rubrics, completions, meta = [], [], []
+    graded: dict[tuple[str, str], list[bool]] = {}
     for conv in CONVERSATIONS:
         rubrics.append({
             "prompt_id": conv.prompt_id, "prompt": conv.prompt,
@@ -503,22 +589,21 @@ def healthbench_rows(rng: random.Random) -> dict[str, list[dict[str, Any]]]:
         })
         for model in HB_MODELS:
             text, meets = conv.completions[model]
-            completion_id = f"{conv.prompt_id}-{model}"
-            completions.append({"prompt_id": conv.prompt_id, "completion_id": completion_id,
-                                "model": model, "completion": text})
+            cid = completion_id(conv.prompt_id, text)
+            completions.append({"prompt_id": conv.prompt_id, "completion_id": cid,
+                                "model": model,
+                                "completion": [{"content": text, "role": "assistant"}]})
+            verdicts = graded.setdefault((conv.prompt_id, model), [])
             for i, (criterion, _, _) in enumerate(conv.rubric):
                 truth = i in meets
-                graded = truth != ((model, i) in conv.grader_mistakes)
-                grades.append({"prompt_id": conv.prompt_id, "completion_id": completion_id,
-                               "criterion": criterion, "criteria_met": graded,
-                               "explanation": ("The response does this." if graded else
-                                               "The response does not do this.")})
+                verdicts.append(truth != ((model, i) in conv.grader_mistakes))
                 labels = [truth if rng.random() > 0.1 else not truth for _ in PHYSICIANS]
                 meta.append({"prompt": conv.prompt, "completion": text, "rubric": criterion,
                              "binary_labels": labels, "anonymized_physician_ids": list(PHYSICIANS),
-                             "category": f"cluster_{conv.theme}", "prompt_id": conv.prompt_id,
-                             "completion_id": completion_id})
-    return {"rubrics": rubrics, "completions": completions, "grades": grades, "meta": meta}
+                             "category": f"cluster:{conv.theme}", "prompt_id": conv.prompt_id,
+                             "completion_id": cid})
+    results = {model: simple_evals_results(CONVERSATIONS, model, graded) for model in HB_MODELS}
+    return {"rubrics": rubrics, "completions": completions, "results": results, "meta": meta}
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -537,8 +622,12 @@ def build_rubric_files(out_dir: Path, clinicians: list[str], seed: int) -> tuple
     files = {"runs": write_jsonl(out_dir / "demo_klinikebench_runs.jsonl",
                                  [run.row for _, _, run in runs])}
     hb = healthbench_rows(rng)
-    for name in ("rubrics", "completions", "grades", "meta"):
+    for name in ("rubrics", "completions", "meta"):
         files[f"healthbench_{name}"] = write_jsonl(out_dir / f"demo_healthbench_{name}.jsonl",
                                                    hb[name])
+    for model, doc in hb["results"].items():
+        path = out_dir / f"healthbench_{model}_{HB_DATE}_allresults.json"
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+        files[f"healthbench_results_{model}"] = path
     return files, run_verdicts(runs, clinicians, rng)
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codebook import CAREBENCH, codebook
+from labels.phases import phase_condition
 from review.team.adjudication import ADJUDICATED
 from store import Store
 from store.spreadsheet import safe_cell
@@ -25,6 +26,8 @@ FILE_KINDS = {".csv": "csv", ".jsonl": "jsonl"}
 """The extensions an export may have, and how each is written."""
 CAREBENCH_QUESTION = "carebench.escalation_needed"
 """The question whose answers are a prefix's CARE-Bench label."""
+RESPONSE_QUESTION = "carebench.response_action"
+"""The question whose answers read one model's response as a label (the mapper's)."""
 
 
 class ExportError(ValueError):
@@ -118,31 +121,43 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
     return n
 
 
-def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple[str, str]], list[str]]:
-    """Current human labels of each prefix as (prefix_id, label).
+def carebench_labels(store: Store, rater: str | None = None,
+                     phase: str | None = None, model: str | None = None,
+                     ) -> tuple[list[tuple[str, str]], list[str]]:
+    """Human labels of each prefix as (prefix_id, label): each clinician's answer of the
+    phase compared (``labels.phases``; by default the blind one, given before any
+    machine label was seen; ``current``: the latest).
 
-    With `rater`, that reviewer's labels. Without, the settled answer where
-    one is in force (rater `adjudicated`; a withdrawn settlement is not),
-    else the single human label where one reviewer answered, else the
-    majority; ties are left out and reported in the second return value.
-    A `rater` with no label on the question is an ExportError naming those
-    who have labels (a mistyped name is not an empty export)."""
+    With `rater`, that rater's labels: of the prefixes (a reviewer's, or a
+    direct-label submission's), or, for a rater who labelled responses (a
+    mapper), a scorer submission of one model: its responses' labels by prefix
+    (`model` chooses the model when the rater labelled several). Without, the
+    settled answer where one is in force (rater `adjudicated`; a withdrawn
+    settlement is not), else the single human label where one reviewer
+    answered, else the majority; ties are left out and reported in the second
+    return value. A `rater` with no label on either question is an ExportError
+    naming those who have labels (a mistyped name is not an empty export)."""
     book = codebook(CAREBENCH)
     if rater:
-        cond, params = "r.name = ?", [CAREBENCH_QUESTION, rater]
+        cond, params = "r.name = ?", [rater]
     else:
-        cond, params = "(r.kind = 'human' OR r.name = ?)", [CAREBENCH_QUESTION, ADJUDICATED]
+        cond, params = "(r.kind = 'human' OR r.name = ?)", [ADJUDICATED]
+    allowed, allowed_params = phase_condition(phase, "a", "r")
+    newest, newest_params = phase_condition(phase, "b", "rb")
     rows = store.query(
-        f"""SELECT i.uid, c.value, r.name FROM current_annotations c
-            JOIN items i ON i.id = c.item_id JOIN raters r ON r.id = c.rater_id
-            JOIN questions q ON q.id = c.question_id
-            WHERE q.key = ? AND c.status = 'answered'
-              AND c.target = '' AND {cond}
+        f"""SELECT i.uid, a.value, r.name FROM annotations a
+            JOIN items i ON i.id = a.item_id JOIN raters r ON r.id = a.rater_id
+            JOIN questions q ON q.id = a.question_id
+            WHERE q.key = ? AND a.target = '' AND {cond} AND {allowed}
+              AND a.id = (SELECT MAX(b.id) FROM annotations b JOIN raters rb ON rb.id = b.rater_id
+                          WHERE b.item_id = a.item_id AND b.question_id = a.question_id
+                            AND b.rater_id = a.rater_id AND b.target = a.target AND {newest})
+              AND a.status = 'answered'
             ORDER BY i.id""",
-        params,
+        [CAREBENCH_QUESTION, *params, *allowed_params, *newest_params],
     )
     if rater and not rows:
-        raise ExportError(_no_labels(rater, raters_with_carebench_labels(store)))
+        return _response_labels(store, rater, model, book), []
     by_item: dict[str, Counter] = {}
     settled: dict[str, str] = {}
     for uid, value, name in rows:
@@ -164,28 +179,57 @@ def carebench_labels(store: Store, rater: str | None = None) -> tuple[list[tuple
     return labels, ties
 
 
+def _response_labels(store: Store, rater: str, model: str | None, book) -> list[tuple[str, str]]:
+    """A rater's labels of one model's responses, by prefix (a scorer submission)."""
+    rows = store.query(
+        """SELECT p.uid AS prefix, i.model, c.value FROM current_annotations c
+           JOIN items i ON i.id = c.item_id JOIN items p ON p.id = i.parent_id
+           JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id
+           WHERE q.key = ? AND r.name = ? AND c.status = 'answered' AND c.target = ''
+           ORDER BY p.id, i.id""", (RESPONSE_QUESTION, rater))
+    if not rows:
+        raise ExportError(_no_labels(rater, raters_with_carebench_labels(store)))
+    models = sorted({m or "(no model)" for _, m, _ in rows})
+    if model is None and len(models) > 1:
+        raise ExportError(f"{rater!r} labelled the responses of {len(models)} models "
+                          f"({', '.join(models[:12])}{' ...' if len(models) > 12 else ''}): a "
+                          "submission is one model's; choose it with --model")
+    chosen = model or models[0]
+    picked = [(prefix, book.normalise(value)) for prefix, m, value in rows
+              if (m or "(no model)") == chosen]
+    if not picked:
+        raise ExportError(f"{rater!r} labelled no response of model {chosen!r}; "
+                          f"models it labelled: {', '.join(models)}")
+    return picked
+
+
 def raters_with_carebench_labels(store: Store) -> list[str]:
-    """Raters with at least one CARE-Bench label in force, by name."""
+    """Raters with at least one CARE-Bench label in force (of a prefix, or of a
+    response), by name."""
     return [name for (name,) in store.query(
         """SELECT DISTINCT r.name FROM current_annotations c
            JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id
-           WHERE q.key = ? AND c.status = 'answered' AND c.target = ''
-           ORDER BY r.name""", (CAREBENCH_QUESTION,))]
+           WHERE q.key IN (?, ?) AND c.status = 'answered' AND c.target = ''
+           ORDER BY r.name""", (CAREBENCH_QUESTION, RESPONSE_QUESTION))]
 
 
 def _no_labels(rater: str, raters: list[str], shown: int = 12) -> str:
+    asked = f"{CAREBENCH_QUESTION} or {RESPONSE_QUESTION}"
     if not raters:
-        return f"{rater!r} has no label on {CAREBENCH_QUESTION}; no rater has one yet"
+        return f"{rater!r} has no label on {asked}; no rater has one yet"
     names = ", ".join(raters[:shown]) + (f" and {len(raters) - shown} more" if len(raters) > shown else "")
-    return f"{rater!r} has no label on {CAREBENCH_QUESTION}; raters who have: {names}"
+    return f"{rater!r} has no label on {asked}; raters who have: {names}"
 
 
-def export_carebench_labels(store: Store, out: Path, rater: str | None = None) -> tuple[int, list[str]]:
-    """Write `carebench_labels` as `prefix_id,predicted_label` CSV, or as JSONL
-    objects with those two fields (by the file's suffix, `export_kind`).
-    Nothing is written when the extension or the rater is refused."""
+def export_carebench_labels(store: Store, out: Path, rater: str | None = None,
+                            phase: str | None = None,
+                            model: str | None = None) -> tuple[int, list[str]]:
+    """Write `carebench_labels` as `prefix_id,predicted_label` CSV (the scorer's
+    submission), or as JSONL objects with those two fields (by the file's
+    suffix, `export_kind`). Nothing is written when the extension, the rater or
+    the model is refused."""
     kind = export_kind(out)
-    labels, ties = carebench_labels(store, rater)
+    labels, ties = carebench_labels(store, rater, phase, model)
     with out.open("w", encoding="utf-8", newline="") as fh:
         if kind == "jsonl":
             for prefix_id, label in labels:

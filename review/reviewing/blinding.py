@@ -40,6 +40,7 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
 from review.reviewing.queue import QueueFilter, queue_progress
+from review.reviewing.reveals import record_reveal
 from review.team.reviewers import Reviewer
 from review.text import safe_markdown
 from store import Store, utcnow
@@ -276,10 +277,13 @@ class RevealedLabel:
     rationale: str | None
     about: str
     """Which item the label is on: 'this response', 'the prefix', ..."""
+    annotation_id: int | None = None
+    """The annotation shown (recorded in ``reveals``: review.reviewing.reveals)."""
 
 
 def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
-                            mode: str = DEFAULT_MODE) -> list[RevealedLabel] | None:
+                            mode: str = DEFAULT_MODE, *,
+                            record: bool = True) -> list[RevealedLabel] | None:
     """Machine and reference labels for the item, or None while the blinding
     rule hides them (a prefix's also while a later round of its case waits for
     the reviewer's blind answer: `later_rounds_owed`). Never includes another
@@ -300,7 +304,7 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     out: list[RevealedLabel] = []
     for target_id, about in targets:
         rows = store.query(
-            "SELECT r.name, r.kind, c.value, c.rationale FROM current_annotations c"
+            "SELECT c.id, r.name, r.kind, c.value, c.rationale FROM current_annotations c"
             " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
             " WHERE c.item_id = ? AND r.kind IN ('machine', 'reference') AND c.target = ''"
             " AND c.status != 'skipped'"  # e.g. a settled answer withdrawn: no label
@@ -312,7 +316,10 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
         for r in rows:
             out.append(RevealedLabel(
                 r["name"], r["kind"], r["value"], r["rationale"],
-                "this response" if about == "this item" and item.kind == "response" else about))
+                "this response" if about == "this item" and item.kind == "response" else about,
+                r["id"]))
+    if record:  # shown: what the reviewer saw is kept (review.reviewing.reveals)
+        record_reveal(store, reviewer_id, item.id, out)
     return out
 
 
@@ -380,9 +387,12 @@ def earlier_round_golds(store: Store, reviewer_id: int, prefix_id: int,
             continue
         answers = my_answers(store, reviewer_id, earlier_id, item.question_id)
         shown = BLIND if blind_round_holding(store, reviewer_id, earlier_id) else mode
-        labels = reveal_reference_labels(store, reviewer_id, item, shown) if answers else None
-        gold = next((lab.value for lab in labels or [] if lab.rater_kind == "reference"), None)
-        if gold is not None:
+        labels = (reveal_reference_labels(store, reviewer_id, item, shown, record=False)
+                  if answers else None)
+        gold = next((lab for lab in labels or [] if lab.rater_kind == "reference"), None)
+        if gold is not None:  # only the gold of an earlier round is shown
+            record_reveal(store, reviewer_id, prefix_id, [gold])
+            gold = gold.value
             out.append(EarlierRound(item, answers[-1], gold))
     return out
 

@@ -1,6 +1,6 @@
 """Drafts: what a reviewer has typed or picked but not committed, kept across a
 reload or a closed tab. A draft is never an answer; committing the answer
-removes it (in the answer's own transaction, see `review.reviewing.items`)."""
+removes it (in the answer's own transaction, see `review.reviewing.commit`)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def save_step_draft(store: Store, reviewer: Reviewer, item_id: int, question_id:
                     note: str | None) -> None:
     """Keep a step mark begun (the error type as its value, the severity, the
     note as its rationale); an empty one is dropped. Saving the mark removes
-    the draft (see `review.reviewing.items`)."""
+    the draft (see `review.reviewing.commit`)."""
     save_draft(store, reviewer, item_id, question_id, note, None, target=step_target(step_id),
                value=error, severity=severity)
 

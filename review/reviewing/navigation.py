@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import review.reviewing.criteria as criteria
+import review.reviewing.queue as queue
 from codebook import RUBRIC_KINDS
-from review.reviewing import criteria, queue
 from review.reviewing.criteria import is_reviewed
 from review.reviewing.queue import QueueFilter
 from review.team.reviewers import Reviewer
@@ -25,6 +26,7 @@ from review.team.rounds import (
     list_rounds,
     my_round_items,
     reserve_next_item,
+    round_counts,
 )
 from store import Store
 
@@ -94,11 +96,15 @@ def item_place(store: Store, reviewer_id: int, item_id: int, filt: QueueFilter, 
                round_id: int | None = None) -> Place:
     """The item's place: inside a review round, among the round's items given to
     this reviewer (answered in the round, or held now; an item not yet among
-    them counts as the next); outside, among the items under the filter."""
+    them counts as the next), of all the round has for them; outside, among the
+    items under the filter."""
     if round_id is not None:
         mine = my_round_items(store, round_id, reviewer_id)
         here = mine.index(item_id) if item_id in mine else len(mine)
-        return Place(here + 1, len(mine) + (item_id not in mine),
+        # Of the items the round has for this reviewer (`round_counts`), as the
+        # progress line counts them: not only those given so far ("1 of 1", "2 of 2").
+        yours = round_counts(store, round_id, reviewer_id).yours
+        return Place(here + 1, max(yours, len(mine) + (item_id not in mine)),
                      mine[here - 1] if here > 0 else None,
                      mine[here + 1] if here + 1 < len(mine) else None)
     if filt.kind in RUBRIC_KINDS:

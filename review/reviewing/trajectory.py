@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from codebook import STEP_ERROR_QUESTION
+from labels.healthbench_score import Graded, example_score
 
 PREVIEW_CHARS = 4000
 """Observations longer than this show a preview; the screen puts the rest in an expander."""
@@ -64,11 +65,14 @@ def trajectory_payload(atif: Mapping[str, Any] | None = None, *,
     doc = atif or {}
     payload = {
         "schema_version": doc.get("schema_version"),
+        "session_id": doc.get("session_id"),
+        "trajectory_id": doc.get("trajectory_id"),
         "agent": doc.get("agent"),
         "steps": steps if steps is not None else doc.get("steps"),
         "subagent_trajectories": doc.get("subagent_trajectories"),
         "final_metrics": doc.get("final_metrics"),
         "notes": doc.get("notes"),
+        "extra": doc.get("extra"),
         "transcript": transcript,
         "final_answer": final_answer,
         "error": error,
@@ -102,6 +106,8 @@ class SubagentRef:
     """`trajectory_path` as given (a file the source kept elsewhere)."""
     embedded_index: int | None
     """Index in the payload's `subagent_trajectories` (open with `subagent_view`), or None."""
+    missing: bool = False
+    """The reference names a file that was not in the run's folder when it was imported."""
 
 
 @dataclass(slots=True)
@@ -129,6 +135,9 @@ class StepView:
     """The message as text (content parts joined; images and audio as placeholders)."""
     reasoning: str | None = None
     """The agent's reasoning (show collapsed)."""
+    analysis: str | None = None
+    """A Terminus-style reply's `analysis`, when the step also has `reasoning_content`
+    (which is then `reasoning`); without it, the analysis is the reasoning."""
     timestamp: str | None = None
     model: str | None = None
     tool_calls: list[ToolCallView] = field(default_factory=list)
@@ -244,7 +253,7 @@ def trajectory_view(payload: Mapping[str, Any],
     """The run as the screen shows it. `marked` maps step_id -> error code marked so far."""
     marked = marked or {}
     subagents = payload.get("subagent_trajectories") or []
-    embedded = _embedded_index(subagents)
+    embedded = _embedded_index(subagents, payload)
     user_is_patient = bool(payload.get("user_is_patient"))
     steps: list[StepView] = []
     marks: list[TimelineMark] = []
@@ -356,12 +365,22 @@ def message_text(message: Any) -> str:
     return json.dumps(message, ensure_ascii=False)
 
 
-def _embedded_index(subagents: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def _embedded_index(subagents: Sequence[Mapping[str, Any]],
+                    payload: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Subagent runs by trajectory_id and session_id; linked files an importer read
+    by `path:<trajectory_path>` (`linked_trajectories`); a linked file that was
+    not there by `missing:<trajectory_path>` (-1)."""
     index = {}
     for i, sub in enumerate(subagents):
         for key in ("trajectory_id", "session_id"):
             if sub.get(key):
                 index[str(sub[key])] = i
+    linked = (payload or {}).get("linked_trajectories")
+    if isinstance(linked, Mapping):
+        index.update({str(k): v for k, v in linked.items()
+                      if isinstance(v, int) and 0 <= v < len(subagents)})
+    for path in (payload or {}).get("missing_trajectories") or []:
+        index[f"missing:{path}"] = -1
     return index
 
 
@@ -372,8 +391,12 @@ def _step_view(index: int, raw: Mapping[str, Any], embedded: Mapping[str, int]) 
     commands: list[str] = []
     done = False
     reply = _structured_reply(message)
+    analysis = None
     if reply is not None:
-        reasoning = reasoning or reply.get("analysis")
+        if reasoning:  # both: the reply's own analysis is shown beside the model's reasoning
+            analysis = _text(reply.get("analysis"))
+        else:
+            reasoning = reply.get("analysis")
         text = str(reply.get("plan") or reply.get("message") or "")
         commands = _commands(reply.get("commands"))
         done = bool(reply.get("task_complete"))
@@ -400,6 +423,7 @@ def _step_view(index: int, raw: Mapping[str, Any], embedded: Mapping[str, int]) 
     return StepView(
         index=index, step_id=int(raw.get("step_id") or index + 1),
         source=str(raw.get("source") or "agent"), message=text, reasoning=reasoning or None,
+        analysis=analysis,
         timestamp=raw.get("timestamp"), model=raw.get("model_name"), tool_calls=calls,
         results=results, subagents=refs_all,
         metrics={k: v for k, v in numbers.items() if v is not None},
@@ -522,11 +546,14 @@ def _refs(raw: Any, embedded: Mapping[str, int]) -> list[SubagentRef]:
     for ref in raw if isinstance(raw, list) else [raw]:
         if not isinstance(ref, Mapping):
             continue
-        traj, session = ref.get("trajectory_id"), ref.get("session_id")
+        traj, session, path = ref.get("trajectory_id"), ref.get("session_id"), ref.get("trajectory_path")
         where = embedded.get(str(traj)) if traj else None
+        if where is None and path:
+            where = embedded.get(f"path:{path}")
         if where is None and session:
             where = embedded.get(str(session))
-        out.append(SubagentRef(session, traj, ref.get("trajectory_path"), where))
+        missing = where is None and bool(path) and f"missing:{path}" in embedded
+        out.append(SubagentRef(session, traj, path, where, missing))
     return out
 
 
@@ -665,17 +692,19 @@ def criterion_view(row: Any) -> CriterionView:
 
 def healthbench_score(points: Sequence[float], met: Sequence[bool | None], *,
                       clip: bool = True) -> float | None:
-    """HealthBench's example score: points of met criteria / sum of positive points.
+    """HealthBench's example score: points of met criteria / sum of positive points
+    (``labels.healthbench_score.example_score``, simple-evals' formula).
 
     Met negative criteria subtract. Clipped to 0..1 (as HealthBench reports it)
     unless `clip=False`. None when there are no positive points, or while any
     criterion is unanswered (None): a partial checklist has no score."""
     if len(points) != len(met):
         raise ValueError(f"{len(points)} criteria but {len(met)} verdicts")
-    total = sum(p for p in points if p > 0)
-    if total <= 0 or any(m is None for m in met):
+    if any(m is None for m in met):
         return None
-    score = sum(p for p, m in zip(points, met, strict=True) if m) / total
+    score = example_score([Graded(p, m) for p, m in zip(points, met, strict=True)])
+    if score is None:
+        return None
     return min(1.0, max(0.0, score)) if clip else score
 
 

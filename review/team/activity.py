@@ -105,3 +105,121 @@ def reviewer_progress(store: Store) -> list[ReviewerProgress]:
             last_active=rows[-1]["created_at"] if rows else None,
         ))
     return out
+
+
+# -- the audit log in words --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AuditLine:
+    """One audit entry as a study lead reads it: who did what to which item, and
+    the value before and after. The raw entry stays beside it."""
+
+    entry: AuditEntry
+    what: str
+    """What was done, in words ('answered', 'took a place in round Pilot')."""
+    item: str
+    """The item's id as the screens show it, or ''."""
+    change: str
+    """'Ask first → See a clinician', a note, or ''."""
+
+
+def _answer_words(value: object, status: object = "answered") -> str:
+    from review.browse.facets import label_name  # the one naming of label codes
+
+    if status == "skipped":
+        return "skipped"
+    if status == "cannot_assess" or value is None:
+        return "cannot assess"
+    return {"met": "Met", "not_met": "Not met"}.get(str(value)) or label_name(str(value))
+
+
+def _names(store: Store, table: str, column: str, ids: set) -> dict:
+    ids = {i for i in ids if isinstance(i, int)}
+    if not ids:
+        return {}
+    return {r[0]: r[1] for r in store.query(
+        f"SELECT id, {column} FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(ids)),))}
+
+
+def audit_lines(store: Store, entries: list[AuditEntry]) -> list[AuditLine]:
+    """The entries in words: item and round ids named, label codes in the codebook's
+    words, a changed answer as old → new."""
+    def field(e: AuditEntry, key: str, side: str = "new"):
+        value = e.new if side == "new" else e.old
+        return value.get(key) if isinstance(value, dict) else None
+
+    items = _names(store, "items", "uid", {field(e, "item_id") for e in entries})
+    rounds = _names(store, "review_rounds", "name", {field(e, "round_id") for e in entries}
+                    | {e.entity_id for e in entries if e.entity == "review_rounds"})
+    raters = _names(store, "raters", "name",
+                    {e.entity_id for e in entries if e.entity == "raters"})
+    out = []
+    for e in entries:
+        new = e.new if isinstance(e.new, dict) else {}
+        old = e.old if isinstance(e.old, dict) else {}
+        item = items.get(new.get("item_id"), "")
+        round_name = rounds.get(new.get("round_id")) or rounds.get(e.entity_id, "")
+        in_round = f" in round {round_name}" if new.get("round_id") and round_name else ""
+        target = str(new.get("target") or "").replace("step:", "step ")
+        on = f" ({target})" if target else ""
+        said = _answer_words(new.get("value"), new.get("status")) if new else ""
+        what, change = e.action.replace("_", " "), ""
+        why = f" · “{new['rationale']}”" if new.get("rationale") else ""
+        if e.action == "answer":
+            what = f"answered{on}{in_round}"
+            change = said + why
+        elif e.action == "revise":
+            what = f"changed an answer{on}{in_round}"
+            change = f"{_answer_words(old.get('value'), old.get('status'))} → {said}{why}"
+        elif e.action == "skip":
+            what = f"skipped{in_round}"
+            change = str(new.get("rationale") or "")
+        elif e.action in ("adjudicate", "settle_unanimous", "reopen_settlement"):
+            what = {"adjudicate": "settled", "settle_unanimous": "settled (the clinicians agreed)",
+                    "reopen_settlement": "reopened a settlement"}[e.action] + on
+            before = _answer_words(old.get("value"), old.get("status")) if old else ""
+            change = (f"{before} → " if before else "") + said
+            if new.get("reason") and e.action == "adjudicate":
+                change += f" · reason: {new['reason'].replace('_', ' ')}"
+        elif e.action in ("reserve", "release", "complete_review"):
+            what = {"reserve": "took a place", "release": "gave back a place",
+                    "complete_review": "completed a review"}[e.action] + in_round
+            change = str(new.get("reason") or "")
+        elif e.action in ("flag", "unflag"):
+            what = "flagged the item" if e.action == "flag" else "cleared a flag"
+            change = str(new.get("note") or "")
+        elif e.action in ("tag", "untag"):
+            what = f"{'tagged' if e.action == 'tag' else 'took off the tag'} “{new.get('tag')}”{on}"
+            change = str(new.get("note") or "")
+        elif e.action == "tag_create":
+            what = f"added the tag “{new.get('name')}” to the list"
+            change = str(new.get("description") or "")
+        elif e.action == "create_round":
+            what = f"created round {new.get('name')}"
+            change = (f"{new.get('items')} items, {new.get('reviewers_per_item')} reviewers each,"
+                      f" {str(new.get('blinding', '')).replace('_', ' ')}")
+        elif e.action == "name_round_members":
+            what = f"named the reviewers of round {round_name}"
+            change = (f"{', '.join(old.get('members') or []) or 'anyone'} → "
+                      f"{', '.join(new.get('members') or []) or 'anyone'}")
+        elif e.action == "grant_role":
+            what = f"changed the role of {raters.get(e.entity_id, 'a reviewer')}"
+            change = f"{old.get('role')} → {new.get('role')}"
+        elif e.action in ("add_reviewer", "sign_in_first"):
+            what = f"added reviewer {new.get('name')}"
+            change = str(new.get("role") or "")
+        elif e.action == "labels_opened":
+            what = f"chose to see every rater's labels on {new.get('screen')}"
+            left = new.get("unanswered")
+            change = f"{left} items still waiting for a blind answer" if left else ""
+        elif e.action == "import":
+            what = f"imported {new.get('format')}"
+            change = f"{new.get('rows')} rows, {new.get('items')} items, " \
+                     f"{new.get('annotations')} answers"
+        elif e.action in ("codebook_load", "codebook_edit"):
+            what = f"{'loaded' if e.action == 'codebook_load' else 'edited'} codebook " \
+                   f"{new.get('codebook')}"
+            change = f"version {new.get('version')}" if new.get("version") else ""
+        out.append(AuditLine(e, what, item, change))
+    return out

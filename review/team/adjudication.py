@@ -11,7 +11,8 @@ thin faces:
   `settle_unanimous_rubric`;
 - step marks: `step_queue`, `settle_step`, `settle_unanimous_steps`.
 
-Unanimous units settle on their own. A unit is in the queue when its answers
+Unanimous units settle when an adjudicator settles them (`settle_unanimous`: a
+screen offers it, never does it on opening). A unit is in the queue when its answers
 are complete and differ (for ordinal labels: by at least the round's set
 distance; "cannot assess" always counts as a difference; step marks naming
 the same error with severities far apart). The adjudicator sees every answer
@@ -48,11 +49,11 @@ from review.team.settlements import (
     Settlement,
     Unit,
     UnitAnswer,
-    criteria,
+    criteria_family,
     is_open,
-    labels,
+    label_family,
     settlement_on,
-    steps,
+    step_family,
 )
 from store import Store
 
@@ -62,6 +63,7 @@ __all__ = [
     "ItemDisputes", "RoundAnswer", "RunStepDisputes", "StepAnswer", "StepDispute",
     "adjudication_queue", "reopen_broken", "rubric_queue", "settle", "settle_step",
     "settle_unanimous", "settle_unanimous_rubric", "settle_unanimous_steps", "step_queue",
+    "unanimous_rubric_waiting", "unanimous_steps_waiting", "unanimous_waiting",
 ]
 
 REASONS = {
@@ -247,23 +249,25 @@ def _disputes(store: Store, family: Family, adjudicator: Reviewer) -> list[Dispu
     return out
 
 
+def _agreed_units(store: Store, family: Family) -> list[tuple[Unit, Agreement]]:
+    """The family's units whose clinicians agree and that are open to settling."""
+    settled = family.settled(store)
+    return [(unit, agreed) for unit, answers in family.answers(store, None).items()
+            if (agreed := family.agreed(answers)) is not None
+            and is_open(settled.get(unit), agreed, family.scope)]
+
+
 def _settle_agreed(store: Store, family: Family, actor: str) -> int:
     """Record the settled answer of every unit of the family whose clinicians
     agree (`Family.agreed`); one settled this way is settled again, or
     reopened for an adjudicator, when a clinician's later answer changes the
     agreement. Returns how many were settled."""
-    def agreed_units() -> list[tuple[Unit, Agreement]]:
-        settled = family.settled(store)
-        return [(unit, agreed) for unit, answers in family.answers(store, None).items()
-                if (agreed := family.agreed(answers)) is not None
-                and is_open(settled.get(unit), agreed, family.scope)]
-
-    if not agreed_units():
+    if not _agreed_units(store, family):
         return 0
     with store.transaction() as conn:
         # Again, under the write lock: another page may have settled them, or a
         # clinician changed an answer, since (`reopen_broken` found nothing then).
-        agreed = agreed_units()
+        agreed = _agreed_units(store, family)
         for unit, (value, severity) in agreed:
             write_answers(store, conn, Settler(UNANIMOUS, None, family.scope, actor), unit.item_id,
                           [AnswerSpec(unit.question_id, value, target=unit.target,
@@ -436,7 +440,14 @@ def settle_unanimous(store: Store, round_id: int | None, actor: str = "system",
                      question_key: str | None = None) -> int:
     """Record the settled answer of every complete item whose reviewers agree."""
     question = _round_question(store, round_id, question_key)
-    return _settle_agreed(store, labels(round_id, question.id), actor)
+    return _settle_agreed(store, label_family(round_id, question.id), actor)
+
+
+def unanimous_waiting(store: Store, round_id: int | None, question_key: str | None = None) -> int:
+    """How many complete items whose reviewers agree `settle_unanimous` would settle
+    now (read only: a screen offers to settle them, it never does so on opening)."""
+    question = _round_question(store, round_id, question_key)
+    return len(_agreed_units(store, label_family(round_id, question.id)))
 
 
 def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer,
@@ -449,7 +460,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     question = _round_question(store, round_id, question_key)
     book = builtin_codebooks().get(question.codebook)
     out = []
-    for d in _disputes(store, labels(round_id, question.id), adjudicator):
+    for d in _disputes(store, label_family(round_id, question.id), adjudicator):
         distance = _distance(book, [a.value for a in d.answers])
         if distance is not None and distance < max(question.distance, 1):
             continue
@@ -483,7 +494,7 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
     _check_reason(reason)
     question = _round_question(store, round_id, question_key)
     value = normalise_value(question.codebook, question.kind, value)
-    return _settle(store, labels(round_id, question.id), Unit(item_id, question.id), adjudicator,
+    return _settle(store, label_family(round_id, question.id), Unit(item_id, question.id), adjudicator,
                    value, None, reason, note, expected=expected, answers_shown=answers_shown,
                    words="this criterion" if question.kind == "criterion" else "this item",
                    noun="item", book=builtin_codebooks().get(question.codebook))
@@ -493,7 +504,12 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
 
 def settle_unanimous_rubric(store: Store, actor: str = "system") -> int:
     """Record the settled verdict of every rubric criterion its clinicians agree on."""
-    return _settle_agreed(store, criteria(), actor)
+    return _settle_agreed(store, criteria_family(), actor)
+
+
+def unanimous_rubric_waiting(store: Store) -> int:
+    """How many criteria `settle_unanimous_rubric` would settle now (read only)."""
+    return len(_agreed_units(store, criteria_family()))
 
 
 def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[ItemDisputes]:
@@ -504,7 +520,7 @@ def rubric_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) 
     settled by `settle` with its criterion's key (outside rounds)."""
     _require_adjudicator(adjudicator, "see the disagreements to settle")
     out = []
-    for item_id, disputes in _by_item(_disputes(store, criteria(), adjudicator)).items():
+    for item_id, disputes in _by_item(_disputes(store, criteria_family(), adjudicator)).items():
         item = store.query_one("SELECT uid, kind FROM items WHERE id = ?", (item_id,))
         names = _letters(disputes)  # one letter per clinician across the item
         shown = []
@@ -528,7 +544,12 @@ def settle_unanimous_steps(store: Store, actor: str = "system") -> int:
     `review.team.settlements.agreed_mark`); one settled this way is settled
     again, or reopened for an adjudicator, when a clinician's later mark
     changes the agreement."""
-    return _settle_agreed(store, steps(), actor)
+    return _settle_agreed(store, step_family(), actor)
+
+
+def unanimous_steps_waiting(store: Store) -> int:
+    """How many steps `settle_unanimous_steps` would settle now (read only)."""
+    return len(_agreed_units(store, step_family()))
 
 
 def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) -> list[RunStepDisputes]:
@@ -538,7 +559,7 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
     is left to someone else. Only for adjudicators and admins: it shows every
     clinician's marks."""
     _require_adjudicator(adjudicator, "see the disagreements to settle")
-    found = sorted(_disputes(store, steps(), adjudicator),
+    found = sorted(_disputes(store, step_family(), adjudicator),
                    key=lambda d: (d.unit.item_id, d.unit.step))
     out = []
     for item_id, disputes in _by_item(found).items():
@@ -574,7 +595,7 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
     elif severity is None or not 1 <= int(severity) <= 5:
         raise AdjudicationError("choose a severity from 1 (negligible) to 5 (critical)")
     question_id = store.scalar("SELECT id FROM questions WHERE key = ?", (STEP_ERROR_QUESTION,))
-    return _settle(store, steps(), Unit(item_id, question_id, f"step:{int(step_id)}"),
+    return _settle(store, step_family(), Unit(item_id, question_id, f"step:{int(step_id)}"),
                    adjudicator, error, None if severity is None else int(severity), reason, note,
                    expected=expected, answers_shown=answers_shown,
                    words=f"step {int(step_id)} of this run", noun="run", book=book)

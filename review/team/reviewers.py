@@ -36,6 +36,40 @@ def people_sql(alias: str = "") -> str:
 PEOPLE = people_sql()
 
 
+SETTLED_ANSWERS = "adjudicated"
+"""The rater of settled answers (`review.team.adjudication.ADJUDICATED`)."""
+
+REFERENCE_RATERS = ("carebench-gold", "klinikebench-verifier", "clinicare-cohort",
+                    "clinicare-verifier", "harbor-verifier")
+"""The reference raters the importers make (gold labels, verifiers): names no
+person may take, even before the file that brings them is imported."""
+
+
+def reserved_name(store: Store | None, name: str) -> str | None:
+    """Why no person (a display name at sign-in, a name added in the sidebar, a
+    rater a file creates) may be called `name`; None when a person may. The
+    names the system uses are never a person's, in any capitals: the settled
+    answers (`adjudicated`), groups (`group:...`), machine and reference raters
+    (a colon: `provider:model@prompt`; the reference raters' names), and the
+    name of any rater in `store` that is not a person."""
+    folded = " ".join(name.split()).casefold()
+    if folded == SETTLED_ANSWERS:
+        return f"{SETTLED_ANSWERS!r} is the name of the settled answers"
+    if folded.startswith("group:"):
+        return "a name beginning 'group:' names a group of raters"
+    if ":" in folded:
+        return "a name with a colon is a machine or reference rater's (provider:model@prompt)"
+    if folded in {n.casefold() for n in REFERENCE_RATERS}:
+        return f"{name!r} is the name of a reference rater"
+    if store is not None:
+        other = store.query_one(
+            f"SELECT name, kind FROM raters WHERE NOT ({PEOPLE}) AND name = ? COLLATE NOCASE",
+            (" ".join(name.split()),))
+        if other is not None:
+            return f"{other['name']!r} is the name of a {other['kind']} rater whose answers are data"
+    return None
+
+
 def list_reviewers(store: Store) -> list[Reviewer]:
     rows = store.query(
         f"SELECT id, name, role, specialty, seniority FROM raters WHERE {PEOPLE} ORDER BY name"
@@ -74,6 +108,9 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
         if clash is not None and clash[1] is not None and clash[1] not in ROLES:
             raise ValueError(f"{name!r} is the name of an imported rater whose answers are data, "
                              "not a reviewer's; choose another name")
+        reserved = reserved_name(store, name) if clash is None else None
+        if reserved is not None:
+            raise ValueError(f"{reserved}; choose another name")
         if clash is None:
             cur = conn.execute(
                 "INSERT INTO raters (name, kind, role, specialty, seniority, created_at)"
@@ -135,38 +172,3 @@ def update_profile(store: Store, reviewer: Reviewer, specialty: str | None,
     found = find_reviewer(store, reviewer.name)
     assert found is not None
     return found
-
-
-def reviewer_for_login(store: Store, login: str, display_name: str | None = None) -> Reviewer:
-    """Server mode: the reviewer behind an OIDC login, created on first sign-in.
-
-    The identity comes from the login and cannot be chosen. The very first
-    person to sign in to a database with no admin becomes its admin; everyone
-    else starts as a reviewer until an admin grants more."""
-    login = login.strip().lower()
-    if not login:
-        raise ValueError("the login carries no identity")
-    known = "SELECT id, name, role, specialty, seniority FROM raters WHERE login = ?"
-    row = store.query_one(known, (login,))
-    if row:
-        return _from_row(row)
-    with store.transaction() as conn:
-        # Again, under the write lock: another tab signing the same person in
-        # for the first time may have created them since.
-        if (row := conn.execute(known, (login,)).fetchone()) is not None:
-            return _from_row(row)
-        has_admin = conn.execute(
-            "SELECT 1 FROM raters WHERE kind = 'human' AND role = 'admin' AND login IS NOT NULL"
-        ).fetchone()
-        role = "reviewer" if has_admin else "admin"
-        base = " ".join((display_name or login).split())
-        name, n = base, 1
-        while conn.execute("SELECT 1 FROM raters WHERE name = ?", (name,)).fetchone():
-            n += 1
-            name = f"{base} ({n})"
-        cur = conn.execute(
-            "INSERT INTO raters (name, kind, role, login, created_at) VALUES (?, 'human', ?, ?, ?)",
-            (name, role, login, utcnow()))
-        store.audit(name, "sign_in_first", "raters", cur.lastrowid, None,
-                    {"name": name, "role": role, "login": login})
-    return _from_row(store.query_one(known, (login,)))

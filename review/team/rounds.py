@@ -22,10 +22,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
-from review.team.reviewers import Reviewer
+from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
+from review.team.reviewers import PEOPLE, Reviewer
 from store import Store, from_json, to_json, utcnow
 
-STRATA = ("none", "gold", "category")
+STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
 """A round's question key `criteria@<item kind>`: a review of every criterion of
 each item (an agent run's gates and must-ask topics, a graded conversation's
@@ -62,6 +63,13 @@ class RoundSpec:
     limit: int | None = None
     """Draw at most this many items (stratified), or all that match."""
     seed: int = 0
+    # The round as a sampling design (review.team.designs):
+    design: str = "uniform"
+    """uniform (within strata, in proportion) | weighted (toward likely machine errors)"""
+    weight_by: str | None = None
+    """A weighted round: machine_disagreement | machine_confidence."""
+    machine: str | None = None
+    """The machine rater whose label strata or confidence use (default: the busiest)."""
 
 
 @dataclass
@@ -162,10 +170,13 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     if not rows:
         raise RoundError("no items match this filter")
     rng = random.Random(spec.seed)
+    try:
+        keys = stratum_keys(store, spec.stratify_by, spec.question_key, rows, spec.machine)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
     strata: dict[str, list[int]] = {}
     for r in rows:
-        key = {"gold": r["gold"], "category": r["category"]}.get(spec.stratify_by) or "all"
-        strata.setdefault(str(key), []).append(r["id"])
+        strata.setdefault(keys[r["id"]], []).append(r["id"])
     for ids in strata.values():
         rng.shuffle(ids)
     if spec.limit:
@@ -182,6 +193,11 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                 order.append((ids.pop(0), key))
     if spec.limit:
         order = order[: spec.limit]
+    try:  # the round as a sampling design: every candidate's inclusion probability
+        draw = sampling_design(store, spec, keys, order)
+    except DesignError as exc:
+        raise RoundError(str(exc)) from None
+    order = draw.order
     k = spec.reviewers_per_item
     overlap: set[int] = set()
     if spec.overlap_share is not None:
@@ -215,6 +231,7 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
               k if spec.overlap_share is None or item_id in overlap else 1, stratum, pos)
              for pos, (item_id, stratum) in enumerate(order)],
         )
+        record_draw(conn, round_id, draw)
         store.audit(admin.name, "create_round", "review_rounds", round_id, None,
                     {**asdict(spec), "items": len(order)})
     return round_id
@@ -380,6 +397,9 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     statuses = set(statuses)
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    if not done and not _is_member(conn, round_id, rater_id):
+        _release(conn, round_id, item_id, rater_id, now)
+        return False  # taken out of a round that names its reviewers: kept outside it
     if done:
         if statuses - {"answered", "cannot_assess"}:
             # Reviews are never withdrawn: the place would stay taken by an answer
@@ -458,6 +478,10 @@ def full_text(store: Store, round_id: int, item_id: int) -> str:
         return ("Your answer is kept, outside the round: you had already answered this item "
                 "outside the round (an answer there shows you its labels), and a round counts "
                 "only blind reviews. It counts as an extra review, not one of the round's.")
+    if late is not None and late[0] is not None and not _is_member(store.conn, round_id, late[0]):
+        return ("Your answer is kept, outside the round: the round's admin has named its "
+                "reviewers, and you are not among them now. It counts as an extra review, not "
+                "one of the round's.")
     needed = store.scalar("SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
                           (round_id, item_id)) or 0
     return (f"Your answer is kept, outside the round: while you worked, your reservation lapsed and "
@@ -478,9 +502,11 @@ def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater
         raise RoundError(
             f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
             "asks for; take the next item")
+    # Never an insert that meets the review (the table refuses one: it is append-only).
     cur = conn.execute(
-        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) VALUES (?,?,?,?)"
-        " ON CONFLICT DO NOTHING", (round_id, item_id, rater_id, now))
+        "INSERT INTO round_reviews (round_id, item_id, rater_id, completed_at) SELECT ?,?,?,?"
+        " WHERE NOT EXISTS (SELECT 1 FROM round_reviews WHERE round_id = ? AND item_id = ?"
+        " AND rater_id = ?)", (round_id, item_id, rater_id, now, round_id, item_id, rater_id))
     conn.execute(
         "UPDATE reservations SET released_at = ? WHERE round_id = ? AND item_id = ? AND rater_id = ?"
         " AND released_at IS NULL", (now, round_id, item_id, rater_id))
@@ -506,6 +532,49 @@ def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -
     return position
 
 
+_MINE = """NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ri.round_id
+                      AND rr.item_id = ri.item_id AND rr.rater_id = ?3)
+                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
+                      AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
+                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = ri.item_id
+                      AND a.rater_id = ?3 AND a.round_id IS NULL
+                      AND json_extract(a.extra, '$.late_for_round') = ?1)
+                  AND NOT {outside}
+                  AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
+                      AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL
+                      AND r.expires_at > ?2)
+                  AND NOT EXISTS (SELECT 1 FROM items l JOIN annotations a ON a.item_id = l.id
+                      WHERE l.case_id = i.case_id AND l.dataset_id = i.dataset_id
+                      AND l.kind = i.kind AND l.round_id > i.round_id AND a.rater_id = ?3
+                      AND a.target = '' AND a.status != 'skipped')"""
+_FREE = """(SELECT COUNT(*) FROM round_reviews rr
+                        WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id)
+                    + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
+                        AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
+                    < ri.answers_needed"""
+
+
+def _eligible_sql(outside: str, free: bool = True) -> str:
+    """SQL over `round_items ri JOIN items i`: true for an item the round may give
+    the reviewer (?1 the round, ?2 now, ?3 the reviewer; `outside` from
+    `_answered_outside_sql` with an {item} slot): not reviewed, answered or held by
+    them in the round, not kept outside it for them, not answered outside it, no
+    later round of its case answered; with `free`, a place is free now (others'
+    reviews and live reservations below its need). The one rule `reserve_next_item`
+    gives items by and `round_counts` counts them by."""
+    return _MINE.format(outside=outside.format(item="ri.item_id")) + (
+        "\n                  AND " + _FREE if free else "")
+
+
+def _is_member(conn: sqlite3.Connection, round_id: int, rater_id: int) -> bool:
+    """Whether the reviewer may take places in the round: it names nobody (open to
+    every reviewer), or names them (`round_members`)."""
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(rater_id = ?), 0) FROM current_round_members"
+        " WHERE round_id = ?", (rater_id, round_id)).fetchone()
+    return row[0] == 0 or row[1] > 0
+
+
 def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
                       now: datetime | None = None) -> int | None:
     """The item this reviewer should answer next in the round, with a place
@@ -524,6 +593,8 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
     outside = _answered_outside_sql(info["question_key"], "{item}", "?3", "?1")
     with store.transaction() as conn:
+        if not _is_member(conn, round_id, reviewer.id):
+            return None  # the round names its reviewers, and not this one
         held = conn.execute(
             f"""SELECT r.id, r.item_id, {outside.format(item="r.item_id")} FROM reservations r
                 WHERE r.round_id = ?1 AND r.rater_id = ?3 AND r.released_at IS NULL AND r.expires_at > ?2
@@ -546,26 +617,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         specialty_first = (
             "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ?4 THEN 0 ELSE 1 END,"
             if info["match_specialty"] and reviewer.specialty else "")
-        eligible = f"""NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ri.round_id
-                      AND rr.item_id = ri.item_id AND rr.rater_id = ?3)
-                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.round_id = ri.round_id
-                      AND a.item_id = ri.item_id AND a.rater_id = ?3 AND a.target = '')
-                  AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = ri.item_id
-                      AND a.rater_id = ?3 AND a.round_id IS NULL
-                      AND json_extract(a.extra, '$.late_for_round') = ?1)
-                  AND NOT {outside.format(item="ri.item_id")}
-                  AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.round_id = ri.round_id
-                      AND r.item_id = ri.item_id AND r.rater_id = ?3 AND r.released_at IS NULL
-                      AND r.expires_at > ?2)
-                  AND (SELECT COUNT(*) FROM round_reviews rr
-                        WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id)
-                    + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
-                        AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
-                    < ri.answers_needed
-                  AND NOT EXISTS (SELECT 1 FROM items l JOIN annotations a ON a.item_id = l.id
-                      WHERE l.case_id = i.case_id AND l.dataset_id = i.dataset_id
-                      AND l.kind = i.kind AND l.round_id > i.round_id AND a.rater_id = ?3
-                      AND a.target = '' AND a.status != 'skipped')"""
+        eligible = _eligible_sql(outside)
         args = (round_id, stamp, reviewer.id, reviewer.specialty if specialty_first else None,
                 frontier)
         row = conn.execute(
@@ -650,3 +702,237 @@ def round_progress(store: Store, round_id: int, reviewer_id: int) -> tuple[int, 
 def round_filter(store: Store, round_id: int) -> dict:
     raw = store.scalar("SELECT item_filter FROM review_rounds WHERE id = ?", (round_id,))
     return json.loads(raw) if raw else {}
+
+
+# -- the round's counts, its people and its places ----------------------------------
+# One read each, so that every line a screen shows about a round agrees with the others
+# (the reviewer's progress, their place in it, "nothing left"; the study lead's table).
+
+@dataclass(frozen=True)
+class RoundCounts:
+    """One reviewer's counts in a round, and the round's, read together."""
+
+    items: int
+    """Items in the round."""
+    reviews_needed: int
+    """Reviews the round asks for: each item's places (k, or 1 outside the overlap)."""
+    reviews_done: int
+    """Reviews complete, by anyone."""
+    done: int
+    """Items this reviewer has reviewed in the round."""
+    held: int
+    """Items this reviewer holds a place on now, not yet reviewed."""
+    open_now: int
+    """Items the round could give this reviewer now (a place free)."""
+    held_by_others: int
+    """Items the round could give this reviewer but for colleagues' live
+    reservations: they come back if a reservation lapses."""
+    answered_outside: int
+    """Items of the round this reviewer answered outside it: never given to them."""
+    member: bool
+    """False when the round names its reviewers and not this one."""
+
+    @property
+    def yours(self) -> int:
+        """The items this reviewer can review in the round, as things stand: those
+        reviewed, held, and open to them now. Every "of N" shown to them is this."""
+        return self.done + self.held + self.open_now
+
+    @property
+    def left(self) -> int:
+        """Items still to review for this reviewer: the one held and those open."""
+        return self.held + self.open_now
+
+    @property
+    def finished(self) -> bool:
+        """Nothing left for this reviewer now."""
+        return self.left == 0
+
+    def progress_words(self, name: str, verb: str = "reviewed") -> str:
+        """The progress line: 'N of M reviewed by you in <name>' (M: `yours`) and the
+        round's own count. `name`: the round's name, as the page shows it (escaped)."""
+        return (f"{self.done} of {self.yours} {verb} by you in {name}"
+                + (" · all done" if self.finished and self.yours else "")
+                + f" · the round: {self.reviews_done} of {self.reviews_needed} reviews")
+
+    def nothing_left_words(self, name: str) -> str:
+        """Why the round has nothing (more) for this reviewer, in the same counts."""
+        if not self.member:
+            return (f"Nothing for you in {name}: its admin has named its reviewers, and you are "
+                    "not among them.")
+        out = (f"Nothing left for you in {name}: you reviewed {self.done} of its {self.items} "
+               "items")
+        rest = self.items - self.done - self.answered_outside - self.held_by_others
+        if rest == 1:
+            out += "; the other one has the reviewers it needs"
+        elif rest > 1:
+            out += f"; the other {rest} have the reviewers they need"
+        out += "."
+        if self.answered_outside:
+            out += (f" {self.answered_outside} you had answered outside the round "
+                    f"{'are' if self.answered_outside > 1 else 'is'} not given to you again: a "
+                    "round counts only blind answers.")
+        if self.held_by_others:
+            out += (f" {self.held_by_others} more {'are' if self.held_by_others > 1 else 'is'} "
+                    "held by colleagues now, and may come to you if a reservation lapses.")
+        return out
+
+
+def round_counts(store: Store, round_id: int, reviewer_id: int,
+                 now: datetime | None = None) -> RoundCounts:
+    """The reviewer's counts in the round and the round's, by the rule that gives
+    items (`_eligible_sql`): what "3 of 5", "item 2 of 5" and "nothing left" rest on."""
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
+    key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
+    if key is None:
+        raise RoundError(f"no review round {round_id}")
+    outside = _answered_outside_sql(key, "{item}", "?3", "?1")
+    args = (round_id, stamp, reviewer_id)
+    whole = store.query_one(
+        "SELECT COUNT(*) AS items, COALESCE(SUM(answers_needed), 0) AS needed,"
+        " (SELECT COUNT(*) FROM round_reviews WHERE round_id = ?1) AS given,"
+        " (SELECT COUNT(*) FROM round_reviews WHERE round_id = ?1 AND rater_id = ?3) AS done,"
+        " (SELECT COUNT(DISTINCT r.item_id) FROM reservations r WHERE r.round_id = ?1"
+        "   AND r.rater_id = ?3 AND r.released_at IS NULL AND r.expires_at > ?2"
+        "   AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ?1"
+        "     AND rr.item_id = r.item_id AND rr.rater_id = ?3)) AS held"
+        " FROM round_items WHERE round_id = ?1", args)
+    member = _is_member(store.conn, round_id, reviewer_id)
+    open_now = waiting = 0
+    if member:
+        row = store.query_one(
+            f"SELECT COALESCE(SUM({_FREE}), 0) AS free, COUNT(*) AS mine FROM round_items ri"
+            f" JOIN items i ON i.id = ri.item_id WHERE ri.round_id = ?1 AND ri.position >= ?4"
+            f" AND {_eligible_sql(outside, free=False)}"
+            " AND (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = ri.round_id"
+            "      AND rr.item_id = ri.item_id) < ri.answers_needed",
+            # Below the frontier every item has all its reviews (`_full_below`).
+            (*args, _frontier.get((store.path, round_id), 0)))
+        open_now, waiting = row["free"], row["mine"] - row["free"]
+    return RoundCounts(
+        items=whole["items"], reviews_needed=whole["needed"], reviews_done=whole["given"],
+        done=whole["done"], held=whole["held"], open_now=open_now, held_by_others=waiting,
+        answered_outside=answered_outside(store, round_id, reviewer_id), member=member)
+
+
+def round_members(store: Store, round_id: int) -> list[str]:
+    """The reviewers named in the round, by name; [] when it names nobody (then
+    every reviewer may take places in it)."""
+    return [r[0] for r in store.query(
+        "SELECT r.name FROM current_round_members m JOIN raters r ON r.id = m.rater_id"
+        " WHERE m.round_id = ? ORDER BY r.name", (round_id,))]
+
+
+def name_round_members(store: Store, admin: Reviewer, round_id: int, names: Iterable[str]) -> int:
+    """Name who is in the round (only an admin may): those named take places in it,
+    nobody else; naming nobody opens it to every reviewer again. Who leaves keeps
+    the reviews they completed. Append-only, audited; returns how many changed."""
+    if admin.role != "admin":
+        raise RoundError("only an admin can name a round's reviewers")
+    wanted = set(names)
+    with store.transaction() as conn:
+        if conn.execute("SELECT 1 FROM review_rounds WHERE id = ?", (round_id,)).fetchone() is None:
+            raise RoundError(f"no review round {round_id}")
+        people = {r[0]: r[1] for r in conn.execute(
+            f"SELECT name, id FROM raters WHERE {PEOPLE}")}
+        unknown = sorted(wanted - set(people))
+        if unknown:
+            raise RoundError(f"no reviewer named {unknown[0]!r}")
+        now_in = {r[0] for r in conn.execute(
+            "SELECT rater_id FROM current_round_members WHERE round_id = ?", (round_id,))}
+        want_ids = {people[n] for n in wanted}
+        changes = [(rid, 1) for rid in sorted(want_ids - now_in)] + [
+            (rid, 0) for rid in sorted(now_in - want_ids)]
+        stamp = utcnow()
+        conn.executemany(
+            "INSERT INTO round_members (round_id, rater_id, in_round, named_by, created_at)"
+            " VALUES (?,?,?,?,?)", [(round_id, rid, flag, admin.name, stamp) for rid, flag in changes])
+        if changes:
+            names_of = {v: k for k, v in people.items()}
+            store.audit(admin.name, "name_round_members", "review_rounds", round_id,
+                        {"members": sorted(names_of[r] for r in now_in)},
+                        {"members": sorted(wanted)})
+    return len(changes)
+
+
+@dataclass(frozen=True)
+class ItemPlaces:
+    """Who holds which place on one item of a round, for the study lead."""
+
+    item_id: int
+    uid: str
+    needed: int
+    reviewed_by: tuple[str, ...]
+    """Who completed a review of it in the round, in order."""
+    held_by: tuple[tuple[str, str], ...]
+    """(reviewer, until when) of the live reservations on it."""
+    could_take: int
+    """Reviewers who could still be given it (by `_eligible_sql`)."""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.reviewed_by) >= self.needed
+
+    @property
+    def stuck(self) -> bool:
+        """Not complete, and fewer reviewers can still take it than it has places free:
+        it will not complete unless someone joins (or a lapsed answer is redone)."""
+        free = self.needed - len(self.reviewed_by) - len(self.held_by)
+        return not self.complete and free > self.could_take
+
+    def words(self) -> str:
+        """Its state, in words."""
+        if self.complete:
+            return "complete"
+        free = self.needed - len(self.reviewed_by) - len(self.held_by)
+        parts = []
+        if self.held_by:
+            parts.append("in progress")
+        if self.stuck:
+            parts.append(f"stuck: {free} place{'s' * (free != 1)} free, "
+                         + ("nobody left to take " + ("them" if free != 1 else "it")
+                            if not self.could_take else
+                            f"{self.could_take} reviewer{'s' * (self.could_take != 1)} left"))
+        elif free > 0:
+            parts.append(f"waiting for {free} reviewer{'s' * (free != 1)}")
+        return "; ".join(parts)
+
+
+def round_places(store: Store, round_id: int, now: datetime | None = None) -> list[ItemPlaces]:
+    """Every item of the round with who reviewed it, who holds a place on it now
+    and how many reviewers could still take it: the lead's view of what is stuck."""
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="microseconds")
+    key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
+    if key is None:
+        raise RoundError(f"no review round {round_id}")
+    reviewed: dict[int, list[str]] = {}
+    for r in store.query("SELECT rr.item_id, x.name FROM round_reviews rr JOIN raters x"
+                         " ON x.id = rr.rater_id WHERE rr.round_id = ? ORDER BY rr.completed_at",
+                         (round_id,)):
+        reviewed.setdefault(r[0], []).append(r[1])
+    held: dict[int, list[tuple[str, str]]] = {}
+    for r in store.query("SELECT r.item_id, x.name, r.expires_at FROM reservations r JOIN raters x"
+                         " ON x.id = r.rater_id WHERE r.round_id = ? AND r.released_at IS NULL"
+                         " AND r.expires_at > ? AND NOT EXISTS (SELECT 1 FROM round_reviews rr"
+                         " WHERE rr.round_id = r.round_id AND rr.item_id = r.item_id"
+                         " AND rr.rater_id = r.rater_id) ORDER BY r.id", (round_id, stamp)):
+        held.setdefault(r[0], []).append((r[1], r[2]))
+    named = {r[0] for r in store.query(
+        "SELECT rater_id FROM current_round_members WHERE round_id = ?", (round_id,))}
+    people = [r[0] for r in store.query(f"SELECT id FROM raters WHERE {PEOPLE}")
+              if not named or r[0] in named]
+    outside = _answered_outside_sql(key, "{item}", "?3", "?1")
+    could: dict[int, int] = {}
+    for rater_id in people:
+        for (item_id,) in store.query(
+                "SELECT ri.item_id FROM round_items ri JOIN items i ON i.id = ri.item_id"
+                f" WHERE ri.round_id = ?1 AND {_eligible_sql(outside, free=False)}",
+                (round_id, stamp, rater_id)):
+            could[item_id] = could.get(item_id, 0) + 1
+    return [ItemPlaces(r["item_id"], r["uid"], r["answers_needed"],
+                       tuple(reviewed.get(r["item_id"], ())), tuple(held.get(r["item_id"], ())),
+                       could.get(r["item_id"], 0))
+            for r in store.query(
+                "SELECT ri.item_id, i.uid, ri.answers_needed FROM round_items ri"
+                " JOIN items i ON i.id = ri.item_id WHERE ri.round_id = ? ORDER BY ri.position",
+                (round_id,))]

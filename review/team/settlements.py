@@ -12,7 +12,7 @@ rested on.
 This module reads them, as typed records: the clinicians' answers in force on
 each unit (`UnitAnswer`, per kind of unit: `label_answers`, `rubric_answers`,
 `step_marks`), what they agree on (`Family.agreed`), the settlement in force
-(`Settlement`, `settlements`) and the settlements an answer breaks
+(`Settlement`, `settlements_in_force`) and the settlements an answer breaks
 (`broken_settlements`). Writing them is the commit path's
 (`review.reviewing.commit`); the queues and the rulings are
 `review.team.adjudication`'s.
@@ -163,7 +163,7 @@ def _settlement(row) -> Settlement:
 _COLUMNS = "a.id, a.item_id, a.question_id, a.target, a.status, a.value, a.rationale, a.extra, a.round_id"
 
 
-def settlements(store: Store, *, question_id: int | None = None, steps: bool = False,
+def settlements_in_force(store: Store, *, question_id: int | None = None, steps: bool = False,
                 item_id: int | None = None) -> dict[Unit, Settlement]:
     """unit -> the settlement in force on it: on whole items (or, `steps`, on
     steps of agent runs, `step:03` and `step:3` read as one step, the newer in
@@ -185,7 +185,7 @@ def settlements(store: Store, *, question_id: int | None = None, steps: bool = F
 
 def settlement_on(store: Store, unit: Unit) -> Settlement | None:
     """The settlement in force on one unit (its step in either spelling)."""
-    return settlements(store, question_id=unit.question_id, steps=unit.step is not None,
+    return settlements_in_force(store, question_id=unit.question_id, steps=unit.step is not None,
                        item_id=unit.item_id).get(unit)
 
 
@@ -331,7 +331,7 @@ class Family:
     """A kind of unit adjudication settles: where its clinicians' answers come
     from and what they agree on. Labels of one question (in a round or
     outside), rubric criteria of agent runs and graded conversations, and
-    step marks are its three instances (`labels`, `criteria`, `steps`)."""
+    step marks are its three instances (`label_family`, `criteria_family`, `step_family`)."""
 
     scope: int | None
     """The review round its settlements answer to; None: all clinicians' answers."""
@@ -350,23 +350,23 @@ class Family:
         return self.agree(answers) if answers and len(answers) > 1 else None
 
     def settled(self, store: Store) -> dict[Unit, Settlement]:
-        return settlements(store, question_id=self.question_id, steps=self.steps)
+        return settlements_in_force(store, question_id=self.question_id, steps=self.steps)
 
 
-def labels(round_id: int | None, question_id: int) -> Family:
+def label_family(round_id: int | None, question_id: int) -> Family:
     """Answers to one question: a round's, or (round_id None) all clinicians'."""
     return Family(round_id, lambda store, item_id=None: label_answers(
         store, round_id, question_id, item_id), agreed_answer, question_id=question_id)
 
 
-def criteria() -> Family:
+def criteria_family() -> Family:
     """The criteria and outcome verdicts of agent runs and graded conversations, outside rounds."""
     return Family(None, lambda store, item_id=None: {
         u: a for u, a in rubric_answers(store).items() if item_id in (None, u.item_id)},
         agreed_answer)
 
 
-def steps() -> Family:
+def step_family() -> Family:
     """Step marks on agent runs, outside rounds."""
     return Family(None, lambda store, item_id=None: step_marks(store, item_id), agreed_mark,
                   noun="marks", steps=True)
@@ -394,12 +394,12 @@ def broken_settlements(store: Store, units: Iterable[tuple[int, int, str]]) -> l
         if target:
             if step_target(target) is None:
                 continue
-            family = steps()
+            family = step_family()
             marks = family.answers(store, item_id).get(settled.unit)
             if marks is not None and family.agree(marks) == settled.agreement:
                 continue  # the tool would settle it so: it stands
         else:
-            family = labels(settled.round_id, question_id)
+            family = label_family(settled.round_id, question_id)
             if family.agreed(family.answers(store, item_id).get(settled.unit)) \
                     == settled.agreement:
                 continue  # the scope it was made in would settle it so: it stands

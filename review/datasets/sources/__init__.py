@@ -12,6 +12,8 @@ from review.datasets.sources.base import (
     detect_format,
     import_file,
 )
+from review.datasets.sources.readers import Limits
 from store.writer import InputError
 
-__all__ = ["FORMATS", "ImportOptions", "ImportResult", "InputError", "detect_format", "import_file"]
+__all__ = ["FORMATS", "ImportOptions", "ImportResult", "InputError", "Limits", "detect_format",
+           "import_file"]

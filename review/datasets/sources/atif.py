@@ -22,9 +22,11 @@ What is checked (the rules a reviewer relies on to read a run correctly):
   null: a total given as text ("0.0123") is read as the number it spells,
   one that spells none ("n/a") is shown as given and the steps' sums stand
   in for it; a list, an object or true/false in either place is refused;
-- embedded `subagent_trajectories` (v1.7+) are checked the same way, and a
-  `subagent_trajectory_ref` that gives a `trajectory_id` and no
-  `trajectory_path` names one of them.
+- embedded `subagent_trajectories` (v1.7+) are checked the same way; a
+  `subagent_trajectory_ref` names its trajectory by `trajectory_id` or by
+  `trajectory_path` (a file; Harbor's models accept either alone, and
+  carelens also a `session_id` alone, as older files write), and one that
+  gives a `trajectory_id` and no `trajectory_path` names one of them.
 
 Unknown keys are kept, not rejected: trajectories from new agents carry extras
 the reviewer may want to see.
@@ -136,8 +138,73 @@ def check_steps(steps: Any, where: str, path: str = "steps",
     if not steps:
         raise _fail(where, path, "a trajectory needs at least one step")
     for i, step in enumerate(steps):
-        _check_step(step, i, where, f"{path}[{i}]", embedded)
+        if not _plainly_valid(step, i):
+            _check_step(step, i, where, f"{path}[{i}]", embedded)
     return steps
+
+
+_STRINGS = ("reasoning_content", "model_name", "timestamp")
+_NUMBER = (int, float)
+
+
+def _plainly_valid(step: Any, i: int) -> bool:
+    """True when the step passes every check of `_check_step` in the common shape
+    (a text message, tool calls, text results, metrics): decided without building
+    the JSON paths an error would name, which cost more than the checks in a file
+    of millions of steps. False sends the step to `_check_step`, which names what
+    is wrong, or passes it (content parts, subagent references)."""
+    if type(step) is not dict:
+        return False
+    get = step.get
+    step_id = get("step_id")
+    if type(step_id) is not int or step_id != i + 1 or get("source") not in SOURCES:
+        return False
+    message = get("message")
+    if message is not None and type(message) is not str:
+        return False
+    for key in _STRINGS:
+        value = get(key)
+        if value is not None and type(value) is not str:
+            return False
+    calls = get("tool_calls")
+    ids: set[str] = set()
+    if calls is not None:
+        if type(calls) is not list:
+            return False
+        for call in calls:
+            if type(call) is not dict:
+                return False
+            call_id = call.get("tool_call_id")
+            if type(call_id) is not str or call_id in ids or type(call.get("function_name")) is not str \
+                    or type(call.get("arguments")) is not dict:
+                return False
+            ids.add(call_id)
+    observation = get("observation")
+    if observation is not None:
+        results = observation.get("results") if type(observation) is dict else None
+        if type(results) is not list:
+            return False
+        for result in results:
+            if type(result) is not dict or result.get("subagent_trajectory_ref") is not None:
+                return False
+            source = result.get("source_call_id")
+            if source is not None and (type(source) is not str or source not in ids):
+                return False
+            content = result.get("content")
+            if content is not None and type(content) is not str:
+                return False
+    metrics = get("metrics")
+    if metrics is not None:
+        if type(metrics) is not dict:
+            return False
+        for key in TOKEN_FIELDS:
+            value = metrics.get(key)
+            if value is not None and type(value) is not int:
+                return False
+        cost = metrics.get("cost_usd")
+        if cost is not None and type(cost) not in _NUMBER:
+            return False
+    return True
 
 
 def _check_step(step: Any, i: int, where: str, path: str, embedded: set[str] | None) -> None:
@@ -246,12 +313,13 @@ def _check_refs(refs: Any, where: str, path: str, embedded: set[str] | None) -> 
     many = isinstance(refs, list)
     for k, ref in enumerate(refs if many else [refs]):
         here = f"{path}[{k}]" if many else path
-        _expect(ref, dict, where, here, "a reference {session_id | trajectory_id, trajectory_path?}")
-        names = [ref.get(key) for key in ("trajectory_id", "session_id") if ref.get(key) is not None]
+        _expect(ref, dict, where, here, "a reference {trajectory_id | trajectory_path, ...}")
+        names = [ref.get(key) for key in ("trajectory_id", "session_id", "trajectory_path")
+                 if ref.get(key) is not None]
         if not names:
-            raise _fail(where, here, "missing required field session_id or trajectory_id")
+            raise _fail(where, here, "missing required field trajectory_id or trajectory_path")
         for name in names:
-            _expect(name, str, where, here, "string ids")
+            _expect(name, str, where, here, "string ids and a string path")
         traj_id = ref.get("trajectory_id")
         if (traj_id is not None and not ref.get("trajectory_path")
                 and traj_id not in (embedded or set())):

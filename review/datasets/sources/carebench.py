@@ -6,6 +6,28 @@ its prefix. The gold label is an annotation by the reference rater
 `carebench-gold` on the prefix question; mapped labels are annotations by a
 machine rater on the response question; a direct-label CSV is a model's own
 label for the prefix (the model as a machine rater).
+
+Read as the CARE-Bench release writes them:
+- a raw generation whose `raw_model_response` is `""` and `generation_failed`
+  false is a real, empty reply (a reasoning model that spent its output
+  budget): kept and shown as an empty reply;
+- a mapped-responses file (`mapped_responses.jsonl`: the raw-generation fields
+  plus `model_alias`, `mapper_model`, `mapper_prompt_version`,
+  `mapper_raw_output` and `predicted_label`, which some writers call
+  `mapped_label`) adds no items: each label goes onto the response already
+  imported for its `prefix_id` and model (`model_requested`, `model_actual` or
+  the submitter's alias, in that order). A label whose response is not in the
+  database is refused, naming it: import the raw generations first (a label
+  on a placeholder reply would be a label on nothing a reviewer can check).
+  The mapper is the machine rater `<mapper_model>@<mapper_prompt_version>`
+  (`--rater` names it otherwise; carelens's own mapper raters are named
+  `provider:model@prompt_version`: a file that names no provider gives none,
+  unless it has a `mapper_provider` field); its raw output, the model alias
+  and the mapper's fields are kept in each answer's extra;
+- a direct-label submission `prefix_id,predicted_label` gives each prefix one
+  label: a prefix given again is refused, naming both lines;
+- a CSV that pandas wrote with its index (a first column named `""` or
+  `Unnamed: 0`) is read without that column.
 """
 
 from __future__ import annotations
@@ -16,6 +38,7 @@ import json
 import re
 import tokenize
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +55,31 @@ PREFIX_QUESTION = "carebench.escalation_needed"
 RESPONSE_QUESTION = "carebench.response_action"
 PREFIX_FIELDS = {"prefix_id", "case_id", "round_id", "split", "gold_label",
                  "input_patient_turns"}
+PANDAS_INDEX = re.compile(r"\A(?:|Unnamed: \d+)\Z")
+"""The header pandas' `to_csv` gives its index column (empty, or `Unnamed: 0`
+once such a file has been read back and written again)."""
+
+
+def without_index(fields: set[str]) -> set[str]:
+    """A CSV's field names without a pandas index column."""
+    return {f for f in fields if not PANDAS_INDEX.match(f)}
+
+
+def _rows(path: Path, only: tuple[str, ...] | None = None) -> Iterator[tuple[int, dict]]:
+    """`read_rows`, with a pandas index column left out."""
+    rows = read_rows(path, only)
+    first = next(rows, None)
+    if first is None:
+        return
+    index = [k for k in first[1] if PANDAS_INDEX.match(k)]
+    if not index:
+        yield first
+        yield from rows
+        return
+    for line, row in chain([first], rows):
+        for k in index:
+            row.pop(k, None)
+        yield line, row
 
 
 def response_uid(prefix_id: str, model: str) -> str:
@@ -124,7 +172,7 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     name = str(path)
     golds: dict[str, tuple[int, Any]] = {}
     """The gold label each prefix was given, and on which line."""
-    for line, row in read_rows(path):
+    for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         gold = pick(row, "gold_label")
@@ -186,7 +234,9 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         if type(response) is not str:
             if response is not None:
                 raise InputError(f"{name}:{line}: field 'raw_model_response' must be text")
-            if not failed:
+            if _empty_reply(row):
+                response = ""  # a real reply with no text: kept, shown as empty
+            elif not failed:
                 raise InputError(f"{name}:{line}: missing 'raw_model_response' on a row not marked"
                                  " generation_failed")
         if prefix_id not in stubbed:
@@ -211,38 +261,101 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         )
 
 
+def _empty_reply(row: dict) -> bool:
+    """The reply field is there and holds "": an empty reply, not a missing one."""
+    return any(row.get(n) == "" for n in names("raw_model_response"))
+
+
+MAPPED_MODELS = ("model_requested", "model_actual", "model_alias", "model", "model_name")
+"""Where a mapped row names the model whose response it labels, in the order
+tried: the generation importer keys a response by its `model_requested`
+(`fields.ALIASES["model"]`), and the alias is the submitter's name for it."""
+MAPPER_KEPT = ("model_alias", "mapper_model", "mapper_prompt_version", "mapper_provider")
+
+
+def mapper_name(row: dict) -> str | None:
+    """`<provider>:<mapper_model>@<mapper_prompt_version>` from a mapped row (the
+    parts it has), or None when it names no mapper."""
+    model = pick(row, "mapper")
+    if model is None:
+        return None
+    name = str(model)
+    provider = row.get("mapper_provider")
+    if provider and ":" not in name:
+        name = f"{provider}:{name}"
+    version = row.get("mapper_prompt_version")
+    if version not in (None, "") and "@" not in name:
+        name = f"{name}@{version}"
+    return name
+
+
+def _mapped_response(row: dict, prefix_id: str, query: Any, where: str) -> tuple[str, str]:
+    """(uid, model) of the imported response a mapped row labels: the response to
+    the prefix whose model, or `model_requested` / `model_actual` as its
+    generation gave them, is one of the row's names for it (tried in order)."""
+    tried = list(dict.fromkeys(str(row[k]) for k in MAPPED_MODELS if row.get(k) not in (None, "")))
+    if not tried:
+        require(row, "model", where)  # names the missing field
+    if query is None:  # read outside an import: the first name, as generations key it
+        return response_uid(prefix_id, tried[0]), tried[0]
+    names: dict[str, str] = {}
+    for uid, model, requested, actual in query(
+            "SELECT uid, model, json_extract(meta, '$.model_requested'),"
+            " json_extract(meta, '$.model_actual') FROM items WHERE kind = 'response'"
+            " AND parent_id = (SELECT id FROM items WHERE uid = ?)"
+            " AND NOT coalesce(json_extract(meta, '$.stub'), 0) ORDER BY id", (prefix_id,)):
+        for name in (model, requested, actual):
+            if name is not None:
+                names.setdefault(str(name), uid)
+    for model in tried:
+        if model in names:
+            return names[model], model
+    models = " or ".join(repr(m) for m in tried)
+    raise InputError(f"{where}: no response of model {models} to prefix {prefix_id!r} has been"
+                     " imported; import its raw generations first (a mapped label belongs to the"
+                     " response it was given for)")
+
+
 def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
-    dataset = options.dataset or FAMILY
-    rater = options.rater
+    """The mapper's label of each response already imported; no items."""
     announced: set[str] = set()
     name = str(path)
-    for line, row in read_rows(path):
+    query = options.query
+    for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
-        model = require(row, "model", where)
         label = require(row, "mapped_label", where)
-        mapper = str(rater or pick(row, "mapper") or "mapper")
+        mapper = str(options.rater or mapper_name(row) or "mapper")
         if mapper not in announced:
             announced.add(mapper)
-            yield rater_record_for(mapper, "machine", role="mapper")
-        uid = response_uid(prefix_id, model)
-        text = pick(row, "raw_model_response")
-        yield _stub_prefix(prefix_id, row, dataset, where)
-        yield ItemRecord(uid=uid, kind="response", dataset=dataset, parent_uid=prefix_id,
-                         model=model, payload={"response": text or "", "error": None},
-                         meta={"stub": True}, line=line)
+            yield rater_record_for(
+                mapper, "machine", role="mapper",
+                meta={k: row[k] for k in ("mapper_model", "mapper_prompt_version",
+                                          "mapper_provider") if row.get(k) not in (None, "")})
+        uid, model = _mapped_response(row, prefix_id, query, where)
+        extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
+        raw = row.get("mapper_raw_output")
+        if raw is not None:
+            extra["raw_output"] = raw
+        if model != row.get("model_requested"):
+            extra["matched_model"] = model
         yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,
-                               value=str(label), line=line,
+                               value=str(label), line=line, extra=extra,
                                rationale=row.get("mapper_rationale") or row.get("rationale"))
 
 
 def read_direct_labels(path: Path, options: ImportOptions) -> Iterator[Record]:
     rater = options.rater or path.stem
     yield rater_record_for(rater, "machine", role="model")
-    for line, row in read_rows(path):
+    first: dict[str, int] = {}
+    for line, row in _rows(path):
         where = f"{path}:{line}"
         prefix_id = require(row, "prefix_id", where)
         label = require(row, "predicted_label", where)
+        seen = first.setdefault(prefix_id, line)
+        if seen != line:
+            raise InputError(f"{where}: prefix {prefix_id!r} again; line {seen} gave its label"
+                             " (a submission gives each prefix one label)")
         yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION, rater=rater,
                                value=label, line=line)
 
@@ -254,7 +367,9 @@ register(Format(
 ))
 def _mapped(fields: set[str]) -> bool:
     """A mapped-responses file: it may carry the reply too, but its labels make it one."""
-    return "mapped_label" in fields or "mapper_label" in fields
+    return bool({"mapped_label", "mapper_label", "mapper_model", "mapper_raw_output",
+                 "mapper_prompt_version"} & fields) or (
+        "predicted_label" in fields and "raw_model_response" in fields)
 
 
 register(Format(
@@ -269,6 +384,6 @@ register(Format(
 ))
 register(Format(
     "label-csv", FAMILY, read_direct_labels,
-    lambda p, f: f == {"prefix_id", "predicted_label"},
+    lambda p, f: without_index(f) == {"prefix_id", "predicted_label"},
     "direct-label CSV (or JSONL) prefix_id,predicted_label: a model's label for each prefix",
 ))

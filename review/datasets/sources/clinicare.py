@@ -63,6 +63,7 @@ from review.datasets.sources.harbor import (
 )
 from review.datasets.sources.readers import read_rows
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.writer import InputError
 
 FAMILY = "clinicare"
 QUESTION = "clinicare.verdict"
@@ -155,7 +156,46 @@ def find_report(trial: Trial) -> tuple[str, str] | None:
 # -- the profile ---------------------------------------------------------------
 
 def claims(trial: Trial) -> bool:
-    return bool(REWARD_KEYS & trial.rewards.keys())
+    """A CliniCARE trial: its verifier wrote CliniCARE reward keys; or, for one that
+    wrote none (it failed before the verifier ran), its task is a cohort task the
+    database holds, or its job's other trials are CliniCARE trials. So a trial
+    imported alone keeps the identifying-id protection its job and cohort give."""
+    if REWARD_KEYS & trial.rewards.keys():
+        return True
+    task = trial.task_name or trial.trial_name.split("__", 1)[0]
+    if trial.query is not None and task and trial.query(
+            "SELECT 1 FROM items WHERE uid = ?", (task_uid(task),)):
+        return True
+    return _job_is_clinicare(trial.dir)
+
+
+SIBLINGS_READ = 20
+"""Trials of the same job looked at to tell whether a trial without rewards is CliniCARE's."""
+
+
+def _job_is_clinicare(trial_dir: Path) -> bool:
+    job = trial_dir.parent
+    looked = 0
+    for sibling in sorted(job.iterdir()) if job.is_dir() else []:
+        if sibling == trial_dir or not (sibling / "verifier" / "reward.json").is_file():
+            continue
+        looked += 1
+        try:
+            rewards = _sibling_rewards(sibling)
+        except InputError:
+            rewards = {}
+        if REWARD_KEYS & rewards.keys():
+            return True
+        if looked >= SIBLINGS_READ:
+            break
+    return False
+
+
+def _sibling_rewards(path: Path) -> dict[str, Any]:
+    from review.datasets.sources.atif import read_json_file
+
+    rewards = read_json_file(path / "verifier" / "reward.json", str(path))
+    return rewards if isinstance(rewards, dict) else {}
 
 
 def agent_rater(model: str | None) -> RaterRecord:

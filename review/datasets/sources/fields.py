@@ -33,6 +33,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
+def quoted(value: Any, limit: int = 200) -> str:
+    """A value as an error message shows it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
 def pick(row: dict[str, Any], field: str) -> Any:
     """The value of a canonical field under any of its names, or None."""
     for name in ALIASES.get(field, (field,)):

@@ -1,27 +1,51 @@
 """HealthBench: rubric rows, model completions, grader results, meta-evaluation rows.
 
-Formats (all JSONL, one object a line):
-- `healthbench`: rows `prompt_id, prompt, rubrics, example_tags,
+Formats:
+- `healthbench` (JSONL): rows `prompt_id, prompt, rubrics, example_tags,
   ideal_completions_data, canary`. Each row is the graded-conversation item
   `hb:<prompt_id>`: the conversation, and as its completion the
   physician-written ideal completion when the row has one
   (`completion_source` = ideal_completion; otherwise no completion). Each
   rubric criterion is a question of kind criterion bound to that item, with
   its points (negative allowed: a MUST-NOT criterion), tags, axis and level.
-- `healthbench-completions`: `prompt_id, completion_id, model, completion` ->
-  the graded-conversation item `hb:<prompt_id>::<completion_id>`, whose
-  parent is the prompt item (it shares the prompt's criteria). Import the
-  `healthbench` rows first, or the meta rows, which carry the prompt.
-- `healthbench-grades`: `prompt_id, completion_id, criterion, criteria_met,
-  explanation` -> answers of a machine judge (`--rater`, else the row's
-  `grader`, else `healthbench-grader`). The criterion is named by its text.
-- `healthbench-meta`: `prompt, completion, rubric, binary_labels,
+- `healthbench-results`: the full-results file OpenAI's simple-evals writes
+  (`healthbench_<model>_<date>[_<time>]_allresults.json`: one JSON document
+  `{score, metrics, htmls, convos, metadata}`). Each entry of
+  `metadata.example_level_metadata` (`prompt_id`, `completion_id`, `prompt`
+  as sent, `completion` as `[{role, content}]`, `rubric_items[{criterion,
+  points, tags, criteria_met, explanation}]`, `usage`) is a completion item,
+  and the grader's verdict on each rubric item is its answer to that
+  criterion. The file does not name the grader: simple-evals grades with
+  `gpt-4.1-2025-04-14` and its own template, so the grader is the machine
+  rater `SIMPLE_EVALS_GRADER` (an assumption; `--rater` names another). The
+  completion's model is the one the file name gives (simple-evals names the
+  file after the sampled model). The file's own `score` and `metrics` are
+  not imported: carelens computes scores from the verdicts (a file's metrics
+  need not follow upstream's formula). A prompt or criterion the `healthbench`
+  rows have not brought yet is made from the entry (placeholders the rows
+  fill in). simple-evals writes no per-example JSONL, so there is none to read.
+- `healthbench-completions` (JSONL): `prompt_id, completion_id, model,
+  completion` -> the graded-conversation item `hb:<prompt_id>::<completion_id>`,
+  whose parent is the prompt item (it shares the prompt's criteria). The
+  completion is text or a list of messages `[{role, content}]` (the
+  assistant's messages are the reply). Import the `healthbench` rows first, or
+  the meta rows, which carry the prompt.
+- `healthbench-grades` (JSONL): `prompt_id, completion_id, criterion,
+  criteria_met, explanation` -> answers of a machine judge (`--rater`, else
+  the row's `grader`, else `healthbench-grader`). The criterion is named by
+  its text.
+- `healthbench-meta` (JSONL): `prompt, completion, rubric, binary_labels,
   anonymized_physician_ids, category, prompt_id, completion_id` -> the prompt
   item (a stub, completed when the `healthbench` row is imported), the
-  completion item, the criterion, and one answer per physician, each
-  physician a human rater `healthbench-physician:<anonymized id>`; plus the
-  grader's answer when the row carries one (`grader_label` / `criteria_met` /
-  `model_label`), by `--rater` or `healthbench-meta-grader`.
+  completion item (a stub too: it names no model, and a completions or
+  results file imported later fills it in), the criterion, and one answer per
+  physician, each physician a human rater `healthbench-physician:<anonymized
+  id>`; plus the grader's answer when the row carries one (`grader_label` /
+  `criteria_met` / `model_label`), by `--rater` or `healthbench-meta-grader`.
+
+A completion's model is kept whatever order the files come in: a file that
+names it fills in a completion that a meta row only named; one that names it
+too finds the completion there and leaves it as it is.
 
 Question keys: `hb:<prompt_id>:<h>` where <h> is the first 10 hex digits of
 the SHA-1 of the criterion text with whitespace collapsed. Keys follow from
@@ -34,13 +58,17 @@ it first. (A criterion repeated word for word within one prompt gets `-2`,
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import as_bool
-from review.datasets.sources.readers import read_rows
+from review.datasets.sources.readers import quote, read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -50,6 +78,13 @@ GRADER = "healthbench-grader"
 META_GRADER = "healthbench-meta-grader"
 PHYSICIAN_PREFIX = "healthbench-physician"
 GRADER_FIELDS = ("grader_label", "criteria_met", "model_label", "grader_met")
+SIMPLE_EVALS_GRADER = "openai:gpt-4.1-2025-04-14@simple-evals-healthbench"
+"""The grader of a simple-evals results file, which does not name it: simple-evals'
+HealthBench eval grades with gpt-4.1-2025-04-14 and its GRADER_TEMPLATE."""
+RESULTS_NAME = re.compile(
+    r"^(?P<eval>healthbench(?:_hard|_consensus)?)_(?P<model>.+?)_(?P<date>\d{8})"
+    r"(?:_\d{4,6})?(?:_DEBUG)?_allresults\.json$")
+"""simple-evals' file name: `{eval}_{sampled model}_{YYYYMMDD_HHMMSS}[_DEBUG]_allresults.json`."""
 
 
 def prompt_uid(prompt_id: str) -> str:
@@ -115,6 +150,9 @@ def read_rubric_rows(path: Path, options: ImportOptions) -> Iterator[Record]:
             raise InputError(f"{where}: field 'ideal_completions_data' must be null or an object")
         ideal = ideal or {}
         tags = row.get("example_tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise InputError(f"{where}: field 'example_tags' must be a list of text tags,"
+                             f" got {quote(tags)}")
         payload = {"turns": turns, "completion": ideal.get("ideal_completion"),
                    "completion_source": "ideal_completion" if ideal.get("ideal_completion") else None}
         meta = {
@@ -161,21 +199,147 @@ def _criterion(crit: Any, index: int, prompt_id: str, uid: str, where: str,
 
 # -- completions -------------------------------------------------------------------
 
+def completion_payload(value: Any, where: str, name: str = "completion") -> dict[str, Any]:
+    """A completion given as text or as a list of messages `[{role, content}]`
+    (the assistant's messages are the reply; the list is kept when it holds more
+    than one message)."""
+    if isinstance(value, str) and value:
+        return {"completion": value, "completion_source": "model"}
+    if value is None or value == "":
+        raise InputError(f"{where}: missing required field {name!r}")
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{where}: field {name!r} must be text or a non-empty list of "
+                         f"{{role, content}}, got {type(value).__name__}")
+    messages = _conversation(value, where, name)
+    replies = [m["content"] for m in messages if m["role"] == "assistant"] or [
+        m["content"] for m in messages]
+    payload: dict[str, Any] = {"completion": "\n\n".join(replies), "completion_source": "model"}
+    if len(messages) > 1:
+        payload["completion_messages"] = messages
+    return payload
+
+
+def _completion_item(prompt_id: str, completion_id: str, payload: dict[str, Any], dataset: str,
+                     model: Any, line: int | None, meta: dict[str, Any] | None = None,
+                     stub: bool = False) -> ItemRecord:
+    """A completion item; it fills in a completion that another file only named."""
+    return ItemRecord(
+        uid=completion_uid(prompt_id, completion_id), kind="graded_conversation", dataset=dataset,
+        payload=payload, parent_uid=prompt_uid(prompt_id), case_id=prompt_id,
+        model=str(model) if model else None,
+        meta={"prompt_id": prompt_id, "completion_id": completion_id, **(meta or {}),
+              **({"stub": True} if stub else {})},
+        replace_stub=not stub, line=line)
+
+
 def read_completions(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
     for line, row in read_rows(path):
         where = f"{path}:{line}"
         prompt_id = _text(row, "prompt_id", where)
         completion_id = _text(row, "completion_id", where)
-        completion = _text(row, "completion", where)
-        model = row.get("model")
-        payload: dict[str, Any] = {"completion": completion, "completion_source": "model"}
+        payload = completion_payload(row.get("completion"), where)
         if row.get("prompt") is not None:
             payload["turns"] = _conversation(row["prompt"], where)
-        yield ItemRecord(uid=completion_uid(prompt_id, completion_id), kind="graded_conversation",
-                         dataset=dataset, payload=payload, parent_uid=prompt_uid(prompt_id),
-                         case_id=prompt_id, model=str(model) if model else None,
-                         meta={"prompt_id": prompt_id, "completion_id": completion_id}, line=line)
+        yield _completion_item(prompt_id, completion_id, payload, dataset, row.get("model"), line)
+
+
+# -- simple-evals results ----------------------------------------------------------
+
+def results_model(path: Path) -> str | None:
+    """The sampled model a simple-evals results file is named after, or None."""
+    match = RESULTS_NAME.match(path.name)
+    return match.group("model") if match else None
+
+
+def _results_document(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError:
+        return read_json_file(path, str(path))  # says where it is not JSON
+
+
+def read_results(path: Path, options: ImportOptions) -> Iterator[Record]:
+    """simple-evals' `*_allresults.json`: each example a completion item with the
+    grader's verdict on every rubric item (see the module docstring)."""
+    dataset = options.dataset or FAMILY
+    doc = _results_document(path)
+    examples = doc.get("metadata") if isinstance(doc, dict) else None
+    examples = examples.get("example_level_metadata") if isinstance(examples, dict) else None
+    if not isinstance(examples, list):
+        raise InputError(f"{path}: not a simple-evals results file: expected an object with "
+                         "metadata.example_level_metadata, a list of graded examples")
+    model = results_model(path)
+    grader = str(options.rater or SIMPLE_EVALS_GRADER)
+    yield rater_record_for(grader, "machine", role="judge",
+                           meta={"about": "the grader of a simple-evals HealthBench run",
+                                 "assumed": options.rater is None})
+    for i, example in enumerate(examples):
+        where = f"{path}: metadata.example_level_metadata[{i}]"
+        yield from _example_records(example, i + 1, where, dataset, model, grader)
+
+
+def _example_records(example: Any, line: int, where: str, dataset: str, model: str | None,
+                     grader: str) -> Iterator[Record]:
+    if not isinstance(example, dict):
+        raise InputError(f"{where}: expected an object {{prompt_id, completion_id, completion,"
+                         " rubric_items, ...}}")
+    prompt_id = _text(example, "prompt_id", where)
+    completion_id = _text(example, "completion_id", where)
+    payload = completion_payload(example.get("completion"), where)
+    prompt = example.get("prompt")
+    turns = _conversation(prompt, where) if prompt is not None else None
+    items = example.get("rubric_items")
+    if not isinstance(items, list) or not items:
+        raise InputError(f"{where}.rubric_items: " + ("missing required field" if items is None
+                                                      else "expected a non-empty list"))
+    parent = prompt_uid(prompt_id)
+    # The prompt as the `healthbench` rows give it, until they are imported.
+    yield ItemRecord(uid=parent, kind="graded_conversation", dataset=dataset,
+                     payload={"turns": turns or [], "completion": None}, case_id=prompt_id,
+                     meta={"stub": True, "prompt_id": prompt_id})
+    if turns:
+        payload["turns"] = turns  # the prompt as sent (with the sampler's system message)
+    usage = example.get("usage")
+    yield _completion_item(prompt_id, completion_id, payload, dataset, model, line,
+                           meta={"source": "simple-evals results",
+                                 **({"usage": usage} if isinstance(usage, dict) else {})})
+    seen: dict[str, int] = {}
+    uid = completion_uid(prompt_id, completion_id)
+    for j, item in enumerate(items):
+        here = f"{where}.rubric_items[{j}]"
+        question = _criterion(item, j, prompt_id, parent, here, seen)
+        yield question
+        met = item.get("criteria_met")
+        if met is None:
+            continue  # not graded: no answer
+        if not isinstance(met, bool):
+            raise InputError(f"{here}.criteria_met: expected true or false, got {met!r}")
+        explanation = item.get("explanation")
+        yield AnnotationRecord(
+            item_uid=uid, question_key=question.key, rater=grader,
+            value="met" if met else "not_met", line=line,
+            rationale=str(explanation) if explanation is not None else None)
+
+
+RESULTS_HEAD = re.compile(rb'\A\s*\{\s*"(?:score|metrics|htmls|convos|metadata)"\s*:')
+
+
+def looks_like_results(path: Path, fields: set[str]) -> bool:
+    """A simple-evals results file: its top-level keys (a one-line file), its
+    name, or the first key of an indented one."""
+    if {"metadata", "convos"} <= fields or {"metadata", "htmls"} <= fields:
+        return True
+    if path.suffix.lower() != ".json" or fields:
+        return False
+    if path.name.endswith("_allresults.json"):
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return False
+    return bool(RESULTS_HEAD.match(head)) and b"\n" in head
 
 
 # -- grades ------------------------------------------------------------------------
@@ -217,7 +381,7 @@ def read_meta(path: Path, options: ImportOptions) -> Iterator[Record]:
         where = f"{path}:{line}"
         prompt_id = _text(row, "prompt_id", where)
         completion_id = _text(row, "completion_id", where)
-        completion = _text(row, "completion", where)
+        payload = completion_payload(row.get("completion"), where)
         criterion = _text(row, "rubric", where)
         turns = _conversation(row.get("prompt"), where)
         labels, physicians = row.get("binary_labels"), row.get("anonymized_physician_ids")
@@ -234,10 +398,8 @@ def read_meta(path: Path, options: ImportOptions) -> Iterator[Record]:
         yield ItemRecord(uid=parent, kind="graded_conversation", dataset=dataset,
                          payload={"turns": turns, "completion": None}, case_id=prompt_id,
                          meta={"stub": True, "prompt_id": prompt_id})
-        yield ItemRecord(uid=uid, kind="graded_conversation", dataset=dataset,
-                         payload={"completion": completion, "completion_source": "model"},
-                         parent_uid=parent, case_id=prompt_id,
-                         meta={"prompt_id": prompt_id, "completion_id": completion_id}, line=line)
+        # A stub: the row names no model; a completions or results file fills it in.
+        yield _completion_item(prompt_id, completion_id, payload, dataset, None, line, stub=True)
         # A placeholder until the prompt's rubric row gives its points, tags and axis.
         yield QuestionRecord(key=key, codebook=RUBRIC, kind="criterion", text=criterion,
                              item_uid=parent, points=None,
@@ -270,6 +432,10 @@ register(Format(
     "healthbench", FAMILY, read_rubric_rows,
     lambda p, f: {"prompt_id", "prompt", "rubrics"} <= f,
     "HealthBench rows: conversations with their rubric criteria (points, tags, axis)",
+))
+register(Format(
+    "healthbench-results", FAMILY, read_results, looks_like_results,
+    "simple-evals HealthBench results (*_allresults.json): completions and the grader's verdicts",
 ))
 register(Format(
     "healthbench-meta", FAMILY, read_meta,

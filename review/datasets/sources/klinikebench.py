@@ -1,15 +1,25 @@
 """KlinikeBench episodes (`klinikebench`): JSONL or Parquet, one row per episode, streamed.
 
-A clinician agent interviews a simulated patient. Each row carries four JSON
-*strings* - `transcript` (clinician <-> patient; user = patient),
-`agent_steps` (the agent's ATIF steps, checked by `review.datasets.sources.atif`),
-`gates` (verifier detail) and `meta` - beside plain fields (see FORMATS.md 2).
-Rows are read one at a time; nothing holds the file.
+Read as the dataset card publishes them (FORMATS.md 2, and the conformance
+files): a clinician agent interviews a simulated patient; each row carries
+plain fields and four JSON *strings* - `transcript` (clinician <-> patient;
+user = patient), `agent_steps` (the agent's ATIF trajectory, or a bare list of
+its steps, checked by `review.datasets.sources.atif`), `gates` (the verifier's
+detail) and `meta`. A JSON field may also arrive already parsed (a list or an
+object), as a Parquet file with nested columns gives it. Rows are read one at
+a time; nothing holds the file.
 
 Uid: `kb:<subset>/<run>/<trial_name>` (a missing part is left out), dataset
 `klinikebench`, case_id = task_id, model = clinician_model. Rows whose
 `exception` is set are kept as failed items (failed = 1), with whatever
-transcript and steps they have and no verifier answers.
+transcript and steps they have and no verifier or judge answers.
+
+Scores. `reward`, `outcome_pass`, `diagnosis`, `required_tools`,
+`parameterised_actions` and `must_ask` are verifier scores in 0..1 (null:
+not measured, as when the episode raised). A pass flag may come as true /
+false or 1 / 0. A score outside 0..1, or anything that is not a number, is
+refused naming the field (`leaderboard.jsonl:3: field 'reward' must be a
+score in 0..1, got 1.7`). The six are kept under the item's `meta.scores`.
 
 Questions (rubric criteria bound to the episode, codebook `rubric`):
 - `<uid>:gate:diagnosis`, `<uid>:gate:required_tools`,
@@ -17,18 +27,30 @@ Questions (rubric criteria bound to the episode, codebook `rubric`):
   reference rater `klinikebench-verifier`;
 - `<uid>:gate:must_ask` - must-ask coverage, judged by an LLM: machine rater
   `klinikebench-judge:<judge_model>`;
-- `<uid>:gate:<name>` for any other gate the file names (verifier);
+- `<uid>:gate:<name>` for any other gate `gates` names (verifier);
 - `<uid>:outcome` - all four gates pass (`outcome_pass`), verifier, with the
   episode's `reward` kept in the answer's extra;
-- `<uid>:ask:<n>` - one per must-ask topic (the row's `must_ask` list, then
-  any further topic the judge's verdicts name), answered by the judge.
+- `<uid>:ask:<n>` - one per must-ask topic the judge's verdicts in `gates`
+  name, answered by the judge.
 
-Gate scores are 0..1: a gate's explicit pass flag decides met / not met; else
-its score against PASS_THRESHOLD; the score and every unrecognised key of the
-gate are kept in the answer's extra. A gate or topic with no value is not
-measured: no answer. The `gates` shape is unpublished, so `read_gates` reads
-it defensively (a mapping or a list of gates; topic verdicts as a list or a
-mapping) and keeps the whole parsed object in the item's meta.
+A gate's verdict: its pass flag in `gates` where it has one (the verifier's
+own rule, whatever its threshold), else its score against PASS_THRESHOLD.
+The score comes from the row's score column; a file without that column
+falls back on a score in the gate's detail. A null score is not measured: no
+answer, whatever `gates` says; and a must-ask gate not measured (or a judge
+that failed, `judge_ok` false) gives no per-topic verdicts either. The
+score, the pass flag and the gate's other keys (missing tools, parameter
+violations, the diagnosis recorded) are kept in the answer's extra, shown
+with the verdict once revealed. What the task requires (the expected
+diagnosis, the required tools and actions: `REQUIREMENTS`) is also put in
+the item's meta (`diagnosis`, `required_tools`, `parameterised_actions`),
+which the Trajectories screen shows beside the criteria before anyone answers.
+
+The `gates` shape is unpublished beyond the conformance files
+(`{gate: {passed, expected | required, missing_tools | violations | topics}}`),
+so `read_gates` reads it defensively (a mapping or a list of gates; topic
+verdicts as a list or a mapping) and the whole parsed object is kept in the
+item's meta.
 """
 
 from __future__ import annotations
@@ -36,18 +58,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from review.datasets.sources.atif import check_steps, check_trajectory
 from review.datasets.sources.base import Format, ImportOptions, register
+from review.datasets.sources.fields import quoted
 from review.datasets.sources.harbor import (
     PASS_THRESHOLD,
     as_score,
     criterion_question,
     verdict_from_score,
 )
-from review.datasets.sources.readers import file_kind, read_jsonl, read_parquet
+from review.datasets.sources.readers import file_kind, mend_surrogates, read_jsonl, read_parquet
 from review.reviewing.trajectory import trajectory_payload
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
@@ -56,7 +82,10 @@ FAMILY = "klinikebench"
 VERIFIER = "klinikebench-verifier"
 JUDGE_PREFIX = "klinikebench-judge"
 JSON_FIELDS = ("transcript", "agent_steps", "gates", "meta")
-LIST_FIELDS = ("must_ask", "required_tools", "parameterised_actions")
+SCORE_FIELDS = ("reward", "outcome_pass", "diagnosis", "required_tools", "parameterised_actions",
+                "must_ask")
+"""The verifier's scores, 0..1 (null: not measured)."""
+TIME_FIELDS = ("started_at", "finished_at")
 PARQUET_BATCH = 256
 """Rows per Parquet batch: episodes are large, so batches stay small."""
 
@@ -83,6 +112,14 @@ TOPIC_NAME_KEYS = ("topic", "name", "question", "item", "criterion")
 TOPIC_VERDICT_KEYS = ("asked", "met", "covered", "passed", "pass", "verdict", "criteria_met",
                       "value", "result", "score")
 EXPLANATION_KEYS = ("explanation", "rationale", "reason", "evidence", "justification")
+REQUIREMENTS = {
+    "diagnosis": ("expected", "expected_diagnosis", "reference", "reference_diagnosis", "gold"),
+    "required_tools": ("required", "required_tools", "expected_tools"),
+    "parameterised_actions": ("required", "required_actions", "expected_actions", "expected"),
+}
+"""Where a gate's detail names what the task requires (an assumption: the
+conformance files write `expected` and `required`), by gate; the item's meta
+keeps it under the gate's name for the Trajectories screen."""
 YES = {"yes", "true", "met", "asked", "covered", "pass", "passed", "1"}
 NO = {"no", "false", "not_met", "not met", "missed", "not_asked", "not asked", "fail", "failed", "0"}
 
@@ -119,23 +156,49 @@ def json_field(row: Mapping[str, Any], name: str, where: str,
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: field {name!r} is not valid JSON: {exc.msg} "
-                             f"(character {exc.pos} of the field)") from None
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            value = _slow_json(value, name, where)
+    elif not isinstance(value, (str, int, float, bool)):
+        value = _plain(value)
     if value is not None and not isinstance(value, types):
         raise InputError(f"{where}: field {name!r} must be {what}, got {type(value).__name__}")
     return value
 
 
-def _list_field(row: Mapping[str, Any], name: str, where: str) -> list[Any]:
+def score_field(row: Mapping[str, Any], name: str, where: str) -> float | None:
+    """A verifier score in 0..1 (a pass flag as true / false or 1 / 0 too), or
+    None when it is null or NaN (not measured); anything else is refused."""
     value = row.get(name)
-    if isinstance(value, str) and value.lstrip()[:1] not in ("[", "{"):
-        return [value] if value.strip() else []
-    value = json_field(row, name, where, (list, dict), "a list")
-    if isinstance(value, dict):
-        return [value]
-    return list(value or [])
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        if value != value:  # NaN: how a dataframe writes null
+            return None
+        if 0.0 <= value <= 1.0:
+            return float(value)
+        got = repr(value)
+    elif isinstance(value, (list, dict)):
+        got = f"a {'list' if isinstance(value, list) else 'JSON object'} (the published shape " \
+              "gives a score here; the gate's detail is in 'gates')"
+    else:
+        got = quoted(value)
+    raise InputError(f"{where}: field {name!r} must be a score in 0..1, got {got}")
+
+
+def _slow_json(text: str, name: str, where: str) -> Any:
+    """What orjson refused: Python's parser reads what it writes beyond JSON
+    (NaN) and, for what neither reads, names the place."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: field {name!r} is not valid JSON: {exc.msg} "
+                         f"(character {exc.pos} of the field)") from None
+    except RecursionError:
+        raise InputError(f"{where}: field {name!r}: a value nested too deeply to read") from None
+    return mend_surrogates(value)
 
 
 def _transcript(row: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
@@ -253,6 +316,71 @@ def _topic_text(raw: Any) -> str | None:
 
 # -- rows ------------------------------------------------------------------------
 
+def _plain(value: Any) -> Any:
+    """A value parsed by a Parquet reader as JSON keeps it: a timestamp as ISO 8601 text."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _requirements(gates: list[GateResult]) -> dict[str, Any]:
+    """What the task required, as the gates' detail names it (see REQUIREMENTS)."""
+    out: dict[str, Any] = {}
+    for gate in gates:
+        for key in REQUIREMENTS.get(gate.name, ()):
+            value = gate.detail.get(key)
+            if gate.name == "diagnosis" and isinstance(value, str) and value.strip():
+                out[gate.name] = value
+                break
+            if gate.name != "diagnosis" and isinstance(value, list) and value:
+                out[gate.name] = value
+                break
+    return out
+
+
+@dataclass
+class _Verdict:
+    """One gate as answered: met / not met, and what it was read from."""
+
+    gate: GateResult
+    met: bool
+    score: float | None
+
+
+def _verdicts(row: Mapping[str, Any], gates: list[GateResult], where: str) -> list[_Verdict]:
+    """The gates' verdicts: the pass flag where the gate has one, else the score
+    (the row's score column; the gate's own score in a file without that column).
+    A null score is not measured: no verdict."""
+    by_name = {g.name: g for g in gates}
+    for name in GATES:  # a scored gate that `gates` does not detail
+        if name not in by_name and row.get(name) is not None:
+            by_name[name] = GateResult(name)
+    ordered = [by_name[n] for n in GATES if n in by_name] + [
+        g for g in by_name.values() if g.name not in GATES]
+    out = []
+    for gate in ordered:
+        if gate.name in GATES and gate.name in row:
+            score = score_field(row, gate.name, where)
+            if score is None:
+                continue  # not measured, whatever the detail says
+        elif gate.score is not None:
+            score = as_score(gate.score, f"{where}: gates.{gate.name}.score")
+        else:
+            score = None
+        if gate.passed is not None:
+            met = gate.passed
+        elif score is not None:
+            met = verdict_from_score(score) == "met"
+        else:
+            continue
+        out.append(_Verdict(gate, met, score))
+    return out
+
+
 def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
                     announced: set[str]) -> Iterator[Record]:
     """The item, its criteria and the verifier's and judge's answers for one episode."""
@@ -261,7 +389,7 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     for name, value in (("trial_name", trial_name), ("task_id", task_id)):
         if value in (None, ""):
             raise InputError(f"{where}: missing required field {name!r}")
-        if not isinstance(value, (str, int)):
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise InputError(f"{where}: field {name!r} must be text, got {type(value).__name__}")
     uid = episode_uid(row, str(trial_name))
     exception = row.get("exception")
@@ -270,14 +398,16 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     atif, steps = _agent_steps(row, where)
     gates_raw = json_field(row, "gates", where, (dict, list), "a JSON object of gates")
     meta_doc = json_field(row, "meta", where, dict, "a JSON object")
-    lists = {name: _list_field(row, name, where) for name in LIST_FIELDS}
-    meta = {k: v for k, v in row.items() if k not in JSON_FIELDS and k not in LIST_FIELDS
-            and v is not None}
-    meta.update({k: v for k, v in lists.items() if v})
+    scores = {name: score_field(row, name, where) for name in SCORE_FIELDS if name in row}
+    meta = {k: v.isoformat() if isinstance(v, (datetime, date)) else v for k, v in row.items()
+            if k not in JSON_FIELDS and k not in SCORE_FIELDS and v is not None}
+    meta["scores"] = scores
     if meta_doc:
         meta["meta"] = meta_doc
+    gates = read_gates(gates_raw)
     if gates_raw is not None:
         meta["gates"] = gates_raw
+        meta.update(_requirements(gates))
     error = None
     if failed:
         error = exception if isinstance(exception, str) else json.dumps(exception, default=str)
@@ -291,12 +421,11 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     for name, (text, _) in GATES.items():
         yield criterion_question(uid, f"gate:{name}", text, {"group": "gate", "gate": name})
     yield criterion_question(uid, "outcome", OUTCOME_TEXT, {"group": "gate", "gate": "outcome"})
-    gates = [] if failed else read_gates(gates_raw)
+    for gate in gates:
+        if gate.name not in GATES:
+            yield criterion_question(uid, f"gate:{gate.name}", f"Did the episode pass the "
+                                     f"'{gate.name}' gate?", {"group": "gate", "gate": gate.name})
     topics: dict[str, tuple[int, str]] = {}
-    for raw in lists["must_ask"]:
-        text = _topic_text(raw)
-        if text and _topic_key(text) not in topics:
-            topics[_topic_key(text)] = (len(topics) + 1, text)
     for gate in gates:
         for verdict in gate.topics:
             if _topic_key(verdict.topic) not in topics:
@@ -306,31 +435,27 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
                                  {"group": "must_ask", "topic": text, "index": n})
     if failed:
         return
+    verdicts = _verdicts(row, gates, where)
+    outcome = scores.get("outcome_pass")
+    if not verdicts and outcome is None:
+        return
     yield from _raters(judge, row.get("judge_model"), announced)
-    if row.get("outcome_pass") is not None and row["outcome_pass"] == row["outcome_pass"]:  # not NaN
-        passed = as_verdict(row["outcome_pass"])
-        if passed is None:
-            raise InputError(f"{where}: field 'outcome_pass' must be true or false, "
-                             f"got {row['outcome_pass']!r}")
+    if outcome is not None:
         yield AnnotationRecord(item_uid=uid, question_key=f"{uid}:outcome", rater=VERIFIER,
-                               value="met" if passed else "not_met", line=line,
-                               extra={"reward": row.get("reward")})
-    for gate in gates:
+                               value=verdict_from_score(outcome), line=line,
+                               extra={"score": outcome, "reward": scores.get("reward")})
+    judge_failed = row.get("judge_ok") is False or row.get("judge_ok") == 0
+    for v in verdicts:
+        gate = v.gate
         rater = judge if gate.name in JUDGED_GATES else VERIFIER
-        if gate.name not in GATES:
-            yield criterion_question(uid, f"gate:{gate.name}", f"Did the episode pass the "
-                                     f"'{gate.name}' gate?", {"group": "gate", "gate": gate.name})
-        passed = gate.passed
-        if passed is None and gate.score is not None:
-            score = as_score(gate.score, where)
-            passed = None if score is None else verdict_from_score(score) == "met"
-        if passed is not None:
-            yield AnnotationRecord(
-                item_uid=uid, question_key=f"{uid}:gate:{gate.name}", rater=rater,
-                value="met" if passed else "not_met", line=line,
-                extra={"score": gate.score, "passed": gate.passed, "threshold": PASS_THRESHOLD,
-                       **({"detail": gate.detail} if gate.detail else {})},
-            )
+        yield AnnotationRecord(
+            item_uid=uid, question_key=f"{uid}:gate:{gate.name}", rater=rater,
+            value="met" if v.met else "not_met", line=line,
+            extra={"score": v.score, "passed": gate.passed, "threshold": PASS_THRESHOLD,
+                   **({"detail": gate.detail} if gate.detail else {})},
+        )
+        if gate.name in JUDGED_GATES and judge_failed:
+            continue  # the judge's per-topic verdicts are not its answer
         for verdict in gate.topics:
             if verdict.met is None:
                 continue

@@ -36,6 +36,12 @@ admin: every role of `review.team.reviewers.ROLES` but reviewer), which a file
 never gives: such a rater is created as a reviewer, the role the
 file named kept in the rater's meta (`role_not_granted`) for an admin to
 grant or not. A rater that exists already is left exactly as it is.
+
+What a file may write is the import's rules (`review.datasets.sources.rules`):
+raters the file brings in come with its phases and history; a rater who
+exists gets new answers only, their answers in force replaced only with
+`--replace` (each audited); a person who reviews here is never given a blind
+answer; no file takes the settled answers or a name the system uses.
 """
 
 from __future__ import annotations

@@ -3,13 +3,21 @@
 Every reader yields `(line, row)` where `line` is what an error message
 should name: the 1-based line of a JSONL or CSV file (the header is line 1),
 or the 1-based row of a Parquet file. Nothing is read whole into memory.
+
+Each reader keeps to the limits of the import it serves (`Limits`: rows and
+bytes per file, which a user can raise), refuses text holding a NUL
+character, and notes where it is (`place`), so that a row that fails in a
+way no format foresaw can still be named by its line.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import sys
+import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,117 @@ went from 0.28 to 0.26 s, `bench/bench_import_carebench.py`)."""
 
 BOM = b"\xef\xbb\xbf"
 """The byte-order mark some editors write at the start of a UTF-8 file."""
+
+QUOTED = 200
+"""Characters of a value an error message quotes: a message is one line, and a
+20 MB value is not read in a terminal."""
+
+
+def quote(value: Any, limit: int = QUOTED) -> str:
+    """`repr(value)`, cut to about `limit` characters, saying how long it was."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one file may bring in. A small compressed file can stand for
+    far more than its size (a Parquet file of 8 KB can hold a million repeated
+    rows, 400 MB once stored): past these the file is refused, naming the
+    limit, which the user can raise for a file they trust."""
+
+    max_rows: int = 1_000_000
+    """Rows of one file."""
+    max_bytes: int = 4_000_000_000
+    """Bytes of one file's rows as read: a text file's size; a Parquet file's
+    after decompression."""
+
+    def rows_exceeded(self, path: Path | str, rows: int | None = None) -> InputError:
+        many = f"{rows:,} rows" if rows is not None else f"more than {self.max_rows:,} rows"
+        return InputError(
+            f"{path}: {many}, over the limit of {self.max_rows:,} rows a file (raise it with"
+            " --max-rows on the command line, or 'Rows per file, at most' on the Data screen)")
+
+    def bytes_exceeded(self, path: Path | str, what: str) -> InputError:
+        return InputError(
+            f"{path}: {what}, over the limit of {self.max_bytes:,} bytes a file (raise it with"
+            " --max-bytes on the command line, or 'Megabytes per file, at most' on the Data"
+            " screen)")
+
+
+_state = threading.local()
+
+
+def current_limits() -> Limits:
+    """The limits of the import under way on this thread (the defaults outside one)."""
+    return getattr(_state, "limits", None) or Limits()
+
+
+class reading:
+    """`with reading(limits):` an import's reading, on this thread: the readers
+    keep to `limits`, and `place()` names the row last read."""
+
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+
+    def __enter__(self) -> reading:
+        self._saved = (getattr(_state, "limits", None), getattr(_state, "frames", None))
+        _state.limits, _state.frames = self.limits, []
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _state.limits, _state.frames = self._saved
+
+
+def _track(path: Path, counter: str) -> None:
+    """Note the calling reader's frame: `place()` reads its `counter` (the
+    line it is at) when a row fails. Nothing is done per row: a suspended
+    generator's locals are there to be read."""
+    frames = getattr(_state, "frames", None)
+    if frames is not None:
+        frames.append((path, sys._getframe(1), counter))
+
+
+def place() -> tuple[Path, int] | None:
+    """(file, line) of the row a reader of the current import gave last."""
+    for path, frame, counter in reversed(getattr(_state, "frames", None) or ()):
+        line = frame.f_locals.get(counter)
+        if isinstance(line, int) and line > 0:
+            return path, line
+    return None
+
+
+def _nul_field(row: Any, field: str = "") -> str | None:
+    """The field (a dotted path) whose text or name holds a NUL character, or None."""
+    t = type(row)
+    if t is str:
+        return field if "\x00" in row else None
+    if t is dict:
+        for key, value in row.items():
+            name = f"{field}.{key}" if field else str(key)
+            if "\x00" in str(key):
+                return name
+            found = _nul_field(value, name)
+            if found is not None:
+                return found
+    elif t is list:
+        for i, value in enumerate(row):
+            found = _nul_field(value, f"{field}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_nul(path: Path, line: int, row: Any) -> None:
+    """A row whose text holds a NUL character is refused: SQLite's JSON and
+    text functions stop at it, so what follows would silently be lost (an id
+    could no longer be found, a reply shown cut short)."""
+    field = _nul_field(row)
+    if field is not None:
+        raise InputError(f"{path}:{line}: field {field!r} holds a NUL character (U+0000); text"
+                         " after it would be lost: remove it")
 
 
 def file_kind(path: Path) -> str:
@@ -150,6 +269,10 @@ def read_jsonl(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[
     conversation saves a walk through every message of every row."""
     loads, error = orjson.loads, orjson.JSONDecodeError  # the hot loop of every JSONL import
     kept = None if only is None else frozenset(only)
+    limits = current_limits()
+    _check_size(path, limits)
+    line_no = 0
+    _track(path, "line_no")
     with path.open("rb", buffering=READ_BUFFER) as fh:
         for line_no, line in enumerate(_lines(fh), start=1):
             try:
@@ -163,32 +286,92 @@ def read_jsonl(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[
                     continue
             if type(row) is not dict:
                 raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            if b"\\u0000" in line:
+                _refuse_nul(path, line_no, row)
+            if line_no > limits.max_rows:
+                raise limits.rows_exceeded(path)
             yield line_no, row
 
 
+def _check_size(path: Path, limits: Limits) -> None:
+    """A text file larger than the byte limit is refused before it is read."""
+    size = path.stat().st_size
+    if size > limits.max_bytes:
+        raise limits.bytes_exceeded(path, f"{size:,} bytes")
+
+
 def read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a CSV (or, by its suffix, TSV) file as dicts by the header's
+    names, stripped of surrounding spaces; a row with fewer fields than the header
+    has None for the rest. A last row cut short (fewer fields, and no line end:
+    the file was cut off in the middle of it) is refused, naming its line."""
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    limits = current_limits()
+    _check_size(path, limits)
+    cut = not _ends_a_line(path)
+    nul = _holds_nul(path)
+    line_no = 0
+    _track(path, "line_no")
     with path.open("r", encoding="utf-8-sig", newline="") as fh:
         # strict: a quoted field the file never closes (a cut-off file) is an
         # error, not a value that runs silently to the end of the file.
-        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
-        line_no = 0
+        reader = csv.reader(fh, delimiter=delimiter, strict=True)
         try:
-            if not reader.fieldnames:
+            header = next(reader, None)
+            if not header:
                 raise InputError(f"{path}:1: empty file: expected a header row")
-            reader.fieldnames = [name.strip() for name in reader.fieldnames]
+            names = [name.strip() for name in header]
+            width = len(names)
             line_no = reader.line_num
-            for row in reader:
+            short = None
+            for fields in reader:
+                if short is not None:  # not the last row: a short row, taken as before
+                    yield short[0], short[1]
+                    short = None
                 line_no = reader.line_num
-                if None in row:
+                if not fields:
+                    continue  # a blank line
+                n = len(fields)
+                if n > width:
                     raise InputError(f"{path}:{line_no}: more fields than the header names")
-                yield line_no, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}
+                if line_no > limits.max_rows + 1:
+                    raise limits.rows_exceeded(path)
+                row = {k: v.strip() for k, v in zip(names, fields, strict=False)}
+                if nul:
+                    _refuse_nul(path, line_no, row)
+                if n < width:
+                    row.update(dict.fromkeys(names[n:]))
+                    if cut:
+                        short = (line_no, row, n, width)
+                        continue
+                yield line_no, row
+            if short is not None:
+                line_no, _, n, width = short
+                raise InputError(f"{path}:{line_no}: the file ends in the middle of this row"
+                                 f" ({n} of the header's {width} fields, and no line end):"
+                                 " is the file cut off?")
         except csv.Error as exc:
             what = ("a quoted field is never closed (is the file cut off?)"
                     if "unexpected end of data" in str(exc) else f"not valid CSV: {exc}")
             raise InputError(f"{path}:{line_no + 1}: {what}") from None
         except UnicodeDecodeError:
             raise not_utf8(path) from None
+
+
+def _holds_nul(path: Path) -> bool:
+    """Whether a file holds a NUL byte anywhere (read in large blocks: fast)."""
+    with path.open("rb") as fh:
+        return any(b"\0" in block for block in iter(lambda: fh.read(1 << 20), b""))
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file's last byte ends a line (or the file is empty)."""
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, 2)
+        return fh.read(1) in (b"\n", b"\r")
 
 
 def not_utf8(path: Path) -> InputError:
@@ -204,17 +387,81 @@ def not_utf8(path: Path) -> InputError:
 
 
 def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a Parquet file. A file of more rows than the limit is refused
+    before any is read (its footer says how many); a damaged page, a value
+    Python cannot hold (a date beyond year 9999) or text with a NUL character
+    is refused naming the rows it is in."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    limits = current_limits()
     try:
         pf = pq.ParquetFile(path)
+        total = pf.metadata.num_rows
     except Exception as exc:  # pyarrow raises several types for a bad file
-        raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+        raise InputError(f"{path}: not a readable Parquet file: {_one_line(exc)}") from None
+    if total > limits.max_rows:
+        raise limits.rows_exceeded(path, total)
     row_no = 0
-    for batch in pf.iter_batches(batch_size=batch_size):
-        for row in batch.to_pylist():
+    read = 0
+    _track(path, "row_no")
+    batches = pf.iter_batches(batch_size=batch_size)
+    while True:
+        first = row_no + 1
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                break
+            read += batch.nbytes
+            if read > limits.max_bytes:
+                raise limits.bytes_exceeded(path, f"more than {limits.max_bytes:,} bytes once"
+                                                  f" decompressed (by row {first + batch.num_rows - 1:,})")
+            nul = _has_nul(batch)
+            rows = batch.to_pylist()
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, OverflowError, KeyError) as exc:
+            last = min(first + batch_size - 1, total)
+            raise InputError(f"{path}: rows {first:,} to {last:,}: cannot be read"
+                             f" ({_one_line(exc)}); is the file damaged?") from None
+        for row in rows:
             row_no += 1
+            if nul:
+                _refuse_nul(path, row_no, row)
             yield row_no, row
+
+
+def _has_nul(batch: Any) -> bool:
+    """Whether any text in a record batch (nested lists and structs too) holds a NUL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def texts(array: Any) -> Iterator[Any]:
+        t = array.type
+        if pa.types.is_dictionary(t):
+            yield from texts(array.dictionary)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            yield array
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            yield from texts(array.flatten())
+        elif pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                yield from texts(array.field(i))
+        elif pa.types.is_map(t):
+            yield from texts(array.keys)
+            yield from texts(array.items)
+
+    for column in batch.columns:
+        for array in texts(column):
+            if len(array) and pc.any(pc.match_substring(array, "\x00")).as_py():
+                return True
+    return False
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's text on one line, cut to a readable length."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 2 * QUOTED else text[:2 * QUOTED] + "…"
 
 
 def read_rows(path: Path, only: Iterable[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -236,7 +483,7 @@ def header_fields(path: Path) -> set[str]:
         try:
             return set(pq.ParquetFile(path).schema_arrow.names)
         except Exception as exc:
-            raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+            raise InputError(f"{path}: not a readable Parquet file: {_one_line(exc)}") from None
     if kind == "csv":
         with path.open("r", encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()

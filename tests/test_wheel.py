@@ -1,0 +1,161 @@
+"""A plain install is the product: the built wheel, installed into a fresh
+virtualenv, runs `carelens demo`, `carelens map --dry-run` and `carelens serve`
+from a folder outside the source tree, and the Review screen renders.
+
+Nothing is fetched: the wheel is built with this environment's setuptools,
+and the fresh virtualenv installs carelens's dependencies from wheels made of
+this environment's own installed distributions (`--no-index`), so what the
+wheel leaves out cannot be found anywhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.browser import chromium, running_app, wait_for_app
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800)]
+
+LEFT_OUT = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
+                                  ".pytest_cache", ".ruff_cache", "tests", "bench", "*.db*",
+                                  "carelens-demo-files", "screenshots")
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> str:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _requirement_names(dist: metadata.Distribution) -> list[str]:
+    """The distributions `dist` needs at run time (its extras' needs left out)."""
+    from packaging.requirements import Requirement
+
+    names = []
+    for line in dist.requires or []:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            names.append(req.name)
+    return names
+
+
+def _closure(root: str) -> list[metadata.Distribution]:
+    """`root`'s run-time dependencies, installed here, and theirs, each once."""
+    seen: dict[str, metadata.Distribution] = {}
+    todo = _requirement_names(metadata.distribution(root))
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        dist = metadata.distribution(name)
+        seen[name] = dist
+        todo += _requirement_names(dist)
+    return list(seen.values())
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel_of_installed(dist: metadata.Distribution, out: Path) -> Path:
+    """A wheel made of an installed distribution's own files (those its RECORD
+    lists inside site-packages; scripts are made again from its entry points)."""
+    files = [f for f in dist.files or [] if not str(f).startswith("..")
+             and not str(f).endswith(".pyc")]
+    info = next(f for f in files if str(f).endswith(".dist-info/METADATA")).parent
+    wheel_file = Path(dist.locate_file(info / "WHEEL"))
+    tags = [line.split(":", 1)[1].strip() for line in wheel_file.read_text().splitlines()
+            if line.startswith("Tag:")] or ["py3-none-any"]
+    parts = [sorted({t.split("-")[i] for t in tags}) for i in range(3)]
+    name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
+    path = out / f"{name}-{dist.version}-{'-'.join('.'.join(p) for p in parts)}.whl"
+    record = f"{info}/RECORD"
+    lines = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as whl:
+        for f in files:
+            source = Path(dist.locate_file(f))
+            if str(f) == record or f.parent == info and f.name in ("INSTALLER", "REQUESTED",
+                                                                    "direct_url.json"):
+                continue
+            if source.is_file():
+                data = source.read_bytes()
+                whl.writestr(str(f), data)
+                lines.append(f"{f},{_digest(data)},{len(data)}")
+        whl.writestr(record, "\n".join([*lines, f"{record},,"]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh virtualenv with the wheel built from this checkout installed,
+    and nothing of the checkout on its path: its `bin` folder."""
+    base = tmp_path_factory.mktemp("wheel")
+    source, wheels = base / "source", base / "wheels"
+    shutil.copytree(ROOT, source, ignore=LEFT_OUT)  # a clean tree: no stale build/ folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_"))}
+    # No configured index or find-links either: only the wheels made here.
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_CONFIG_FILE=os.devnull)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", str(wheels), str(source)], base, env)
+    for dist in _closure("carelens"):
+        wheel_of_installed(dist, wheels)
+    venv = base / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], base, env)
+    built = next(wheels.glob("carelens-*.whl"))
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links",
+         str(wheels), str(built)], base, env)
+    return venv / "bin"
+
+
+def test_the_wheel_holds_the_app_its_pages_assets_config_and_prompts(installed):
+    site = next((installed.parent / "lib").glob("python3*/site-packages"))
+    app = site / "carelens_app"
+    for part in ("app.py", "pages/review.py", "pages/_shared.py", "assets/icon.png",
+                 ".streamlit/config.toml"):
+        assert (app / part).is_file(), part
+    assert sorted(p.name for p in (site / "labels" / "llm" / "prompts").glob("*.txt"))
+    assert not (site / "pages").exists() and not (site / "app.py").exists()  # nothing top-level
+
+
+def test_an_installed_carelens_runs_demo_map_and_serve_outside_the_source_tree(installed,
+                                                                                 tmp_path):
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    carelens, db = str(installed / "carelens"), work / "study.db"
+
+    out = run([carelens, "--db", str(db), "demo"], work, env)
+    assert "demo_evaluation_prefixes.jsonl: carebench-prefixes: 85 rows" in out
+    where = run([str(installed / "python"), "-c", "import cli, review; print(cli.__file__);"
+                 " print(review.__file__)"], work, env)
+    assert str(ROOT) not in where and "site-packages" in where  # the wheel's, not this checkout
+    requests = run([carelens, "--db", str(db), "map", "--model", "openai:gpt-4.1-mini",
+                    "--prompt-version", "mapper-v2", "--limit", "2", "--dry-run"], work, env)
+    assert requests.count('"request"') == 2  # the prompt templates came with the wheel
+    run([str(installed / "python"), "-c", "from review.team import ensure_reviewer;"
+         " from review.workspace import open_store;"
+         f" ensure_reviewer(open_store({str(db)!r}), 'Dr. Wheel')"], work, env)
+
+    with running_app(db, carelens=[carelens], cwd=work, base_env=env) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "/?reviewer=Dr.+Wheel")
+        wait_for_app(page)
+        main = page.get_by_test_id("stMain").inner_text()
+        assert "Review" in main and "0 of 85 answered by you" in main
+        assert page.get_by_role("button", name=re.compile("Urgent care")).count() == 1
+        nav = page.get_by_test_id("stSidebarNav").inner_text()
+        # st.navigation's menu, not Streamlit's legacy one listing every file of pages/
+        assert "Trajectories" in nav and "shared" not in nav.lower()
