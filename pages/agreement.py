@@ -53,10 +53,12 @@ VERSION = cmp.data_version(db)
 
 # -- cached calls: each opens its own connection (one per unit of work) ----------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **kwargs):
     """One library call by name, cached on the database's data version and on what
-    its reader may read (`review.team.access`: one reader's figures never another's)."""
+    its reader may read (`review.team.access`: one reader's figures never another's).
+    Kept as the objects themselves, shared and only read: a copy of a report of
+    20,000 items per run (what st.cache_data makes) took longer than the screen."""
     with open_for(path, reader) as s:
         return getattr(cmp, name)(s, *args, **kwargs)
 
@@ -462,15 +464,17 @@ def downloads(report, by: str, forest: str) -> None:
     cols[0].download_button("JSON", lambda: report_json(*_bundle(*args)),
                             file_name=f"{base}.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch")
-    cols[1].download_button("CSV", report_csv(report), file_name=f"{base}.csv",
+    # Made when asked for (as the JSON and HTML are): not on every run of the screen.
+    cols[1].download_button("CSV", lambda: report_csv(report), file_name=f"{base}.csv",
                             mime="text/csv", icon=":material/download:", on_click="ignore",
                             width="stretch")
     cols[2].download_button("HTML", lambda: report_html(*_bundle(*args)),
                             file_name=f"{base}.html", mime="text/html",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="One file with every section and its plots; opens offline.")
-    cols[3].download_button("Provenance", json.dumps({"provenance": report_provenance(report)},
-                                                     indent=2, ensure_ascii=False),
+    cols[3].download_button("Provenance", lambda: json.dumps(
+                                {"provenance": report_provenance(report)}, indent=2,
+                                ensure_ascii=False),
                             file_name=f"{base}.csv.provenance.json", mime="application/json",
                             icon=":material/download:", on_click="ignore", width="stretch",
                             help="What the CSV was computed from (its sidecar): the JSON and "
