@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages._keys import page_keys
 from pages._shared import (
     SWITCH_TO,
     begin_run,
@@ -32,9 +33,12 @@ from review.workspace import default_db_path
 
 # A local icon: a Material icon name as page_icon makes the browser fetch
 # the favicon from a font CDN, and nothing may call out unasked.
-ICON = str(Path(__file__).resolve().parent / "assets" / "icon.png")
+ASSETS = Path(__file__).resolve().parent / "assets"
+ICON = str(ASSETS / "icon.png")
 st.set_page_config(page_title="carelens", page_icon=ICON, layout="wide")
 begin_run()
+st.html(ASSETS / "carelens.css")  # the compact layout for laptop screens: style only
+page_keys()  # the focus back to the page after a choice in any drop-down list
 
 
 def reviewer_sidebar() -> None:

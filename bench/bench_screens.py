@@ -258,8 +258,10 @@ def early_key(browser, url: str, db: Path, judged: str, tries: int) -> int:
     for _ in range(tries):
         before = answers_by(db)
         page.reload(wait_until="commit")
-        page.wait_for_function(f"sel => !!({FIND_JUDGED})(sel)", arg=judged, polling=5,
-                               timeout=60_000)
+        page.wait_for_function(  # in view: drawn, and not hidden
+            f"sel => {{ const j = ({FIND_JUDGED})(sel);"
+            " return !!j && j.checkVisibility({visibilityProperty: true}); }",
+            arg=judged, polling=5, timeout=60_000)
         page.keyboard.press("2")
         page.wait_for_timeout(2500)
         page.wait_for_function(SETTLED, timeout=30_000)

@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from codebook import BLIND, CANNOT_ASSESS, SUGGEST
+from pages._keys import marker, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
 from review.reviewing.commit import Verdict, commit_verdicts
@@ -33,6 +34,7 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.drafts import drop_draft, load_drafts, save_draft
 from review.reviewing.items import flag_item, is_flagged
+from review.reviewing.names import FREE_REVIEW, rater_name, study_round
 from review.reviewing.navigation import next_item, round_in_address, screen_rounds
 from review.reviewing.queue import QueueFilter, filter_choices
 from review.team.reviewers import Reviewer
@@ -287,13 +289,13 @@ def _show_explanation(text: str | None) -> None:
 
 
 def _rater_line(q: ItemQuestion, v: RaterVerdict, agree: bool) -> None:
-    who = safe_markdown(v.rater) + (f" · {safe_markdown(v.role)}" if v.role else "")
+    who = safe_markdown(rater_name(store(), v.rater))
     if v.about != "this item":
         who += f" · on {v.about}"
     colour = "green" if agree else "orange"
     icon = ":material/check:" if agree else ":material/compare_arrows:"
     st.markdown(f":{colour}-badge[{icon} {label_text(_value_word(q, v.value))}]  \n"
-                f":small[{who}]")
+                f":small[{who}]", help=f"Rater: {v.rater}")
     facts = []
     for name, word in (("score", "score"), ("threshold", "pass at"), ("reward", "reward")):
         if isinstance(v.extra.get(name), (int, float)) and not isinstance(v.extra.get(name), bool):
@@ -331,7 +333,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               flag: bool = True) -> None:
     """The whole rubric of one item: answer, commit, and after commit the reveal.
     `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
-    long list of criteria scrolls in a pane `list_height` pixels high. With
+    long list of criteria scrolls in its own box (`list_height` is no longer
+    used: the box is as high as the window allows). With
     `read_only` (nothing to grade) the criteria are shown for reference. In a
     review round (`round_id`) the commit takes the reviewer's place on the item.
     `reference_shown`: a reference answer is on the page (answers given now are
@@ -367,8 +370,15 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
         # screen's name the item): a key pressed while criterion 3 is highlighted answers
         # criterion 3, however fast the next key comes - never the one the focus has
         # moved on to by the time the press is read (quick Y N Y N Y landed verdicts on
-        # the wrong criteria, a MUST-NOT's "did it" among them).
-        with st.container(horizontal=True, gap="small", key="rv_keys"):
+        # the wrong criteria, a MUST-NOT's "did it" among them). A key pressed while the
+        # screen is redrawn is held, and applied only if the same criterion is still
+        # highlighted (pages/_keys.py); the current one is kept in view in its list.
+        screen_keys("rubric", {
+            KEYS["met"]: f"rv_met:{item_id}:{focus}", KEYS["not_met"]: f"rv_not_met:{item_id}:{focus}",
+            KEYS[CANNOT_ASSESS]: f"rv_cannot:{item_id}:{focus}", "Up": f"rv_up:{item_id}:{focus}",
+            "Down": f"rv_down:{item_id}:{focus}", "Ctrl+Enter": f"rv_commit:{item_id}"},
+            token=f"{item_id}_c{focus}", scroll=[f"rv_row_{item_id}_{criteria[focus].id}"])
+        with st.container(horizontal=True, gap="small", key=marker(f"{item_id}_c{focus}")):
             st.button("Met", key=f"rv_met:{item_id}:{focus}", shortcut=KEYS["met"],
                       on_click=_answer_at, args=(reviewer, item_id, ids, focus, "met", seen),
                       help="Answer the current criterion: met, and go to the next")
@@ -379,24 +389,25 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                       on_click=_answer_at,
                       args=(reviewer, item_id, ids, focus, CANNOT_ASSESS, seen),
                       help="The run or response does not let you decide this criterion")
-            st.button("Previous criterion", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
+            st.button("Previous", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
+                      help="The criterion above",
                       icon=":material/arrow_upward:", on_click=_focus_on,
                       args=(item_id, len(ids), focus - 1))
-            st.button("Next criterion", key=f"rv_down:{item_id}:{focus}", shortcut="Down",
+            st.button("Next", key=f"rv_down:{item_id}:{focus}", shortcut="Down",
+                      help="The criterion below",
                       icon=":material/arrow_downward:", on_click=_focus_on,
                       args=(item_id, len(ids), focus + 1))
 
-    tall = list_height is not None and len(criteria) > 6
-    with st.container(height=list_height if tall else "content", border=tall,
-                      autoscroll=False, key=f"rv_list_{item_id}"):
+    # The list scrolls in its own box, as high as the window allows (assets/carelens.css).
+    with st.container(border=len(criteria) > 3, key=f"rv_list_{item_id}"):
         for i, q in enumerate(criteria):
             current = i == focus
             with st.container(border=current, key=f"rv_row_{item_id}_{q.id}"):
-                marker = "" if not current else (
+                badge = "" if not current else (
                     ":red-badge[:material/keyboard: current — Y: it did this harmful thing · "
                     "N: it did not · U]" if q.criterion.must_not
                     else ":blue-badge[:material/keyboard: current — Y / N / U]")
-                st.markdown(f"**{i + 1}.** {_criterion_heading(q)} {marker}  \n"
+                st.markdown(f"**{i + 1}.** {_criterion_heading(q)} {badge}  \n"
                             f"{safe_markdown(q.text)}")
                 st.segmented_control(
                     f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
@@ -485,7 +496,7 @@ def _scores(questions: Sequence[ItemQuestion], mine: dict[int, MyAnswer],
                     "positive points, clipped to 0–1)")
         cols = st.columns(max(len(lines), 1))
         for col, line in zip(cols, lines, strict=True):
-            who = "You" if line.rater == me else safe_markdown(line.rater)
+            who = "You" if line.rater == me else safe_markdown(rater_name(store(), line.rater))
             if line.score is None:
                 col.metric(who, "—", help=f"{line.answered} of {line.total} criteria answered "
                            "met or not met; a score needs all of them")
@@ -527,9 +538,9 @@ def _choose_round(db, kind: str, prefix: str) -> RoundInfo | None:
     wanted = round_in_address(rounds, st.query_params.get("round"))
     ids = [FREE, *rounds]
     chosen = st.selectbox(
-        "Review round", ids, key=f"{prefix}_round",
+        "Study round", ids, key=f"{prefix}_round",
         index=ids.index(wanted) if wanted is not None else 0,
-        format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}")
+        format_func=lambda r: FREE_REVIEW if r == FREE else study_round(rounds[r].name))
     if chosen == FREE:
         st.query_params.pop("round", None)
         return None

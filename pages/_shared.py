@@ -174,6 +174,12 @@ _PAGES = "_pages_run"
 """(the screen of the run before this one, this run's screen): `note_page`."""
 
 
+def came_from_another_screen() -> bool:
+    """Whether this run's screen follows another screen's run (not a rerun of itself)."""
+    before, now = st.session_state.get(_PAGES, (None, None))
+    return before is not None and before != now
+
+
 def note_page(name: str) -> None:
     """Called by app.py with the screen each run shows, before running it."""
     st.session_state[_PAGES] = (st.session_state.get(_PAGES, (None, None))[1], name)

@@ -5,13 +5,11 @@ keys marking the run hidden behind it).
 
 Layout only. Text from the data is never HTML: messages go through
 `show_text` (safe Markdown), tool arguments through `st.json`, commands and
-tool output through `st.code`, and timeline labels are escaped before Plotly
-sees them.
+tool output through `st.code`; the timeline holds no text from the run.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable
 
@@ -30,11 +28,6 @@ KIND_NAMES = {
     "system": "System prompt", "task": "Task", "user": "User", "patient": "Patient",
     "said": "Said to the patient", "tool": "Tool call", "message": "Agent message",
     "answer": "Final answer", "subagent": "Subagent",
-}
-KIND_COLOURS = {
-    "system": "#9e9e9e", "task": "#5c6bc0", "user": "#5c6bc0", "patient": "#8e24aa",
-    "said": "#00897b", "tool": "#f9a825", "message": "#90a4ae", "answer": "#2e7d32",
-    "subagent": "#6d4c41",
 }
 SOURCE_BADGES = {"system": ":gray-badge[System]", "user": ":blue-badge[User]",
                  "agent": ":green-badge[Agent]", "patient": ":violet-badge[Patient]"}
@@ -202,63 +195,42 @@ def show_step(step: StepView, view: TrajectoryView, key: str, item_id: int | Non
         st.caption(_metrics_line(step.metrics))
 
 
+STRIP_COLOURS = {"system": "gray", "task": "blue", "user": "blue", "patient": "violet",
+                 "said": "green", "tool": "orange", "message": "gray", "answer": "primary",
+                 "subagent": "red"}
+STRIP_SYMBOLS = {"answer": "★", "subagent": "◆"}
+
+
 def timeline(view: TrajectoryView, current: int, marks: dict[int, StepMark], key: str,
              on_pick: Callable[[], None]) -> None:
-    """The whole run at a glance: one square per step coloured by what happened,
-    my marks on a second row, the current step ringed. A click opens a step."""
-    import plotly.graph_objects as go
+    """The whole run at a glance, in a line: one square a step, coloured by what
+    happened (a star for the final answer), a cross where I marked an error and
+    a tick where I checked it; the current step chosen. A click opens a step.
+    (Light: no chart library to load before the screen is ready.)"""
+    kinds = {m.step_id: m.kind for m in view.timeline.marks}
 
-    fig = go.Figure()
-    by_kind: dict[str, list] = {}
-    for mark in view.timeline.marks:
-        by_kind.setdefault(mark.kind, []).append(mark)
-    for kind, items in by_kind.items():
-        fig.add_trace(go.Scatter(
-            x=[m.step_id for m in items], y=["Run"] * len(items), mode="markers",
-            name=KIND_NAMES.get(kind, kind),
-            marker={"symbol": "square", "size": 11, "color": KIND_COLOURS.get(kind, "#78909c")},
-            hovertext=[f"Step {m.step_id} · {KIND_NAMES.get(kind, kind)}<br>{html.escape(m.label)}"
-                       for m in items],
-            hoverinfo="text",
-        ))
-    errors = [m for m in marks.values() if m.is_error]
-    checked = [m for m in marks.values() if not m.is_error]
-    if errors:
-        fig.add_trace(go.Scatter(
-            x=[m.step_id for m in errors], y=["Your marks"] * len(errors), mode="markers",
-            name="Error you marked", marker={"symbol": "x", "size": 12, "color": "#c62828"},
-            hovertext=[f"Step {m.step_id}: {html.escape(m.error.replace('_', ' '))}"
-                       f" · severity {m.severity}" for m in errors], hoverinfo="text"))
-    if checked:
-        fig.add_trace(go.Scatter(
-            x=[m.step_id for m in checked], y=["Your marks"] * len(checked), mode="markers",
-            name="Checked, no error", marker={"symbol": "circle-open", "size": 10, "color": "#2e7d32"},
-            hovertext=[f"Step {m.step_id}: no error" for m in checked], hoverinfo="text"))
-    if view.steps:
-        fig.add_vline(x=view.steps[current].step_id, line_width=2, line_color="#1565c0", opacity=0.5)
-    fig.update_layout(
-        height=150, margin={"l": 8, "r": 8, "t": 4, "b": 4}, dragmode=False, clickmode="event+select",
-        legend={"orientation": "h", "y": -0.35, "font": {"size": 11}},
-        xaxis={"title": None, "range": [0.3, max(len(view.steps), 1) + 0.7], "dtick": _tick(len(view.steps)),
-               "fixedrange": True, "showgrid": False},
-        yaxis={"title": None, "fixedrange": True, "categoryorder": "array",
-               "categoryarray": ["Your marks", "Run"], "range": [-0.6, 1.6]},
-    )
-    st.plotly_chart(fig, key=key, on_select=on_pick, selection_mode="points",
-                    config={"displayModeBar": False}, width="stretch")
+    def square(step_id: int) -> str:
+        mark = marks.get(step_id)
+        if mark is not None:
+            return ":red[✖]" if mark.is_error else ":green[✔]"
+        kind = kinds.get(step_id, "message")
+        return f":{STRIP_COLOURS.get(kind, 'gray')}[{STRIP_SYMBOLS.get(kind, '■')}]"
 
-
-def _tick(n: int) -> int:
-    return 1 if n <= 30 else 5 if n <= 120 else 10 if n <= 300 else 50
+    st.segmented_control(
+        "Steps of the run", [s.step_id for s in view.steps], key=key,
+        default=view.steps[current].step_id, format_func=square, on_change=on_pick,
+        label_visibility="collapsed", width="stretch")
+    shown = {k for k in kinds.values()}
+    legend = [f":{STRIP_COLOURS.get(k, 'gray')}[{STRIP_SYMBOLS.get(k, '■')}] "
+              f"{KIND_NAMES.get(k, k).lower()}" for k in KIND_NAMES if k in shown]
+    if marks:
+        legend.append(":red[✖] your error mark · :green[✔] checked, no error")
+    st.caption(" · ".join(legend))
 
 
 def picked_step(view: TrajectoryView, key: str) -> int | None:
-    """The step index clicked on the timeline, if any."""
-    state = st.session_state.get(key)
-    points = (state or {}).get("selection", {}).get("points") if state else None
-    if not points:
-        return None
-    step_id = points[0].get("x")
+    """The step index chosen on the timeline, if any."""
+    step_id = st.session_state.get(key)
     return next((s.index for s in view.steps if s.step_id == step_id), None)
 
 

@@ -86,7 +86,7 @@ with st.form("hub", clear_on_submit=False):
              " imported as uploaded files are.")
     hub_fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP,
                            key="hub_format")
-    fetch_go = st.form_submit_button("Fetch and import", icon=":material/cloud_download:")
+    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:")
 with st.expander("Limits for one file", icon=":material/tune:"):
     c = st.columns(2)
     max_rows = c[0].number_input("Rows per file, at most", 1, 10 ** 12, Limits.max_rows,

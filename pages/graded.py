@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._keys import marker, screen_keys
 from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._scores import healthbench_scores_section
 from pages._shared import require_reviewer, show_text, store
-from pages._steps import code_span, label_text
+from pages._steps import label_text
 from review.reviewing.blinding import DEFAULT_MODE
 from review.reviewing.criteria import (
     is_reviewed,
@@ -24,6 +25,7 @@ from review.reviewing.criteria import (
     neighbour,
     next_unreviewed,
 )
+from review.reviewing.names import item_name
 from review.reviewing.screens import open_graded
 from review.text import safe_markdown
 
@@ -54,11 +56,16 @@ def go_item(target: int | None) -> None:
         st.session_state["hb_item"] = target
 
 
+# First, before what they act on: Left / Right to the previous and next conversation.
+screen_keys("hb", {"Left": f"hb_prev:{item_id}", "Right": f"hb_next:{item_id}",
+                   "F": f"rv_flag:{item_id}"}, token=f"{item_id}")
+
+name = item_name(db, item_id)
 position, total = item_position(db, item_id, filt)
 where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
          f"conversation {position} of {total}" if position
          else f"outside this queue of {total} conversations")
-facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
+facts = [f"**{safe_markdown(name.title)}**", f":small[{where}]"]
 theme = head.meta.get("theme")
 if theme:
     facts.append(f":gray-badge[{label_text(str(theme).replace('_', ' '))}]")
@@ -71,8 +78,10 @@ else:  # as on the Trajectories screen: how far along I am
     done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
     facts.append(f":orange-badge[in progress: {done} of {len(asked)} graded by you]" if done
                  else ":orange-badge[not yet graded by you]")
-st.markdown(" · ".join(facts))
-with st.container(horizontal=True, gap="small", key="hb_nav"):
+top = st.columns([1, 1], vertical_alignment="center", gap="small")
+top[0].markdown(" · ".join(facts))
+with top[1], st.container(horizontal=True, gap="small", key="hb_nav",
+                          horizontal_alignment="right"):
     if in_round:
         next_in_round_button("hb", "Next in the round", graded, "conversation")
     else:
@@ -83,40 +92,42 @@ with st.container(horizontal=True, gap="small", key="hb_nav"):
         st.button("Next to grade", key=f"hb_next_open:{item_id}", icon=":material/playlist_play:",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
-left, right = st.columns([2, 3], gap="large")
-with left:
-    length = sum(len(t.text) for t in view.turns) + len(view.completion or "")
-    with st.container(height=760 if length > 2500 else "content", border=True, autoscroll=False,
-                      key="hb_conversation"):
-        for turn in view.turns:
-            role, avatar, word = ROLES.get(turn.speaker, ("user", ":material/person:", turn.speaker))
-            with st.chat_message(role, avatar=avatar):
-                st.caption(safe_markdown(word))
-                show_text(turn.text, key=f"turn:{item_id}:{turn.index}")
-        with st.container(border=True, key="hb_completion"):
-            source = ("the physician-written ideal completion"
-                      if view.completion_source == "ideal_completion"
-                      else f"model {code_span(view.model)}" if view.model else "a model")
-            st.markdown(f"**Completion under review** · {source}" if view.completion is not None
-                        else "**No completion to grade**")
-            with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                show_text(view.completion, key=f"completion:{item_id}",
-                          empty="(this item has no completion to grade)")
+left, right = st.columns([2, 3], gap="medium")
+with left, st.container(key=marker(str(item_id)), gap="small"):
+    if view.turns:
+        with st.container(border=True, key="hb_conversation"):
+            for turn in view.turns:
+                role, avatar, word = ROLES.get(turn.speaker,
+                                               ("user", ":material/person:", turn.speaker))
+                with st.container(key=f"hb_turn_{turn.index}"):
+                    with st.chat_message(role, avatar=avatar):
+                        st.caption(safe_markdown(word))
+                        show_text(turn.text, key=f"turn:{item_id}:{turn.index}")
+    with st.container(border=True, key="hb_completion"):
+        source = ("the physician-written ideal completion"
+                  if view.completion_source == "ideal_completion"
+                  else safe_markdown(name.subject) if view.model else "a model")
+        st.markdown(f"**Completion under review** · {source}" if view.completion is not None
+                    else "**No completion to grade**")
+        with st.chat_message("assistant", avatar=":material/smart_toy:"):
+            show_text(view.completion, key=f"completion:{item_id}",
+                      empty="(this item has no completion to grade)")
     reference_shown = bool(view.ideal_completion and view.completion_source != "ideal_completion"
                            and screen.sight.reference_shown)  # a reference is a reveal too
     if reference_shown:
         with st.expander("Reference: the physician-written ideal completion"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")
+    st.caption(safe_markdown(name.details))
 
 with right:
     n_must_not = sum(c.must_not for c in view.criteria)
-    st.markdown(f"#### Rubric · {len(view.criteria)} criteria")
-    st.caption(f"{view.max_points:g} positive points"
-               + (f" · {n_must_not} MUST-NOT criteri{'a' if n_must_not != 1 else 'on'} "
-                  "(negative points: met means the response did what it must not)"
-                  if n_must_not else "")
-               + ("" if view.completion is None else
-                  " · Y met · N not met · U can't assess · Up/Down move · Ctrl+Enter commits"))
+    st.markdown(f"**Rubric · {len(view.criteria)} criteria** · :small[{view.max_points:g} positive "
+                "points" + (f" · {n_must_not} MUST-NOT criteri{'a' if n_must_not != 1 else 'on'}"
+                            if n_must_not else "") + "]",
+                help="A MUST-NOT criterion has negative points: met means the response did what "
+                     "it must not. Keys: Y met, N not met, U can't assess, Up and Down move, "
+                     "Ctrl+Enter commits." if n_must_not else
+                     "Keys: Y met, N not met, U can't assess, Up and Down move, Ctrl+Enter commits.")
     if not screen.questions:
         st.warning("This conversation has no rubric criteria.")
     else:

@@ -1,4 +1,18 @@
-"""Review screen: step through prefixes and responses and answer, blind first."""
+"""Review screen: step through conversations and model replies and answer, blind first.
+
+Laid out for a laptop (1280x720): the judged text (the patient's latest
+message, earlier ones above it, or the model's reply) on the left, the
+question and its four answers on the right, and the last answer's reveal
+under them, never above the item. An answer reruns only the item's part of
+the screen (a fragment): the header, the sidebar and the rest stay as they
+are.
+
+Keys: 1-4 answer, 0 cannot assess, Shift+1..5 confidence, F flag, S the
+reason for a skip (Enter skips), Z change the last answer, Left / Right the
+previous and next item. Keys pressed while the screen changes are held and
+applied to what they were pressed on, or refused with a notice
+(pages/_keys.py).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +20,17 @@ import time
 
 import streamlit as st
 
+from pages._keys import marker, screen_keys
+from pages._keys import waiting as keys_waiting
 from pages._shared import (
+    came_from_another_screen,
     item_asked_by_address,
     put_item_in_address,
     require_reviewer,
     show_text,
     store,
 )
-from pages._steps import code_span
-from review.reviewing.blinding import DEFAULT_MODE, Sight, what_reviewer_sees
+from review.reviewing.blinding import DEFAULT_MODE, Sight, reveal_wait, what_reviewer_sees
 from review.reviewing.commit import commit_answer, skip_item
 from review.reviewing.drafts import load_draft, save_draft
 from review.reviewing.items import (
@@ -25,6 +41,7 @@ from review.reviewing.items import (
     load_item,
     my_answers,
 )
+from review.reviewing.names import FREE_REVIEW, item_name, rater_name, study_round, turn
 from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
 from review.reviewing.queue import (
     Progress,
@@ -44,8 +61,11 @@ from review.team.rounds import (
 )
 from review.text import inline_code, safe_markdown
 
-KINDS = {"prefix": "Prefixes", "response": "Responses"}
+KINDS = {"prefix": "Conversations", "response": "Model replies"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
+# Session key: (the item just answered, the item shown after it). The reveal
+# panel describes that answer only while that next item is on screen.
+LAST = "last_answer"
 
 reviewer = require_reviewer()
 
@@ -60,7 +80,10 @@ def rationale_key(item_id: int) -> str:
 def confidence_key(item_id: int) -> str:
     return f"confidence:{reviewer.id}:{item_id}"
 
+
 db = store()
+if came_from_another_screen():
+    st.session_state.pop(LAST, None)  # the last answer's panel belongs to that visit
 
 # -- what to review ---------------------------------------------------------
 choices = filter_choices(db)
@@ -69,14 +92,13 @@ rounds = screen_rounds(db, tuple(KINDS))
 wanted_round = round_in_address(rounds, st.query_params.get("round"))
 FREE = 0  # "no round": a real option (None would show as an empty choice)
 round_ids = [FREE, *rounds]
-head_l, head_m, head_r = st.columns([2, 3, 3], vertical_alignment="bottom")
-with head_l:
-    st.title("Review", anchor=False)
-with head_m:
+head = st.columns([1.2, 2.6, 2.4], vertical_alignment="center", gap="small")
+head[0].title("Review", anchor=False)
+with head[1]:
     review_round = st.selectbox(
-        "Review round", round_ids,
+        "Study round", round_ids,
         index=round_ids.index(wanted_round) if wanted_round is not None else 0,
-        format_func=lambda r: "Free review (no round)" if r == FREE else f"Round: {rounds[r].name}",
+        format_func=lambda r: FREE_REVIEW if r == FREE else study_round(rounds[r].name),
         label_visibility="collapsed", disabled=not rounds,
     )
 if review_round == FREE:
@@ -85,9 +107,9 @@ else:
     st.query_params["round"] = str(review_round)
 this_round = rounds.get(review_round)
 default_kind = this_round.kind if this_round else st.query_params.get("kind", kinds[0])
-with head_r:
+with head[2]:
     kind = st.segmented_control(
-        "Items", kinds, format_func=KINDS.get, key="kind",
+        "What to judge", kinds, format_func=KINDS.get, key="kind",
         default=default_kind if default_kind in kinds else kinds[0],
         label_visibility="collapsed", disabled=this_round is not None,
     ) or kinds[0]
@@ -100,50 +122,24 @@ kind_choices = filter_choices(db, kind)
 with st.sidebar:
     st.markdown("**Queue filters**")
     if this_round is not None:
-        st.caption("The round decides which items you get.")
+        st.caption("The study round decides which items you get.")
         dataset = split = conv_round = model = None
     else:
-        dataset = st.selectbox("Dataset", kind_choices.datasets, index=None, placeholder="All datasets")
+        dataset = st.selectbox("Dataset", kind_choices.datasets, index=None,
+                               placeholder="All datasets")
         split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
-        conv_round = st.selectbox("Conversation round", kind_choices.rounds, index=None,
-                                  placeholder="All rounds")
+        conv_round = st.selectbox("Patient's turn", kind_choices.rounds, index=None,
+                                  format_func=turn, placeholder="All turns")
         model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
                  if kind == "response" else None)
 filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model)
+round_id = this_round.id if this_round else None
+state_key = f"item:{kind}:{review_round}"
 
 
 def next_one(after_id: int | None = None) -> int | None:
     """The next item: reserved for me in a review round, else my free queue."""
-    return next_item(store(), reviewer, filt, round_id=this_round.id if this_round else None,
-                     after_id=after_id)
-
-
-# -- which item -------------------------------------------------------------
-state_key = f"item:{kind}:{review_round}"
-item_id = st.session_state.get(state_key)
-wanted_uid = item_asked_by_address(st.session_state.get("item_uid") if item_id is not None else None)
-if wanted_uid:
-    item_id = find_item_id(db, wanted_uid)
-if item_id is None:
-    item_id = next_one()
-item = load_item(db, item_id) if item_id is not None else None
-if item is not None and item.kind != kind:
-    item = None
-    item_id = next_one()
-    item = load_item(db, item_id) if item_id is not None else None
-
-# In a round, every count on this screen comes from one read (`round_counts`).
-counts = round_counts(db, this_round.id, reviewer.id) if this_round is not None else None
-if counts is not None:
-    progress = Progress(counts.done, counts.yours)
-    st.progress(counts.done / counts.yours if counts.yours else 0.0,
-                text=counts.progress_words(safe_markdown(this_round.name), "answered"))
-else:
-    progress = queue_progress(db, reviewer.id, filt)
-    st.progress(progress.done / progress.total if progress.total else 0.0,
-                text=f"{progress.done} of {progress.total} answered by you"
-                + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
-                + (" · all done" if progress.total and not progress.remaining else ""))
+    return next_item(store(), reviewer, filt, round_id=round_id, after_id=after_id)
 
 
 def _go(target_id: int | None) -> None:
@@ -156,9 +152,9 @@ def _advance_from(done_id: int) -> None:
     _go(next_one(after_id=done_id))
 
 
-def db_for_callback():
-    # Callbacks run before the script body of the next run: use this run's store.
-    return store()
+def flash(kind_: str, words: str) -> None:
+    """A message for the next run, shown beside the answers (never over the item)."""
+    st.session_state["flash"] = (kind_, words)
 
 
 def ahead_of_the_screen(item_id: int) -> bool:
@@ -168,15 +164,15 @@ def ahead_of_the_screen(item_id: int) -> bool:
     current = st.session_state.get(state_key)
     if current is None or current == item_id:
         return False
-    st.session_state["flash"] = ("info", "A key pressed before the next item was on screen was "
-                                 "not applied; answer the item you see now.")
+    flash("info", "A key pressed before the next item was on screen was not applied; "
+                  "answer the item you see now.")
     return True
 
 
-def on_answer(item_id: int, question_id: int, value: str | None, status: str, uid: str) -> None:
+def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str) -> None:
     if ahead_of_the_screen(item_id):
         return
-    s = db_for_callback()
+    s = store()
     already = bool(my_answers(s, reviewer.id, item_id, question_id))
     started = st.session_state.get("shown_at", time.monotonic())
     try:
@@ -184,56 +180,62 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, ui
             s, reviewer, item_id, question_id, value, status=status,
             rationale=st.session_state.get(rationale_key(item_id)),
             confidence=st.session_state.get(confidence_key(item_id)),
-            seconds_on_task=round(time.monotonic() - started, 2), mode=mode,
-            round_id=this_round.id if this_round else None,
+            seconds_on_task=round(time.monotonic() - started, 2), mode=mode, round_id=round_id,
         )
     except RoundError as exc:
-        st.session_state["flash"] = ("warning", safe_markdown(str(exc)))
+        flash("warning", safe_markdown(str(exc)))
         _advance_from(item_id)
         return
     except ValueError as exc:
-        st.session_state["flash"] = ("error", safe_markdown(str(exc)))
+        flash("error", safe_markdown(str(exc)))
         return
-    st.session_state["last_committed"] = item_id
     if this_round and late_for_round(s, [annotation_id]) is not None:
-        st.session_state["flash"] = ("warning", full_text(s, this_round.id, item_id))
+        flash("warning", full_text(s, this_round.id, item_id))
         _advance_from(item_id)
         return
     if already:
-        st.session_state["flash"] = ("success", f"Answer to {code_span(uid)} revised;"
-                                     " the earlier one is kept in the history.")
+        st.session_state.pop(LAST, None)
+        flash("success", "Answer changed; the earlier one is kept in the history.")
     else:
         _advance_from(item_id)
+        st.session_state[LAST] = (item_id, st.session_state.get(state_key))
 
 
-def on_skip(item_id: int, question_id: int, uid: str, withdraws: bool) -> None:
+def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str) -> None:
     if ahead_of_the_screen(item_id):
         return
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
-        skip_item(db_for_callback(), reviewer, item_id, question_id, reason, mode=mode,
-                  round_id=this_round.id if this_round else None)
+        skip_item(store(), reviewer, item_id, question_id, reason, mode=mode, round_id=round_id)
     except ValueError as exc:
-        st.session_state["flash"] = ("error", safe_markdown(str(exc)))
+        flash("error", safe_markdown(str(exc)))
         return
-    st.toast(f"Skipped {code_span(uid)}" + ("; your answer to it is withdrawn (kept in its history)"
-                                            if withdraws else "") + ". Back reaches it again.",
-             icon=":material/skip_next:")
     _advance_from(item_id)
+    st.session_state[LAST] = (item_id, st.session_state.get(state_key))
+    if withdraws:
+        flash("info", "Your answer to it is withdrawn (kept in its history). Back reaches it again.")
 
 
 def on_draft(item_id: int, question_id: int) -> None:
     if this_round is not None:  # at work on it: its place in the round is kept
-        keep_reservation(db_for_callback(), this_round.id, item_id, reviewer.id)
-    save_draft(db_for_callback(), reviewer, item_id, question_id,
+        keep_reservation(store(), this_round.id, item_id, reviewer.id)
+    save_draft(store(), reviewer, item_id, question_id,
                st.session_state.get(rationale_key(item_id)),
                st.session_state.get(confidence_key(item_id)))
+
+
+def on_confidence(item_id: int, question_id: int, level: int) -> None:
+    if ahead_of_the_screen(item_id):
+        return
+    key = confidence_key(item_id)
+    st.session_state[key] = None if st.session_state.get(key) == level else level
+    on_draft(item_id, question_id)
 
 
 def on_flag(item_id: int, raise_flag: bool) -> None:
     if ahead_of_the_screen(item_id):
         return
-    flag_item(db_for_callback(), reviewer, item_id, raise_flag,
+    flag_item(store(), reviewer, item_id, raise_flag,
               st.session_state.get(f"flag_note:{item_id}"))
 
 
@@ -242,9 +244,17 @@ def on_open(target_id: int | None) -> None:
         _go(target_id)
 
 
-flash = st.session_state.pop("flash", None)
-if flash:
-    getattr(st, flash[0])(flash[1])
+def on_step(item_id: int, step: int) -> None:
+    """Back or Next from the item on screen now: a press held while the screen
+    changed still moves one more, from where the screen is."""
+    now = st.session_state.get(state_key) or item_id
+    place = item_place(store(), reviewer.id, now, filt, round_id=round_id)
+    target = place.earlier if step < 0 else place.later
+    if target is None and step > 0 and this_round is not None:
+        if my_answers(store(), reviewer.id, now, load_item(store(), now).question_id):
+            _advance_from(now)  # past my last round item: the round's next, once this is done
+        return
+    on_open(target)
 
 
 def label_name(item_view: ItemView | None, code: str | None) -> str:
@@ -252,19 +262,29 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return "—"
     book = item_view.codebook if item_view else None
     try:
-        return f"{book.label(code).short} ({code[:2]})" if book else code
+        return book.label(code).short if book else code
     except KeyError:
         return code
 
 
+_SIGHTS: dict[int, Sight] = {}
+"""This run's blinding decisions, by item (asked once each: `review_item` clears it)."""
+
+
 def sight_of(item_id: int) -> Sight:
     """What I may see of the item's labels, and under which blinding."""
-    return what_reviewer_sees(db, reviewer.id, item_id,
-                              round_id=this_round.id if this_round else None, mode=DEFAULT_MODE)
+    if item_id not in _SIGHTS:
+        _SIGHTS[item_id] = what_reviewer_sees(db_now(), reviewer.id, item_id, round_id=round_id,
+                                              mode=DEFAULT_MODE)
+    return _SIGHTS[item_id]
 
 
-def show_reveal(item_view: ItemView, mine: str | None) -> None:
-    sight = sight_of(item_view.id)
+def db_now():
+    return store()
+
+
+def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
+    """The item's gold and machine labels beside my answer, or why they wait."""
     if not sight.shown:
         st.caption(sight.held)
         return
@@ -274,214 +294,335 @@ def show_reveal(item_view: ItemView, mine: str | None) -> None:
         st.caption("No reference or machine labels for this item.")
         return
     for lab in sight.labels:
-        who = "Gold" if lab.rater_kind == "reference" else safe_markdown(lab.rater)
-        line = st.columns([3, 4], vertical_alignment="center")
+        who = safe_markdown(rater_name(db_now(), lab.rater))
         if lab.about == "the prefix":
             # Another question (what a safe assistant should do), not another answer to
-            # mine: shown as what the response should have done, with no agree/differ mark.
-            line[0].markdown(f"**{who}** · what the response should have done")
-            line[1].badge(label_name(item_view, lab.value), color="gray", icon=":material/flag:")
+            # mine: shown as what the reply should have done, with no agree/differ mark.
+            st.markdown(f"**{who}** · what the reply should have done: "
+                        f":gray-badge[:material/flag: {safe_markdown(label_name(item_view, lab.value))}]",
+                        help=f"Rater: {lab.rater}")
             continue
         same = lab.value == mine
-        line[0].markdown(f"**{who}** · {lab.about}")
-        line[1].badge(label_name(item_view, lab.value),
-                      color="green" if same else "orange",
-                      icon=":material/check:" if same else ":material/compare_arrows:")
-    show_earlier_rounds(sight)
-
-
-def show_earlier_rounds(sight: Sight) -> None:
-    """The case's earlier rounds, your answer and the gold of each: held back
-    until now, its last round answered."""
+        badge = (f":green-badge[:material/check: {safe_markdown(label_name(item_view, lab.value))}]"
+                 if same else
+                 f":orange-badge[:material/compare_arrows: {safe_markdown(label_name(item_view, lab.value))}]")
+        st.markdown(f"**{who}** · {badge}", help=f"Rater: {lab.rater}")
     for earlier in sight.earlier:
         final = earlier.answer
         said = (label_name(earlier.item, final.value) if final.status == "answered"
                 else STATUS_WORDS.get(final.status, final.status))
-        line = st.columns([3, 4], vertical_alignment="center")
-        line[0].markdown(f"**Gold** · round {earlier.item.round_id}, where you said {said}")
         same = earlier.gold == final.value
-        line[1].badge(label_name(earlier.item, earlier.gold), color="green" if same else "orange",
-                      icon=":material/check:" if same else ":material/compare_arrows:")
+        colour, icon = ("green", "check") if same else ("orange", "compare_arrows")
+        st.markdown(f"**Gold label** · {turn(earlier.item.round_id)}, where you said "
+                    f"{safe_markdown(said)}: :{colour}-badge[:material/{icon}: "
+                    f"{safe_markdown(label_name(earlier.item, earlier.gold))}]")
 
 
-# -- the last answer, revealed ---------------------------------------------
-last_id = st.session_state.get("last_committed")
-if last_id is not None and item is not None and last_id != item.id:
-    last = load_item(db, last_id)
-    if last is not None and last.question_id:
-        answers = my_answers(db, reviewer.id, last.id, last.question_id)
-        if answers:
-            with st.container(border=True):
-                top = st.columns([5, 2], vertical_alignment="center")
-                final = answers[-1]
-                top[0].markdown(
-                    f"Your answer to {code_span(last.uid)}: "
-                    f"{label_name(last, final.value) if final.status == 'answered' else STATUS_WORDS.get(final.status, final.status)}"
-                )
-                top[1].button("Open it again", key="reopen_last", on_click=on_open,
-                              args=(last.id,), icon=":material/undo:", width="stretch")
-                show_reveal(last, final.value)
+_ANSWERED: dict[int, tuple[ItemView, list] | None] = {}
+"""This run's `just_answered`, by the item on screen."""
 
-if item is None and counts is not None:
-    st.success(counts.nothing_left_words(safe_markdown(this_round.name)), icon=":material/task_alt:")
-    st.stop()
-if item is None:
-    if progress.total:
-        st.success("You have answered every item in this queue. Change the filters or the item type to go on."
-                   + (f" You skipped {progress.skipped}." if progress.skipped else ""),
-                   icon=":material/task_alt:")
-        if progress.skipped:
-            st.button("Open the items I skipped", icon=":material/skip_previous:", on_click=on_open,
-                      args=(first_skipped_item(db, reviewer.id, filt),))
+
+def just_answered(item: ItemView) -> tuple[ItemView, list] | None:
+    """The item answered just before this one came on screen, and my answers to
+    it; None once another item has been on screen since."""
+    last = st.session_state.get(LAST)
+    if not last or last[1] != item.id:
+        return None
+    if item.id not in _ANSWERED:
+        answered = load_item(db_now(), last[0])
+        answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id) \
+            if answered is not None and answered.question_id else []
+        _ANSWERED[item.id] = (answered, answers) if answers else None
+    return _ANSWERED[item.id]
+
+
+def last_answer_wait(item: ItemView) -> float:
+    """Seconds until the reveal of the answer just given falls due (0: none waits)."""
+    last = just_answered(item)
+    if last is None or last[1][-1].status == "skipped":
+        return 0.0
+    answered = last[0]
+    return reveal_wait(db_now(), reviewer.id, answered.id, answered.question_id, answered.kind,
+                       sight_of(answered.id).mode)
+
+
+def last_answer_panel(item: ItemView) -> None:
+    """The answer just given (to the item before this one): what it was, a way
+    back to change it, and once its undo window has passed, its reveal."""
+    last = just_answered(item)
+    if last is None:
+        return
+    answered, answers = last
+    final = answers[-1]
+    said = (label_name(answered, final.value) if final.status == "answered"
+            else STATUS_WORDS.get(final.status, final.status))
+    name = item_name(db_now(), answered.id)
+    wait = last_answer_wait(item)
+    with st.container(border=True, key="rv_last", gap="small"):
+        top = st.columns([5, 3], vertical_alignment="center", gap="small")
+        top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
+                        f"] **{safe_markdown(said)}**")
+        top[1].button("Change", key=f"reopen_last:{answered.id}", on_click=on_open,
+                      args=(answered.id,), width="stretch", shortcut="Z",
+                      help="Open that item again to change your answer")
+        if final.status == "skipped":
+            st.caption("Skipped, with your reason. Back reaches it again.")
+        elif wait > 0:
+            st.caption("Its labels show in a few seconds: a correction made before then "
+                       "is still recorded as blind.")
+        else:
+            show_reveal(answered, final.value, sight_of(answered.id))
+
+
+# -- the item and its answers: rerun alone after an answer ---------------------------
+
+@st.fragment
+def review_item() -> None:
+    _SIGHTS.clear()  # asked afresh each run: an answer changes them
+    _ANSWERED.clear()
+    s = db_now()
+    item_id = st.session_state.get(state_key)
+    wanted_uid = item_asked_by_address(
+        st.session_state.get("item_uid") if item_id is not None else None)
+    if wanted_uid:
+        item_id = find_item_id(s, wanted_uid)
+    if item_id is None:
+        item_id = next_one()
+    item = load_item(s, item_id) if item_id is not None else None
+    if item is not None and item.kind != kind:
+        item_id = next_one()
+        item = load_item(s, item_id) if item_id is not None else None
+
+    # In a round, every count on this screen comes from one read (`round_counts`).
+    counts = round_counts(s, this_round.id, reviewer.id) if this_round is not None else None
+    if counts is not None:
+        progress = Progress(counts.done, counts.yours)
+        words = counts.progress_words(safe_markdown(this_round.name), "answered")
     else:
-        st.info("No items match. Load the demo or import data on the Data screen.")
-    st.stop()
+        progress = queue_progress(s, reviewer.id, filt)
+        words = (f"{progress.done} of {progress.total} answered by you"
+                 + (f" · {progress.skipped} of them skipped" if progress.skipped else "")
+                 + (" · all done" if progress.total and not progress.remaining else ""))
 
-# Keep the URL on the item, so a reload or a shared link opens it again.
-st.session_state[state_key] = item.id
-st.session_state["item_uid"] = item.uid
-put_item_in_address(item.uid)
-if st.session_state.get("shown_item") != item.id:
-    st.session_state["shown_item"] = item.id
-    st.session_state["shown_at"] = time.monotonic()
+    if item is None:
+        st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
+        if counts is not None:
+            st.success(counts.nothing_left_words(safe_markdown(this_round.name)),
+                       icon=":material/task_alt:")
+        elif progress.total:
+            st.success("You have answered every item in this queue. Change the filters or what "
+                       "to judge to go on."
+                       + (f" You skipped {progress.skipped}." if progress.skipped else ""),
+                       icon=":material/task_alt:")
+            if progress.skipped:
+                st.button("Open the items I skipped", icon=":material/skip_previous:",
+                          on_click=on_open, args=(first_skipped_item(s, reviewer.id, filt),))
+        else:
+            st.info("No items match. Load the demo or import data on the Data screen.")
+        return
 
-# The blinding my answers here are given under: the round's, or blind where a fully
-# blind round holds the item for me (no peeking outside it at what it keeps hidden).
-mode = sight_of(item.id).mode
-if (notice := sight_of(item.id).notice) is not None:
-    st.caption(notice)
-if item.codebook is not None:
-    # The wording in force: the latest in-app edit of the codebook, if any.
-    item.codebook = current_codebook(db, item.codebook.key) or item.codebook
-if this_round is not None and not in_round(db, this_round.id, item.id):
-    # A link or an old address naming an item the round does not hold: an answer
-    # here could not count in the round, so none is asked for.
-    st.warning(f"{code_span(item.uid)} is not part of {safe_markdown(this_round.name)}, so an "
-               "answer to it could not count there.", icon=":material/block:")
-    st.button("Back to the round", type="primary", icon=":material/undo:", on_click=on_open,
-              args=(next_one(),))
-    st.stop()
-# Inside a round, Back and Next move through the round's items given to me.
-place = item_place(db, reviewer.id, item.id, filt, round_id=this_round.id if this_round else None)
-position, total, earlier, later = place.position, place.total, place.earlier, place.later
-left, right = st.columns([3, 2], gap="large")
+    if (last := st.session_state.get(LAST)) and last[1] != item.id:
+        st.session_state.pop(LAST)  # another item on screen since: that panel is gone for good
+    # Keep the address on the item, so a reload or a shared link opens it again.
+    st.session_state[state_key] = item.id
+    st.session_state["item_uid"] = item.uid
+    put_item_in_address(item.uid)
+    if st.session_state.get("shown_item") != item.id:
+        st.session_state["shown_item"] = item.id
+        st.session_state["shown_at"] = time.monotonic()
 
-# -- the item ----------------------------------------------------------------
-with left:
-    facts = [code_span(item.uid), f"item {position} of {total}" + (
-        f" for you in {safe_markdown(this_round.name)}" if this_round else "")]
-    if item.round_id:
-        facts.append(f"round {item.round_id}")
-    facts += [safe_markdown(x) for x in (item.split, item.dataset) if x]
-    if item.kind == "response" and item.model:
-        facts.append(f"model **{safe_markdown(item.model)}**")
-    st.markdown(" · ".join(facts))
-    length = sum(len(r.patient_text) for r in item.rounds) + len(item.response or "")
-    with st.container(height=560 if length > 1800 else "content", border=True):
-        for rnd in item.rounds:
-            with st.chat_message("user", avatar=":material/person:"):
-                st.caption(f"Patient · round {rnd.number}")
-                show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
-        if item.kind == "response":
-            with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Response · {safe_markdown(item.model)}")
-                if item.failed:
-                    st.error("Generation failed: " + safe_markdown(item.error or "no reason given"),
-                             icon=":material/error:")
-                else:
-                    show_text(item.response, key=f"response:{item.id}",
-                              empty="(empty reply: the model returned no text)")
-
-# -- the answer ----------------------------------------------------------------
-with right:
-    if item.question_id is None or item.codebook is None:
-        st.warning("No question is defined for this kind of item.")
-        st.stop()
-    answers = my_answers(db, reviewer.id, item.id, item.question_id)
+    sight = sight_of(item.id)
+    mode = sight.mode  # the round's, or blind where a fully blind round holds the item for me
+    if item.codebook is not None:
+        # The wording in force: the latest in-app edit of the codebook, if any.
+        item.codebook = current_codebook(s, item.codebook.key) or item.codebook
+    if this_round is not None and not in_round(s, this_round.id, item.id):
+        # A link or an old address naming an item the round does not hold: an answer
+        # here could not count in the round, so none is asked for.
+        st.warning(f"{safe_markdown(item_name(s, item.id).title)} is not part of "
+                   f"{safe_markdown(this_round.name)}, so an answer to it could "
+                   "not count there.", icon=":material/block:")
+        st.button("Back to the round", type="primary", icon=":material/undo:", on_click=on_open,
+                  args=(next_one(),))
+        return
+    asks = item.question_id is not None and item.codebook is not None
+    labels = item.codebook.labels if asks else []
+    buttons = {lab.shortcut: f"label:{item.id}:{lab.code}" for lab in labels}
+    buttons.update({"0": f"cannot_assess:{item.id}", "F": f"flag:{item.id}",
+                    "Left": f"prev:{item.id}", "Right": f"next:{item.id}",
+                    "Z": f"reopen_last:{(st.session_state.get(LAST) or (0,))[0]}",
+                    **{f"Shift+{n}": f"confidence_{n}:{item.id}" for n in range(1, 6)}})
+    answers = my_answers(s, reviewer.id, item.id, item.question_id) if asks else []
     current = answers[-1] if answers else None
-    st.markdown(f"**{safe_markdown(item.question_text)}**")
-    if current and current.status != "skipped":
-        st.caption("You answered this item; choosing again records a revision after the reveal.")
-    # Every action's key names the item it acts on. A key pressed while the
-    # screen still shows this item, as the next one is being made ready, then
-    # acts on this item (or, once the next is on screen, on nothing): with one
-    # key for every item, Streamlit ran the callback registered last, which
-    # answered the next item, one the clinician had not seen.
-    for lab in item.codebook.labels:
-        chosen = current is not None and current.value == lab.code
-        st.button(
-            f"{safe_markdown(lab.short)}  ·  {safe_markdown(lab.code[:2])}",
-            key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
-            help=safe_markdown(lab.definition), width="stretch", type="primary" if chosen else "secondary",
-            on_click=on_answer, args=(item.id, item.question_id, lab.code, "answered", item.uid),
-            disabled=item.failed,
-        )
-    rkey, ckey = rationale_key(item.id), confidence_key(item.id)
-    if rkey not in st.session_state and ckey not in st.session_state:
-        # Typed but not committed before a reload or a closed tab: bring it back.
-        draft = load_draft(db, reviewer.id, item.id, item.question_id)
-        if draft:
-            st.session_state[rkey] = draft.rationale or ""
-            st.session_state[ckey] = draft.confidence
-            st.caption(f"Draft restored (typed {draft.updated_at[:16].replace('T', ' ')} UTC).")
-    st.text_area("Rationale (optional)", key=rkey, height=80, on_change=on_draft,
-                 args=(item.id, item.question_id),
-                 placeholder="Why this label? Kept as a draft until you answer. "
-                             "Press Tab (or click outside the box) before a number key.")
-    st.segmented_control("Confidence", [1, 2, 3, 4, 5], key=ckey, on_change=on_draft,
-                         args=(item.id, item.question_id), help="1 = a guess, 5 = certain")
-    row = st.columns(2)
-    row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0", width="stretch",
-                  on_click=on_answer, args=(item.id, item.question_id, None, "cannot_assess", item.uid),
-                  help="The item does not give enough to answer")
-    flagged = is_flagged(db, reviewer.id, item.id)
-    row[1].button("Unflag" if flagged else "Flag", key=f"flag:{item.id}", shortcut="F", width="stretch",
-                  icon=":material/flag:", type="primary" if flagged else "secondary",
-                  on_click=on_flag, args=(item.id, not flagged),
-                  help="Mark the item for a second look")
-    nav = st.columns(2)
-    nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left", icon=":material/arrow_back:",
-                  width="stretch", on_click=on_open, args=(earlier,), disabled=earlier is None)
-    if this_round is not None and later is None:
-        # Past my last round item: the round's next item for me, once this one is done
-        # (until then the round keeps giving me this one).
-        waiting = current is None
-        nav[1].button("Next", key=f"next:{item.id}", shortcut="Right", icon=":material/arrow_forward:",
-                      width="stretch", on_click=_advance_from, args=(item.id,), disabled=waiting,
-                      help="Answer or skip this item to get the round's next one" if waiting else None)
-    else:
-        nav[1].button("Next", key=f"next:{item.id}", shortcut="Right", icon=":material/arrow_forward:",
-                      width="stretch", on_click=on_open, args=(later,), disabled=later is None)
-    # Skipping, in place (not in a popover: opening one left the focus on its button, so
-    # a reason typed next was read as shortcuts - a digit answered, F flagged).
-    withdraws = current is not None and current.status != "skipped"
-    if withdraws:
-        st.caption("You answered this item: skipping it withdraws your answer, which then "
-                   "counts nowhere (it stays in the item's history). To change it, choose "
-                   "another label instead.")
-    skip = st.columns([3, 2], vertical_alignment="bottom")
-    skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}", label_visibility="collapsed",
-                       placeholder="Why skip it?")
-    skip[1].button("Withdraw and skip" if withdraws else "Skip", key=f"skip:{item.id}",
-                   icon=":material/skip_next:", width="stretch",
-                   on_click=on_skip, args=(item.id, item.question_id, item.uid, withdraws),
-                   type="primary" if withdraws else "secondary",
-                   help="Withdraw my answer and pass over this item" if withdraws
-                   else "Pass over this item, with the reason typed beside")
+    # First on the screen, before what the keys act on: a key pressed while the rest
+    # is drawn (a reload, an answer being redrawn) is held until its button is there.
+    live = screen_keys(
+        "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
+        scroll=["rv_latest"] if item.kind == "prefix" else [], gate=True,
+        due_in=max(last_answer_wait(item),
+                   reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
+                   if current is not None else 0.0))
+    if not live:  # the first run after a page load: the item comes once keys are held
+        keys_waiting()
+        return
+    st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
-    if current is not None:
-        with st.container(border=True):
-            st.markdown("**Your answers**")
-            for a in answers:
-                what = label_name(item, a.value) if a.status == "answered" else STATUS_WORDS[a.status]
-                st.caption(f"{a.created_at[:19].replace('T', ' ')} · {a.phase.replace('_', ' ')} · {what}"
-                           + (f" — {safe_markdown(a.rationale)}" if a.rationale else ""))
-            show_reveal(item, current.value)
+    name = item_name(s, item.id)
+    place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
+    where = (f"item {place.position} of {place.total}"
+             + (" for you in " + safe_markdown(this_round.name) if this_round else ""))
+    left, right = st.columns([3, 2], gap="medium")
 
-    with st.expander("Codebook: definitions and decision rules"):
-        for lab in item.codebook.labels:
-            # Codebook wording is text, shown as written (an admin may edit it).
-            st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
-                        f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
-            for rule in lab.rules:
-                st.markdown(f"- {safe_markdown(rule)}")
+    # -- the judged text -------------------------------------------------------------
+    with left:
+        st.markdown(f"**{safe_markdown(name.title)}** :small[· {where}]")
+        with st.container(key=marker(str(item.id)), gap="small"):
+            if item.kind == "prefix":
+                with st.container(border=True, key="rv_turns"):
+                    for rnd in item.rounds:
+                        latest = rnd.number == len(item.rounds)
+                        with st.container(key=f"rv_turn_{rnd.number}" if not latest else "rv_latest"):
+                            with st.chat_message("user", avatar=":material/person:"):
+                                st.caption(f"Patient · {turn(rnd.number)}"
+                                           + (" · the latest message, to judge" if latest
+                                              and len(item.rounds) > 1 else ""))
+                                show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
+            else:
+                if item.rounds:
+                    with st.container(border=True, key="rv_context"):
+                        for rnd in item.rounds:
+                            with st.chat_message("user", avatar=":material/person:"):
+                                st.caption(f"Patient · {turn(rnd.number)}")
+                                show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
+                with st.container(border=True, key="rv_reply"):
+                    with st.chat_message("assistant", avatar=":material/smart_toy:"):
+                        st.caption(safe_markdown(name.subject))
+                        if item.failed:
+                            st.error("Generation failed: "
+                                     + safe_markdown(item.error or "no reason given"),
+                                     icon=":material/error:")
+                        else:
+                            show_text(item.response, key=f"response:{item.id}",
+                                      empty="(empty reply: the model returned no text)")
+        st.caption(safe_markdown(name.details))
+
+    # -- the question and its answers --------------------------------------------------
+    with right:
+        if not asks:
+            st.warning("No question is defined for this kind of item.")
+            return
+        st.markdown(f"**{safe_markdown(item.question_text)}**")
+        if sight.notice is not None:
+            st.caption(sight.notice)
+        # Every action's key names the item it acts on: a key pressed while the screen
+        # still shows this item, as the next one is being made ready, acts on this item
+        # (or, once the next is on screen, on nothing), never on one not yet seen.
+        for lab in labels:
+            chosen = current is not None and current.value == lab.code
+            st.button(
+                safe_markdown(lab.short), key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
+                help=safe_markdown(lab.definition), width="stretch",
+                type="primary" if chosen else "secondary",
+                on_click=on_answer,
+                args=(item.id, item.question_id, lab.code, "answered", mode),
+                disabled=item.failed,
+            )
+        if current and current.status != "skipped":
+            st.caption("You answered this item; choosing again changes your answer"
+                       + (" (after the reveal, once its labels have shown)."
+                          if sight.shown else "."))
+        row = st.columns(2, gap="small")
+        row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0",
+                      width="stretch", on_click=on_answer,
+                      args=(item.id, item.question_id, None, "cannot_assess", mode),
+                      help="The item does not give enough to answer")
+        flagged = is_flagged(s, reviewer.id, item.id)
+        row[1].button("Unflag" if flagged else "Flag", key=f"flag:{item.id}", shortcut="F",
+                      width="stretch", icon=":material/flag:",
+                      type="primary" if flagged else "secondary",
+                      on_click=on_flag, args=(item.id, not flagged),
+                      help="Mark the item for a second look")
+        rkey, ckey = rationale_key(item.id), confidence_key(item.id)
+        restored = None
+        if rkey not in st.session_state and ckey not in st.session_state:
+            # Typed but not committed before a reload or a closed tab: bring it back.
+            draft = load_draft(s, reviewer.id, item.id, item.question_id)
+            if draft:
+                st.session_state[rkey] = draft.rationale or ""
+                st.session_state[ckey] = draft.confidence
+                restored = draft.updated_at
+        with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                          key="rv_confidence"):
+            st.markdown(":small[Confidence (⇧1–5)]")
+            for n in range(1, 6):
+                st.button(str(n), key=f"confidence_{n}:{item.id}", shortcut=f"Shift+{n}",
+                          help=f"Confidence {n} of 5 (1 = a guess, 5 = certain): Shift+{n}",
+                          type="primary" if st.session_state.get(ckey) == n else "secondary",
+                          on_click=on_confidence, args=(item.id, item.question_id, n))
+
+        flashed = st.session_state.pop("flash", None)
+        if flashed:
+            getattr(st, flashed[0])(flashed[1])
+        last_answer_panel(item)
+
+        nav = st.columns(2, gap="small")
+        nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left",
+                      icon=":material/arrow_back:", width="stretch", on_click=on_step,
+                      args=(item.id, -1), disabled=place.earlier is None)
+        waiting = this_round is not None and place.later is None and current is None
+        nav[1].button("Next", key=f"next:{item.id}", shortcut="Right",
+                      icon=":material/arrow_forward:", width="stretch", on_click=on_step,
+                      args=(item.id, +1),
+                      disabled=waiting or (place.later is None and this_round is None),
+                      help="Answer or skip this item to get the round's next one"
+                      if waiting else None)
+
+        # Skipping, in place (not in a popover: opening one left the focus on its button,
+        # so a reason typed next was read as shortcuts - a digit answered, F flagged).
+        withdraws = current is not None and current.status != "skipped"
+        if withdraws:
+            st.caption("You answered this item: skipping it withdraws your answer, which then "
+                       "counts nowhere (it stays in the item's history). To change it, choose "
+                       "another label instead.")
+        with st.form(f"skip:{item.id}", border=False, enter_to_submit=True):
+            skip = st.columns([3, 2], vertical_alignment="bottom", gap="small")
+            skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}",
+                               label_visibility="collapsed",
+                               placeholder="Why skip it? (S, type, Enter)")
+            skip[1].form_submit_button(
+                "Withdraw and skip" if withdraws else "Skip", key=f"skip:{item.id}",
+                icon=":material/skip_next:", width="stretch",
+                on_click=on_skip, args=(item.id, item.question_id, withdraws, mode),
+                type="primary" if withdraws else "secondary",
+                help="Withdraw my answer and pass over this item" if withdraws
+                else "Pass over this item, with the reason typed beside (Enter)")
+
+        if restored:
+            st.caption(f"Draft restored (typed {restored[:16].replace('T', ' ')} UTC).")
+        st.text_area("Rationale (optional)", key=rkey, height=68, on_change=on_draft,
+                     args=(item.id, item.question_id),
+                     placeholder="Why this label? Kept as a draft until you answer. "
+                                 "Press Tab (or click outside the box) before a number key.")
+
+        if current is not None:
+            with st.container(border=True, key="rv_mine"):
+                st.markdown("**Your answers to this item**")
+                for a in answers:
+                    what = (label_name(item, a.value) if a.status == "answered"
+                            else STATUS_WORDS[a.status])
+                    st.caption(f"{a.created_at[:19].replace('T', ' ')} · "
+                               f"{a.phase.replace('_', ' ')} · {safe_markdown(what)}"
+                               + (f" — {safe_markdown(a.rationale)}" if a.rationale else ""))
+                show_reveal(item, current.value, sight)
+
+        with st.expander("Codebook: definitions and decision rules"):
+            for lab in labels:
+                # Codebook wording is text, shown as written (an admin may edit it).
+                st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                            f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
+                for rule in lab.rules:
+                    st.markdown(f"- {safe_markdown(rule)}")
+
+
+
+review_item()

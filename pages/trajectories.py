@@ -15,6 +15,7 @@ import time
 import streamlit as st
 
 from codebook import NO_ERROR
+from pages._keys import marker, screen_keys
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
@@ -46,6 +47,7 @@ from review.reviewing.drafts import (
     save_step_draft,
     unsaved_step_marks,
 )
+from review.reviewing.names import item_name
 from review.reviewing.screens import open_run
 from review.reviewing.trajectory import task_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
@@ -112,17 +114,24 @@ if step is not None:
     st.session_state[url_step_key] = str(step.step_id)
 
 # -- the run at a glance --------------------------------------------------------------
+book = step_codebook(db)  # the version in force: the one a mark records
+levels = {lv["level"]: lv for lv in severity_levels(db)}
+step_qid = step_question_id(db)
+sid = step.step_id if step is not None else 0
+# First, before what they act on: the keys of the step (a key pressed while the rest
+# is drawn is held until its button is there; see pages/_keys.py).
+step_keys = {"Left": f"trj_prev:{item_id}:{sid}", "Right": f"trj_next:{item_id}:{sid}",
+             "F": f"rv_flag:{item_id}", "M": f"trj_save_mark:{item_id}:{sid}"}
+step_keys.update({lab.shortcut: f"trj_errbtn:{item_id}:{sid}:{lab.code}" for lab in book.labels})
+step_keys.update({f"Shift+{lv}": f"trj_sevbtn:{item_id}:{sid}:{lv}" for lv in levels})
+screen_keys("trj", step_keys, token=f"{item_id}_s{sid}")
+
+name = item_name(db, item_id)
+agent = " ".join(str(view.agent[k]) for k in ("name", "version") if view.agent.get(k))
 position, total = item_position(db, item_id, filt)
 where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
          f"run {position} of {total}" if position else f"outside this queue of {total} runs")
-facts = [code_span(head.uid), where, safe_markdown(head.dataset)]
-if head.model:
-    facts.append(f"model {code_span(head.model)}")
-agent = view.agent.get("name")
-if agent:
-    facts.append(f"agent {code_span(agent + (' ' + view.agent['version'] if view.agent.get('version') else ''))}")
-if head.case_label:
-    facts.append(f"case {code_span(head.case_label)}")
+facts = [f"**{safe_markdown(name.title)}**", f":small[{where}]"]
 reviewed = is_reviewed(db, reviewer.id, item_id)
 if reviewed:
     facts.append(":green-badge[:material/task_alt: reviewed by you]")
@@ -140,8 +149,10 @@ if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
     facts.append(f":orange-badge[:material/bookmark: {len(unsaved)} unsaved mark"
                  f"{'s' * (len(unsaved) != 1)}: step{'s' * (len(unsaved) != 1)} {steps_words}"
                  " (M saves)]")
-st.markdown(" · ".join(facts))
-with st.container(horizontal=True, gap="small", key="trj_runs"):
+top = st.columns([1, 1], vertical_alignment="center", gap="small")
+top[0].markdown(" · ".join(facts))
+with top[1], st.container(horizontal=True, gap="small", key="trj_runs",
+                          horizontal_alignment="right"):
     if in_round:
         next_in_round_button("trj", "Next run in the round", reviewed, "run")
     else:
@@ -149,8 +160,9 @@ with st.container(horizontal=True, gap="small", key="trj_runs"):
                   on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
         st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
                   on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-        st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
-                  on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+        st.button("To review", key="trj_next_open", icon=":material/playlist_play:",
+                  on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),),
+                  help="The next run you have not reviewed")
     flag_button(reviewer, item_id, width="content")  # every run, with criteria or without
 
 tl = view.timeline
@@ -172,18 +184,10 @@ if tl.duration_s is not None:
     summary.append(f"{tl.duration_s / 60:.1f} min")
 summary += [f"{key} in the file is not a number: {code_span(str(raw)[:40])}"
             for key, raw in tl.unread.items()]
-st.caption(" · ".join(summary))
 if view.steps:
     timeline(view, current, screen.marks, key=f"trj_tl:{item_id}:{current}", on_pick=on_timeline)
 
-flash = st.session_state.pop("trj_flash", None)
-if flash:
-    getattr(st, flash[0])(flash[1])
-
 # -- marking a step -------------------------------------------------------------------
-book = step_codebook(db)  # the version in force: the one a mark records
-levels = {lv["level"]: lv for lv in severity_levels(db)}
-step_qid = step_question_id(db)
 
 
 def mark_keys(sid: int) -> tuple[str, str, str]:
@@ -264,8 +268,8 @@ def mark_panel(sid: int) -> None:
     err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
     with st.container(border=True, key="trj_mark"):
         if saved is None:
-            st.markdown(f"**Mark step {sid}** · :gray[not marked — pick what went wrong (0–6), "
-                        "its severity (Shift+1 … 5), then save (M)]")
+            st.markdown(f"**Mark step {sid}** · :gray[not marked yet]",
+                        help="What went wrong (keys 0–6), its severity (Shift+1 … 5), then save (M)")
         else:
             words = book.label(saved.error).short
             if saved.severity:
@@ -282,7 +286,7 @@ def mark_panel(sid: int) -> None:
                           on_click=pick, args=("err", sid, lab.code))
         with st.container(horizontal=True, gap="small", key="trj_severity",
                           vertical_alignment="center"):
-            st.caption("Severity")
+            st.caption("Severity (⇧1–5)")
             for level in sorted(levels):
                 st.button(f"{level} {safe_markdown(levels[level]['name'])}",
                           key=f"trj_sevbtn:{item_id}:{sid}:{level}", shortcut=f"Shift+{level}",
@@ -316,28 +320,37 @@ def mark_panel(sid: int) -> None:
                             f"{safe_markdown(levels[level]['definition'])}")
 
 
-left, right = st.columns([3, 2], gap="large")
+left, right = st.columns([3, 2], gap="medium")
 
 # -- the step -------------------------------------------------------------------------
 with left:
     if step is None:
         st.warning("This run has no steps to show.")
     else:
-        row = st.columns([1.3, 1, 1.3], vertical_alignment="bottom")
-        row[0].button("Previous step", key=f"trj_prev:{item_id}:{step.step_id}", shortcut="Left", icon=":material/arrow_back:",
-                      width="stretch", on_click=go_step, args=(current - 1,), disabled=current == 0)
+        row = st.columns([1.3, 1, 1.3], vertical_alignment="bottom", gap="small")
+        row[0].button("Previous step", key=f"trj_prev:{item_id}:{step.step_id}", shortcut="Left",
+                      icon=":material/arrow_back:", width="stretch", on_click=go_step,
+                      args=(current - 1,), disabled=current == 0)
         st.session_state[f"trj_stepbox:{item_id}"] = step.step_id
         row[1].number_input("Go to step", min_value=view.steps[0].step_id,
                             max_value=view.steps[-1].step_id, step=1, key=f"trj_stepbox:{item_id}",
                             on_change=on_step_box, label_visibility="collapsed")
-        row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right", icon=":material/arrow_forward:",
-                      width="stretch", on_click=go_step, args=(current + 1,),
-                      disabled=current == last)
-        size = len(step.message) + len(step.reasoning or "") + sum(
-            min(len(r.content), 4000) for r in step.results) + 400 * len(step.tool_calls)
-        with st.container(height=560 if size > 1500 else "content", border=True, autoscroll=False,
-                          key="trj_step"):
-            show_step(step, view, key=f"run:{item_id}", item_id=item_id)
+        row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right",
+                      icon=":material/arrow_forward:", width="stretch", on_click=go_step,
+                      args=(current + 1,), disabled=current == last)
+        with st.container(key=marker(f"{item_id}_s{step.step_id}")):
+            with st.container(border=True, key="trj_step"):
+                show_step(step, view, key=f"run:{item_id}", item_id=item_id)
+    st.caption(" · ".join(summary) + "  \n" + safe_markdown(name.details)
+               + (f" · agent {safe_markdown(agent)}" if agent else ""))
+    dialogue(view)
+
+# -- the mark, the answer, the criteria and the verdict ----------------------------------
+with right:
+    flash = st.session_state.pop("trj_flash", None)
+    if flash:
+        getattr(st, flash[0])(flash[1])
+    if step is not None:
         if step.source in ("system", "user", "patient"):
             # What went wrong is the agent's conduct: the instructions, the task and the
             # patient's words are context, not steps to mark.
@@ -345,10 +358,6 @@ with left:
                        "marks are for the agent's steps.")
         else:
             mark_panel(step.step_id)
-    dialogue(view)
-
-# -- the answer, the criteria and the verdict ------------------------------------------
-with right:
     final_answer(view, go_step)
     st.markdown("#### Criteria and verdict")
     if needs := task_requirements(head.meta):

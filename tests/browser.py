@@ -114,13 +114,15 @@ def chromium() -> Iterator[object]:
 SETTLED = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     return app && app.dataset.testScriptState === 'notRunning'
+        && !document.querySelector('.st-key-keys_waiting')
         && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
         && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
 }"""
 """The script has run (Streamlit marks the app root with its run state) and
 every element it sent is on screen: Streamlit shows skeletons while an
 element's code is still loading, and a button's keyboard shortcut only works
-once the button itself is there."""
+once the button itself is there; and no screen waits for its keys to be live
+(pages/_keys.py, `gate`) to draw its item."""
 
 
 def wait_for_app(page, timeout: float = 30_000) -> None:

@@ -97,12 +97,12 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
         assert mine(db_path) == [("step:4", "answered", "wrong_tool", 4)]
 
         # A click on the timeline opens that step (one square a step: system, task, ...).
-        page.locator(".js-plotly-plot .scatterlayer .points path").nth(1).click(force=True)
+        page.locator('[class*="st-key-trj_tl"] button').nth(1).click()
         wait_text(page, "step 2 of 4")
 
         # Criteria: Y, N, U answer the current one and move on; Ctrl+Enter commits.
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
-        assert "klinikebench-verifier" not in main and "asked at step 3" not in main
+        assert "Verifier" not in main and "asked at step 3" not in main
         for n, key in enumerate(("y", "n", "u", "y", "n", "y", "y", "n", "y"), start=1):
             press(page, key)
             wait_text(page, f"Commit {n} answer")
@@ -113,7 +113,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
                                                  ("cannot_assess", None)]
         assert len(answers) == 9
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
-        assert "klinikebench-verifier" in main and "asked at step 3" in main  # the reveal
+        assert "Verifier" in main and "asked at step 3" in main  # the reveal
         assert "reviewed by you" in main
         assert_payloads_inert(page)
         page.screenshot(path=str(db_path.parent / "trajectory.png"), full_page=True)
@@ -138,7 +138,7 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db_path)
         press(page, "f")  # flag it to come back to
         page.get_by_role("button", name="Unflag").wait_for()
         assert flags(db_path) == [("hb:p-inv-1::c1", 1)]
-        assert "openai:grader-x@v1" in main and main.count("0.62") >= 2  # my score and the judge's
+        assert "Automated judge (grader-x)" in main and main.count("0.62") >= 2  # mine, the judge's
         assert_payloads_inert(page)
 
 

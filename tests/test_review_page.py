@@ -64,16 +64,18 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     # The last answer is revealed beside the next item, but round 2's gold would
     # tell about round 3, which is next and still answered blind: it waits.
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "Your answer to `demo_case_0001_r02`" in texts
-    assert "**Gold**" not in texts
+    assert "Your answer to Conversation 1, after the patient's 2nd message" in texts
+    assert "**Gold label**" not in texts
     assert any("appear once you have answered round 3 of this case, so that round is still answered blind" in c.value for c in app.caption)
     action_button(app, "label", "1B_ESCALATION_URGENT_CARE").click().run()
     assert human_answers(demo_copy)[-1] == (
         "demo_case_0001_r03", "1B_ESCALATION_URGENT_CARE", "blind", "answered")
     # The case's last round answered: its gold, and that of the rounds before it.
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "Your answer to `demo_case_0001_r03`" in texts and "**Gold** · this item" in texts
-    assert "**Gold** · round 1, where you said" in texts and "**Gold** · round 2, where you said" in texts
+    assert "Your answer to Conversation 1, after the patient's 3rd message" in texts
+    assert "**Gold label** · :green-badge" in texts
+    assert "**Gold label** · turn 1, where you said" in texts
+    assert "**Gold label** · turn 2, where you said" in texts
 
 
 def test_response_queue_shows_the_response_and_failures(app, demo_copy):
@@ -81,12 +83,12 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     app.run()
     assert not app.exception
     captions = " ".join(shown(c.value) for c in app.caption)
-    assert "Response · aster-7b" in captions
+    assert "Model A's reply" in captions
     action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "demo:mapper@v1" in texts and "demo:mapper@v2" in texts
+    assert "Automated grader (v1)" in texts and "Automated grader (v2)" in texts
     # The prefix's gold waits for my own blind answer to the prefix, and I am told so.
-    assert "**Gold**" not in texts
+    assert "**Gold label**" not in texts
     assert any("stays hidden until you answer the prefix" in c.value for c in app.caption)
     # Once I have answered the prefix, the gold answers another question: shown as what the
     # response should have done, not as agreeing or differing with my reading of the response.
@@ -95,7 +97,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     prefix = load_item(s, find_item_id(s, "demo_case_0001_r01"))
     commit_answer(s, me, prefix.id, prefix.question_id, "1A_ESCALATION_NONURGENT_CARE")
     app.run()  # ... and the case's later rounds: round 1's gold would tell about theirs
-    assert "**Gold**" not in " ".join(shown(m.value) for m in app.markdown)
+    assert "**Gold label**" not in " ".join(shown(m.value) for m in app.markdown)
     assert any("appears once you have answered rounds 2 and 3 of this case" in c.value
                for c in app.caption)
     for later in ("demo_case_0001_r02", "demo_case_0001_r03"):
@@ -103,14 +105,14 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     s.close()
     app.run()
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "**Gold** · what the response should have done" in texts
+    assert "**Gold label** · what the reply should have done" in texts
 
 
 def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy):
     app.query_params["item"] = "demo_case_0001_r03"  # a case's last round: its gold shows at once
     app.run()
     action_button(app, "label", "0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
-    app.button(key="reopen_last").click().run()
+    action_button(app, "reopen_last").click().run()
     assert not app.exception
     action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     assert [a[1:3] for a in human_answers(demo_copy)] == [
@@ -192,7 +194,7 @@ def test_a_providers_error_text_is_shown_as_written(demo_copy, monkeypatch, tmp_
 def test_skipping_an_answered_item_says_it_withdraws_the_answer(app, demo_copy):
     app.run()
     action_button(app, "label", "0B_NO_ESCALATION_SELF_CARE_MONITOR").click().run()
-    app.button(key="reopen_last").click().run()
+    action_button(app, "reopen_last").click().run()
     skip = action_button(app, "skip")
     assert skip.label == "Withdraw and skip"
     assert any("skipping it withdraws your answer" in c.value for c in app.caption)
@@ -235,11 +237,11 @@ def test_a_blind_rounds_item_gold_is_not_shown_in_a_later_rounds_reveal(demo_cop
     # Opened on its own in Free review, the blind round's item stays blind:
     at = open_app("pages/review.py", "Dr. Blind Test", item=earlier.uid)
     text = " ".join(shown(m.value) for m in at.markdown)
-    assert "**Gold**" not in text
+    assert "**Gold label**" not in text
     assert any("blind in Blind study" in c.value for c in at.caption)
     # ...but the last round's reveal shows its gold beside the others'.
     at = open_app("pages/review.py", "Dr. Blind Test", item=last_uid)
     text = " ".join(shown(m.value) for m in at.markdown)
-    assert "**Gold** · this item" in text  # the last round's own reveal is fine
-    assert f"**Gold** · round {earlier.round_id}," not in text, (
+    assert "**Gold label** · :" in text  # the last round's own reveal is fine
+    assert f"**Gold label** · turn {earlier.round_id}," not in text, (
         "round held by a fully blind review round shows its gold in Free review")

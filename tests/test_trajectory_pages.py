@@ -139,7 +139,8 @@ def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
 def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID)
     before = texts(at)
-    for hidden in ("klinikebench-verifier", "klinikebench-judge", "asked at step 3", "never asked"):
+    for hidden in ("klinikebench-verifier", "klinikebench-judge", "Verifier", "Automated judge",
+                   "asked at step 3", "never asked"):
         assert hidden not in before
     action_button(at, "rv_met").click().run()  # criterion 1 (diagnosis): met, focus moves on
     action_button(at, "rv_not_met").click().run()  # criterion 2 (required tools)
@@ -152,7 +153,7 @@ def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path
     assert got == [("gate:diagnosis", "answered", "met"), ("gate:required_tools", "answered", "not_met"),
                    ("gate:parameterised_actions", "cannot_assess", None)]
     page = texts(at)
-    assert "Committed 3 answers." in page and "klinikebench-verifier" in page
+    assert "Committed 3 answers." in page and "Verifier" in page  # its id is in a tooltip
     assert "asked at step 3" not in page  # the must-ask topics are not committed yet: still hidden
     # answer the rest with the keyboard's buttons, then commit: every judge appears
     for _ in range(6):
@@ -214,11 +215,12 @@ def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_pat
     assert "Final answer" in page and "`obs-3`" in page
     at.button(key="ev:obs-3").click().run()
     assert "step 3 of 5" in texts(at)
-    assert "agent:vendor/model-x" not in texts(at) and "clinicare-cohort" not in texts(at)
+    assert "The agent itself" not in texts(at) and "Gold label" not in texts(at)
     at.segmented_control(key=f"rv:{run}:{verdict}").set_value("NO").run()
     action_button(at, "rv_commit").click().run()
     page = texts(at)
-    assert "agent:vendor/model-x" in page and "clinicare-cohort" in page and "on the task" in page
+    # The raters in plain words (their ids, agent:vendor/model-x and clinicare-cohort, in tooltips)
+    assert "The agent itself (model-x)" in page and "Gold label" in page and "on the task" in page
 
 
 def test_an_embedded_subagent_run_opens(db_path):
@@ -234,9 +236,10 @@ def test_an_embedded_subagent_run_opens(db_path):
 def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     at = open_page("pages/graded.py", item=COMPLETION_UID)
     page = texts(at)
-    assert "Completion under review" in page and "`vendor/model-a`" in page
+    assert "Completion under review" in page and "model vendor/model-a" in page  # on the details line
     assert "MUST NOT · -4" in page and "+5 pts" in page
     assert "It says to stop the soap." not in page and "openai:grader-x@v1" not in page
+    assert "Automated judge" not in page
     # A MUST-NOT criterion's verdicts say what "met" means there: it did the harmful thing.
     must_not = [c for c in at.segmented_control if "Did it (harmful)" in str(c.proto)]
     assert len(must_not) == 1
@@ -248,7 +251,7 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     page = texts(at)
     assert "It says to stop the soap." in page and "Lips only, not breathing." in page
     scores = {shown(m.label): m.value for m in at.metric}
-    assert scores == {"You": "0.62", "openai:grader-x@v1": "0.62"}  # 5 of 8 positive points
+    assert scores == {"You": "0.62", "Automated judge (grader-x)": "0.62"}  # 5 of 8 positive points
     assert any(e.label.startswith("Reference: the physician-written") for e in at.expander)
     action_button(at, "rv_up").click().run()  # the focus stays on the last criterion: up, then down
     action_button(at, "rv_down").click().run()

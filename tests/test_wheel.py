@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
 
@@ -39,29 +40,38 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) ->
     return done.stdout + done.stderr
 
 
-def _requirement_names(dist: metadata.Distribution) -> list[str]:
-    """The distributions `dist` needs at run time (its extras' needs left out)."""
+def _requirements(requires: list[str] | None, extras: frozenset[str] = frozenset()):
+    """The distributions needed at run time by these requirements (a
+    distribution's Requires-Dist), with the extras asked of them: all but the
+    requirements of extras, and those of the extras asked (`extras`)."""
     from packaging.requirements import Requirement
 
-    names = []
-    for line in dist.requires or []:
+    for line in requires or []:
         req = Requirement(line)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            names.append(req.name)
-    return names
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in {"", *extras}):
+            yield req.name, frozenset(req.extras)
 
 
-def _closure(root: str) -> list[metadata.Distribution]:
-    """`root`'s run-time dependencies, installed here, and theirs, each once."""
+def _closure(wheel: Path) -> list[metadata.Distribution]:
+    """The built wheel's run-time dependencies as installed here, and theirs
+    (with the extras asked of them, as `streamlit[auth]`), each once."""
+    with zipfile.ZipFile(wheel) as whl:
+        info = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        requires = Parser().parsestr(whl.read(info).decode()).get_all("Requires-Dist")
     seen: dict[str, metadata.Distribution] = {}
-    todo = _requirement_names(metadata.distribution(root))
+    asked: set[tuple[str, frozenset[str]]] = set()
+    todo = list(_requirements(requires))
     while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
-        if name in seen:
+        name, extras = todo.pop()
+        name = re.sub(r"[-_.]+", "-", name).lower()
+        if (name, extras) in asked:
             continue
-        dist = metadata.distribution(name)
-        seen[name] = dist
-        todo += _requirement_names(dist)
+        asked.add((name, extras))
+        try:
+            dist = seen.setdefault(name, metadata.distribution(name))
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{name}, which carelens needs, is not installed here: run make install")
+        todo += _requirements(dist.requires, extras)
     return list(seen.values())
 
 
@@ -109,11 +119,11 @@ def installed(tmp_path_factory) -> Path:
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_CONFIG_FILE=os.devnull)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "-w", str(wheels), str(source)], base, env)
-    for dist in _closure("carelens"):
+    built = next(wheels.glob("carelens-*.whl"))
+    for dist in _closure(built):
         wheel_of_installed(dist, wheels)
     venv = base / "venv"
     run([sys.executable, "-m", "venv", str(venv)], base, env)
-    built = next(wheels.glob("carelens-*.whl"))
     run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index", "--find-links",
          str(wheels), str(built)], base, env)
     return venv / "bin"

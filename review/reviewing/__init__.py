@@ -12,7 +12,8 @@ One module per job, their public names re-exported here:
 - `commit` (the one path every answer takes: `write_answers`, and the
   actions `commit_answers`, `commit_verdicts`, `mark_step`, `skip_item`);
 - `drafts` (what is typed but not committed), `answers` (what an answer may
-  be), `screens` (what a rubric screen shows of one item, in one call).
+  be), `screens` (what a rubric screen shows of one item, in one call),
+  `names` (what things are called on screen).
 """
 
 from review.reviewing.answers import normalise_value
@@ -82,6 +83,7 @@ from review.reviewing.items import (
     load_item,
     my_answers,
 )
+from review.reviewing.names import ItemName, item_name, rater_name, rater_words, study_round
 from review.reviewing.navigation import (
     Place,
     item_place,
@@ -112,17 +114,17 @@ from review.reviewing.trajectory import (
 __all__ = [
     "DEFAULT_MODE", "LABELS_OPENED", "Answer", "AnswerSpec", "Clinician", "CriterionView",
     "Draft", "EarlierRound", "FilterChoices", "GradedConversationView", "GradedScreen",
-    "ItemHeader", "ItemQuestion", "ItemView", "MyAnswer", "Place", "Progress", "QueueFilter",
+    "ItemHeader", "ItemName", "ItemQuestion", "ItemView", "MyAnswer", "Place", "Progress", "QueueFilter",
     "RaterVerdict", "RevealedLabel", "RunScreen", "ScoreLine", "Settler", "Sight", "StepMark",
     "TrajectoryView", "Verdict", "blind_work_left", "commit_answer", "commit_answers",
     "commit_verdicts", "drop_draft", "drop_step_draft", "evidence_steps", "filter_choices",
     "find_item", "find_item_id", "first_skipped_item", "flag_item", "is_flagged", "is_reviewed",
-    "item_header", "item_place", "item_questions", "item_uid", "labels_mark", "labels_opened",
+    "item_header", "item_name", "item_place", "item_questions", "item_uid", "labels_mark", "labels_opened",
     "load_draft", "load_drafts", "load_graded_conversation", "load_item", "load_step_draft",
     "load_subagent", "load_trajectory", "mark_step", "my_answers", "my_current_answers",
     "next_item", "next_unreviewed_item", "normalise_value", "open_graded", "open_labels",
-    "open_run", "queue_progress", "rater_scores", "reopen_broken", "review_progress",
+    "open_run", "queue_progress", "rater_name", "rater_scores", "rater_words", "reopen_broken", "review_progress",
     "round_in_address", "save_draft", "save_step_draft", "screen_rounds", "severity_levels",
-    "skip_item", "step_codebook", "step_marks", "trajectory_view", "unfinished_in_round",
+    "skip_item", "step_codebook", "step_marks", "study_round", "trajectory_view", "unfinished_in_round",
     "unsaved_step_marks", "what_reviewer_sees", "write_answers",
 ]

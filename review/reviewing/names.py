@@ -181,6 +181,10 @@ def rater_words(name: str, kind: str, role: str | None, model: str | None = None
         short = (model or name).rsplit("/", 1)[-1].rsplit(":", 1)[-1]
         if role == "mapper":
             return f"Automated grader ({version or short})"
+        if role == "agent":
+            return f"The agent itself ({short})"
+        if role == "model":
+            return f"The model itself ({short})"
         return f"Automated judge ({short})"
     if role == "physician" and ":" in name:
         return f"Physician {name.rsplit(':', 1)[-1]}"

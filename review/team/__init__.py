@@ -8,7 +8,9 @@ commit path claims a round's place and reopens a settlement an answer breaks.
 above it, since a ruling is written through that commit path: import its
 names from `review.team.adjudication` (re-exporting them here would make
 every import of this package import `review.reviewing` too, which itself
-imports this package).
+imports this package). `access` (who may do what; it opens stores through
+`review.workspace`), `identity` (who signed in) and `designs` (rounds as
+sampling designs) are imported by module too.
 """
 
 from review.team.activity import (
