@@ -16,19 +16,19 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from review.workspace import open_store
-from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
+from tests.browser import (
+    add_reviewers,
+    chromium,
+    ready_for_keys,
+    release_focus,
+    running_app,
+    wait_for_app,
+    wait_for_progress,
+)
 
 pytestmark = pytest.mark.browser
 LAPTOP = {"width": 1280, "height": 720}
 Q = "carebench.escalation_needed"
-
-
-def add_reviewers(db, *names: str, role: str = "reviewer") -> None:
-    from review.team.reviewers import ensure_reviewer
-
-    with open_store(db) as s:
-        for name in names:
-            ensure_reviewer(s, name, role=role)
 
 
 def answers_of(db, name) -> list[tuple]:
@@ -45,15 +45,12 @@ def prefixes(db) -> list[str]:
         return [r[0] for r in s.query("SELECT uid FROM items WHERE kind = 'prefix' ORDER BY id")]
 
 
-def release_focus(page) -> None:
-    page.evaluate("document.activeElement && document.activeElement.blur()")
-
-
-def wait_for_progress(page, text: str) -> None:
-    page.wait_for_function(
-        "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
-        ".innerText.includes(t)", arg=text)
-    wait_for_app(page)
+def open_review(browser, url: str, who: str, query: str = ""):
+    """The Review screen at laptop size, as `who`, ready for keys."""
+    page = browser.new_page(viewport=LAPTOP)
+    page.goto(f"{url}/?reviewer={who.replace(' ', '+')}{query}")
+    ready_for_keys(page)
+    return page
 
 
 def address_item(page) -> str | None:
@@ -206,9 +203,7 @@ def test_an_answer_key_pressed_during_the_redraw_is_refused_and_said_never_appli
     being drawn) answers nothing, and the screen says so."""
     add_reviewers(demo_copy, "Dr. Quick Two")
     with running_app(demo_copy) as url, chromium() as browser:
-        page = browser.new_page(viewport=LAPTOP)
-        page.goto(url + "/?reviewer=Dr.+Quick+Two")
-        ready_for_keys(page)
+        page = open_review(browser, url, "Dr. Quick Two")
         page.keyboard.press("2")
         page.keyboard.press("3")
         page.wait_for_timeout(2500)
@@ -248,9 +243,7 @@ def test_the_last_answer_panel_names_only_the_answer_just_given(demo_copy):
     after another screen. No toast covers an answer button."""
     add_reviewers(demo_copy, "Dr. Banner")
     with running_app(demo_copy) as url, chromium() as browser:
-        page = browser.new_page(viewport=LAPTOP)
-        page.goto(url + "/?reviewer=Dr.+Banner")
-        ready_for_keys(page)
+        page = open_review(browser, url, "Dr. Banner")
         page.keyboard.press("1")
         wait_for_progress(page, "1 of 85")
         main = page.get_by_test_id("stMain")
@@ -300,9 +293,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
     add_reviewers(demo_copy, "Dr. Undo")
     last = "demo_case_0001_r03"  # a case's last round: its gold shows once due
     with running_app(demo_copy) as url, chromium() as browser:
-        page = browser.new_page(viewport=LAPTOP)
-        page.goto(f"{url}/?reviewer=Dr.+Undo&item={last}")
-        ready_for_keys(page)
+        page = open_review(browser, url, "Dr. Undo", f"&item={last}")
         page.keyboard.press("2")
         wait_for_progress(page, "1 of 85")
         main = page.get_by_test_id("stMain")
@@ -334,9 +325,7 @@ def test_confidence_and_skip_have_keys_shown_on_screen(demo_copy):
     Enter skips; both keys are written on the screen."""
     add_reviewers(demo_copy, "Dr. Keys Too")
     with running_app(demo_copy) as url, chromium() as browser:
-        page = browser.new_page(viewport=LAPTOP)
-        page.goto(url + "/?reviewer=Dr.+Keys+Too")
-        ready_for_keys(page)
+        page = open_review(browser, url, "Dr. Keys Too")
         text = page.get_by_test_id("stMain").inner_text()
         assert "⇧1–5" in text
         assert page.get_by_placeholder(re.compile(r"Why skip.*\(S")).count() == 1
