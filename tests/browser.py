@@ -138,3 +138,26 @@ def ready_for_keys(page) -> None:
     drawn (so its shortcut is wired), and the focus is off any text box."""
     wait_for_app(page)
     page.evaluate("document.activeElement && document.activeElement.blur()")
+
+
+def add_reviewers(db: Path, *names: str, role: str = "reviewer") -> None:
+    """Reviewers in the database before the app opens it."""
+    from review.team.reviewers import ensure_reviewer
+    from review.workspace import open_store
+
+    with open_store(db) as s:
+        for name in names:
+            ensure_reviewer(s, name, role=role)
+
+
+def release_focus(page) -> None:
+    """Keys go to the page, not to a text box (as after a click on the page)."""
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+
+
+def wait_for_progress(page, text: str) -> None:
+    """Wait until the progress line says `text` ("3 of 85") and the screen is drawn."""
+    page.wait_for_function(
+        "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
+        ".innerText.includes(t)", arg=text)
+    wait_for_app(page)

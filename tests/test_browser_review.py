@@ -10,7 +10,15 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from review.datasets.demo_rubrics import CONVERSATIONS, completion_id
 from review.workspace import open_store
-from tests.browser import chromium, ready_for_keys, running_app, wait_for_app
+from tests.browser import (
+    add_reviewers,
+    chromium,
+    ready_for_keys,
+    release_focus,
+    running_app,
+    wait_for_app,
+    wait_for_progress,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -21,26 +29,6 @@ def answers_of(db, name):
                    " JOIN raters r ON r.id = a.rater_id WHERE r.name = ? ORDER BY a.id", (name,))
     s.close()
     return [tuple(r) for r in rows]
-
-
-def add_reviewers(db, *names: str) -> None:
-    from review.team.reviewers import ensure_reviewer
-
-    with open_store(db) as s:
-        for name in names:
-            ensure_reviewer(s, name)
-
-
-def release_focus(page) -> None:
-    """Keys go to the page, not to a text box (as after a click on the page)."""
-    page.evaluate("document.activeElement && document.activeElement.blur()")
-
-
-def wait_for_progress(page, text: str) -> None:
-    page.wait_for_function(
-        "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
-        ".innerText.includes(t)", arg=text)
-    wait_for_app(page)
 
 
 def progress_text(page) -> str:
