@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 APP_FOLDER = "carelens_app"
-APP_FILES = ("app.py", "pages/*.py", "assets/*.png", ".streamlit/config.toml")
+APP_FILES = ("app.py", "pages/*.py", "assets/*", ".streamlit/config.toml")
 
 
 class BuildWithApp(build_py):

@@ -132,8 +132,13 @@ def installed(tmp_path_factory) -> Path:
 def test_the_wheel_holds_the_app_its_pages_assets_config_and_prompts(installed):
     site = next((installed.parent / "lib").glob("python3*/site-packages"))
     app = site / "carelens_app"
-    for part in ("app.py", "pages/review.py", "pages/_shared.py", "assets/icon.png",
-                 ".streamlit/config.toml"):
+    # every page and every asset the checkout has (a new asset left out of the wheel
+    # is a screen that fails only once installed: keys.js, carelens.css)
+    parts = ["app.py", ".streamlit/config.toml",
+             *(p.relative_to(ROOT).as_posix() for p in ROOT.glob("pages/*.py")),
+             *(p.relative_to(ROOT).as_posix() for p in ROOT.glob("assets/*"))]
+    assert "assets/keys.js" in parts and "pages/review.py" in parts
+    for part in parts:
         assert (app / part).is_file(), part
     assert sorted(p.name for p in (site / "labels" / "llm" / "prompts").glob("*.txt"))
     assert not (site / "pages").exists() and not (site / "app.py").exists()  # nothing top-level
