@@ -267,8 +267,8 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return code
 
 
+# This run's blinding decisions, by item (asked once each: `review_item` clears it).
 _SIGHTS: dict[int, Sight] = {}
-"""This run's blinding decisions, by item (asked once each: `review_item` clears it)."""
 
 
 def sight_of(item_id: int) -> Sight:
@@ -318,8 +318,8 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
                     f"{safe_markdown(label_name(earlier.item, earlier.gold))}]")
 
 
+# This run's `just_answered`, by the item on screen.
 _ANSWERED: dict[int, tuple[ItemView, list] | None] = {}
-"""This run's `just_answered`, by the item on screen."""
 
 
 def just_answered(item: ItemView) -> tuple[ItemView, list] | None:
