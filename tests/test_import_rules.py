@@ -241,6 +241,6 @@ def test_a_labels_file_cannot_create_a_twin_of_a_rater_who_exists(study, tmp_pat
     f = write_csv(tmp_path / "twin.csv", [(prefix, "DEMO:Mapper@v2", CODES[0], PREFIX_Q, "",
                                            "machine")],
                   header=("item_id", "rater", "value", "question", "phase", "rater_kind"))
-    with pytest.raises(InputError, match=r"twin\.csv: .*differs only in capitals"):
+    with pytest.raises(InputError, match=r"twin\.csv: .*would show it like the rater"):
         import_file(s, f, "labels-long")
     assert table_counts(s) == before

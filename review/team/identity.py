@@ -10,8 +10,11 @@ unique only together with its issuer. Nothing else is an identity:
   exactly: `ADMIN@example.org` is not `admin@example.org`;
 - a `sub` that looks like an e-mail is just a subject;
 - the display name (`name`) only names the rater, and never a name the system
-  uses (`review.team.reviewers.reserved_name`) nor one another rater has: the
-  person then gets a name of their own.
+  uses (`review.team.reviewers.reserved_name`) nor one a screen would show
+  like another rater's (capitals, spaces, invisible or look-alike characters:
+  `review.team.reviewers.look_alike`): the person then gets a name of their
+  own, and the sign-in's audit entry says why (`name_refused`). Another
+  rater's very name gets a number: `Ada Admin (2)`.
 
 Admins are named in configuration (`CARELENS_ADMINS`, or `admins` in the
 `[carelens]` section of Streamlit's secrets): each entry is `ISSUER#SUBJECT`
@@ -29,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.team.reviewers import Reviewer, reserved_name
+from review.team.reviewers import Reviewer, all_rater_names, look_alike, reserved_name
 from store import Store, utcnow
 
 ADMINS_ENV = "CARELENS_ADMINS"
@@ -147,17 +150,29 @@ def find_signed_in(store: Store, identity: Identity) -> Reviewer | None:
     return _reviewer(row) if row else None
 
 
-def _name_for(conn, identity: Identity) -> str:
-    """A rater name for a new person: their display name unless the system uses
-    it or another rater has it (in any capitals), else one of their own."""
+def _name_for(conn, identity: Identity) -> tuple[str, str | None]:
+    """A rater name for a new person, and why their display name was refused (None
+    if it was not): their display name unless the system uses it or a screen would
+    show it like another rater's name (capitals, spaces, invisible or look-alike
+    characters: `review.team.reviewers.look_alike`), else one of their own."""
     base = " ".join((identity.display_name or "").split())
-    if not base or reserved_name(None, base) is not None:
+    refused = None
+    if base:
+        reason = reserved_name(None, base)
+        twin = look_alike(base, all_rater_names(conn)) if reason is None else None
+        if reason is not None:
+            refused = f"display name {base!r} refused: {reason}"
+        elif twin is not None:
+            refused = (f"display name {base!r} refused: a screen would show it like the rater"
+                       f" {twin!r}'s")
+    if not base or refused is not None:
         base = f"Reviewer {hashlib.sha256(identity.key.encode()).hexdigest()[:8]}"
     name, n = base, 1
-    while conn.execute("SELECT 1 FROM raters WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
+    names = all_rater_names(conn)
+    while name in names or look_alike(name, names) is not None:
         n += 1
         name = f"{base} ({n})"
-    return name
+    return name, refused
 
 
 def reviewer_for_identity(store: Store, identity: Identity,
@@ -181,7 +196,7 @@ def reviewer_for_identity(store: Store, identity: Identity,
         if row is None and identity.email is not None:
             row = _link_earlier_account(store, conn, identity)
         if row is None:
-            name = _name_for(conn, identity)
+            name, refused = _name_for(conn, identity)
             role = "admin" if wanted_admin else "reviewer"
             cur = conn.execute(
                 "INSERT INTO raters (name, kind, role, login_issuer, login_subject, login_email,"
@@ -190,7 +205,7 @@ def reviewer_for_identity(store: Store, identity: Identity,
             store.audit(name, "sign_in_first", "raters", cur.lastrowid, None,
                         {"name": name, "role": role, "issuer": identity.issuer,
                          "subject": identity.subject, "email": identity.email,
-                         "display_name": identity.display_name,
+                         "display_name": identity.display_name, "name_refused": refused,
                          "admin_from": "configuration" if wanted_admin else None})
         else:
             if row["login_email"] != identity.email:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from store import Store, utcnow
@@ -70,6 +72,58 @@ def reserved_name(store: Store | None, name: str) -> str | None:
     return None
 
 
+_SAME_LETTER = str.maketrans({
+    # Cyrillic and Greek letters drawn as Latin ones (after Unicode's confusables list).
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
+    "С": "C", "Т": "T", "Х": "X", "У": "Y", "Ү": "Y", "Ѕ": "S", "І": "I", "Ј": "J", "Ԁ": "D",
+    "Ԛ": "Q", "Ԝ": "W", "Һ": "H", "Ӏ": "I",
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "i",
+    "ј": "j", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "ё": "ë",
+    "ї": "ï", "ɡ": "g", "ı": "i",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M",
+    "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    "α": "a", "ο": "o", "ρ": "p", "ι": "i", "κ": "k", "ν": "v", "υ": "u", "χ": "x",
+})
+_SAME_SHAPE = str.maketrans({"I": "l", "1": "l", "|": "l", "ǀ": "l", "0": "O"})
+
+
+def _letters(name: str) -> str:
+    """The name as drawn: NFKC (full-width, ligatures, ...), without what is not
+    seen (spaces, zero-width and other format characters, combining marks left
+    over), Cyrillic and Greek look-alikes read as the Latin letters they look like."""
+    text = unicodedata.normalize("NFKC", name)
+    text = "".join(ch for ch in text if not ch.isspace()
+                   and unicodedata.category(ch) not in ("Cf", "Cc", "Mn", "Me", "Zl", "Zp"))
+    return text.translate(_SAME_LETTER)
+
+
+def likeness(name: str) -> tuple[str, str]:
+    """Two keys under which names a screen shows alike meet: in any capitals, and
+    by shape in their own capitals (I l 1, O 0, rn m, vv w)."""
+    letters = _letters(name)
+    shape = letters.translate(_SAME_SHAPE).replace("rn", "m").replace("vv", "w")
+    return letters.casefold(), shape
+
+
+def look_alike(name: str, names: Iterable[str]) -> str | None:
+    """The first of `names` a screen would show like `name` (differing in capitals,
+    spaces, invisible characters, compatibility forms or look-alike letters) but
+    that is not exactly `name`; None if there is none."""
+    fold, shape = likeness(name)
+    for other in names:
+        if other == name:
+            continue
+        other_fold, other_shape = likeness(other)
+        if fold == other_fold or shape == other_shape:
+            return other
+    return None
+
+
+def all_rater_names(conn) -> list[str]:
+    """Every rater's name (people, machine and reference raters)."""
+    return [r[0] for r in conn.execute("SELECT name FROM raters")]
+
+
 def list_reviewers(store: Store) -> list[Reviewer]:
     rows = store.query(
         f"SELECT id, name, role, specialty, seniority FROM raters WHERE {PEOPLE} ORDER BY name"
@@ -96,11 +150,12 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
     existing = find_reviewer(store, name)
     if existing:
         return existing
-    folded = name.casefold()
-    twin = next((r.name for r in list_reviewers(store) if r.name.casefold() == folded), None)
+    twin = look_alike(name, all_rater_names(store.conn))
     if twin is not None:
-        raise ValueError(f"{twin!r} is already a reviewer (the names differ only in capitals): "
-                         "choose that name in the list, or give another name")
+        who = "reviewer" if any(r.name == twin for r in list_reviewers(store)) else "rater"
+        raise ValueError(f"{twin!r} is already a {who}, and {name!r} would be shown like it"
+                         " (capitals, spaces, invisible or look-alike characters): choose that"
+                         " name in the list, or give another name")
     with store.transaction() as conn:
         clash = conn.execute("SELECT kind, role FROM raters WHERE name = ?", (name,)).fetchone()
         if clash is not None and clash[0] != "human":

@@ -20,8 +20,9 @@ transaction, so a refused row leaves the database exactly as it was:
   its settled answers as a whole, by `carelens backup`). No file creates a
   person under a name the system uses (`review.team.reviewers.reserved_name`),
   and a file that names its own raters (`labels-long`) creates no rater under
-  the name of a reference rater an importer makes (`carebench-gold`, ...) nor
-  under a name that differs only in capitals or spaces from a rater's who exists.
+  the name of a reference rater an importer makes (`carebench-gold`, ...). No
+  file creates a person, nor (a labels file) any rater, whose name a screen would
+  show like a rater's who exists (`review.team.reviewers.look_alike`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from review.team.reviewers import (
     REFERENCE_RATERS,
     ROLES,
     SETTLED_ANSWERS,
+    all_rater_names,
+    look_alike,
     reserved_name,
 )
 from store import Store
@@ -57,6 +60,8 @@ class ImportRules(WriteRules):
         self._raters: dict[int, tuple[str, bool, bool]] = {}
         """rater id -> (name, a person, reviews here), for raters that existed."""
         self.replaced = 0
+        self._names: list[str] | None = None
+        """Every rater's name, once a new rater's is checked against them."""
 
     def _at(self, line: int | None) -> str:
         return f"{self.where}:{line}: " if line is not None else f"{self.where}: "
@@ -77,19 +82,22 @@ class ImportRules(WriteRules):
                 raise InputError(f"{self._at(None)}rater {record.name!r}: that is the name of a"
                                  " reference rater its own importer makes; a file of labels"
                                  " cannot bring it in")
-            twin = self.conn.execute(
-                "SELECT name FROM raters WHERE name = ? COLLATE NOCASE OR replace(name, ' ', '')"
-                " = replace(?, ' ', '') COLLATE NOCASE", (name, name)).fetchone()
-            if twin is not None:
-                raise InputError(f"{self._at(None)}rater {record.name!r}: differs only in capitals"
-                                 f" or spaces from the rater {twin['name']!r} who exists; give"
-                                 " that name exactly")
         person = record.kind == "human" and (record.role is None or record.role in ROLES)
         if person:
             reason = reserved_name(self.store, name)
             if reason is not None:
                 raise InputError(f"{self._at(None)}rater {record.name!r}: {reason}; a file cannot"
                                  " bring in a person of that name")
+        if person or self.names_from_file:
+            if self._names is None:
+                self._names = all_rater_names(self.conn)
+            twin = look_alike(record.name, self._names)
+            if twin is not None:
+                raise InputError(f"{self._at(None)}rater {record.name!r}: a screen would show it"
+                                 f" like the rater {twin!r} (capitals, spaces, invisible or"
+                                 " look-alike characters); give that name exactly, or another")
+        if self._names is not None:
+            self._names.append(record.name)
 
     def _rater(self, rater_id: int) -> tuple[str, bool, bool]:
         known = self._raters.get(rater_id)
