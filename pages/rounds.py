@@ -6,7 +6,7 @@ import streamlit as st
 
 from codebook import BLINDING_MODES
 from pages._ppi import round_design
-from pages._shared import require_reviewer, store
+from pages._shared import require_reviewer, server_mode, store
 from review.reviewing.queue import filter_choices
 from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
@@ -213,7 +213,7 @@ with st.form("grant"):
     role = c[1].selectbox("Role", ROLES)
     if c[2].form_submit_button("Grant role", width="stretch"):
         try:
-            grant_role(db, me, who, role)
+            grant_role(db, me, who, role, server=server_mode())
         except ValueError as exc:
             st.error(safe_markdown(str(exc)))
         else:

@@ -19,7 +19,9 @@ unique only together with its issuer. Nothing else is an identity:
 Admins are named in configuration (`CARELENS_ADMINS`, or `admins` in the
 `[carelens]` section of Streamlit's secrets): each entry is `ISSUER#SUBJECT`
 (an issuer is a URL without a fragment, so the first `#` splits them) or a
-verified e-mail. A person listed there is an admin from their first sign-in;
+verified e-mail. A person listed there is an admin from their first sign-in,
+and no longer one from their first request after they are taken off it (the
+role derives from the configuration, not from a flag kept in the database);
 everyone else starts as a reviewer until an admin grants more. Nobody becomes
 admin by signing in first.
 """
@@ -36,6 +38,10 @@ from review.team.reviewers import Reviewer, all_rater_names, look_alike, reserve
 from store import Store, utcnow
 
 ADMINS_ENV = "CARELENS_ADMINS"
+
+LAPSED_TO = "reviewer"
+"""The role of an admin taken off the configuration's list, at their next request
+(an admin may grant them another)."""
 
 
 @dataclass(frozen=True)
@@ -177,15 +183,17 @@ def _name_for(conn, identity: Identity) -> tuple[str, str | None]:
 
 def reviewer_for_identity(store: Store, identity: Identity,
                           admins: Admins | None = None) -> Reviewer:
-    """The reviewer behind a sign-in, made at their first one. A person named in
-    `admins` is an admin (made so at this sign-in if they were not; audited);
-    anyone else new is a reviewer. An account made before identities were keyed
+    """The reviewer behind a sign-in, made at their first one. On a server the
+    admins are those `admins` names, at every sign-in and request: a person named
+    there is an admin (made so now if they were not; audited); an admin no longer
+    named there is an admin no more (`LAPSED_TO`; audited `admin_lapsed`), however
+    they became one; anyone else new is a reviewer. An account made before identities were keyed
     on the issuer and subject (`raters.login`) is theirs when their verified
     e-mail is exactly its login."""
     admins = admins or Admins()
     wanted_admin = identity in admins
     known = find_signed_in(store, identity)
-    if known is not None and (known.role == "admin" or not wanted_admin) \
+    if known is not None and (known.role == "admin") == wanted_admin \
             and not _email_changed(store, known, identity):
         return known
     with store.transaction() as conn:
@@ -215,6 +223,13 @@ def reviewer_for_identity(store: Store, identity: Identity,
                 conn.execute("UPDATE raters SET role = 'admin' WHERE id = ?", (row["id"],))
                 store.audit(row["name"], "admin_from_configuration", "raters", row["id"],
                             {"role": row["role"]}, {"role": "admin"})
+            elif not wanted_admin and row["role"] == "admin":
+                conn.execute(f"UPDATE raters SET role = '{LAPSED_TO}' WHERE id = ?",
+                             (row["id"],))
+                store.audit(row["name"], "admin_lapsed", "raters", row["id"],
+                            {"role": "admin"},
+                            {"role": LAPSED_TO, "why": f"no longer named in {ADMINS_ENV} nor"
+                             " in the secrets' admins"})
     found = find_signed_in(store, identity)
     assert found is not None
     return found

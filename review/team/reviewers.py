@@ -188,8 +188,11 @@ def is_admin(reviewer: Reviewer | None) -> bool:
     return reviewer is not None and reviewer.role == "admin"
 
 
-def grant_role(store: Store, admin: Reviewer, name: str, role: str) -> Reviewer:
-    """An admin gives a reviewer a role (reviewer, adjudicator or admin)."""
+def grant_role(store: Store, admin: Reviewer, name: str, role: str, *,
+               server: bool = False) -> Reviewer:
+    """An admin gives a reviewer a role (reviewer, adjudicator or admin). On a
+    server (`server`) admins are named in the configuration (CARELENS_ADMINS, or
+    the secrets' admins: `review.team.identity`), so no grant makes or unmakes one."""
     if not is_admin(admin):
         raise ValueError("only an admin can grant roles")
     if role not in ROLES:
@@ -197,6 +200,9 @@ def grant_role(store: Store, admin: Reviewer, name: str, role: str) -> Reviewer:
     target = find_reviewer(store, name)
     if target is None:
         raise ValueError(f"no reviewer named {name!r}")
+    if server and "admin" in (role, target.role) and role != target.role:
+        raise ValueError("on a server, admins are named in the configuration (CARELENS_ADMINS"
+                         " or admins in the secrets), not granted here")
     if target.id == admin.id and role != "admin":
         raise ValueError("an admin cannot take their own admin role away")
     with store.transaction() as conn:
