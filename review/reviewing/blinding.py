@@ -41,6 +41,7 @@ from review.reviewing.criteria import (
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
 from review.reviewing.queue import QueueFilter, queue_progress
 from review.reviewing.reveals import record_reveal
+from review.team.access import role_may
 from review.team.reviewers import Reviewer
 from review.text import safe_markdown
 from store import Store, utcnow
@@ -246,7 +247,7 @@ def _screen_sight(store: Store, reviewer_id: int) -> Sight:
     opened = labels_opened(store, reviewer_id)
     fresh = opened is None or any(o < m for o, m in zip(opened, mark, strict=True))
     role = store.scalar("SELECT role FROM raters WHERE id = ?", (reviewer_id,))
-    if role != "reviewer":
+    if role_may(role, "labels_unasked"):
         left = blind_work_left(store, reviewer_id, after=opened) if fresh else 0
         return Sight(DEFAULT_MODE, True, unanswered=left, covers=mark, record=fresh)
     left = blind_work_left(store, reviewer_id, after=opened)

@@ -181,11 +181,18 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
 
 
 def can_adjudicate(reviewer: Reviewer | None) -> bool:
-    return reviewer is not None and reviewer.role in ("adjudicator", "admin")
+    """Whether they may settle disagreements (`review.team.access.MATRIX`: adjudicate)."""
+    from review.team.access import may  # access reads this module's roles
+
+    return may(reviewer, "adjudicate")
 
 
 def is_admin(reviewer: Reviewer | None) -> bool:
-    return reviewer is not None and reviewer.role == "admin"
+    """Whether they administer the study: create rounds, grant roles, edit the
+    codebook (`review.team.access.MATRIX`: manage_rounds, an admin's)."""
+    from review.team.access import may  # access reads this module's roles
+
+    return may(reviewer, "manage_rounds")
 
 
 def grant_role(store: Store, admin: Reviewer, name: str, role: str, *,
@@ -193,7 +200,9 @@ def grant_role(store: Store, admin: Reviewer, name: str, role: str, *,
     """An admin gives a reviewer a role (reviewer, adjudicator or admin). On a
     server (`server`) admins are named in the configuration (CARELENS_ADMINS, or
     the secrets' admins: `review.team.identity`), so no grant makes or unmakes one."""
-    if not is_admin(admin):
+    from review.team.access import may, role_may
+
+    if not may(admin, "grant_roles"):
         raise ValueError("only an admin can grant roles")
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
@@ -208,7 +217,8 @@ def grant_role(store: Store, admin: Reviewer, name: str, role: str, *,
     with store.transaction() as conn:
         # Again, under the write lock: the admin may have been demoted meanwhile, and
         # no grant may leave the database without an admin.
-        if conn.execute("SELECT role FROM raters WHERE id = ?", (admin.id,)).fetchone()[0] != "admin":
+        if not role_may(conn.execute("SELECT role FROM raters WHERE id = ?",
+                                     (admin.id,)).fetchone()[0], "grant_roles"):
             raise ValueError("only an admin can grant roles (yours was changed meanwhile)")
         admins = conn.execute(f"SELECT COUNT(*) FROM raters WHERE {PEOPLE} AND role = 'admin'"
                               " AND id != ?", (target.id,)).fetchone()[0]

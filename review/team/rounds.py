@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.team.access import may
 from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import PEOPLE, Reviewer
 from store import Store, from_json, to_json, utcnow
@@ -108,7 +109,7 @@ def _later(minutes: float, now: datetime | None = None) -> str:
 
 def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     """Create a round and draw its items. Only an admin may."""
-    if admin.role != "admin":
+    if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
@@ -827,7 +828,7 @@ def name_round_members(store: Store, admin: Reviewer, round_id: int, names: Iter
     """Name who is in the round (only an admin may): those named take places in it,
     nobody else; naming nobody opens it to every reviewer again. Who leaves keeps
     the reviews they completed. Append-only, audited; returns how many changed."""
-    if admin.role != "admin":
+    if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can name a round's reviewers")
     wanted = set(names)
     with store.transaction() as conn:
