@@ -937,3 +937,39 @@ def m019_no_replace_members_tags_settings(db: Database) -> None:
                    " END;\n")
     if script:
         run_script(db, script)
+
+
+@migrations()
+def m040_identity_sealed(db: Database) -> None:
+    """Who a rater is and what an item says are part of the record: an answer names
+    its rater and its item by id, so rewriting a rater's name or login, or an item's
+    text, would rewrite every answer given to it. A rater's name, kind and login
+    (`login`, `login_issuer`, `login_subject`: set once, the pair together) never
+    change; a rater is never deleted nor replaced. An item is never changed, except
+    a placeholder (`meta.stub`, named by a file before the file that defines it)
+    being filled in, and never its id or uid; it is never deleted nor replaced by
+    its id. (Role, profile and the verified e-mail change: they are audited.)"""
+    run_script(db, """
+CREATE TRIGGER raters_identity_fixed BEFORE UPDATE ON raters
+WHEN NEW.id IS NOT OLD.id OR NEW.name IS NOT OLD.name OR NEW.kind IS NOT OLD.kind
+  OR (OLD.login IS NOT NULL AND NEW.login IS NOT OLD.login)
+  OR (OLD.login_issuer IS NOT NULL AND NEW.login_issuer IS NOT OLD.login_issuer)
+  OR (OLD.login_subject IS NOT NULL AND NEW.login_subject IS NOT OLD.login_subject)
+  OR ((NEW.login_issuer IS NULL) != (NEW.login_subject IS NULL))
+BEGIN SELECT RAISE(ABORT, 'a rater''s name, kind and login are never changed: the answers name them'); END;
+CREATE TRIGGER raters_no_delete BEFORE DELETE ON raters
+BEGIN SELECT RAISE(ABORT, 'raters are never deleted: the answers name them'); END;
+CREATE TRIGGER raters_no_replace BEFORE INSERT ON raters
+WHEN EXISTS (SELECT 1 FROM raters WHERE rowid = NEW.rowid OR name = NEW.name
+             OR (login_subject = NEW.login_subject AND login_issuer IS NEW.login_issuer))
+BEGIN SELECT RAISE(ABORT, 'raters are never replaced: an insert may not take the place of a rater who exists (INSERT OR REPLACE)'); END;
+CREATE TRIGGER items_identity_fixed BEFORE UPDATE ON items
+WHEN NEW.id IS NOT OLD.id OR NEW.uid IS NOT OLD.uid
+  OR NOT coalesce(json_extract(OLD.meta, '$.stub'), 0)
+BEGIN SELECT RAISE(ABORT, 'an item is never changed once written (only a placeholder is filled in): the answers are to it as it was'); END;
+CREATE TRIGGER items_no_delete BEFORE DELETE ON items
+BEGIN SELECT RAISE(ABORT, 'items are never deleted: the answers are to them'); END;
+CREATE TRIGGER items_no_replace BEFORE INSERT ON items
+WHEN EXISTS (SELECT 1 FROM items WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'items are never replaced: an insert may not take the place of an item that exists (INSERT OR REPLACE)'); END;
+""")
