@@ -973,3 +973,92 @@ CREATE TRIGGER items_no_replace BEFORE INSERT ON items
 WHEN EXISTS (SELECT 1 FROM items WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'items are never replaced: an insert may not take the place of an item that exists (INSERT OR REPLACE)'); END;
 """)
+
+
+# -- m041: more chains -----------------------------------------------------------------
+# Part of migration m041: like the migration, never edit (a later change is a new one).
+
+CHAINED_M041 = {
+    "item_tags": ("id", "item_id", "target", "tag_id", "rater_id", "added", "note",
+                  "created_at"),
+    "flags": ("id", "item_id", "rater_id", "raised", "note", "created_at"),
+    "reveals": ("id", "rater_id", "item_id", "annotation_id", "shown_at"),
+    "labels_opened": ("id", "rater_id", "screen", "unanswered", "newest_item", "newest_import",
+                      "newest_question", "opened_at"),
+}
+"""The append-only tables that carry judgements (tags applied and removed, flags
+raised and cleared) or what a reviewer saw (labels shown, choices to see them all),
+chained by m041 like answers and audit entries, and the fields each row's hash
+covers, in this order."""
+
+_M041_WORDS = {
+    "item_tags": "item tags are append-only: add a row that adds or removes the tag",
+    "flags": "flags are append-only: add a row that raises or clears the flag",
+    "reveals": "reveals are append-only",
+    "labels_opened": "choices to see the labels are append-only",
+}
+
+
+def chained_tables() -> dict[str, tuple[str, ...]]:
+    """Every chained table (m015's and m041's) and its hashed fields."""
+    return {**CHAINED, **CHAINED_M041}
+
+
+def chained_body(table: str, row: str = "") -> str:
+    """`chain_body` for any chained table (m015's or m041's)."""
+    return "json_array(" + ", ".join(f"{row}{c}" for c in chained_tables()[table]) + ")"
+
+
+@migrations()
+def m041_more_chains(db: Database) -> None:
+    """Tags applied, flags, reveals and choices to see the labels are chained by a
+    hash like answers and audit entries (`store.chain`): a row removed or changed
+    with the protections dropped shows in `carelens verify`. The rows already there
+    are chained in id order; each table's `no_update` is replaced by one that lets
+    only its chain trigger write the hash, once; the chain heads' guard knows them."""
+    from store.chain import chain_hash, register_functions
+
+    register_functions(db.conn)
+    script = "DROP TRIGGER chain_heads_no_insert;\nDROP TRIGGER chain_heads_forward_only;\n"
+    for table in CHAINED_M041:
+        script += (f"ALTER TABLE {table} ADD COLUMN chain TEXT;  -- sha256 of the previous row's"
+                   " chain and this row's fields (store.chain); written on insert\n"
+                   f"DROP TRIGGER {table}_no_update;\n")
+    run_script(db, script)
+    for table in CHAINED_M041:
+        previous = last_id = None
+        hashes = []
+        for row_id, body in db.conn.execute(
+                f"SELECT id, {chained_body(table)} FROM {table} ORDER BY id").fetchall():
+            previous, last_id = chain_hash(previous, body), row_id
+            hashes.append((previous, row_id))
+        db.conn.executemany(f"UPDATE {table} SET chain = ? WHERE id = ?", hashes)
+        db.conn.execute("INSERT INTO chain_heads (name, last_id, hash) VALUES (?, ?, ?)",
+                        (table, last_id, previous))
+    script = ""
+    for table, columns in CHAINED_M041.items():
+        changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in columns)
+        script += (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+                   f"WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR {changed}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{_M041_WORDS[table]}'); END;\n"
+                   f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+                   "BEGIN\n"
+                   "    UPDATE chain_heads SET last_id = NEW.id,\n"
+                   f"        hash = carelens_chain(hash, {chained_body(table, 'NEW.')})\n"
+                   f"    WHERE name = '{table}';\n"
+                   f"    UPDATE {table} SET chain = (SELECT hash FROM chain_heads"
+                   f" WHERE name = '{table}')\n"
+                   "    WHERE id = NEW.id;\n"
+                   "END;\n")
+    cases = "".join(
+        f"    WHEN '{t}' THEN EXISTS (SELECT 1 FROM {t} WHERE id = NEW.last_id AND chain IS NULL)\n"
+        for t in chained_tables())
+    script += f"""
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
+{cases}    ELSE 0 END
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+"""
+    run_script(db, script)

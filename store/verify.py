@@ -9,8 +9,8 @@ Four checks, each problem found reported as one line:
   and every table is there;
 - no row names a row that is not there (SQLite's foreign_key_check: an item
   or rater replaced from a program that does not check references);
-- the hash chains are whole (`store.chain`): each answer's and each audit
-  entry's hash follows from its own fields and the row before it, and the
+- the hash chains are whole (`store.chain`): each answer's, audit entry's,
+  tag row's, flag row's, reveal's and choice to see the labels' hash follows from its own fields and the row before it, and the
   chain's head (`chain_heads`) is its last row, so a row removed, changed or
   slipped in shows, at the end as anywhere else;
 - the file itself reads cleanly (SQLite's quick_check) and every migration is
@@ -36,8 +36,8 @@ from store.migrations import (
     APPEND_ONLY,
     APPEND_ONLY_LATER,
     APPEND_ONLY_M019,
-    CHAINED,
-    chain_body,
+    chained_body,
+    chained_tables,
     migrations,
 )
 
@@ -146,7 +146,7 @@ def verify(conn: sqlite3.Connection) -> Verdict:
     tables = _check_tables(conn, verdict)
     _check_triggers(conn, verdict, tables)
     _check_references(conn, verdict)
-    for table in CHAINED:
+    for table in chained_tables():
         _check_chain(conn, table, verdict)
     return verdict
 
@@ -223,17 +223,21 @@ def _check_triggers(conn: sqlite3.Connection, verdict: Verdict, tables: set[str]
                 + (" (an append-only table)" if table in APPEND_ONLY else ""))
 
 
+_ROW_WORDS = {"annotations": "answer", "audit_log": "audit entry", "item_tags": "tag row",
+              "flags": "flag row", "reveals": "reveal", "labels_opened": "choice to see the labels"}
+
+
 def _check_chain(conn: sqlite3.Connection, table: str, verdict: Verdict) -> None:
     """Each row's hash follows from its fields and the hash of the row before it;
     the head is the last row. One line per break, not one per row after it."""
     columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
     if "chain" not in columns:
         return  # not migrated yet: the schema line says so
-    word = {"annotations": "answer", "audit_log": "audit entry"}[table]
+    word = _ROW_WORDS[table]
     previous_id = previous = None
     n = 0
     for row_id, stored, body in conn.execute(
-            f"SELECT id, chain, {chain_body(table)} FROM {table} ORDER BY id"):
+            f"SELECT id, chain, {chained_body(table)} FROM {table} ORDER BY id"):
         n += 1
         if stored is None:
             verdict.problems.append(f"{table}: {word} {row_id} has no hash: it was added without"

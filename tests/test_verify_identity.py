@@ -140,3 +140,83 @@ def test_every_append_only_table_is_held_to_all_three():
 
 def test_the_demo_is_whole(demo_copy):
     assert verify_file(demo_copy).whole
+
+
+# -- m041: tags applied, flags, reveals and choices to see the labels are chained ------
+
+@pytest.fixture
+def judged(demo_copy):
+    """The demo with a tag applied, a flag raised, a label revealed and a choice to see
+    the labels: a row in each table m041 chains."""
+    from review.browse.tags import add_tag
+    from review.reviewing.items import flag_item
+    from review.team.reviewers import ensure_reviewer
+
+    s = open_store(demo_copy)
+    me = ensure_reviewer(s, "Dr. Chain")
+    item = s.scalar("SELECT id FROM items ORDER BY id LIMIT 1")
+    add_tag(s, me, item, "unsafe reassurance", note="noted")
+    flag_item(s, me, item, True, "look again")
+    answer = s.scalar("SELECT id FROM annotations WHERE item_id = ? LIMIT 1", (item,))
+    with s.transaction() as conn:
+        conn.execute("INSERT INTO reveals (rater_id, item_id, annotation_id, shown_at)"
+                     " VALUES (?, ?, ?, 'then')", (me.id, item, answer))
+        conn.execute("INSERT INTO labels_opened (rater_id, screen, unanswered, opened_at)"
+                     " VALUES (?, 'browse', 3, 'then')", (me.id,))
+    for table in ("item_tags", "flags", "reveals", "labels_opened"):
+        assert s.scalar(f"SELECT COUNT(*) FROM {table} WHERE chain IS NULL") == 0, table
+    s.close()
+    assert verify_file(demo_copy).whole
+    return demo_copy
+
+
+@pytest.mark.parametrize("table", ["item_tags", "flags", "reveals", "labels_opened"])
+def test_verify_finds_a_judgement_or_reveal_deleted_with_the_trigger_dropped(judged, capsys,
+                                                                             table):
+    conn = raw(judged)
+    last = conn.execute(f"SELECT MAX(id) FROM {table}").fetchone()[0]
+    conn.execute(f"DROP TRIGGER {table}_no_delete")
+    conn.execute(f"DELETE FROM {table} WHERE id = ?", (last,))
+    conn.close()
+    code, out = verify_cli(judged, capsys)
+    assert code != 0
+    assert any(f"{table}_no_delete" in line for line in out), out
+    assert any(line.split(": ", 2)[1].startswith(table) and "removed" in line
+               for line in out), out
+
+
+@pytest.mark.parametrize("table,column,value", [("item_tags", "added", 0),
+                                                ("flags", "raised", 0),
+                                                ("reveals", "shown_at", "later"),
+                                                ("labels_opened", "unanswered", 0)])
+def test_verify_finds_a_judgement_or_reveal_changed(judged, capsys, table, column, value):
+    conn = raw(judged)
+    first = conn.execute(f"SELECT MIN(id) FROM {table}").fetchone()[0]
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute(f"UPDATE {table} SET {column} = ? WHERE id = ?", (value, first))
+    conn.execute(f"DROP TRIGGER {table}_no_update")
+    conn.execute(f"UPDATE {table} SET {column} = ? WHERE id = ?", (value, first))
+    conn.close()
+    code, out = verify_cli(judged, capsys)
+    assert code != 0
+    assert any(f"{table}: " in line and "changed after it was written" in line
+               for line in out), out
+
+
+def test_a_database_made_before_m041_is_chained_when_opened(tmp_path):
+    from sqlite_utils import Database
+
+    from store import Store
+    from store.db import connect
+    from store.migrations import migrations
+
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    migrations.apply(Database(conn), stop_before="m041_more_chains")
+    conn.execute("INSERT INTO raters (name, kind, created_at) VALUES ('Dr. Old', 'human', 'then')")
+    conn.execute("INSERT INTO labels_opened (rater_id, screen, unanswered, opened_at)"
+                 " VALUES (1, 'browse', 2, 'then')")
+    conn.close()
+    Store(path).close()
+    verdict = verify_file(path)
+    assert verdict.whole and verdict.rows["labels_opened"] == 1, verdict.problems
