@@ -220,3 +220,19 @@ def test_a_database_made_before_m041_is_chained_when_opened(tmp_path):
     Store(path).close()
     verdict = verify_file(path)
     assert verdict.whole and verdict.rows["labels_opened"] == 1, verdict.problems
+
+
+def test_a_database_not_yet_migrated_is_told_so_not_called_tampered(tmp_path):
+    from sqlite_utils import Database
+
+    from store.db import connect
+    from store.migrations import migrations
+
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    migrations.apply(Database(conn), stop_before="m040_identity_sealed")
+    conn.close()
+    problems = verify_file(path).problems
+    assert any(p.startswith("schema: ") and "m040_identity_sealed" in p for p in problems), problems
+    assert not any("dropped" in p or "changed" in p for p in problems), problems
+    assert any("raters_identity_fixed" in p and "not made yet" in p for p in problems)
