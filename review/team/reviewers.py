@@ -105,18 +105,34 @@ def likeness(name: str) -> tuple[str, str]:
     return letters.casefold(), shape
 
 
+class LookAlikes:
+    """Names by their likeness keys: which of them a screen would show like another
+    name, found in one look-up (an import checks each new rater against all)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._by_key: dict[tuple[int, str], list[str]] = {}
+        for name in names:
+            self.add(name)
+
+    def add(self, name: str) -> None:
+        for i, key in enumerate(likeness(name)):
+            self._by_key.setdefault((i, key), []).append(name)
+
+    def find(self, name: str) -> str | None:
+        """The first name added that a screen would show like `name` (differing in
+        capitals, spaces, invisible characters, compatibility forms or look-alike
+        letters) but that is not exactly `name`; None if there is none."""
+        for i, key in enumerate(likeness(name)):
+            for other in self._by_key.get((i, key), ()):
+                if other != name:
+                    return other
+        return None
+
+
 def look_alike(name: str, names: Iterable[str]) -> str | None:
-    """The first of `names` a screen would show like `name` (differing in capitals,
-    spaces, invisible characters, compatibility forms or look-alike letters) but
-    that is not exactly `name`; None if there is none."""
-    fold, shape = likeness(name)
-    for other in names:
-        if other == name:
-            continue
-        other_fold, other_shape = likeness(other)
-        if fold == other_fold or shape == other_shape:
-            return other
-    return None
+    """The first of `names` a screen would show like `name` but that is not exactly
+    `name` (`LookAlikes.find`); None if there is none."""
+    return LookAlikes(names).find(name)
 
 
 def all_rater_names(conn) -> list[str]:

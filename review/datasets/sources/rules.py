@@ -34,8 +34,8 @@ from review.team.reviewers import (
     REFERENCE_RATERS,
     ROLES,
     SETTLED_ANSWERS,
+    LookAlikes,
     all_rater_names,
-    look_alike,
     reserved_name,
 )
 from store import Store
@@ -60,7 +60,7 @@ class ImportRules(WriteRules):
         self._raters: dict[int, tuple[str, bool, bool]] = {}
         """rater id -> (name, a person, reviews here), for raters that existed."""
         self.replaced = 0
-        self._names: list[str] | None = None
+        self._names: LookAlikes | None = None
         """Every rater's name, once a new rater's is checked against them."""
 
     def _at(self, line: int | None) -> str:
@@ -90,14 +90,14 @@ class ImportRules(WriteRules):
                                  " bring in a person of that name")
         if person or self.names_from_file:
             if self._names is None:
-                self._names = all_rater_names(self.conn)
-            twin = look_alike(record.name, self._names)
+                self._names = LookAlikes(all_rater_names(self.conn))
+            twin = self._names.find(record.name)
             if twin is not None:
                 raise InputError(f"{self._at(None)}rater {record.name!r}: a screen would show it"
                                  f" like the rater {twin!r} (capitals, spaces, invisible or"
                                  " look-alike characters); give that name exactly, or another")
         if self._names is not None:
-            self._names.append(record.name)
+            self._names.add(record.name)
 
     def _rater(self, rater_id: int) -> tuple[str, bool, bool]:
         known = self._raters.get(rater_id)
