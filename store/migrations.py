@@ -1062,3 +1062,24 @@ WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
 BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
 """
     run_script(db, script)
+
+
+@migrations()
+def m042_questions_sealed(db: Database) -> None:
+    """What was asked is part of the record, like the item it was asked of: an
+    answer names its question by id, so rewriting a rubric criterion's text or
+    points would change what every answer to it means. A question is never
+    changed, except a placeholder (`meta.stub`, named by a file before the file
+    that defines it) being filled in, and never its id or key; it is never deleted
+    nor replaced by its id. (A codebook's new wording is a new codebook version.)"""
+    run_script(db, """
+CREATE TRIGGER questions_identity_fixed BEFORE UPDATE ON questions
+WHEN NEW.id IS NOT OLD.id OR NEW.key IS NOT OLD.key
+  OR NOT coalesce(json_extract(OLD.meta, '$.stub'), 0)
+BEGIN SELECT RAISE(ABORT, 'a question is never changed once written (only a placeholder is filled in): the answers are to it as it was'); END;
+CREATE TRIGGER questions_no_delete BEFORE DELETE ON questions
+BEGIN SELECT RAISE(ABORT, 'questions are never deleted: the answers are to them'); END;
+CREATE TRIGGER questions_no_replace BEFORE INSERT ON questions
+WHEN EXISTS (SELECT 1 FROM questions WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'questions are never replaced: an insert may not take the place of a question that exists (INSERT OR REPLACE)'); END;
+""")

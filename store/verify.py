@@ -82,9 +82,10 @@ SEALED = ("no_update", "no_delete", "no_replace")
 """The three protections every append-only table has."""
 
 IDENTITY = {"raters": ("identity_fixed", "no_delete", "no_replace"),
-            "items": ("identity_fixed", "no_delete", "no_replace")}
-"""Tables whose rows are changed in part (a rater's role, a placeholder item filled
-in) but whose identity is sealed (m040)."""
+            "items": ("identity_fixed", "no_delete", "no_replace"),
+            "questions": ("identity_fixed", "no_delete", "no_replace")}
+"""Tables whose rows are changed in part (a rater's role, a placeholder item or
+question filled in) but whose identity is sealed (m040, m042)."""
 
 
 def append_only_tables() -> list[str]:

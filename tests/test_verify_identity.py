@@ -236,3 +236,26 @@ def test_a_database_not_yet_migrated_is_told_so_not_called_tampered(tmp_path):
     assert any(p.startswith("schema: ") and "m040_identity_sealed" in p for p in problems), problems
     assert not any("dropped" in p or "changed" in p for p in problems), problems
     assert any("raters_identity_fixed" in p and "not made yet" in p for p in problems)
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE questions SET text = 'forged wording' WHERE id = {id}",
+    "UPDATE questions SET points = -10 WHERE id = {id}",
+    "UPDATE questions SET key = 'forged' WHERE id = {id}",
+    "DELETE FROM questions WHERE id = {id}",
+    "INSERT OR REPLACE INTO questions (id, key, codebook, kind, text)"
+    " SELECT id, key, codebook, kind, 'forged wording' FROM questions WHERE id = {id}",
+])
+def test_what_was_asked_cannot_be_rewritten(demo_copy, capsys, sql):
+    conn = raw(demo_copy)
+    question, before = conn.execute(
+        "SELECT q.id, q.text FROM questions q WHERE EXISTS (SELECT 1 FROM annotations a"
+        " WHERE a.question_id = q.id) ORDER BY q.id LIMIT 1").fetchone()
+    with pytest.raises(sqlite3.IntegrityError, match="never"):
+        conn.execute(sql.format(id=question))
+    assert conn.execute("SELECT text FROM questions WHERE id = ?",
+                        (question,)).fetchone()[0] == before
+    conn.execute("DROP TRIGGER questions_identity_fixed")
+    conn.close()
+    code, out = verify_cli(demo_copy, capsys)
+    assert code != 0 and any("questions_identity_fixed" in line for line in out), out
