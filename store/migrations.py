@@ -1083,3 +1083,39 @@ CREATE TRIGGER questions_no_replace BEFORE INSERT ON questions
 WHEN EXISTS (SELECT 1 FROM questions WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'questions are never replaced: an insert may not take the place of a question that exists (INSERT OR REPLACE)'); END;
 """)
+
+
+@migrations()
+def m043_protections_restored(db: Database) -> None:
+    """An append-only table made after the migration that protects it had run on
+    this database (m017, m018 and m019 protect only the tables there when they run)
+    lacks a trigger that refuses UPDATE, DELETE or a replacement. Each such trigger
+    is made here as a new database has it, and each is written in the audit log
+    (`protection_restored`), so that one dropped by hand before this ran stays on
+    record. Only a table sealed in part is looked at (one with none of the three
+    is not append-only, or was stripped by hand: `carelens verify` names it). A
+    database made new has them all: nothing is done."""
+    from store.chain import register_functions
+    from store.values import to_json, utcnow
+
+    sealing = ("no_update", "no_delete", "no_replace")
+    have = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not any(0 < sum(f"{t}_{k}" in have for k in sealing) < 3 for t in tables):
+        return  # every table sealed at all is sealed in full: nothing to look up
+    register_functions(db.conn)
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    register_functions(fresh)
+    migrations.apply(Database(fresh), stop_before="m043_protections_restored")
+    wanted = fresh.execute(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"
+        " AND (name LIKE '%\\_no\\_update' ESCAPE '\\' OR name LIKE '%\\_no\\_delete' ESCAPE '\\'"
+        " OR name LIKE '%\\_no\\_replace' ESCAPE '\\') ORDER BY name").fetchall()
+    fresh.close()
+    for name, table, sql in wanted:
+        if table in tables and name not in have:
+            db.conn.execute(sql)
+            db.conn.execute(
+                "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new)"
+                " VALUES (?, 'system', 'protection_restored', ?, NULL, NULL, ?)",
+                (utcnow(), table, to_json({"trigger": name, "migration": "m043"})))

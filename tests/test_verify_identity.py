@@ -259,3 +259,30 @@ def test_what_was_asked_cannot_be_rewritten(demo_copy, capsys, sql):
     conn.close()
     code, out = verify_cli(demo_copy, capsys)
     assert code != 0 and any("questions_identity_fixed" in line for line in out), out
+
+
+def test_a_protection_missing_from_an_older_database_is_restored_and_recorded(tmp_path):
+    """A table protected by a migration that ran before the table was made (m019 before
+    round members existed, on some databases) lacks its refusal of a replacement: m043
+    makes it as a new database has it, and writes it in the audit log."""
+    from sqlite_utils import Database
+
+    from store import Store
+    from store.db import connect
+    from store.migrations import migrations
+
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    migrations.apply(Database(conn), stop_before="m043_protections_restored")
+    conn.execute("DROP TRIGGER round_members_no_replace")
+    conn.close()
+    assert any("round_members_no_replace" in p for p in verify_file(path).problems)
+    s = Store(path)
+    assert s.scalar("SELECT json_extract(new, '$.trigger') FROM audit_log WHERE action ="
+                    " 'protection_restored'") == "round_members_no_replace"
+    s.close()
+    assert verify_file(path).whole
+
+
+def test_a_new_database_restores_nothing(store):
+    assert store.scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'protection_restored'") == 0
