@@ -38,8 +38,7 @@ from scipy.special import ndtri, stdtrit
 from labels.intervals import (
     CONFIDENCE,
     bootstrap_ci,
-    degenerate_note,
-    small_n_note,
+    interval_warnings,
     wilson_interval,
 )
 
@@ -275,18 +274,6 @@ def _result(
         warnings=interval_warnings(value, boot.low, boot.high, n, groups,
                                    boot.dropped_share),
     )
-
-
-def interval_warnings(value, low, high, n: int, clusters: int | None = None,
-                      dropped: float | None = None) -> tuple[str, ...]:
-    """What makes an interval mean little, in words: no width, too few units (or cases),
-    resamples where the statistic was undefined."""
-    out = [w for w in (degenerate_note(low, high, value),
-                       small_n_note(clusters if clusters else n,
-                                    "cases" if clusters else "units")) if w]
-    if dropped:
-        out.append(f"{dropped:.1%} of the bootstrap resamples were undefined and left out")
-    return tuple(out)
 
 
 def _undefined(key, name, n, reason, note=None) -> Coefficient:
