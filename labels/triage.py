@@ -198,15 +198,12 @@ def _macro_f1_tables(t, k: int, missing: str):
     written as an invalid label)."""
     import numpy as np
 
-    from labels.agreement import f1_per_category_batch, macro_f1_batch
+    from labels.agreement import macro_f1_batch
 
     if missing == "wrong":
         square = np.zeros((t.shape[0], k + 1, k + 1))
         square[:, :k, :] = t
-        f1 = f1_per_category_batch(square)[:, :k]
-        used = np.isfinite(f1).sum(axis=1)
-        total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
-        return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
+        return macro_f1_batch(square, categories=k)
     return macro_f1_batch(t[:, :, :k])
 
 
