@@ -607,8 +607,9 @@ def triage_tab() -> None:
         } for mapper, m in t.mapper_triage.items()], hide_index=True, width="stretch")
         st.caption("The clinicians' majority reading of each response taken as the truth. "
                    "Over-triage: the mapper read a response as more escalating than the "
-                   "clinicians did; under-triage: less. After each share, its 95% interval "
-                   "(Wilson); after macro-F1, its bootstrap interval.")
+                   "clinicians did; under-triage: less. After each value, its 95% interval: "
+                   "the bootstrap over cases where a case has several responses, else "
+                   "Wilson's for a share.")
     for x in t.labellings:
         with st.expander(f"Triage metrics, responses {md(x.name)}"):
             rank = {r.model: r.rank for r in x.ranking}

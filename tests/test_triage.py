@@ -191,3 +191,52 @@ def test_a_swap_inside_overlapping_intervals_is_called_noise():
     assert swaps_within_noise(base, far) is False  # c overtook a and b by far
     assert swaps_within_noise(base, base) is None  # nothing swapped
     assert swaps_within_noise(base, ranking(("b", 0.7, 1, None, None), ("a", 0.6, 2, None, None))) is None
+
+
+def test_shares_of_responses_clustered_in_cases_use_a_case_bootstrap():
+    """Ten cases of five responses each, over-triaged all together or not at all: Wilson's
+    interval would take the 50 responses as independent and be far too narrow."""
+    from labels.intervals import bootstrap_ci
+    from labels.triage import CASE_BOOTSTRAP, WILSON, triage_metric_batch, triage_tables
+
+    gold, pred, cases = [], [], []
+    for case in range(10):
+        over = case % 3 == 0  # cases 0, 3, 6, 9
+        gold += [A0] * 5
+        pred += [A1 if over else A0] * 5
+        cases += [f"case-{case}"] * 5
+    clustered = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=cases, n_boot=500, seed=2)
+    alone = triage_metrics(gold, pred, CAREBENCH_ORDER, n_boot=500, seed=2)
+    over, wilson = clustered["over_triage"], alone["over_triage"]
+    assert over.value == wilson.value == pytest.approx(0.4) and (over.count, over.n) == (20, 50)
+    assert over.interval == CASE_BOOTSTRAP and over.clusters == 10
+    assert wilson.interval == WILSON and wilson.clusters is None
+    assert over.ci_high - over.ci_low > 1.5 * (wilson.ci_high - wilson.ci_low)
+    expected = bootstrap_ci(lambda t: triage_metric_batch("over_triage", t, CAREBENCH_ORDER),
+                            triage_tables(gold, pred, CAREBENCH_ORDER), n_boot=500, seed=2,
+                            clusters=cases)
+    assert (over.ci_low, over.ci_high) == (expected.low, expected.high)
+    again = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=cases, n_boot=500, seed=2)
+    assert (again["over_triage"].ci_low, again["over_triage"].ci_high) == (over.ci_low,
+                                                                          over.ci_high)
+    # one response per case: nothing to keep together, Wilson's interval
+    single = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=list(range(50)))
+    assert single["over_triage"].interval == WILSON
+    assert clustered["macro_f1"].interval == CASE_BOOTSTRAP
+
+
+def test_the_leaderboard_and_the_mappers_shares_resample_cases_and_say_so(demo):
+    import json
+
+    from labels.compare import triage_comparison
+    from labels.report import triage_json
+    from labels.triage import CASE_BOOTSTRAP
+
+    report = triage_comparison(demo, n_boot=200, seed=1)
+    x = report.labellings[0]
+    for metrics in [*x.metrics.values(), *report.mapper_triage.values()]:
+        for key in ("over_triage", "under_triage", "missed_care"):
+            if metrics[key].value is not None:
+                assert metrics[key].interval == CASE_BOOTSTRAP and metrics[key].clusters > 1
+    method = json.loads(triage_json(report))["provenance"]["interval"]
+    assert "bootstrap resampling whole cases (200 resamples, seed 1)" in method

@@ -391,13 +391,14 @@ def triage_comparison(
     _correlations(report)
     if MAJORITY in readers:
         truth = read[MAJORITY]
+        case_of = {r.uid: r.case for r in responses}
         for reader in readers:
             if reader == MAJORITY:
                 continue
             both = [uid for uid in sorted(truth) if uid in read[reader]]
             report.mapper_triage[reader] = triage_metrics(
                 [truth[u] for u in both], [read[reader][u] for u in both], order,
-                n_boot=n_boot, seed=seed)
+                n_boot=n_boot, seed=seed, clusters=[case_of.get(u, u) for u in both])
     report.notes = list(dict.fromkeys(notes))
     add_ppi_column(store, report)
     return report

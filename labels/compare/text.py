@@ -6,6 +6,7 @@ from __future__ import annotations
 from labels.agreement import Coefficient
 from labels.compare.leaderboard import TriageReport, ppi_column_lines
 from labels.compare.pairs import ComparisonReport
+from labels.triage import INTERVAL_METHOD
 
 
 def number(value: float | None, digits: int = 2) -> str:
@@ -233,5 +234,5 @@ def format_triage_text(report: TriageReport) -> str:
                      f"under-triage {share(under)}")
     lines += ppi_column_lines(report.ppi)
     lines += [f"Note: {n}" for n in report.notes]
-    lines.append(f"\nBootstrap: {report.n_boot} resamples of cases, seed {report.seed}.")
+    lines.append("\n" + INTERVAL_METHOD.format(n_boot=report.n_boot, seed=report.seed) + ".")
     return "\n".join(lines).strip()
