@@ -180,7 +180,8 @@ def paired_lines(x) -> list[str]:
              + ", ".join(f"{m} {share_text(v)}" for m, v in p.rank_probability.items()) + ")"]
     for d in p.pairs:
         diff = "—" if d.difference is None else f"{d.difference:+.2f}"
-        line = f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}): {d.verdict}"
+        line = (f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}; on the "
+                f"{d.n_units} prefixes in {d.n_cases} cases both were scored on): {d.verdict}")
         if d.mcnemar_p is not None:
             line += (f"; accuracy, McNemar's exact p = {d.mcnemar_p:.3f} ({d.discordant[0]} "
                      f"vs {d.discordant[1]} discordant prefixes)")
