@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from labels.intervals import wilson_interval
+from labels.intervals import interval_warnings, wilson_interval
 
 CAREBENCH_ORDER = (
     "0A_NO_ESCALATION_INFO_NEEDED",
@@ -71,7 +71,9 @@ class TriageMetric:
     """How the interval was computed, in words (:data:`CASE_BOOTSTRAP`, :data:`WILSON`,
     :data:`UNIT_BOOTSTRAP`)."""
     clusters: int | None = None
-    """Cases the bootstrap resampled (None for Wilson's interval)."""
+    """Cases the bootstrap resampled (None for Wilson's interval over responses)."""
+    warnings: tuple[str, ...] = ()
+    """Why the interval means little, in words (``labels.intervals.interval_warnings``)."""
 
     @property
     def lower_is_better(self) -> bool:
@@ -82,11 +84,17 @@ CASE_BOOTSTRAP = "percentile bootstrap over cases"
 """A case's responses are drawn together: they are correlated."""
 UNIT_BOOTSTRAP = "percentile bootstrap over prefixes"
 WILSON = "Wilson score"
+WILSON_CASES = "Wilson score on the number of cases"
+"""For a share of 0 or 1 in clustered responses, where every bootstrap resample gives the
+same share: Wilson's interval taking each case as one observation (a case's responses
+are worth at least one independent one together), wider than over responses."""
 INTERVAL_METHOD = ("95% intervals: where responses come in cases (several per case), the "
                    "percentile bootstrap resampling whole cases ({n_boot} resamples, seed "
                    "{seed}), for the shares and macro-F1 alike, because a case's responses are "
-                   "correlated; where each response is its own case, Wilson's score interval "
-                   "for a share and the bootstrap over prefixes for macro-F1")
+                   "correlated (a share of 0 or 1 there, where every resample agrees, takes "
+                   "Wilson's score interval on the number of cases); where each response is "
+                   "its own case, Wilson's score interval for a share and the bootstrap over "
+                   "prefixes for macro-F1")
 """The method of every triage interval, said in each output's provenance."""
 
 
@@ -305,14 +313,22 @@ def triage_metrics(
         if clusters is None or not n_boot:
             low, high = wilson_interval(count, n)
             out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high,
-                                    interval=WILSON)
+                                    interval=WILSON,
+                                    warnings=interval_warnings(count / n, low, high, n))
             continue
         boot = _case_bootstrap(
             lambda t, key=key: triage_metric_batch(key, t, order, escalating, missing),
             tables, clusters, n_boot, seed)
-        out[key] = TriageMetric(key, name, count / n, count, n, ci_low=boot.low,
-                                ci_high=boot.high, interval=CASE_BOOTSTRAP,
-                                clusters=boot.clusters)
+        low, high, how = boot.low, boot.high, CASE_BOOTSTRAP
+        _, unit_n = _parts(key, tables, order, escalating, missing)  # each response's
+        cases = len({c for c, d in zip(clusters, unit_n.tolist(), strict=True) if d > 0})
+        if count in (0, n) and low is not None and high - low <= 1e-12:
+            low, high = wilson_interval(cases if count else 0, cases)
+            how = WILSON_CASES
+        out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high,
+                                interval=how, clusters=boot.clusters,
+                                warnings=interval_warnings(count / n, low, high, n, cases,
+                                                           boot.dropped_share))
     return out
 
 
@@ -338,11 +354,14 @@ def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMe
         return TriageMetric("macro_f1", name, None, None, n, "no scored prefix has a prediction")
     boot = _case_bootstrap(lambda t: _macro_f1_tables(t, k, missing), keep, kept, n_boot,
                            seed) if n_boot else None
-    return TriageMetric("macro_f1", name, float(value), None, n,
-                        ci_low=boot.low if boot else None, ci_high=boot.high if boot else None,
+    low, high = (boot.low, boot.high) if boot else (None, None)
+    cases = boot.clusters if boot and kept is not None else None
+    return TriageMetric("macro_f1", name, float(value), None, n, ci_low=low, ci_high=high,
                         interval=None if boot is None else
                         CASE_BOOTSTRAP if kept is not None else UNIT_BOOTSTRAP,
-                        clusters=boot.clusters if boot and kept is not None else None)
+                        clusters=cases,
+                        warnings=interval_warnings(float(value), low, high, n, cases,
+                                                   boot.dropped_share if boot else None))
 
 
 def rank_models(

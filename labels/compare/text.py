@@ -213,6 +213,8 @@ def format_triage_text(report: TriageReport) -> str:
         for m, wrong in x.missing_as_wrong.items():
             lines.append(f"  {m}, missing predictions counted against it: " + ", ".join(
                 f"{k} {number(v.value)}" for k, v in wrong.items()))
+        lines += [f"  {m}, macro-F1 interval: {w}" for m in x.metrics
+                  for w in x.metrics[m]["macro_f1"].warnings]
         lines += paired_lines(x)
     if report.correlations:
         lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
@@ -233,6 +235,7 @@ def format_triage_text(report: TriageReport) -> str:
 
         lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
                      f"under-triage {share(under)}")
+        lines += [f"  warning: {w}" for w in dict.fromkeys((*over.warnings, *under.warnings))]
     lines += ppi_column_lines(report.ppi)
     lines += [f"Note: {n}" for n in report.notes]
     lines.append("\n" + INTERVAL_METHOD.format(n_boot=report.n_boot, seed=report.seed) + ".")
