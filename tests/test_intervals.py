@@ -137,3 +137,20 @@ def test_the_clinicians_pairwise_heatmap_marks_a_cell_resting_on_few_units():
     calm = PairwiseMatrix(["Ann", "Cat"], "cohen_kappa", "Cohen's kappa",
                           [[None, many], [many, None]])
     assert pairwise_small_note(calm) is None and not pairwise_figure(calm).layout.annotations
+
+
+def test_the_healthbench_meta_evaluation_says_when_its_interval_rests_on_few_rows():
+    from labels.healthbench_meta import MetaRow, grader_vs_physicians
+
+    def row(grader, *labels):
+        return MetaRow(grader, tuple((f"p{i + 1}", x) for i, x in enumerate(labels)),
+                       category="emergency")
+
+    few = grader_vs_physicians([row(True, True, False), row(False, False, True),
+                                row(True, True)])
+    assert any("only 3 rows" in w for w in few.warnings)
+    rng = np.random.default_rng(2)
+    many = grader_vs_physicians([row(bool(g), bool(g) if rng.random() < 0.8 else not g,
+                                     bool(rng.integers(2)))
+                                 for g in rng.integers(0, 2, 60)])
+    assert many.macro_f1 is not None and many.warnings == ()
