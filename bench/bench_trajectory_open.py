@@ -130,7 +130,10 @@ def main(episodes: int, repeat: int) -> None:
         at.switch_page("pages/trajectories.py").run()  # first run: imports, Plotly, caches
         assert not at.exception, at.exception
         page_ms = timed(lambda: at.run(), max(5, repeat // 5))
-        assert not at.exception and any(uid in m.value for m in at.markdown)
+        assert not at.exception, at.exception
+        # The run's id is on its details line (a caption), not in the title: check the screen.
+        shown = [str(e.value) for e in (*at.markdown, *at.caption, *at.code, *at.text)]
+        assert any(uid in text for text in shown), f"{uid} is not on the Trajectories screen"
 
         print(f"database: {n_items:,} items; the run: {STEPS} steps, {size / 1e6:.2f} MB of payload,"
               f" 12 steps marked, criteria committed")
