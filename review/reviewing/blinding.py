@@ -171,10 +171,12 @@ LABELS_HELD = "Reference and machine labels stay hidden until you answer."
 PREFIX_GOLD = "The prefix's gold label (what the response should have done)"
 
 
-def what_reviewer_sees(store: Store, reviewer_id: int, item_id: int | None = None, *,
+def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | None = None, *,
                        round_id: int | None = None, mode: str = DEFAULT_MODE) -> Sight:
     """The blinding decision for this reviewer: on one item, or (`item_id`
-    None) on a screen that shows every rater's labels.
+    None) on a screen that shows every rater's labels. `reviewer_id` None: a
+    visitor who has chosen no name (local mode), asked only about a screen
+    (`visitor_sight`); they answer nothing before choosing one.
 
     On an item: the mode is the round's when a review round (`round_id`)
     holds the item, else `mode` (the screen's), or blind where a fully blind
@@ -182,6 +184,10 @@ def what_reviewer_sees(store: Store, reviewer_id: int, item_id: int | None = Non
     a prefix's or response's labels (`reveal_reference_labels`), a case's
     earlier rounds' gold (`earlier_round_golds`), an agent run's or graded
     conversation's verdicts (`revealed_verdicts`), or why they are held back."""
+    if reviewer_id is None:
+        if item_id is not None:
+            raise ValueError("a visitor with no name is shown no item to answer")
+        return visitor_sight(store)
     if item_id is None:
         return _screen_sight(store, reviewer_id)
     head = item_header(store, item_id)
@@ -264,6 +270,35 @@ def _screen_sight(store: Store, reviewer_id: int) -> Sight:
                  "This screen shows every rater's labels: the gold labels, the mapper's and the "
                  f"judges'. {waiting}; seeing their labels first would unblind it.",
                  unanswered=left, covers=mark)
+
+
+VISITOR_HELD = ("This screen shows other raters' labels (the gold labels, the mapper's and the "
+                "judges'); your answers on these items will no longer count as blind. You have "
+                "not chosen a name: the name you choose next is recorded as having seen them.")
+
+
+def visitor_sight(store: Store) -> Sight:
+    """A screen of every rater's labels asked by a visitor with no name (local
+    mode, nobody chosen in the sidebar): never shown without the gate, since
+    whoever they turn out to be may still owe blind answers; a choice to see
+    them is kept by the page until a name is chosen, then recorded against it
+    (`adopt_visitor_opening`)."""
+    return Sight(DEFAULT_MODE, False, VISITOR_HELD, covers=labels_mark(store), record=True)
+
+
+def adopt_visitor_opening(store: Store, reviewer: Reviewer, screen: str,
+                          covered: tuple[int, int, int]) -> bool:
+    """A visitor who saw every rater's labels (covering `covered`, a
+    `labels_mark`) before choosing a name has now chosen `reviewer`: the
+    opening is recorded against them (`open_labels`), so their later answers
+    on those items are not recorded as blind. Nothing is recorded when a
+    choice of theirs already covers it. True when recorded."""
+    opened = labels_opened(store, reviewer.id)
+    if opened is not None and all(o >= c for o, c in zip(opened, covered, strict=True)):
+        return False
+    mark = tuple(max(o, c) for o, c in zip(opened or covered, covered, strict=True))
+    open_labels(store, reviewer, screen, blind_work_left(store, reviewer.id, after=opened), mark)
+    return True
 
 
 # -- its parts: prefixes and responses -------------------------------------------------
