@@ -18,10 +18,11 @@ from typing import Any
 
 import streamlit as st
 
-from codebook import BLIND, CANNOT_ASSESS, SUGGEST
+from codebook import BLIND, CANNOT_ASSESS
 from pages._keys import marker, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
+from review.reviewing.blinding import seen_while_answering
 from review.reviewing.commit import Verdict, commit_verdicts
 from review.reviewing.criteria import (
     ItemQuestion,
@@ -349,8 +350,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     outcome = [q for q in questions if q.kind != "criterion"]
     ids = [q.id for q in criteria]
     # Questions whose judges' and verifiers' verdicts are on screen as I answer.
-    seen = frozenset(q.id for q in questions
-                     if mode == SUGGEST or reference_shown or q.id in revealed)
+    seen = seen_while_answering(mode, revealed, [q.id for q in questions], reference_shown)
     if focus_key(item_id) not in st.session_state:
         # A new session (a reload): the keys go on where the work stopped, at the first
         # criterion with neither a restored draft nor a committed answer.

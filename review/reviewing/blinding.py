@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -163,6 +164,25 @@ class Sight:
     record: bool = False
     """Asked without an item: shown, and the opening is to be recorded
     (`open_labels`) before the labels are: it is not recorded yet."""
+
+    def seen_while_answering(self, question_ids: Iterable[int],
+                             reference_on_screen: bool = False) -> frozenset[int]:
+        """Of an agent run's or graded conversation's questions, those answered
+        with labels on screen (`seen_while_answering`)."""
+        return seen_while_answering(self.mode, self.verdicts, question_ids,
+                                    reference_on_screen and self.reference_shown)
+
+
+def seen_while_answering(mode: str, verdicts: Mapping[int, object], question_ids: Iterable[int],
+                         reference_on_screen: bool = False) -> frozenset[int]:
+    """The questions of an agent run or graded conversation whose answers are
+    given with labels on screen, so recorded after a reveal: every one when
+    the labels are shown up front (`suggest`) or a reference answer is on the
+    page (`reference_on_screen`), else those whose judges' verdicts are shown
+    (`verdicts`, by question: `Sight.verdicts`)."""
+    if mode == SUGGEST or reference_on_screen:
+        return frozenset(question_ids)
+    return frozenset(q for q in question_ids if q in verdicts)
 
 
 ITEM_NOUNS = {"trajectory": "agent run", "graded_conversation": "graded conversation"}
