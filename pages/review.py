@@ -35,13 +35,19 @@ from review.reviewing.commit import commit_answer, skip_item
 from review.reviewing.drafts import load_draft, save_draft
 from review.reviewing.items import (
     ItemView,
-    find_item_id,
     flag_item,
     is_flagged,
     load_item,
     my_answers,
 )
-from review.reviewing.names import FREE_REVIEW, item_name, rater_name, study_round, turn
+from review.reviewing.names import (
+    FREE_REVIEW,
+    item_in_address,
+    item_name,
+    rater_name,
+    study_round,
+    turn,
+)
 from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
 from review.reviewing.queue import (
     Progress,
@@ -385,7 +391,7 @@ def review_item() -> None:
     wanted_uid = item_asked_by_address(
         st.session_state.get("item_uid") if item_id is not None else None)
     if wanted_uid:
-        item_id = find_item_id(s, wanted_uid)
+        item_id = item_in_address(s, wanted_uid)
     if item_id is None:
         item_id = next_one()
     item = load_item(s, item_id) if item_id is not None else None
@@ -423,15 +429,18 @@ def review_item() -> None:
 
     if (last := st.session_state.get(LAST)) and last[1] != item.id:
         st.session_state.pop(LAST)  # another item on screen since: that panel is gone for good
+    sight = sight_of(item.id)
+    name = item_name(s, item.id)
+    # The ids the reviewer may read: an opaque one while they are blind to the model.
+    address, details = name.shown_ids(sight.model_hidden)
     # Keep the address on the item, so a reload or a shared link opens it again.
     st.session_state[state_key] = item.id
-    st.session_state["item_uid"] = item.uid
-    put_item_in_address(item.uid)
+    st.session_state["item_uid"] = address
+    put_item_in_address(address)
     if st.session_state.get("shown_item") != item.id:
         st.session_state["shown_item"] = item.id
         st.session_state["shown_at"] = time.monotonic()
 
-    sight = sight_of(item.id)
     mode = sight.mode  # the round's, or blind where a fully blind round holds the item for me
     if item.codebook is not None:
         # The wording in force: the latest in-app edit of the codebook, if any.
@@ -467,7 +476,6 @@ def review_item() -> None:
         return
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
-    name = item_name(s, item.id)
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
     where = (f"item {place.position} of {place.total}"
              + (" for you in " + safe_markdown(this_round.name) if this_round else ""))
@@ -504,7 +512,7 @@ def review_item() -> None:
                         else:
                             show_text(item.response, key=f"response:{item.id}",
                                       empty="(empty reply: the model returned no text)")
-        st.caption(safe_markdown(name.details))
+        st.caption(safe_markdown(details))
 
     # -- the question and its answers --------------------------------------------------
     with right:

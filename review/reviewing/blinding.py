@@ -165,6 +165,14 @@ class Sight:
     """Asked without an item: shown, and the opening is to be recorded
     (`open_labels`) before the labels are: it is not recorded yet."""
 
+    @property
+    def model_hidden(self) -> bool:
+        """Whether the reviewer is kept blind to which model made the item: its
+        labels are held back, so its name, and ids that name it (`..::aster-7b`),
+        are not shown (`names.ItemName.shown_ids`); where the labels are shown
+        (a researcher, a reveal) the ids are."""
+        return not self.shown
+
     def seen_while_answering(self, question_ids: Iterable[int],
                              reference_on_screen: bool = False) -> frozenset[int]:
         """Of an agent run's or graded conversation's questions, those answered
