@@ -31,7 +31,12 @@ from pages._shared import (
     store,
 )
 from review.reviewing.blinding import DEFAULT_MODE, Sight, reveal_wait, what_reviewer_sees
-from review.reviewing.commit import commit_answer, skip_item
+from review.reviewing.commit import (
+    commit_answer,
+    is_withdrawal,
+    skip_item,
+    withdraw_before_reveal,
+)
 from review.reviewing.drafts import load_draft, save_draft
 from review.reviewing.items import (
     ItemView,
@@ -179,7 +184,9 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
     if ahead_of_the_screen(item_id):
         return
     s = store()
-    already = bool(my_answers(s, reviewer.id, item_id, question_id))
+    before = my_answers(s, reviewer.id, item_id, question_id)
+    # An answer withdrawn before its reveal (Z) leaves the item to be answered afresh.
+    already = bool(before) and not is_withdrawal(s, before[-1].annotation_id)
     started = st.session_state.get("shown_at", time.monotonic())
     try:
         annotation_id = commit_answer(
@@ -248,6 +255,25 @@ def on_flag(item_id: int, raise_flag: bool) -> None:
 def on_open(target_id: int | None) -> None:
     if target_id is not None:
         _go(target_id)
+
+
+def on_undo(item_id: int, question_id: int | None, mode: str) -> None:
+    """Z on the answer just given: within its undo window it is withdrawn before
+    any reveal (kept in the history; a new answer is still blind), and the item
+    opens again; after it, the item opens again to change the answer (recorded
+    after the reveal)."""
+    if question_id is not None:
+        try:
+            withdrawn = withdraw_before_reveal(store(), reviewer, item_id, question_id, mode=mode,
+                                               round_id=round_id)
+        except (RoundError, ValueError) as exc:
+            flash("error", safe_markdown(str(exc)))
+            return
+        if withdrawn is not None:
+            st.session_state.pop(LAST, None)
+            flash("info", "Your answer is withdrawn before its labels were shown (the history "
+                          "keeps it); answer again: it is still a blind answer.")
+    on_open(item_id)
 
 
 def on_step(item_id: int, step: int) -> None:
@@ -368,9 +394,12 @@ def last_answer_panel(item: ItemView) -> None:
         top = st.columns([5, 3], vertical_alignment="center", gap="small")
         top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
                         f"] **{safe_markdown(said)}**")
-        top[1].button("Change", key=f"reopen_last:{answered.id}", on_click=on_open,
-                      args=(answered.id,), width="stretch", shortcut="Z",
-                      help="Open that item again to change your answer")
+        top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
+                      on_click=on_undo,
+                      args=(answered.id, answered.question_id, sight_of(answered.id).mode),
+                      width="stretch", shortcut="Z",
+                      help="Withdraw that answer before its labels show, and answer again"
+                      if wait > 0 else "Open that item again to change your answer")
         if final.status == "skipped":
             st.caption("Skipped, with your reason. Back reaches it again.")
         elif wait > 0:

@@ -77,13 +77,30 @@ def reveal_cutoff(item_kind: str | None, now: datetime | None = None) -> str:
         timespec="microseconds")
 
 
+WITHDRAWN = "withdrawn_before_reveal"
+"""In a withdrawal's `extra`: the id of the answer it withdrew within its undo
+window (Z), before anything was shown. That answer stays in the record,
+superseded; it revealed nothing, so it counts for no reveal (`not_withdrawn`)."""
+WITHDRAWN_REASON = "Withdrawn before its labels were shown (undo)"
+
+
+def not_withdrawn(alias: str) -> str:
+    """SQL: the answer `alias` was not withdrawn before its reveal (`WITHDRAWN`)."""
+    return (f"NOT EXISTS (SELECT 1 FROM annotations w WHERE w.item_id = {alias}.item_id"
+            f" AND w.question_id = {alias}.question_id AND w.rater_id = {alias}.rater_id"
+            f" AND w.target = {alias}.target AND w.supersedes_id = {alias}.id"
+            f" AND json_extract(w.extra, '$.{WITHDRAWN}') IS NOT NULL)")
+
+
 def own_answer_revealed(store: Store, reviewer_id: int, item_id: int, question_id: int,
                         item_kind: str | None) -> bool:
     """Whether the reviewer's own answer to this question of the item has had
-    its reveal due: one given (not a skip) at least the undo window ago."""
+    its reveal due: one given (not a skip) at least the undo window ago, and
+    not withdrawn within it."""
     return store.scalar(
-        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-        " AND target = '' AND status != 'skipped' AND created_at <= ? LIMIT 1",
+        "SELECT 1 FROM annotations a WHERE a.item_id = ? AND a.question_id = ? AND a.rater_id = ?"
+        " AND a.target = '' AND a.status != 'skipped' AND a.created_at <= ? AND "
+        + not_withdrawn("a") + " LIMIT 1",
         (item_id, question_id, reviewer_id, reveal_cutoff(item_kind))) is not None
 
 
@@ -96,9 +113,9 @@ def reveal_wait(store: Store, reviewer_id: int, item_id: int, question_id: int |
     if mode != REVEAL_AFTER_COMMIT or question_id is None or item_kind not in LABEL_KINDS:
         return 0.0
     first = store.scalar(
-        "SELECT MIN(created_at) FROM annotations WHERE item_id = ? AND question_id = ?"
-        " AND rater_id = ? AND target = '' AND status != 'skipped'",
-        (item_id, question_id, reviewer_id))
+        "SELECT MIN(a.created_at) FROM annotations a WHERE a.item_id = ? AND a.question_id = ?"
+        " AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped' AND "
+        + not_withdrawn("a"), (item_id, question_id, reviewer_id))
     if first is None:
         return 0.0
     due = datetime.fromisoformat(first) + timedelta(seconds=reveal_delay(item_kind))
@@ -411,7 +428,7 @@ def later_rounds_owed(store: Store, reviewer_id: int, prefix_id: int) -> list[in
         " WHERE i.id = ? AND i.kind = 'prefix' AND i.case_id IS NOT NULL"
         " AND NOT EXISTS (SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
         " WHERE a.item_id = later.id AND a.rater_id = ? AND a.target = ''"
-        " AND a.status != 'skipped' AND q.item_id IS NULL)"
+        " AND a.status != 'skipped' AND q.item_id IS NULL AND " + not_withdrawn("a") + ")"
         " ORDER BY later.round_id", (prefix_id, reviewer_id))]
 
 
@@ -467,7 +484,7 @@ def prefix_answered(store: Store, reviewer_id: int, prefix_id: int,
     return store.scalar(
         "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
         " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
-        " AND q.item_id IS NULL AND a.created_at <= ? LIMIT 1",
+        " AND q.item_id IS NULL AND a.created_at <= ? AND " + not_withdrawn("a") + " LIMIT 1",
         (prefix_id, reviewer_id, reveal_cutoff("prefix") if revealed else "9999")) is not None
 
 
