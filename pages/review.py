@@ -496,7 +496,7 @@ def review_item() -> None:
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
     live = screen_keys(
         "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
-        scroll=["rv_latest"] if item.kind == "prefix" else [], gate=True,
+        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True,
         due_in=max(last_answer_wait(item),
                    reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
                    if current is not None else 0.0))
@@ -528,7 +528,10 @@ def review_item() -> None:
                 if item.rounds:
                     with st.container(border=True, key="rv_context"):
                         for rnd in item.rounds:
-                            with st.chat_message("user", avatar=":material/person:"):
+                            # The latest message (what the reply answers) is kept in view.
+                            with st.container(key="rv_context_latest"
+                                              if rnd.number == len(item.rounds) else None), \
+                                    st.chat_message("user", avatar=":material/person:"):
                                 st.caption(f"Patient · {turn(rnd.number)}")
                                 show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
                 with st.container(border=True, key="rv_reply"):
