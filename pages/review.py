@@ -354,23 +354,24 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
 _ANSWERED: dict[int, tuple[ItemView, list] | None] = {}
 
 
-def just_answered(item: ItemView) -> tuple[ItemView, list] | None:
-    """The item answered just before this one came on screen, and my answers to
-    it; None once another item has been on screen since."""
+def just_answered(shown: int | None) -> tuple[ItemView, list] | None:
+    """The item answered just before the item `shown` came on screen (None: the
+    end of the queue), and my answers to it; None once another item has been
+    on screen since."""
     last = st.session_state.get(LAST)
-    if not last or last[1] != item.id:
+    if not last or last[1] != shown:
         return None
-    if item.id not in _ANSWERED:
+    if shown not in _ANSWERED:
         answered = load_item(db_now(), last[0])
         answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id) \
             if answered is not None and answered.question_id else []
-        _ANSWERED[item.id] = (answered, answers) if answers else None
-    return _ANSWERED[item.id]
+        _ANSWERED[shown] = (answered, answers) if answers else None
+    return _ANSWERED[shown]
 
 
-def last_answer_wait(item: ItemView) -> float:
+def last_answer_wait(shown: int | None) -> float:
     """Seconds until the reveal of the answer just given falls due (0: none waits)."""
-    last = just_answered(item)
+    last = just_answered(shown)
     if last is None or last[1][-1].status == "skipped":
         return 0.0
     answered = last[0]
@@ -378,10 +379,11 @@ def last_answer_wait(item: ItemView) -> float:
                        sight_of(answered.id).mode)
 
 
-def last_answer_panel(item: ItemView) -> None:
-    """The answer just given (to the item before this one): what it was, a way
-    back to change it, and once its undo window has passed, its reveal."""
-    last = just_answered(item)
+def last_answer_panel(shown: int | None) -> None:
+    """The answer just given (to the item before the one `shown`, or the last
+    of the queue: None): what it was, a way back to change it (Z: undo within
+    its undo window), and once that window has passed, its reveal."""
+    last = just_answered(shown)
     if last is None:
         return
     answered, answers = last
@@ -389,7 +391,7 @@ def last_answer_panel(item: ItemView) -> None:
     said = (label_name(answered, final.value) if final.status == "answered"
             else STATUS_WORDS.get(final.status, final.status))
     name = item_name(db_now(), answered.id)
-    wait = last_answer_wait(item)
+    wait = last_answer_wait(shown)
     with st.container(border=True, key="rv_last", gap="small"):
         top = st.columns([5, 3], vertical_alignment="center", gap="small")
         top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
@@ -454,6 +456,11 @@ def review_item() -> None:
                           on_click=on_open, args=(first_skipped_item(s, reviewer.id, filt),))
         else:
             st.info("No items match. Load the demo or import data on the Data screen.")
+        if (last := st.session_state.get(LAST)) and last[1] is None:
+            # The queue's last answer: its undo (Z) and, once due, its reveal, here too.
+            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token="end",
+                        due_in=last_answer_wait(None))
+            last_answer_panel(None)
         return
 
     if (last := st.session_state.get(LAST)) and last[1] != item.id:
@@ -497,7 +504,7 @@ def review_item() -> None:
     live = screen_keys(
         "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
         scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True,
-        due_in=max(last_answer_wait(item),
+        due_in=max(last_answer_wait(item.id),
                    reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
                    if current is not None else 0.0))
     if not live:  # the first run after a page load: the item comes once keys are held
@@ -603,7 +610,7 @@ def review_item() -> None:
         flashed = st.session_state.pop("flash", None)
         if flashed:
             getattr(st, flashed[0])(flashed[1])
-        last_answer_panel(item)
+        last_answer_panel(item.id)
 
         nav = st.columns(2, gap="small")
         nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left",

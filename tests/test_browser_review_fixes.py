@@ -102,3 +102,37 @@ def test_a_reply_to_a_long_conversation_shows_the_latest_patient_turn_above_it(d
         assert 0 <= reply["top"] < LAPTOP["height"] - 60, reply
         button = page.get_by_role("button", name="Cannot assess").bounding_box()
         assert button is not None and button["y"] + button["height"] <= LAPTOP["height"]
+
+
+def test_at_the_end_of_the_queue_z_undoes_the_last_answer(tmp_path, monkeypatch):
+    """The last item answered: the end screen shows that answer, and Z within
+    its undo window withdraws it and opens the item again."""
+    from tests.browser import release_focus, wait_for_app, wait_for_progress
+    from tests.helpers import rows, write_prefixes
+
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "30")
+    path = tmp_path / "end.db"
+    s = open_store(path)
+    write_prefixes(s, 3)
+    s.close()
+    add_reviewers(path, "Dr. End")
+    with running_app(path) as url, chromium() as browser:
+        page = browser.new_page(viewport=LAPTOP)
+        page.goto(f"{url}/?reviewer=Dr.+End")
+        ready_for_keys(page)
+        for done in (1, 2, 3):
+            release_focus(page)
+            page.keyboard.press("1")
+            wait_for_progress(page, f"{done} of 3")
+        main = page.get_by_test_id("stMain")
+        page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
+                               ".innerText.includes('answered every item')")
+        assert "Your answer to" in main.inner_text()
+        release_focus(page)
+        page.keyboard.press("z")
+        page.wait_for_function("() => !!document.querySelector('.st-key-rv_latest')")
+        wait_for_app(page)
+        assert "withdrawn before its labels were shown" in main.inner_text()
+        assert rows(path, "SELECT a.status FROM annotations a JOIN raters r"
+                    " ON r.id = a.rater_id WHERE r.name = 'Dr. End' ORDER BY a.id")[-1] == (
+            "skipped",)
