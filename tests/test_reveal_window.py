@@ -88,3 +88,25 @@ def test_undo_within_the_window_withdraws_the_answer_before_any_reveal(demo, mon
     time.sleep(WINDOW + 0.2)
     assert withdraw_before_reveal(demo, me, item.id, item.question_id) is None
     assert reveal_reference_labels(demo, me.id, item)
+
+
+def test_undo_within_the_window_in_a_review_round_keeps_the_place(demo, monkeypatch):
+    """In a round the answer completed the reviewer's review: the withdrawal is not
+    a skip (which a complete review refuses), and the answer given again counts."""
+    from review.reviewing.commit import withdraw_before_reveal
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item, round_counts
+
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "30")
+    admin = ensure_reviewer(demo, "Jordan Lee")
+    rid = create_round(demo, RoundSpec("Undo round", "carebench.response_action",
+                                       reviewers_per_item=1, limit=2), admin)
+    me = ensure_reviewer(demo, "Dr. Round Undo")
+    item = load_item(demo, reserve_next_item(demo, rid, me))
+    commit_answer(demo, me, item.id, item.question_id, "0A", round_id=rid)
+    assert withdraw_before_reveal(demo, me, item.id, item.question_id, round_id=rid) is not None
+    commit_answer(demo, me, item.id, item.question_id, "1B", round_id=rid)
+    answers = demo.query("SELECT status, phase, round_id FROM annotations WHERE rater_id = ?"
+                         " ORDER BY id", (me.id,))
+    assert [tuple(a) for a in answers] == [("answered", "blind", rid), ("skipped", "blind", rid),
+                                           ("answered", "blind", rid)]
+    assert round_counts(demo, rid, me.id).done == 1

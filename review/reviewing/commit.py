@@ -52,7 +52,7 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.drafts import clear_draft
 from review.team.reviewers import Reviewer
-from review.team.rounds import claim_answer_slot, complete_review
+from review.team.rounds import WITHDRAWAL, claim_answer_slot, complete_review
 from review.team.settlements import (
     ADJUDICATED,
     REOPENED,
@@ -172,7 +172,8 @@ def write_answers(store: Store, conn: Any, author: Clinician | Settler, item_id:
     clinician = isinstance(author, Clinician)
     if clinician and round_id is not None and not claim_answer_slot(
             conn, round_id, item_id, author.reviewer.id,
-            [a.status for a in answers if a.target == ""]):
+            [WITHDRAWAL if (a.extra or {}).get(WITHDRAWN) else a.status
+             for a in answers if a.target == ""]):
         late, round_id = round_id, None
     ids = [_write(store, conn, author, item_id, answer, round_id, late) for answer in answers]
     if clinician:

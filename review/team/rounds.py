@@ -380,6 +380,12 @@ def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: i
         and not _answered_outside_on(conn, round_id, item_id, rater_id)
 
 
+WITHDRAWAL = "withdrawn_before_reveal"
+"""What `claim_answer_slot` is told of an answer withdrawn within its undo window
+(review.reviewing.commit.withdraw_before_reveal): not a skip; the reviewer answers
+the item again, blind, and keeps their place (and their complete review)."""
+
+
 def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
                       statuses: Iterable[str]) -> bool:
     """Inside the transaction of a batch of answers about one item, before
@@ -404,11 +410,12 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     statuses = set(statuses)
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    given = {"answered", "cannot_assess", WITHDRAWAL}
     if not done and not _is_member(conn, round_id, rater_id):
         _release(conn, round_id, item_id, rater_id, now)
         return False  # taken out of a round that names its reviewers: kept outside it
     if done:
-        if statuses - {"answered", "cannot_assess"}:
+        if statuses - given:  # an answer withdrawn before its reveal is answered again
             # Reviews are never withdrawn: the place would stay taken by an answer
             # that no longer counts, and the item short of the reviews it needs.
             raise RoundError("you have reviewed this item in the round: change your answer, or "
@@ -421,7 +428,7 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         # complete review outside would otherwise complete one inside.
         _release(conn, round_id, item_id, rater_id, now)
         return False
-    if statuses and not statuses & {"answered", "cannot_assess"}:
+    if statuses and not statuses & given:
         _release(conn, round_id, item_id, rater_id, now)
         return True
     if not held and others >= needed:
