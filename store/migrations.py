@@ -1123,3 +1123,34 @@ def m043_protections_restored(db: Database) -> None:
                 "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new)"
                 " VALUES (?, 'system', 'protection_restored', ?, NULL, NULL, ?)",
                 (utcnow(), table, to_json({"trigger": name, "migration": "m043"})))
+
+
+def m060_round_redraws(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A lead's redraw of a round's places nobody can fill (an item every reviewer who
+-- could take it had answered outside the round, say): the places leave that item
+-- (it needs that many fewer reviews in the round) and go to an item drawn from
+-- the round's candidates in its stratum, added at the end of the round. Append-only:
+-- a round's need for an item is its answers_needed less the places redrawn from it.
+CREATE TABLE round_redraws (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),      -- the item the places leave
+    places INTEGER NOT NULL CHECK (places >= 1),
+    replacement_id INTEGER REFERENCES items(id),       -- the item drawn instead (NULL: none left)
+    reason TEXT NOT NULL,
+    redrawn_by TEXT NOT NULL,
+    redrawn_at TEXT NOT NULL
+);
+CREATE INDEX round_redraws_by_item ON round_redraws (round_id, item_id);
+CREATE TRIGGER round_redraws_no_update BEFORE UPDATE ON round_redraws
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only'); END;
+CREATE TRIGGER round_redraws_no_delete BEFORE DELETE ON round_redraws
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only'); END;
+CREATE TRIGGER round_redraws_no_replace BEFORE INSERT ON round_redraws
+WHEN EXISTS (SELECT 1 FROM round_redraws WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    )
