@@ -1125,6 +1125,7 @@ def m043_protections_restored(db: Database) -> None:
                 (utcnow(), table, to_json({"trigger": name, "migration": "m043"})))
 
 
+@migrations()
 def m060_round_redraws(db: Database) -> None:
     run_script(
         db,
