@@ -986,7 +986,7 @@ def redraw_missing_places(store: Store, admin: Reviewer, round_id: int,
     if one is left, that is not in the round and that no such reviewer has
     answered outside it. Each redraw is recorded (`round_redraws`, append-only)
     and audited; the draw's inclusion probabilities stay those of the first draw."""
-    if admin.role != "admin":
+    if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can redraw a round's places")
     key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
     if key is None:
