@@ -101,8 +101,15 @@ def on_step_box() -> None:
     go_step(next((s.index for s in view.steps if s.step_id == wanted_id), current))
 
 
+# The strip has one key a run, and holds the step on screen: set before it is
+# drawn, so whatever moved the step (keys, buttons, the box, a link), the strip
+# shows that step and a click on it is read against it. (A key a step left the
+# strip's last choice in the browser, to be sent back as a pick of another step.)
+strip_key = f"trj_tl:{item_id}"
+
+
 def on_timeline() -> None:
-    picked = picked_step(view, f"trj_tl:{item_id}:{current}")
+    picked = picked_step(view, strip_key)
     if picked is not None:
         go_step(picked)
 
@@ -185,7 +192,8 @@ if tl.duration_s is not None:
 summary += [f"{key} in the file is not a number: {code_span(str(raw)[:40])}"
             for key, raw in tl.unread.items()]
 if view.steps:
-    timeline(view, current, screen.marks, key=f"trj_tl:{item_id}:{current}", on_pick=on_timeline)
+    st.session_state[strip_key] = view.steps[current].step_id
+    timeline(view, screen.marks, key=strip_key, on_pick=on_timeline)
 
 # -- marking a step -------------------------------------------------------------------
 
