@@ -12,8 +12,10 @@ so one thing has one name everywhere:
 - a study's review round as "Study round: Pilot", and a conversation's
   rounds as the patient's turns: "turn 2", "the patient's 2nd message".
 
-Numbers are places, not ids: a conversation's number is its place among its
-dataset's conversations (in the order they were imported), a model's letter
+Numbers are places, not ids: a conversation's number is its place among the
+study's conversations (every dataset's, in the order they were imported: two
+datasets never both have a "Conversation 1"), a case's among the study's
+agent-run cases, a model's letter
 its place among the dataset's models (in alphabetical order), so "Model B"
 is the same model on every item of a dataset. Nothing here is Markdown: a
 page escapes what it shows.
@@ -34,6 +36,12 @@ FREE_REVIEW = "Free review (no study round)"
 def study_round(name: str) -> str:
     """A study's review round, never confused with a conversation's turn."""
     return f"Study round: {name}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count with its noun, singular for one: "1 item", "2 items", "0 items";
+    `many` where adding an s is wrong ("1 criterion", "3 criteria")."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def ordinal(n: int) -> str:
@@ -78,19 +86,29 @@ _ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id
 CASE_KIND = {"prefix": "prefix", "response": "prefix", "trajectory": "trajectory",
              "graded_conversation": "graded_conversation"}
 """Whose order numbers an item's conversation: a reply belongs to its prefix's."""
+NUMBERED_TOGETHER = {"prefix": ("prefix", "graded_conversation"), "trajectory": ("trajectory",),
+                     "graded_conversation": ("prefix", "graded_conversation")}
+"""The kinds numbered in one sequence: those a screen calls "Conversation N"
+(CARE-Bench's and HealthBench's), and those it calls "Case N" (agent runs)."""
 
 
 def conversation_number(store: Store, dataset_id: int, kind: str, case_id: str | None) -> int | None:
-    """A conversation's (case's, task's) place among its dataset's, in the order
-    they came in (1-based); None without a case."""
+    """A conversation's (case's, task's) place among the study's, over every
+    dataset, in the order they came in (1-based); None without a case. A case
+    is one dataset's: two datasets' "case 1" are two conversations."""
     if case_id is None:
         return None
     kind = CASE_KIND.get(kind, kind)
+    together = NUMBERED_TOGETHER.get(kind, (kind,))
+    kinds = ", ".join("?" for _ in together)
+    first = store.scalar("SELECT MIN(id) FROM items WHERE dataset_id = ? AND kind = ?"
+                         " AND case_id = ?", (dataset_id, kind, case_id))
+    if first is None:
+        return None
     return store.scalar(
-        "SELECT COUNT(*) FROM (SELECT case_id FROM items WHERE dataset_id = ?1 AND kind = ?2"
-        " AND case_id IS NOT NULL GROUP BY case_id HAVING MIN(id) <= (SELECT MIN(id) FROM items"
-        " WHERE dataset_id = ?1 AND kind = ?2 AND case_id = ?3))",
-        (dataset_id, kind, case_id)) or None
+        f"SELECT COUNT(*) FROM (SELECT MIN(id) AS first FROM items WHERE kind IN ({kinds})"
+        " AND case_id IS NOT NULL GROUP BY dataset_id, case_id) WHERE first <= ?",
+        (*together, first)) or None
 
 
 def model_letter(store: Store, dataset_id: int, kind: str, model: str | None) -> str | None:
