@@ -17,6 +17,7 @@ import streamlit as st
 
 from pages._shared import show_text, store
 from review.reviewing.criteria import StepMark, evidence_steps, load_subagent
+from review.reviewing.names import plural
 from review.reviewing.trajectory import ResultView, StepView, ToolCallView, TrajectoryView
 from review.text import safe_markdown
 
@@ -152,7 +153,7 @@ def subagent_run(item_id: int, index: int, name: str | None) -> None:
             return
         agent = " · ".join(safe_markdown(str(v)) for v in view.agent.values())
         st.markdown(f"**Subagent run {code_span(name)}**" if name else "**Subagent run**")
-        st.caption(f"{len(view.steps)} steps" + (f" · {agent}" if agent else "")
+        st.caption(plural(len(view.steps), "step") + (f" · {agent}" if agent else "")
                    + " · part of this step: your marks and verdicts stay on the run under review")
         for n, step in enumerate(view.steps):
             if n:
@@ -244,7 +245,7 @@ def dialogue(view: TrajectoryView) -> None:
     """The clinician-patient conversation as the patient saw it."""
     if not view.dialogue:
         return
-    with st.expander(f"The whole dialogue with the patient ({len(view.dialogue)} turns)",
+    with st.expander(f"The whole dialogue with the patient ({plural(len(view.dialogue), 'turn')})",
                      icon=":material/forum:"):
         for turn in view.dialogue:
             patient = turn.speaker == "patient"

@@ -7,6 +7,7 @@ import streamlit as st
 from codebook import BLINDING_MODES
 from pages._ppi import round_design
 from pages._shared import require_reviewer, store
+from review.reviewing.names import plural
 from review.reviewing.queue import filter_choices
 from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
@@ -62,7 +63,7 @@ def round_details() -> None:
                        key="rounds_detail")
     r = by_id[rid]
     overlap = "every item" if r.overlap_share is None else f"{r.overlap_share:.0%} of items"
-    st.caption(f"Asks: {safe_markdown(asks(r))} · {r.reviewers_per_item} reviewers per item on "
+    st.caption(f"Asks: {safe_markdown(asks(r))} · {plural(r.reviewers_per_item, 'reviewer')} per item on "
                f"{overlap} · {BLINDING_SHORT.get(r.blinding, r.blinding)} · places held for "
                f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
                f"{r.created_at[:10]}"
@@ -82,7 +83,7 @@ def round_details() -> None:
     places = round_places(db, rid)
     stuck = [p for p in places if p.stuck]
     open_ = [p for p in places if not p.complete]
-    st.markdown(f"**{len(places) - len(open_)} of {len(places)} items complete** · "
+    st.markdown(f"**{len(places) - len(open_)} of {plural(len(places), 'item')} complete** · "
                 f"{sum(1 for p in open_ if p.held_by)} in progress"
                 + (f" · :red[{len(stuck)} stuck]" if stuck else ""))
     only_open = st.toggle("Only items not complete", value=bool(open_), key=f"rounds_open:{rid}")
@@ -199,7 +200,8 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                 people = len(list_reviewers(db))
                 if int(k) > people:  # people may still join (a server's sign-ins), so not refused
                     st.session_state["rounds_warning"] = (
-                        f"It asks {int(k)} reviewers per item and there are {people} people here: "
+                        f"It asks {plural(int(k), 'reviewer')} per item and there "
+                        f"{'is' if people == 1 else 'are'} {plural(people, 'person', 'people')} here: "
                         "no item can be completed, nor adjudicated, until more join.")
                 st.rerun()
 

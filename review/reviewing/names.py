@@ -27,6 +27,7 @@ import json
 import string
 from dataclasses import dataclass
 
+from review.text import plural as plural  # a count in words (one place: review.text)
 from store import Store
 
 FREE_REVIEW = "Free review (no study round)"
@@ -36,12 +37,6 @@ FREE_REVIEW = "Free review (no study round)"
 def study_round(name: str) -> str:
     """A study's review round, never confused with a conversation's turn."""
     return f"Study round: {name}"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """A count with its noun, singular for one: "1 item", "2 items", "0 items";
-    `many` where adding an s is wrong ("1 criterion", "3 criteria")."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def ordinal(n: int) -> str:
