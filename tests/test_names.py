@@ -48,6 +48,7 @@ def test_two_datasets_never_both_have_a_conversation_1(demo, tmp_path):
     """Conversations and cases are numbered over the study, not per dataset (nor
     per kind): with a second import beside the demo, every conversation and
     every case has a number of its own."""
+    assert name_of(demo, "demo_case_0001_r01").place.startswith("Conversation 1,")  # read before
     import_all(demo, tmp_path / "files")  # KlinikeBench, Harbor, HealthBench: new datasets
     firsts = demo.query(
         "SELECT MIN(id) AS id, dataset_id, kind FROM items WHERE kind IN ('prefix',"

@@ -94,16 +94,30 @@ def conversation_number(store: Store, dataset_id: int, kind: str, case_id: str |
     if case_id is None:
         return None
     kind = CASE_KIND.get(kind, kind)
-    together = NUMBERED_TOGETHER.get(kind, (kind,))
-    kinds = ", ".join("?" for _ in together)
-    first = store.scalar("SELECT MIN(id) FROM items WHERE dataset_id = ? AND kind = ?"
-                         " AND case_id = ?", (dataset_id, kind, case_id))
-    if first is None:
-        return None
-    return store.scalar(
-        f"SELECT COUNT(*) FROM (SELECT MIN(id) AS first FROM items WHERE kind IN ({kinds})"
-        " AND case_id IS NOT NULL GROUP BY dataset_id, case_id) WHERE first <= ?",
-        (*together, first)) or None
+    return _numbers(store, NUMBERED_TOGETHER.get(kind, (kind,))).get((dataset_id, case_id))
+
+
+_NUMBERS: dict[tuple, dict[tuple[int, str], int]] = {}
+"""The numbering of a database's conversations, by (path, kinds, what the items
+table holds): read once, in one query, until an import changes the items."""
+
+
+def _numbers(store: Store, kinds: tuple[str, ...]) -> dict[tuple[int, str], int]:
+    """{(dataset id, case id): its place}, for the cases of these kinds."""
+    held = store.query_one("SELECT MAX(id) AS last, COUNT(*) AS n FROM items")
+    key = (store.path, kinds, held["last"], held["n"])
+    numbers = _NUMBERS.get(key)
+    if numbers is None:
+        marks = ", ".join("?" for _ in kinds)
+        rows = store.query(
+            f"SELECT dataset_id, case_id FROM items WHERE kind IN ({marks})"
+            " AND case_id IS NOT NULL GROUP BY dataset_id, case_id ORDER BY MIN(id)", kinds)
+        numbers = {(r["dataset_id"], r["case_id"]): n for n, r in enumerate(rows, start=1)}
+        if store.path != ":memory:":  # an in-memory database has no name to keep it under
+            for old in [k for k in _NUMBERS if k[:2] == key[:2]]:
+                _NUMBERS.pop(old, None)
+            _NUMBERS[key] = numbers
+    return numbers
 
 
 def model_letter(store: Store, dataset_id: int, kind: str, model: str | None) -> str | None:
