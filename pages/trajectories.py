@@ -103,8 +103,8 @@ def on_step_box() -> None:
 
 # The strip has one key a run, and holds the step on screen: set before it is
 # drawn, so whatever moved the step (keys, buttons, the box, a link), the strip
-# shows that step and a click on it is read against it. (A key a step left the
-# strip's last choice in the browser, to be sent back as a pick of another step.)
+# shows that step and a click on it is read against it. (Its squares carry
+# their step numbers: see pages/_steps.py `timeline`.)
 strip_key = f"trj_tl:{item_id}"
 
 
