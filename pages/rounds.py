@@ -7,7 +7,7 @@ import streamlit as st
 from codebook import BLINDING_MODES
 from pages._ppi import round_design
 from pages._shared import require_reviewer, store
-from review.reviewing.names import plural
+from review.reviewing.names import item_name, plural
 from review.reviewing.queue import filter_choices
 from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
@@ -24,6 +24,8 @@ from review.team.rounds import (
     round_places,
 )
 from review.text import safe_markdown
+
+NAMED_ROWS = 500  # a round's items named in its table; beyond, by id
 
 BLINDING_WORDS = {
     "blind": "Fully blind: labels never shown",
@@ -88,16 +90,28 @@ def round_details() -> None:
                 + (f" · :red[{len(stuck)} stuck]" if stuck else ""))
     only_open = st.toggle("Only items not complete", value=bool(open_), key=f"rounds_open:{rid}")
     shown = sorted(open_ if only_open else places, key=lambda p: (not p.stuck, p.complete))
+    # Items by their names (as the review screens call them), the ids beside them for
+    # researchers; a very long list by id alone (a name is a few reads of the database).
+    named = len(shown) <= NAMED_ROWS
+    if not named:
+        st.caption(f"Items by id: {plural(len(shown), 'item')} listed, more than "
+                   f"{NAMED_ROWS:,} to name.")
+
+    def title(p) -> str:
+        name = item_name(db, p.item_id) if named else None
+        return name.title if name is not None else p.uid
+
     st.dataframe(
-        [{"Item": p.uid, "State": p.words(),
+        [{"Item": title(p), "Id": p.uid, "State": p.words(),
           "Reviewed by": ", ".join(p.reviewed_by),
           "Holds a place now": ", ".join(f"{who} (to {until[11:16]} UTC)"
                                          for who, until in p.held_by)}
          for p in shown],
         hide_index=True, width="stretch",
         # Sized to fit a laptop's screen (1280 px) without scrolling sideways.
-        column_config={"Item": st.column_config.TextColumn(width=190),
-                       "State": st.column_config.TextColumn(width=240),
+        column_config={"Item": st.column_config.TextColumn(width=210),
+                       "Id": st.column_config.TextColumn(width=130),
+                       "State": st.column_config.TextColumn(width=200),
                        "Reviewed by": st.column_config.TextColumn(width=170),
                        "Holds a place now": st.column_config.TextColumn(width=190)},
     )
