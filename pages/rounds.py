@@ -109,10 +109,10 @@ def round_details() -> None:
          for p in shown],
         hide_index=True, width="stretch",
         # Sized to fit a laptop's screen (1280 px) without scrolling sideways.
-        column_config={"Item": st.column_config.TextColumn(width=210),
-                       "Id": st.column_config.TextColumn(width=130),
-                       "State": st.column_config.TextColumn(width=200),
-                       "Reviewed by": st.column_config.TextColumn(width=170),
+        column_config={"Item": st.column_config.TextColumn(width=300),
+                       "Id": st.column_config.TextColumn(width=150),
+                       "State": st.column_config.TextColumn(width=170),
+                       "Reviewed by": st.column_config.TextColumn(width=140),
                        "Holds a place now": st.column_config.TextColumn(width=190)},
     )
 
