@@ -23,6 +23,7 @@ from pathlib import Path
 from labels.phases import DEFAULT_PHASE, PHASES
 from labels.triage import METRIC_KEYS
 from review.datasets.sources.readers import Limits
+from review.text import plural
 from review.workspace import default_db_path, open_store
 
 ROOT = Path(__file__).resolve().parent
@@ -302,7 +303,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.what == "annotations":
             n = export_annotations(store, out, with_identifiers=args.with_identifiers)
             phase, filters = ALL_PHASES, {"with_identifiers": args.with_identifiers}
-            print(f"{out}: {n} annotations")
+            print(f"{out}: {plural(n, 'annotation')}")
         else:
             n, ties = export_carebench_labels(store, out, args.rater, args.phase,
                                               model=args.model)

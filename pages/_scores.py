@@ -20,6 +20,7 @@ from labels.healthbench_score import (
     scores_provenance,
 )
 from pages._shared import labels_gate, viewer
+from review.reviewing.names import plural
 from review.team.access import Viewer, open_for
 from review.text import safe_markdown
 
@@ -75,7 +76,7 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
         st.caption(f"Note: {safe_markdown(note)}")
     tags = sorted({t for r in report.raters for t in r.by_tag})
     if tags:
-        with st.expander(f"By tag ({len(tags)} tags)"):
+        with st.expander(f"By tag ({plural(len(tags), 'tag')})"):
             st.dataframe([{"Tag": tag, **{r.rater: (f"{_number(s.value)} (n = {s.n})"
                                                     if (s := r.by_tag.get(tag)) else "")
                                           for r in report.raters}} for tag in tags],

@@ -17,6 +17,7 @@ import streamlit as st
 
 from pages._shared import show_text, store
 from review.reviewing.criteria import StepMark, evidence_steps, load_subagent
+from review.reviewing.names import plural
 from review.reviewing.trajectory import ResultView, StepView, ToolCallView, TrajectoryView
 from review.text import safe_markdown
 
@@ -152,7 +153,7 @@ def subagent_run(item_id: int, index: int, name: str | None) -> None:
             return
         agent = " · ".join(safe_markdown(str(v)) for v in view.agent.values())
         st.markdown(f"**Subagent run {code_span(name)}**" if name else "**Subagent run**")
-        st.caption(f"{len(view.steps)} steps" + (f" · {agent}" if agent else "")
+        st.caption(plural(len(view.steps), "step") + (f" · {agent}" if agent else "")
                    + " · part of this step: your marks and verdicts stay on the run under review")
         for n, step in enumerate(view.steps):
             if n:
@@ -201,24 +202,30 @@ STRIP_COLOURS = {"system": "gray", "task": "blue", "user": "blue", "patient": "v
 STRIP_SYMBOLS = {"answer": "★", "subagent": "◆"}
 
 
-def timeline(view: TrajectoryView, current: int, marks: dict[int, StepMark], key: str,
+def timeline(view: TrajectoryView, marks: dict[int, StepMark], key: str,
              on_pick: Callable[[], None]) -> None:
     """The whole run at a glance, in a line: one square a step, coloured by what
     happened (a star for the final answer), a cross where I marked an error and
-    a tick where I checked it; the current step chosen. A click opens a step.
-    (Light: no chart library to load before the screen is ready.)"""
+    a tick where I checked it; the current step chosen (the caller sets the
+    session's `key` to its step id before this draws it: one key a run, so the
+    strip never holds a step other than the one on screen). A click opens a
+    step. (Light: no chart library to load before the screen is ready.)"""
     kinds = {m.step_id: m.kind for m in view.timeline.marks}
 
     def square(step_id: int) -> str:
+        # With its number: Streamlit tells the options apart by their labels, so
+        # two alike ("■", "■") are one choice and the strip would show the last.
         mark = marks.get(step_id)
         if mark is not None:
-            return ":red[✖]" if mark.is_error else ":green[✔]"
-        kind = kinds.get(step_id, "message")
-        return f":{STRIP_COLOURS.get(kind, 'gray')}[{STRIP_SYMBOLS.get(kind, '■')}]"
+            symbol = ":red[✖]" if mark.is_error else ":green[✔]"
+        else:
+            kind = kinds.get(step_id, "message")
+            symbol = f":{STRIP_COLOURS.get(kind, 'gray')}[{STRIP_SYMBOLS.get(kind, '■')}]"
+        return f"{symbol} :small[{step_id}]"
 
     st.segmented_control(
         "Steps of the run", [s.step_id for s in view.steps], key=key,
-        default=view.steps[current].step_id, format_func=square, on_change=on_pick,
+        format_func=square, on_change=on_pick,
         label_visibility="collapsed", width="stretch")
     shown = {k for k in kinds.values()}
     legend = [f":{STRIP_COLOURS.get(k, 'gray')}[{STRIP_SYMBOLS.get(k, '■')}] "
@@ -238,7 +245,7 @@ def dialogue(view: TrajectoryView) -> None:
     """The clinician-patient conversation as the patient saw it."""
     if not view.dialogue:
         return
-    with st.expander(f"The whole dialogue with the patient ({len(view.dialogue)} turns)",
+    with st.expander(f"The whole dialogue with the patient ({plural(len(view.dialogue), 'turn')})",
                      icon=":material/forum:"):
         for turn in view.dialogue:
             patient = turn.speaker == "patient"

@@ -8,6 +8,7 @@ from datetime import date, timedelta
 import streamlit as st
 
 from pages._shared import require_reviewer, store
+from review.reviewing.names import plural
 from review.team.activity import (
     audit_actions,
     audit_actors,
@@ -55,7 +56,7 @@ with progress_tab:
     # Columns sized to fit a laptop's screen (1280 px) without scrolling sideways.
     st.dataframe(
         [{"Reviewer": p.name, "Role": p.role,
-          "Answers": f"{p.answers} on {p.items} item{'s' * (p.items != 1)}" if p.answers else "0",
+          "Answers": f"{p.answers} on {plural(p.items, 'item')}" if p.answers else "0",
           "Of them": besides(p), "Imported": p.imported, "Pace": pace(p),
           "Last active": (p.last_active or "")[5:16].replace("T", " ")}
          for p in reviewer_progress(db)],

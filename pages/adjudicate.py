@@ -9,8 +9,6 @@ clinicians agree on is settled by the button that says how many.
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from codebook import NO_ERROR
@@ -18,7 +16,8 @@ from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
 from review.reviewing.criteria import severity_levels, step_codebook
-from review.reviewing.items import item_uid, load_item
+from review.reviewing.items import load_item
+from review.reviewing.names import item_name, plural, rater_name, study_round
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import (
     REASONS,
@@ -56,23 +55,34 @@ if st.query_params.get("what") != what:
     st.query_params["what"] = what
 
 
-# CARE-Bench codes start with their short form (0A_, 1B_), which is shown beside the name.
-# (A comment, not a docstring: Streamlit writes a page's bare strings onto the page.)
-_CODE = re.compile(r"^\d[A-Z]_")
-
-
 def answer_words(value: str | None, status: str, book) -> str:
-    """An answer in words (Markdown-safe): a label's short name (and CARE-Bench's
-    short code), Met / Not met, or cannot assess."""
+    """An answer in words (Markdown-safe): a label's short name (never CARE-Bench's
+    0A / 1B code), Met / Not met, or cannot assess."""
     if status == "cannot_assess" or value is None:
         return "cannot assess"
     if book is not None and book.kind == "labelset":
         try:
-            short = safe_markdown(book.label(value).short)
+            return safe_markdown(book.label(value).short)
         except KeyError:
             return safe_markdown(value)
-        return f"{short} ({value[:2]})" if _CODE.match(value) else short
     return WORDS.get(value) or safe_markdown(value)
+
+
+def item_heading(item_id: int, more: str = "") -> None:
+    """The item as a clinician reads it ("Conversation 12, after the patient's 2nd
+    message"), and its ids on a details line for researchers."""
+    name = item_name(db, item_id)
+    if name is None:
+        st.markdown(f"Item {item_id}" + more)
+        return
+    st.markdown(f"**{safe_markdown(name.title)}**" + more)
+    st.caption(safe_markdown(name.details))
+
+
+def item_words(item_id: int) -> str:
+    """The item's title, Markdown-safe, for a line that says what was done to it."""
+    name = item_name(store(), item_id)
+    return safe_markdown(name.title) if name is not None else f"item {item_id}"
 
 
 SETTLE_REASONS = [r for r in REASONS if r != "unanimous"]
@@ -117,7 +127,8 @@ def _refused(form: str, exc: ValueError) -> None:
 
 
 def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, item_id: int,
-                     question_key: str | None, seen: int | None, shown: tuple[int, ...]) -> None:
+                     question_key: str | None, seen: int | None, shown: tuple[int, ...],
+                     book=None) -> None:
     value, reason, note = _chosen(form)
     if value is None or reason is None:
         st.session_state[SETTLE_ERROR] = CHOOSE
@@ -129,9 +140,8 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
     except ValueError as exc:
         _refused(form, exc)
         return
-    uid = item_uid(s, item_id)
-    word = value[:2] if _CODE.match(value) else WORDS.get(value) or safe_markdown(value)
-    st.session_state[SETTLED_TOAST] = (f"Settled {code_span(uid or str(item_id))} as {word}; "
+    word = answer_words(value, "answered", book)
+    st.session_state[SETTLED_TOAST] = (f"Settled {item_words(item_id)} as {word}; "
                                        "every answer stays in its history.")
 
 
@@ -208,7 +218,7 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
                    "← → previous / next")
 
 
-def settle_agreed_button(count: int, words: str, settle_own, **scope) -> None:
+def settle_agreed_button(count: int, one: str, many: str, settle_own, **scope) -> None:
     """Settle what the clinicians agree on, by an explicit click that says how many
     (recorded against whoever clicks): opening the screen settles nothing."""
     if not count:
@@ -216,11 +226,12 @@ def settle_agreed_button(count: int, words: str, settle_own, **scope) -> None:
 
     def settle_now() -> None:
         done = settle_own(store(), **scope, actor=me.name)
-        st.session_state[SETTLED_TOAST] = (f"Settled {done} {words} the clinicians agree on; "
-                                           "each stays reopenable if a later answer differs.")
+        st.session_state[SETTLED_TOAST] = (f"Settled {plural(done, one, many)} the clinicians "
+                                           "agree on; each stays reopenable if a later answer "
+                                           "differs.")
 
-    st.button(f"Settle the {count} unanimous {words}", on_click=settle_now,
-              icon=":material/done_all:", key=f"adj_agreed:{words}",
+    st.button(f"Settle the {plural(count, 'unanimous ' + one, 'unanimous ' + many)}",
+              on_click=settle_now, icon=":material/done_all:", key=f"adj_agreed:{many}",
               help="Where every clinician gave the same answer, that answer becomes the settled "
                    "one (reason: all reviewers agreed), recorded as your action.")
 
@@ -280,8 +291,9 @@ def evidence(case) -> None:
         for turn in conversation.turns:
             st.markdown(f"**{safe_markdown(turn.speaker.capitalize())}** · " + safe_markdown(turn.text))
         if conversation.completion:
-            st.markdown("**The graded reply**"
-                        + (f" · {safe_markdown(conversation.model)}" if conversation.model else ""))
+            name = item_name(db, case.item_id)
+            st.markdown(f"**The graded reply: {safe_markdown(name.subject)}**" if name else
+                        "**The graded reply**")
             show_text(conversation.completion, key=f"adj_reply:{case.item_id}")
 
 
@@ -290,7 +302,7 @@ def rubric_mode() -> None:
     with the clinicians' verdicts and the judges', settled one by one."""
     found = disputed(
         "rubric", settle_unanimous_rubric, rubric_queue,
-        (n := unanimous_rubric_waiting(db), "criterion" if n == 1 else "criteria"),
+        (unanimous_rubric_waiting(db), "criterion", "criteria"),
         "every criterion two or more clinicians answered is settled, agreed on, or on an item you "
         "answered yourself", "Item {pos} of {n} with disagreements")
     if found is None:
@@ -299,8 +311,9 @@ def rubric_mode() -> None:
     case = queue[pos]
     page = "pages/trajectories.py" if case.item_kind == "trajectory" else "pages/graded.py"
     head = st.columns([3, 2], vertical_alignment="center")
-    head[0].markdown(f"{code_span(case.item_uid)} · {case.item_kind.replace('_', ' ')} · "
-                     f"{len(case.disputes)} disputed criteri{'on' if len(case.disputes) == 1 else 'a'}")
+    with head[0]:
+        item_heading(case.item_id, " · " + plural(len(case.disputes), "disputed criterion",
+                                                   "disputed criteria"))
     head[1].page_link(page, label="Read the item (answering there makes you its reviewer)",
                       icon=":material/open_in_new:", query_params={"item": case.item_uid})
     evidence(case)
@@ -317,14 +330,15 @@ def rubric_mode() -> None:
                     st.caption(safe_markdown(a.rationale))
             if d.machine and show_machine:
                 st.caption("Judges and verifiers: " + "; ".join(
-                    f"{safe_markdown(name)}: {answer_words(v, 'answered', book)}" for name, v in d.machine))
+                    f"{safe_markdown(rater_name(db, name))}: {answer_words(v, 'answered', book)}"
+                    for name, v in d.machine))
             codes = book.codes if book is not None and book.kind == "labelset" else ["met", "not_met"]
             form = f"settle_c:{case.item_id}:{d.question_id}"
             # Keys settle the first disputed criterion; each settled leaves the list.
             settle_controls(form, codes, lambda c, book=book: answer_words(c, "answered", book),
                             "Settle this criterion", settle_from_form,
                             (form, me, None, case.item_id, d.question_key, d.settled_id,
-                             d.answer_ids), noun="verdict",
+                             d.answer_ids, book), noun="verdict",
                             keys=answer_keys(codes, book) if d is case.disputes[0] else None)
     queue_nav(pos, len(queue), "adj_rubric_pos", " item")
 
@@ -354,8 +368,7 @@ def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_i
     except ValueError as exc:
         _refused(form, exc)
         return
-    uid = item_uid(s, item_id)
-    st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {code_span(uid or str(item_id))};"
+    st.session_state[SETTLED_TOAST] = (f"Settled step {step_id} of {item_words(item_id)};"
                                        " every mark stays in its history.")
 
 
@@ -364,15 +377,14 @@ def steps_mode() -> None:
     errors shown with the step itself and their marks, settled one by one."""
     found = disputed(
         "steps", settle_unanimous_steps, step_queue,
-        (n := unanimous_steps_waiting(db), "step" if n == 1 else "steps"),
+        (unanimous_steps_waiting(db), "step", "steps"),
         "every step two or more clinicians marked is settled, marked alike, or on a run you "
         "answered yourself", "Run {pos} of {n} with disputed steps")
     if found is None:
         return
     queue, pos = found
     case = queue[pos]
-    st.markdown(f"{code_span(case.item_uid)} · {len(case.disputes)} disputed "
-                f"step{'s' * (len(case.disputes) != 1)}")
+    item_heading(case.item_id, " · " + plural(len(case.disputes), "disputed step"))
     book = step_codebook(db)  # the wording in force, as the Trajectories screen shows it
     codes = book.codes
     levels = {lv["level"]: lv["name"] for lv in severity_levels()}
@@ -406,8 +418,8 @@ def steps_mode() -> None:
                     st.caption(f"Tool call: {code_span(call.name)}")
                 before = [s for s in view.steps if s.index < step.index]
                 if step.reasoning or before:
-                    with st.expander(f"The run up to this step ({len(before)} "
-                                     f"step{'s' * (len(before) != 1)} before it"
+                    with st.expander(f"The run up to this step ({plural(len(before), 'step')}"
+                                     " before it"
                                      + (", and the agent's reasoning here)" if step.reasoning else ")")):
                         for s in before:
                             st.markdown(f"**{s.step_id}** · {safe_markdown(s.source)} · "
@@ -438,7 +450,7 @@ if what == "steps":
 
 rounds = [r for r in list_rounds(db) if not is_rubric_round(r.question_key)]  # rubric: above
 scopes = [None] + [r.id for r in rounds]
-names = {r.id: f"Round: {r.name}" for r in rounds}
+names = {r.id: study_round(r.name) for r in rounds}
 top = st.columns([3, 3, 2], vertical_alignment="bottom")
 wanted = st.query_params.get("round")
 scope = top[0].selectbox(
@@ -452,7 +464,7 @@ if scope is None:
 show_names = top[2].toggle("Show names", value=False,
                            help="Hidden by default, so that the answer is judged, not the person")
 agreed = unanimous_waiting(db, scope, question_key)
-settle_agreed_button(agreed, "item" if agreed == 1 else "items", settle_unanimous,
+settle_agreed_button(agreed, "item", "items", settle_unanimous,
                      round_id=scope, question_key=question_key)
 queue = adjudication_queue(db, scope, me, show_names=show_names, question_key=question_key)
 if not queue:
@@ -466,7 +478,7 @@ item = load_item(db, case.item_id)
 st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
 left, right = st.columns([3, 2], gap="large")
 with left:
-    st.markdown(code_span(item.uid) + (f" · model {code_span(item.model)}" if item.model else ""))
+    item_heading(item.id)
     with st.container(border=True):
         for rnd in item.rounds:
             with st.chat_message("user", avatar=":material/person:"):
@@ -474,7 +486,7 @@ with left:
                 show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Reply · {safe_markdown(item.model)}")
+                st.caption(safe_markdown(item_name(db, item.id).subject))
                 show_text(item.response, key=f"adj:{item.id}:response")
 
 book = item.codebook
@@ -492,12 +504,13 @@ with right:
     if case.machine_labels and show_machine:
         st.markdown("**Machine labels**")
         for rater, value in case.machine_labels:
-            st.caption(f"{safe_markdown(rater)}: {answer_words(value, 'answered', book)}")
+            st.caption(f"{safe_markdown(rater_name(db, rater))}: "
+                       f"{answer_words(value, 'answered', book)}")
     form = f"settle:{case.round_id}:{case.question_id}:{case.item_id}"
     with st.container(border=True):
         codes = book.codes if book else ["met", "not_met"]
         settle_controls(form, codes, lambda c: answer_words(c, "answered", book), "Settle",
                         settle_from_form, (form, me, case.round_id, case.item_id, question_key,
-                                           case.settled_id, case.answer_ids),
+                                           case.settled_id, case.answer_ids, book),
                         keys=answer_keys(codes, book), per_row=2)
     queue_nav(pos, len(queue), "adj_pos")

@@ -33,6 +33,7 @@ from pages._scores import healthbench_scores_section
 from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import BrowseQuery, browse_link
 from review.browse.item_labels import disagreement_link
+from review.reviewing.names import plural
 from review.team.access import Viewer, open_for
 from review.text import safe_markdown
 from review.workspace import default_db_path
@@ -331,7 +332,7 @@ def headline_cards(report) -> None:
                       "score above it: a majority is steadier than any one clinician."))
     cards.append(("Units compared", str(report.n_units),
                   f"{len(report.disagreements)} disagree" if report.is_pair
-                  else f"{len(report.raters)} raters", None))
+                  else plural(len(report.raters), "rater"), None))
     for col, (label, value, caption, help_text) in zip(st.columns(len(cards)), cards,
                                                        strict=True):
         col.metric(md(label), value, border=True, help=help_text and md(help_text))
@@ -427,7 +428,7 @@ def confusion_section(report) -> None:
         i, j = chosen
         units = cm.units[i][j]
         word = "agree" if i == j else "disagree"
-        st.markdown(f"**{len(units)} items** where the raters {word}: "
+        st.markdown(f"**{plural(len(units), 'item')}** where the raters {word}: "
                     f"{md(report.a_label)} said *{md(cm.labels[i])}*, "
                     f"{md(report.b_label)} said *{md(cm.labels[j])}*.")
         st.caption("Each opens in a new tab: the item and every rater's label on it, read-only.")

@@ -27,6 +27,7 @@ from review.datasets.export import export_annotations, export_carebench_labels
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
+from review.reviewing.names import plural
 from review.team.access import NotAllowed, allowed
 from review.text import safe_markdown
 from review.workspace import default_db_path
@@ -194,7 +195,9 @@ def export_section() -> None:
         c[2].download_button(f"Clinician labels, CARE-Bench CSV ({n_labels})", labels.read_bytes(),
                              "carebench_labels.csv", "text/csv", width="stretch")
         if ties:
-            st.caption(f"{len(ties)} prefixes have no majority label and are left out of the "
+            st.caption(f"{plural(len(ties), 'prefix', 'prefixes')} "
+                       f"{'has' if len(ties) == 1 else 'have'} no majority label and "
+                       f"{'is' if len(ties) == 1 else 'are'} left out of the "
                        "CARE-Bench CSV.")
 
 

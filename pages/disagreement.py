@@ -19,6 +19,7 @@ from pages._steps import code_span
 from review.browse import item_link
 from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
 from review.reviewing.items import load_item
+from review.reviewing.names import plural
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import REASONS
 from review.team.reviewers import can_adjudicate
@@ -80,7 +81,7 @@ def unit_section(unit: QuestionLabels) -> None:
     st.subheader(md(unit.question_text) + where, anchor=False)
     in_force = [e for e in unit.entries if e.in_force and e.rater != "adjudicated"]
     said = sorted({e.words for e in in_force})
-    st.caption(f"{len(in_force)} raters · " + (
+    st.caption(f"{plural(len(in_force), 'rater')} · " + (
         "they disagree: " + ", ".join(md(s) for s in said) if unit.disagree
         else "they agree" if in_force else "no answers yet"))
     settled = unit.settled

@@ -7,6 +7,7 @@ import streamlit as st
 from codebook import BLINDING_MODES
 from pages._ppi import round_design
 from pages._shared import require_reviewer, server_mode, store
+from review.reviewing.names import item_name, plural
 from review.reviewing.queue import filter_choices
 from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
@@ -24,6 +25,8 @@ from review.team.rounds import (
     round_places,
 )
 from review.text import safe_markdown
+
+NAMED_ROWS = 500  # a round's items named in its table; beyond, by id
 
 BLINDING_WORDS = {
     "blind": "Fully blind: labels never shown",
@@ -77,7 +80,7 @@ def round_details() -> None:
                        key="rounds_detail")
     r = by_id[rid]
     overlap = "every item" if r.overlap_share is None else f"{r.overlap_share:.0%} of items"
-    st.caption(f"Asks: {safe_markdown(asks(r))} · {r.reviewers_per_item} reviewers per item on "
+    st.caption(f"Asks: {safe_markdown(asks(r))} · {plural(r.reviewers_per_item, 'reviewer')} per item on "
                f"{overlap} · {BLINDING_SHORT.get(r.blinding, r.blinding)} · places held for "
                f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
                f"{r.created_at[:10]}"
@@ -97,7 +100,7 @@ def round_details() -> None:
     places = round_places(db, rid)
     stuck = [p for p in places if p.stuck]
     open_ = [p for p in places if not p.complete]
-    st.markdown(f"**{len(places) - len(open_)} of {len(places)} items complete** · "
+    st.markdown(f"**{len(places) - len(open_)} of {plural(len(places), 'item')} complete** · "
                 f"{sum(1 for p in open_ if p.held_by)} in progress"
                 + (f" · :red[{len(stuck)} stuck]" if stuck else ""))
     if stuck:
@@ -109,17 +112,29 @@ def round_details() -> None:
                        "outside it; recorded and audited.")
     only_open = st.toggle("Only items not complete", value=bool(open_), key=f"rounds_open:{rid}")
     shown = sorted(open_ if only_open else places, key=lambda p: (not p.stuck, p.complete))
+    # Items by their names (as the review screens call them), the ids beside them for
+    # researchers; a very long list by id alone (a name is a few reads of the database).
+    named = len(shown) <= NAMED_ROWS
+    if not named:
+        st.caption(f"Items by id: {plural(len(shown), 'item')} listed, more than "
+                   f"{NAMED_ROWS:,} to name.")
+
+    def title(p) -> str:
+        name = item_name(db, p.item_id) if named else None
+        return name.title if name is not None else p.uid
+
     st.dataframe(
-        [{"Item": p.uid, "State": p.words(),
+        [{"Item": title(p), "Id": p.uid, "State": p.words(),
           "Reviewed by": ", ".join(p.reviewed_by),
           "Holds a place now": ", ".join(f"{who} (to {until[11:16]} UTC)"
                                          for who, until in p.held_by)}
          for p in shown],
         hide_index=True, width="stretch",
         # Sized to fit a laptop's screen (1280 px) without scrolling sideways.
-        column_config={"Item": st.column_config.TextColumn(width=190),
-                       "State": st.column_config.TextColumn(width=240),
-                       "Reviewed by": st.column_config.TextColumn(width=170),
+        column_config={"Item": st.column_config.TextColumn(width=300),
+                       "Id": st.column_config.TextColumn(width=150),
+                       "State": st.column_config.TextColumn(width=170),
+                       "Reviewed by": st.column_config.TextColumn(width=140),
                        "Holds a place now": st.column_config.TextColumn(width=190)},
     )
 
@@ -221,7 +236,8 @@ with st.expander("Create a round", expanded=not rounds, icon=":material/add:"):
                 people = len(list_reviewers(db))
                 if int(k) > people:  # people may still join (a server's sign-ins), so not refused
                     st.session_state["rounds_warning"] = (
-                        f"It asks {int(k)} reviewers per item and there are {people} people here: "
+                        f"It asks {plural(int(k), 'reviewer')} per item and there "
+                        f"{'is' if people == 1 else 'are'} {plural(people, 'person', 'people')} here: "
                         "no item can be completed, nor adjudicated, until more join.")
                 st.rerun()
 

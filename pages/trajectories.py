@@ -47,7 +47,7 @@ from review.reviewing.drafts import (
     save_step_draft,
     unsaved_step_marks,
 )
-from review.reviewing.names import item_name
+from review.reviewing.names import item_name, plural
 from review.reviewing.screens import open_run
 from review.reviewing.trajectory import task_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
@@ -101,8 +101,15 @@ def on_step_box() -> None:
     go_step(next((s.index for s in view.steps if s.step_id == wanted_id), current))
 
 
+# The strip has one key a run, and holds the step on screen: set before it is
+# drawn, so whatever moved the step (keys, buttons, the box, a link), the strip
+# shows that step and a click on it is read against it. (Its squares carry
+# their step numbers: see pages/_steps.py `timeline`.)
+strip_key = f"trj_tl:{item_id}"
+
+
 def on_timeline() -> None:
-    picked = picked_step(view, f"trj_tl:{item_id}:{current}")
+    picked = picked_step(view, strip_key)
     if picked is not None:
         go_step(picked)
 
@@ -130,7 +137,8 @@ name = item_name(db, item_id)
 agent = " ".join(str(view.agent[k]) for k in ("name", "version") if view.agent.get(k))
 position, total = item_position(db, item_id, filt)
 where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
-         f"run {position} of {total}" if position else f"outside this queue of {total} runs")
+         f"run {position} of {total}" if position else
+         f"outside this queue of {plural(total, 'run')}")
 facts = [f"**{safe_markdown(name.title)}**", f":small[{where}]"]
 reviewed = is_reviewed(db, reviewer.id, item_id)
 if reviewed:
@@ -146,9 +154,8 @@ if head.failed:
 if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
     # A mark begun and left (→ before M) reaches no review: say so wherever the run is.
     steps_words = ", ".join(str(s) for s in unsaved)
-    facts.append(f":orange-badge[:material/bookmark: {len(unsaved)} unsaved mark"
-                 f"{'s' * (len(unsaved) != 1)}: step{'s' * (len(unsaved) != 1)} {steps_words}"
-                 " (M saves)]")
+    facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
+                 f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
 top = st.columns([1, 1], vertical_alignment="center", gap="small")
 top[0].markdown(" · ".join(facts))
 with top[1], st.container(horizontal=True, gap="small", key="trj_runs",
@@ -167,15 +174,15 @@ with top[1], st.container(horizontal=True, gap="small", key="trj_runs",
 
 tl = view.timeline
 counts = tl.counts
-summary = [f"{counts['steps']} steps", f"{counts['tool_calls']} tool calls"]
+summary = [plural(counts["steps"], "step"), plural(counts["tool_calls"], "tool call")]
 if counts["said"]:
-    summary.append(f"{counts['said']} questions to the patient")
+    summary.append(plural(counts["said"], "question") + " to the patient")
 if counts["patient_replies"]:
-    summary.append(f"{counts['patient_replies']} patient replies")
+    summary.append(plural(counts["patient_replies"], "patient reply", "patient replies"))
 if counts["subagents"]:
-    summary.append(f"{counts['subagents']} subagent runs")
+    summary.append(plural(counts["subagents"], "subagent run"))
 errors = sum(m.is_error for m in screen.marks.values())
-summary.append(f"{errors} error{'s' * (errors != 1)} marked by you")
+summary.append(plural(errors, "error") + " marked by you")
 if tl.prompt_tokens or tl.completion_tokens:
     summary.append(f"{tl.prompt_tokens:,} prompt + {tl.completion_tokens:,} completion tokens")
 if tl.cost_usd is not None:
@@ -185,7 +192,8 @@ if tl.duration_s is not None:
 summary += [f"{key} in the file is not a number: {code_span(str(raw)[:40])}"
             for key, raw in tl.unread.items()]
 if view.steps:
-    timeline(view, current, screen.marks, key=f"trj_tl:{item_id}:{current}", on_pick=on_timeline)
+    st.session_state[strip_key] = view.steps[current].step_id
+    timeline(view, screen.marks, key=strip_key, on_pick=on_timeline)
 
 # -- marking a step -------------------------------------------------------------------
 

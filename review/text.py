@@ -131,3 +131,11 @@ def inline_code(text: object) -> str:
     fence = "`" * (1 + max(map(len, _BACKTICK_RUN.findall(body)), default=0))
     pad = " " if body.startswith("`") or body.endswith("`") else ""  # CommonMark strips one each side
     return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count with its noun, singular for one: "1 item", "2 items", "0 items";
+    `many` where adding an s is wrong ("1 criterion", "3 criteria"). The one
+    place a count is said, on every screen and in the CLI (also exported by
+    `review.reviewing.names`)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"

@@ -304,7 +304,9 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
     item, qid, a, _, _ = disputed_label(s)
     s.close()
     at = adjudicate_screen(path, monkeypatch, "labels")  # Dr. Judge sees 0B against 1B
-    assert any("(0B)" in m.value for m in at.markdown) and not any("(0A)" in m.value for m in at.markdown)
+    answers = [shown(m.value) for m in at.markdown if m.value.startswith("**Reviewer")]
+    assert any(v.endswith("· Self-care") for v in answers), answers  # 0B, in words
+    assert not any("Ask first" in v for v in answers) and not any("(0" in v for v in answers)
     s = open_store(path)
     commit_answer(s, a, item, qid, "0A")  # meanwhile A changes their answer
     urgent = normalise_value(*s.query_one("SELECT codebook, kind FROM questions WHERE id = ?", (qid,)),
@@ -317,7 +319,9 @@ def test_the_labels_screen_refuses_a_ruling_over_a_changed_answer_and_shows_the_
     s = open_store(path)
     assert settled_label(s, item) is None
     s.close()
-    assert any("(0A)" in m.value for m in at.markdown)  # the item again, with the answer as it is now
+    # the item again, with the answer as it is now (0A, in words)
+    assert any(m.value.startswith("**Reviewer") and shown(m.value).endswith("· Ask first")
+               for m in at.markdown)
     # Chosen against the old answers: to be chosen afresh (no answer pressed).
     assert not any((b.key or "").endswith(f":pick:{urgent}") and b.proto.type == "primary"
                    for b in at.button if b.key)

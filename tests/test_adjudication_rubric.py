@@ -94,7 +94,9 @@ def open_screen(tmp_path, monkeypatch, a_says, b_says, uid=None):
 def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatch):
     at, path, item, qs = open_screen(tmp_path, monkeypatch, ["met", "met"], ["met", "not_met"])
     page = "\n".join(shown(m.value) for m in at.markdown)
-    assert KB_UID in page and qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
+    assert "Case 1, agent run A" in page and KB_UID not in page  # the item in words ...
+    assert any(KB_UID in shown(c.value) for c in at.caption)  # ... its id on the details line
+    assert qs[1].text in page and "Reviewer A · Met" in page and "Dr. A" not in page
     assert qs[0].text not in page  # agreed on: not a dispute
     assert [e.label for e in at.expander][:1] == ["The conversation"]  # the evidence, on this page
     assert "**Patient** · " in page or "**Agent** · " in page or " · agent · " in page
@@ -114,7 +116,10 @@ def test_the_adjudicate_screen_settles_a_disputed_criterion(tmp_path, monkeypatc
     assert settled(s, item) == {qs[1].key: ("not_met", "ambiguous_item")}  # opening settled nothing
     s.close()
     assert any("Nothing to adjudicate here" in x.value for x in at.success)
-    assert any(shown(t.value).startswith(f"Settled `{KB_UID}` as Not met") for t in at.success)
+    # The item by its name, the answer in words: no id on the line
+    said = [shown(t.value) for t in at.success if "Settled" in t.value]
+    assert any(t.startswith("Settled Case 1, agent run A as Not met") for t in said), said
+    assert not any(KB_UID in t for t in said)
     next(b for b in at.button if b.label == "Settle the 1 unanimous criterion").click()  # on asking
     at.run()
     s = open_store(path)
@@ -156,11 +161,13 @@ def test_unanimous_criteria_settle_once_even_when_two_pages_race(db, monkeypatch
                      " WHERE r.name = ?", (ADJUDICATED,)) == 1
 
 
-def test_an_item_uid_cannot_break_out_of_its_code_span_on_the_screen(tmp_path, monkeypatch):
+def test_an_item_uid_cannot_break_out_of_its_details_line_on_the_screen(tmp_path, monkeypatch):
     hostile = "kb:x` ![t](http://evil.example/t.png) [c](http://evil.example) `y"  # as a crafted file could give
     at, *_ = open_screen(tmp_path, monkeypatch, ["met"], ["not_met"], uid=hostile)
-    head = next(m.value for m in at.markdown if "evil.example" in m.value)
-    assert head.startswith("`kb:x' ![t](http://evil.example/t.png) [c](http://evil.example) 'y`")
+    # On the details line, as written, and nothing in it loads or links.
+    details = next(c.value for c in at.caption if "evil" in c.value)
+    assert hostile in shown(details)
+    assert "](" not in details and "![" not in details
 
 
 def test_no_page_script_has_a_bare_string_streamlit_would_write_on_the_page():

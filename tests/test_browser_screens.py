@@ -363,7 +363,13 @@ def test_confidence_and_skip_have_keys_shown_on_screen(demo_copy):
 
 
 RUN = "kb:demo/r1/kb-demo-001__atlas-clinician"
-GRADED = "hb:demo-hb-001::demo-hb-001-aster-7b"
+
+
+def graded_uid(db) -> str:
+    """The demo's first model completion (its uid carries simple-evals' completion id)."""
+    with open_store(db) as s:
+        return s.scalar("SELECT uid FROM items WHERE kind = 'graded_conversation'"
+                        " AND parent_id IS NOT NULL ORDER BY id LIMIT 1")
 
 
 def test_trajectories_at_1280x720_show_the_current_step_and_its_marks(demo_copy):
@@ -390,8 +396,9 @@ def test_graded_conversations_at_1280x720_show_the_current_criterion_and_the_com
     current = "[class*='st-key-rv_row_']::text(current —)"
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport=LAPTOP)
-        page.goto(f"{url}/graded?reviewer=Dr.+Criteria&item={GRADED}")
+        page.goto(f"{url}/graded?reviewer=Dr.+Criteria&item={graded_uid(demo_copy)}")
         ready_for_keys(page)
+        assert "No graded conversation" not in page.get_by_test_id("stMain").inner_text()
         for key in "yny":
             missing = in_view(page, ".st-key-hb_completion", [current])
             assert not missing, f"not in the 1280x720 window: {missing}"

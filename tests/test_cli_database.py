@@ -51,7 +51,7 @@ def test_import_makes_a_new_database_but_not_its_folder(tmp_path, capsys):
     assert code == 2 and not (tmp_path / "nope").exists()
     assert f"folder {tmp_path / 'nope'} does not exist" in one_line(err)
     code, out, _ = run_cli(capsys, "--db", str(tmp_path / "new.db"), "import", str(prefixes))
-    assert code == 0 and "1 new items" in out
+    assert code == 0 and "1 row, 1 new item, " in out  # singular for one (issue 19)
 
 
 def test_a_file_that_is_not_a_database(tmp_path, capsys):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from review.reviewing.names import item_name, ordinal, rater_name, study_round, turn
+from review.reviewing.names import item_name, ordinal, plural, rater_name, study_round, turn
+from tests.review_fixtures import KB_UID, import_all
 
 
 def name_of(store, uid):
@@ -39,7 +40,37 @@ def test_agent_runs_and_graded_conversations_have_no_ids_in_their_titles(demo):
     completion = demo.scalar("SELECT uid FROM items WHERE uid LIKE 'hb:demo-hb-004::%'"
                              " AND model = 'borealis-large'")
     graded = name_of(demo, completion)
-    assert graded.title == "Conversation 4, model B's completion"
+    # numbered after the demo's 40 CARE-Bench conversations: one numbering a study
+    assert graded.title == "Conversation 44, model B's completion"
+
+
+def test_two_datasets_never_both_have_a_conversation_1(demo, tmp_path):
+    """Conversations and cases are numbered over the study, not per dataset (nor
+    per kind): with a second import beside the demo, every conversation and
+    every case has a number of its own."""
+    assert name_of(demo, "demo_case_0001_r01").place.startswith("Conversation 1,")  # read before
+    import_all(demo, tmp_path / "files")  # KlinikeBench, Harbor, HealthBench: new datasets
+    firsts = demo.query(
+        "SELECT MIN(id) AS id, dataset_id, kind FROM items WHERE kind IN ('prefix',"
+        " 'graded_conversation', 'trajectory') GROUP BY dataset_id, case_id")
+    assert len({r["dataset_id"] for r in firsts}) >= 3
+    places: dict[str, list[int]] = {}
+    for row in firsts:
+        places.setdefault(item_name(demo, row["id"]).place.split(",")[0], []).append(row["id"])
+    assert all(len(ids) == 1 for ids in places.values()), {
+        p: ids for p, ids in places.items() if len(ids) > 1}
+    assert name_of(demo, "demo_case_0001_r01").place.startswith("Conversation 1,")
+    assert name_of(demo, "hb:p-inv-1::c1").place == "Conversation 45"
+    assert name_of(demo, KB_UID).place != name_of(
+        demo, "kb:demo/r1/kb-demo-001__atlas-clinician").place == "Case 1"
+
+
+def test_a_count_of_one_is_singular():
+    assert [plural(n, "item") for n in (0, 1, 2, 1200)] == [
+        "0 items", "1 item", "2 items", "1,200 items"]
+    assert plural(1, "criterion", "criteria") == "1 criterion"
+    assert plural(3, "criterion", "criteria") == "3 criteria"
+    assert plural(1, "reply", "replies") == "1 reply"
 
 
 @pytest.mark.parametrize("raw, words", [

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from review.text import plural
 from store.writer import InputError
 
 PREFIX = "hf:"
@@ -116,8 +117,7 @@ class Fetched:
     """Read from the cache with no request to the hub (offline, or out of reach)."""
 
     def summary(self) -> str:
-        n = len(self.files)
-        return (f"{self.name}: {n} file{'s' if n != 1 else ''} at commit {self.commit[:12]}"
+        return (f"{self.name}: {plural(len(self.files), 'file')} at commit {self.commit[:12]}"
                 + (" (the hub's Parquet conversion of the config: it may lag the dataset)"
                    if self.converted else "")
                 + (", from the cache" if self.from_cache else ""))

@@ -12,8 +12,10 @@ so one thing has one name everywhere:
 - a study's review round as "Study round: Pilot", and a conversation's
   rounds as the patient's turns: "turn 2", "the patient's 2nd message".
 
-Numbers are places, not ids: a conversation's number is its place among its
-dataset's conversations (in the order they were imported), a model's letter
+Numbers are places, not ids: a conversation's number is its place among the
+study's conversations (every dataset's, in the order they were imported: two
+datasets never both have a "Conversation 1"), a case's among the study's
+agent-run cases, a model's letter
 its place among the dataset's models (in alphabetical order), so "Model B"
 is the same model on every item of a dataset. Nothing here is Markdown: a
 page escapes what it shows.
@@ -25,6 +27,7 @@ import json
 import string
 from dataclasses import dataclass
 
+from review.text import plural as plural  # a count in words (one place: review.text)
 from store import Store
 
 FREE_REVIEW = "Free review (no study round)"
@@ -114,19 +117,43 @@ _ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id
 CASE_KIND = {"prefix": "prefix", "response": "prefix", "trajectory": "trajectory",
              "graded_conversation": "graded_conversation"}
 """Whose order numbers an item's conversation: a reply belongs to its prefix's."""
+NUMBERED_TOGETHER = {"prefix": ("prefix", "graded_conversation"), "trajectory": ("trajectory",),
+                     "graded_conversation": ("prefix", "graded_conversation")}
+"""The kinds numbered in one sequence: those a screen calls "Conversation N"
+(CARE-Bench's and HealthBench's), and those it calls "Case N" (agent runs)."""
 
 
 def conversation_number(store: Store, dataset_id: int, kind: str, case_id: str | None) -> int | None:
-    """A conversation's (case's, task's) place among its dataset's, in the order
-    they came in (1-based); None without a case."""
+    """A conversation's (case's, task's) place among the study's, over every
+    dataset, in the order they came in (1-based); None without a case. A case
+    is one dataset's: two datasets' "case 1" are two conversations."""
     if case_id is None:
         return None
     kind = CASE_KIND.get(kind, kind)
-    return store.scalar(
-        "SELECT COUNT(*) FROM (SELECT case_id FROM items WHERE dataset_id = ?1 AND kind = ?2"
-        " AND case_id IS NOT NULL GROUP BY case_id HAVING MIN(id) <= (SELECT MIN(id) FROM items"
-        " WHERE dataset_id = ?1 AND kind = ?2 AND case_id = ?3))",
-        (dataset_id, kind, case_id)) or None
+    return _numbers(store, NUMBERED_TOGETHER.get(kind, (kind,))).get((dataset_id, case_id))
+
+
+_NUMBERS: dict[tuple, dict[tuple[int, str], int]] = {}
+"""The numbering of a database's conversations, by (path, kinds, what the items
+table holds): read once, in one query, until an import changes the items."""
+
+
+def _numbers(store: Store, kinds: tuple[str, ...]) -> dict[tuple[int, str], int]:
+    """{(dataset id, case id): its place}, for the cases of these kinds."""
+    held = store.query_one("SELECT MAX(id) AS last, COUNT(*) AS n FROM items")
+    key = (store.path, kinds, held["last"], held["n"])
+    numbers = _NUMBERS.get(key)
+    if numbers is None:
+        marks = ", ".join("?" for _ in kinds)
+        rows = store.query(
+            f"SELECT dataset_id, case_id FROM items WHERE kind IN ({marks})"
+            " AND case_id IS NOT NULL GROUP BY dataset_id, case_id ORDER BY MIN(id)", kinds)
+        numbers = {(r["dataset_id"], r["case_id"]): n for n, r in enumerate(rows, start=1)}
+        if store.path != ":memory:":  # an in-memory database has no name to keep it under
+            for old in [k for k in _NUMBERS if k[:2] == key[:2]]:
+                _NUMBERS.pop(old, None)
+            _NUMBERS[key] = numbers
+    return numbers
 
 
 def model_letter(store: Store, dataset_id: int, kind: str, model: str | None) -> str | None:

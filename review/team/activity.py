@@ -9,6 +9,7 @@ from datetime import datetime
 
 from review.team.access import may
 from review.team.reviewers import PEOPLE, Reviewer
+from review.text import plural
 from store import Store
 
 
@@ -134,6 +135,13 @@ def _answer_words(value: object, status: object = "answered") -> str:
     return {"met": "Met", "not_met": "Not met"}.get(str(value)) or label_name(str(value))
 
 
+def _count(value: object, word: str) -> str:
+    """A count from the log with its noun ("1 item", "3 items"); a value that is
+    not a count (an older entry's) as it was written."""
+    return plural(value, word) if isinstance(value, int) and not isinstance(value, bool) \
+        else f"{value} {word}s"
+
+
 def _names(store: Store, table: str, column: str, ids: set) -> dict:
     ids = {i for i in ids if isinstance(i, int)}
     if not ids:
@@ -198,7 +206,8 @@ def audit_lines(store: Store, entries: list[AuditEntry]) -> list[AuditLine]:
             change = str(new.get("description") or "")
         elif e.action == "create_round":
             what = f"created round {new.get('name')}"
-            change = (f"{new.get('items')} items, {new.get('reviewers_per_item')} reviewers each,"
+            change = (f"{_count(new.get('items'), 'item')}, "
+                      f"{_count(new.get('reviewers_per_item'), 'reviewer')} each,"
                       f" {str(new.get('blinding', '')).replace('_', ' ')}")
         elif e.action == "name_round_members":
             what = f"named the reviewers of round {round_name}"
@@ -213,11 +222,11 @@ def audit_lines(store: Store, entries: list[AuditEntry]) -> list[AuditLine]:
         elif e.action == "labels_opened":
             what = f"chose to see every rater's labels on {new.get('screen')}"
             left = new.get("unanswered")
-            change = f"{left} items still waiting for a blind answer" if left else ""
+            change = f"{_count(left, 'item')} still waiting for a blind answer" if left else ""
         elif e.action == "import":
             what = f"imported {new.get('format')}"
-            change = f"{new.get('rows')} rows, {new.get('items')} items, " \
-                     f"{new.get('annotations')} answers"
+            change = f"{_count(new.get('rows'), 'row')}, {_count(new.get('items'), 'item')}, " \
+                     f"{_count(new.get('annotations'), 'answer')}"
         elif e.action in ("codebook_load", "codebook_edit"):
             what = f"{'loaded' if e.action == 'codebook_load' else 'edited'} codebook " \
                    f"{new.get('codebook')}"

@@ -25,6 +25,7 @@ from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
 from review.team.access import may
 from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import PEOPLE, Reviewer
+from review.text import plural
 from store import Store, from_json, to_json, utcnow
 
 STRATA = ("none", "gold", "category", *MORE_STRATA)
@@ -501,7 +502,7 @@ def full_text(store: Store, round_id: int, item_id: int) -> str:
                           " AND ri.item_id = ?",
                           (round_id, item_id)) or 0
     return (f"Your answer is kept, outside the round: while you worked, your reservation lapsed and "
-            f"this item got the {needed} reviewer{'s' * (needed != 1)} the round asks for. "
+            f"this item got the {plural(needed, 'reviewer')} the round asks for. "
             "It counts as an extra review, not one of the round's.")
 
 
@@ -516,7 +517,7 @@ def complete_review(conn: sqlite3.Connection, round_id: int, item_id: int, rater
         return False
     if not held and others >= needed:
         raise RoundError(
-            f"this item already has the {needed} reviewer{'s' if needed > 1 else ''} the round "
+            f"this item already has the {plural(needed, 'reviewer')} the round "
             "asks for; take the next item")
     # Never an insert that meets the review (the table refuses one: it is append-only).
     cur = conn.execute(
@@ -905,12 +906,12 @@ class ItemPlaces:
         if self.held_by:
             parts.append("in progress")
         if self.stuck:
-            parts.append(f"stuck: {free} place{'s' * (free != 1)} free, "
+            parts.append(f"stuck: {plural(free, 'place')} free, "
                          + ("nobody left to take " + ("them" if free != 1 else "it")
                             if not self.could_take else
-                            f"{self.could_take} reviewer{'s' * (self.could_take != 1)} left"))
+                            f"{plural(self.could_take, 'reviewer')} left"))
         elif free > 0:
-            parts.append(f"waiting for {free} reviewer{'s' * (free != 1)}")
+            parts.append(f"waiting for {plural(free, 'reviewer')}")
         return "; ".join(parts)
 
 

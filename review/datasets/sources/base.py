@@ -33,6 +33,7 @@ from review.datasets.sources.readers import QUOTED, Limits, place, reading
 from review.datasets.sources.rules import ImportRules
 from review.team.access import require
 from review.team.reviewers import Reviewer
+from review.text import plural
 from store import Store, utcnow
 from store.records import RaterRecord, Record
 from store.writer import InputError, RecordWriter
@@ -136,13 +137,15 @@ class ImportResult:
 
     def _summary(self) -> str:
         return (
-            f"{self.path}: {self.format}: {self.rows:,} rows, {self.items:,} new items, "
+            f"{self.path}: {self.format}: {plural(self.rows, 'row')}, "
+            f"{plural(self.items, 'new item')}, "
             + (f"{self.completed:,} filled in (named by an earlier file), " if self.completed else "")
-            + f"{self.annotations:,} new annotations"
+            + plural(self.annotations, "new annotation")
             + (f" ({self.replaced:,} replacing answers in force, audited)" if self.replaced else "")
             + (f", {self.skipped:,} unchanged" if self.skipped else "")
             + f" ({self.seconds:.1f} s"
-            + (f"; search index {self.indexed:,} items, {self.index_seconds:.1f} s" if self.indexed else "")
+            + (f"; search index {plural(self.indexed, 'item')}, {self.index_seconds:.1f} s"
+               if self.indexed else "")
             + ")"
         )
 
