@@ -595,7 +595,11 @@ def triage_tab() -> None:
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
                "these responses, whatever their ranks.")
-    st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
+    # The table first, as on Compare: the plot loads a charting library (4.7 MB) that took
+    # longer to load than the rest of the tab.
+    if st.toggle("Show the ranks as a plot", key="agr_triage_plot",
+                 help="Each model's macro-F1 under each labelling, with its 95% interval"):
+        st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
     if t.mapper_triage:
         st.subheader("Each mapper version against the clinicians' reading", anchor=False)
         st.dataframe([{
