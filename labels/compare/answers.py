@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CANNOT_ASSESS
+from labels.compare.collector import with_collector_paused
 from labels.compare.questions import QuestionSet, question_set
 from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
 from labels.provenance import Digest, answers_digest
@@ -226,6 +227,7 @@ def _data_version(store: Store) -> tuple:
         "  WHERE type = 'view' ORDER BY name))").fetchone())
 
 
+@with_collector_paused
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
     """Read the answers in force for a question set under the filters (one query),
     or the same read made earlier on an unchanged database (the result is shared:

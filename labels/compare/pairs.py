@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores
 from labels.agreement import confusion_matrix as _confusion_matrix
 from labels.compare.answers import Answers, Filters, Unit, load_answers
+from labels.compare.collector import with_collector_paused
 from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     CLINICIANS,
@@ -393,6 +394,7 @@ def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
     return rows, units, note
 
 
+@with_collector_paused
 def compare_answers(
     answers: Answers,
     a: str,
@@ -478,6 +480,7 @@ def compare_answers(
     return report
 
 
+@with_collector_paused
 def compare(
     store: Store,
     a: str,
