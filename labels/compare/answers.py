@@ -301,13 +301,11 @@ ORDER BY x.item_id, x.question_id, x.target
     meta_cache: dict[tuple, tuple] = {}
 
     def facets(row) -> tuple:
-        facet_key = (row["item_id"], row["question_id"])
+        # Keyed on the meta texts themselves: items share them (every response of a
+        # prefix its parent's, most items none), so each distinct text is read once.
+        facet_key = (row["meta"], row["parent_meta"], row["question_meta"])
         if facet_key not in meta_cache:
-            meta_cache[facet_key] = _facets(
-                json.loads(row["meta"] or "{}"),
-                json.loads(row["parent_meta"] or "{}"),
-                json.loads(row["question_meta"] or "{}"),
-            )
+            meta_cache[facet_key] = _facets(*(json.loads(m or "{}") for m in facet_key))
         return meta_cache[facet_key]
 
     for row in store.conn.execute(sql, [*params, *phase_params]):
