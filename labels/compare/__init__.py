@@ -129,8 +129,18 @@ def default_comparison(store: Store) -> tuple[str, str, str | None] | None:
     """A first comparison worth showing: (question set key, A, B). Prefers a question
     set where a machine rater and clinicians both answered, then one with a reference
     and clinicians, then any set with two raters (see :func:`default_raters`)."""
+    sets = question_sets(store)
+    # The best a set can score needs a machine rater's answer: the sets that have one are
+    # read first, in order, and the first that scores it is the one the ranking below
+    # would choose, without reading every other set.
+    for qs in sets:
+        if _machine_answered(store, qs):
+            choices = rater_choices(load_answers(store, qs))
+            pair = default_raters(choices)
+            if pair is not None and any(c.kind == "machine" for c in choices):
+                return (qs.key, *pair)
     ranked = []
-    for qs in question_sets(store):
+    for qs in sets:
         choices = rater_choices(load_answers(store, qs))
         pair = default_raters(choices)
         if pair is None:
@@ -139,6 +149,16 @@ def default_comparison(store: Store) -> tuple[str, str, str | None] | None:
         score = (0 if "machine" in kinds else 1 if "reference" in kinds else 2)
         ranked.append((score, len(ranked), (qs.key, *pair)))
     return min(ranked)[2] if ranked else None
+
+
+def _machine_answered(store: Store, qs: QuestionSet) -> bool:
+    """Whether a machine rater answered a question of the set (one indexed look-up)."""
+    return bool(store.query_one(
+        "SELECT EXISTS (SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
+        " JOIN items i ON i.id = a.item_id JOIN datasets d ON d.id = i.dataset_id"
+        " JOIN raters r ON r.id = a.rater_id"
+        f" WHERE {qs.where} AND r.kind = 'machine' AND a.status = 'answered'"
+        " AND a.value IS NOT NULL)", qs.params)[0])
 
 
 @dataclass(frozen=True)
