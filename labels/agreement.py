@@ -799,9 +799,13 @@ def confusion_matrix(a: Sequence, b: Sequence, categories) -> ConfusionMatrix:
 def class_scores(a: Sequence, b: Sequence, categories) -> list[ClassScore]:
     """Per-category precision, recall and F1 with rater A as the reference (units either
     rater left blank are skipped). F1 = 2TP / (2TP + FP + FN)."""
-    table = np.asarray(confusion_matrix(a, b, categories).counts, dtype=int).reshape(
-        len(categories), -1
-    )
+    return class_scores_of(confusion_matrix(a, b, categories))
+
+
+def class_scores_of(matrix: ConfusionMatrix) -> list[ClassScore]:
+    """:func:`class_scores` from a confusion matrix already made of the same two raters."""
+    categories = matrix.categories
+    table = np.asarray(matrix.counts, dtype=int).reshape(len(categories), -1)
     scores = []
     for k, category in enumerate(categories):
         tp, support, predicted = int(table[k, k]), int(table[k].sum()), int(table[:, k].sum())

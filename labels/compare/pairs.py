@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores
+from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores_of
 from labels.agreement import confusion_matrix as _confusion_matrix
 from labels.compare.answers import Answers, Filters, Unit, load_answers
 from labels.compare.collector import with_collector_paused
@@ -212,9 +212,8 @@ def _compared_rows(table: RatingsTable) -> list[int]:
     return [i for i, row in enumerate(table.values) if sum(v is not None for v in row) >= need]
 
 
-def _confusion(table: RatingsTable) -> tuple[Confusion, list[Disagreement]]:
+def _confusion(table: RatingsTable, matrix) -> tuple[Confusion, list[Disagreement]]:
     qs = table.question_set
-    matrix = _confusion_matrix(table.column(0), table.column(1), table.categories)
     refs = [UnitRef.of(u) for u in table.units]
     units = [[[refs[p] for p in cell] for cell in row] for row in matrix.units]
     disagreements = [
@@ -447,8 +446,9 @@ def compare_answers(
                    "two raters left out"
             macro = replace(macro, note="; ".join(x for x in (said, macro.note) if x))
         report.coefficients.append(macro)
-        report.confusion, report.disagreements = _confusion(table)
-        report.class_scores = class_scores(table.column(0), table.column(1), qs.categories)
+        matrix = _confusion_matrix(table.column(0), table.column(1), table.categories)
+        report.confusion, report.disagreements = _confusion(table, matrix)
+        report.class_scores = class_scores_of(matrix)  # the same cross-table, made once
     elif b:
         report.notes.append(
             f"{len(table.columns)} raters in all: multi-rater coefficients over every member; "
