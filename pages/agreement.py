@@ -59,7 +59,7 @@ def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **
     its reader may read (`review.team.access`: one reader's figures never another's).
     Kept as the objects themselves, shared and only read: a copy of a report of
     20,000 items per run (what st.cache_data makes) took longer than the screen."""
-    with open_for(path, reader) as s:
+    with open_for(path, reader) as s, cmp.collector_paused():
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
