@@ -83,3 +83,88 @@ def test_the_collector_is_paused_inside_a_comparison_and_resumed_after(demo, mon
     with pytest.raises(ValueError):  # resumed after an error too
         cmp.agreement_report(demo, "carebench.response_action", "nobody at all", "x")
     assert gc.isenabled()
+
+
+def test_item_meta_is_read_once_per_distinct_text(demo, monkeypatch):
+    """Responses share their prefix's meta and most items have none: the facets are read
+    once per distinct (item, parent, question) meta text, not once per item."""
+    from labels.compare import answers
+
+    calls = []
+    real = answers._facets
+    monkeypatch.setattr(answers, "_facets", lambda *a: calls.append(a) or real(*a))
+    answers._READ.clear()
+    read = answers.load_answers(demo, "carebench.response_action")
+    distinct = demo.scalar(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT i.meta, p.meta, q.meta FROM annotations a"
+        " JOIN items i ON i.id = a.item_id LEFT JOIN items p ON p.id = i.parent_id"
+        " JOIN questions q ON q.id = a.question_id WHERE q.key = 'carebench.response_action')")
+    items = len({u.item_uid for u in read.units})
+    assert 0 < len(calls) <= distinct < items
+    assert {u.category for u in read.units} - {None}  # the prefix's specialty still read
+
+
+def _ranked_default(store):
+    """default_comparison as it was: every set read and ranked."""
+    ranked = []
+    for qs in cmp.question_sets(store):
+        choices = cmp.rater_choices(cmp.load_answers(store, qs))
+        pair = cmp.default_raters(choices)
+        if pair is None:
+            continue
+        kinds = {c.kind for c in choices}
+        score = (0 if "machine" in kinds else 1 if "reference" in kinds else 2)
+        ranked.append((score, len(ranked), (qs.key, *pair)))
+    return min(ranked)[2] if ranked else None
+
+
+def test_the_first_comparison_reads_only_the_sets_it_needs(demo, monkeypatch):
+    import labels.compare as package
+    from labels.compare import answers
+
+    answers._READ.clear()
+    want = _ranked_default(demo)
+    answers._READ.clear()
+    read = []
+    real = package.load_answers
+    monkeypatch.setattr(package, "load_answers",
+                        lambda store, qs, *a: read.append(getattr(qs, "key", qs))
+                        or real(store, qs, *a))
+    assert cmp.default_comparison(demo) == want == (
+        "carebench.response_action", cmp.MAJORITY, "demo:mapper@v1")
+    assert read == ["carebench.response_action"]  # not the prefixes' set before it
+
+
+def test_without_machine_answers_the_first_comparison_is_ranked_as_before(tmp_path):
+    from review.workspace import open_store
+    from store.records import AnnotationRecord, ItemRecord, RaterRecord
+    from store.writer import RecordWriter
+
+    q = "carebench.escalation_needed"
+    records = [RaterRecord("gold", "reference"), RaterRecord("Dr. A", "human", role="reviewer"),
+               RaterRecord("Dr. B", "human", role="reviewer")]
+    for n in range(6):
+        uid = f"p{n}"
+        records += [ItemRecord(uid=uid, kind="prefix", dataset="t", payload={"turns": ["."]}),
+                    AnnotationRecord(uid, q, "gold", "routine_or_self_care"),
+                    AnnotationRecord(uid, q, "Dr. A", "routine_or_self_care"),
+                    AnnotationRecord(uid, q, "Dr. B", "see_clinician_soon")]
+    with open_store(tmp_path / "t.db") as s:
+        with s.transaction() as conn:
+            RecordWriter(conn, source="test").write(records)
+        assert cmp.default_comparison(s) == _ranked_default(s) == (q, "gold", cmp.MAJORITY)
+
+
+def test_a_pair_s_cross_table_is_made_once(demo, monkeypatch):
+    from labels.compare import pairs
+
+    made = []
+    real = pairs._confusion_matrix
+    monkeypatch.setattr(pairs, "_confusion_matrix", lambda *a: made.append(1) or real(*a))
+    report = cmp.agreement_report(demo, "carebench.response_action", cmp.MAJORITY,
+                                  "demo:mapper@v1", n_boot=20)
+    assert len(made) == 1
+    table = cmp.ratings_for(demo, "carebench.response_action", [cmp.MAJORITY, "demo:mapper@v1"])
+    assert report.class_scores == ag.class_scores(table.column(0), table.column(1),
+                                                  table.categories)
+    assert report.class_scores and sum(s.true_positive for s in report.class_scores) > 0
