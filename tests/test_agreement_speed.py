@@ -168,3 +168,38 @@ def test_a_pair_s_cross_table_is_made_once(demo, monkeypatch):
     assert report.class_scores == ag.class_scores(table.column(0), table.column(1),
                                                   table.categories)
     assert report.class_scores and sum(s.true_positive for s in report.class_scores) > 0
+
+
+def test_the_majority_without_counting_is_the_counted_one():
+    """One answer, or two the same, are taken without a count: the labels and ties (and
+    their order) are those of counting every unit's votes."""
+    import random
+    from collections import Counter
+
+    from labels.compare.answers import Answers, Filters, RaterInfo, Unit
+    from labels.compare.questions import QuestionSet
+    from labels.compare.raters import majority_labels
+
+    rng = random.Random(3)
+    names = ["A", "B", "C", "D"]
+    values = {n: {u: rng.choice("xyz") for u in range(400) if rng.random() < 0.55}
+              for n in names}
+    qs = QuestionSet(key="q", title="q", codebook="test", kind="labelset", level="nominal",
+                     categories=("x", "y", "z"), labels=("x", "y", "z"), item_kinds=("prefix",),
+                     n_questions=1, where="1")
+    answers = Answers(qs, Filters(), [Unit(str(u), "prefix", "q") for u in range(400)],
+                      {n: RaterInfo(n, "human", "reviewer") for n in names}, values)
+    votes: dict[int, Counter] = {}
+    for n in names:
+        for u, v in values[n].items():
+            votes.setdefault(u, Counter())[v] += 1
+    want, want_ties = {}, set()
+    for u, c in votes.items():
+        top = c.most_common(2)
+        if len(top) > 1 and top[0][1] == top[1][1]:
+            want_ties.add(u)
+        else:
+            want[u] = top[0][0]
+    got, ties = majority_labels(answers, names)
+    assert list(got.items()) == list(want.items()) and ties == want_ties
+    assert want_ties and any(len(c) == 1 for c in votes.values())

@@ -309,12 +309,13 @@ ORDER BY x.item_id, x.question_id, x.target
         return meta_cache[facet_key]
 
     for row in store.conn.execute(sql, [*params, *phase_params]):
-        category, axes, tags = facets(row)
-        if filters.category and category != filters.category:
-            continue
         key = (row["item_id"], row["question_id"], row["target"])
         index = unit_index.get(key)
-        if index is None:
+        if index is None:  # a unit's first row: its facets, once
+            category, axes, tags = facets(row)
+            if filters.category and category != filters.category:
+                unit_index[key] = -1  # not of the category: none of its rows
+                continue
             index = unit_index[key] = len(units)
             units.append(Unit(
                 item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
@@ -323,6 +324,8 @@ ORDER BY x.item_id, x.question_id, x.target
                 round_id=row["round_id"], model=row["model"], category=category, axes=axes,
                 tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
             ))
+        elif index < 0:
+            continue
         name = row["rater"]
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
