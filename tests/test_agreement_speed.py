@@ -203,3 +203,41 @@ def test_the_majority_without_counting_is_the_counted_one():
     got, ties = majority_labels(answers, names)
     assert list(got.items()) == list(want.items()) and ties == want_ties
     assert want_ties and any(len(c) == 1 for c in votes.values())
+
+
+@pytest.mark.parametrize("n_clinicians", [3, 4, 5])
+def test_like_with_like_without_counting_is_the_counted_one(n_clinicians):
+    """Each clinician against the others' majority: two others agree or tie without a
+    count; the rows, their order and their units are those of counting every time."""
+    import random
+    from collections import Counter
+
+    from labels.compare import pairs
+    from labels.compare.answers import Answers, Filters, RaterInfo, Unit
+    from labels.compare.questions import QuestionSet
+
+    rng = random.Random(n_clinicians)
+    names = [f"Dr. {c}" for c in "ABCDE"[:n_clinicians]]
+    values = {n: {u: rng.choice("xy") for u in range(300) if rng.random() < 0.7} for n in names}
+    values["mapper"] = {u: rng.choice("xy") for u in range(300) if rng.random() < 0.9}
+    raters = {n: RaterInfo(n, "human", "reviewer") for n in names}
+    raters["mapper"] = RaterInfo("mapper", "machine", "mapper")
+    qs = QuestionSet(key="q", title="q", codebook="test", kind="labelset", level="nominal",
+                     categories=("x", "y"), labels=("x", "y"), item_kinds=("prefix",),
+                     n_questions=1, where="1")
+    units = [Unit(str(u), "prefix", "q") for u in range(300)]
+    answers = Answers(qs, Filters(), units, raters, values)
+    want_rows, want_units = [], []
+    for index in sorted(values["mapper"]):
+        votes = {m: values[m][index] for m in names if index in values[m]}
+        for me, mine in votes.items():
+            others = Counter(v for m, v in votes.items() if m != me)
+            if sum(others.values()) < 2:
+                continue
+            top = others.most_common(2)
+            if len(top) > 1 and top[0][1] == top[1][1]:
+                continue
+            want_rows.append([mine, top[0][0]])
+            want_units.append(units[index])
+    rows, got_units, _ = pairs._like_with_like(answers, None, [cmp.MAJORITY, "mapper"])
+    assert rows == want_rows and got_units == want_units and len(rows) > 50

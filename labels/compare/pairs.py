@@ -376,13 +376,19 @@ def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
     for index in sorted(answered):
         votes = {m: answers.values[m][index] for m in members if index in answers.values[m]}
         for me, mine in votes.items():
-            others = Counter(v for m, v in votes.items() if m != me)
-            if sum(others.values()) < 2:
+            others = [v for m, v in votes.items() if m != me]
+            if len(others) < 2:
                 continue  # a majority of one clinician is not a majority
-            top = others.most_common(2)
-            if len(top) > 1 and top[0][1] == top[1][1]:
-                continue
-            rows.append([mine, top[0][0]])
+            if len(others) == 2:  # two others: a majority when they agree, else a tie
+                if others[0] != others[1]:
+                    continue
+                said = others[0]
+            else:
+                top = Counter(others).most_common(2)
+                if len(top) > 1 and top[0][1] == top[1][1]:
+                    continue
+                said = top[0][0]
+            rows.append([mine, said])
             units.append(answers.units[index])
     n_units = len({(u.item_uid, u.question_key, u.target) for u in units})
     note = (f"like with like: beside {display_name(other)} against the clinicians' majority, "
