@@ -1,7 +1,11 @@
 """Schema of the carelens database, as numbered migrations.
 
 A shipped migration is never edited: a change to the schema is a new function
-appended below. Each column carries a comment in its CREATE statement, so
+appended below, and runs after every migration above it: the order in this file
+is the order of application. A migration's function name is its identity (each
+database records the names it has run), so a name is never changed either; the
+numbers are names, not positions (they were reserved in ranges by work done in
+parallel, hence m030 before m020). Each column carries a comment in its CREATE statement, so
 `.schema` in the sqlite3 shell (and Datasette) documents itself.
 
 Every judgement is an annotation by a rater (see ARCHITECTURE.md): a
