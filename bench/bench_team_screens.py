@@ -6,7 +6,8 @@ builds it), opens each screen in a fresh browser context (an empty cache, as a
 new user's browser) in headless Chromium, and measures the time from opening
 the address until the screen is drawn and ready (Streamlit's script has run
 and nothing is still loading). Then, on Agreement and Browse, each facet click:
-from the click until the screen is redrawn.
+from the click until the screen is redrawn; and on Agreement, its triage tab: from the
+click on the tab until the leaderboard is drawn (shown in the first-render column).
 
 The reference, measured in the same run on the same server: the Codebook
 screen's first render (a screen that reads a few rows and draws text).
@@ -17,12 +18,15 @@ screen's first render (a screen that reads a few rows and draws text).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,7 +44,9 @@ SCREENS = {  # name: (address, text that says the screen is there)
     "Rounds and people": ("rounds", "People"),
     "Progress and audit": ("activity", "Progress and audit"),
     "Adjudicate": ("adjudicate", "Adjudicate"),
+    "Data": ("data", "Imports so far"),
 }
+TRIAGE_TAB = ("Triage & leaderboard", "Would the mapper have changed the leaderboard?")
 
 
 def ready(page, text: str) -> None:
@@ -64,9 +70,10 @@ def first_render(browser, url: str, path: str, text: str, who: str) -> tuple[flo
 def timed_click(page, do) -> float:
     t0 = time.perf_counter()
     do()
-    page.wait_for_function(
-        "() => document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState"
-        " === 'running'", timeout=5_000, polling=5)
+    with contextlib.suppress(PlaywrightTimeout):  # a run over before it was seen running
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState"
+            " === 'running'", timeout=5_000, polling=5)
     wait_for_app(page, timeout=120_000)
     return time.perf_counter() - t0 - 0.3
 
@@ -104,6 +111,16 @@ def agreement_clicks(page) -> list[float]:
     return out
 
 
+def triage_tab(page) -> float:
+    """Agreement's triage tab, opened from the screen's first tab: from the click until
+    the leaderboard is drawn."""
+    name, text = TRIAGE_TAB
+    t0 = time.perf_counter()
+    page.get_by_role("tab", name=name).click()
+    ready(page, text)
+    return time.perf_counter() - t0 - 0.3
+
+
 def measure(url: str, repeat: int, screens: dict) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     with chromium() as browser:
@@ -119,6 +136,8 @@ def measure(url: str, repeat: int, screens: dict) -> dict[str, dict[str, list[fl
                     row["clicks"] += browse_clicks(page)
                 elif name == "Agreement":
                     row["clicks"] += agreement_clicks(page)
+                    tab = out.setdefault("Agreement, triage tab", {"first": [], "clicks": []})
+                    tab["first"].append(triage_tab(page))
                 ctx.close()
     return out
 
@@ -144,13 +163,19 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=20_000,
                         help="items of the synthetic database (0: the demo only)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="",
+                        help="comma-separated screens to measure on the demo (the reference "
+                             "is always measured), e.g. Agreement,Data")
     args = parser.parse_args()
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    screens = {name: value for name, value in SCREENS.items()
+               if not only or name in only or name == "Codebook (reference)"}
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "demo.db"
         with open_store(demo) as s:
             load_demo(s, Path(tmp) / "files")
         with running_app(demo) as url:
-            report("Demo database", measure(url, args.repeat, SCREENS))
+            report("Demo database", measure(url, args.repeat, screens))
         if args.items:
             big = Path(tmp) / "big.db"
             synthetic(big, args.items)

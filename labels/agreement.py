@@ -161,6 +161,17 @@ def _encode(ratings, categories: Sequence) -> np.ndarray:
         raise ValueError(f"categories must be distinct: {list(categories)}")
     rows = [list(row) for row in ratings]
     width = len(rows[0]) if rows else 0
+    if rows and all(len(row) == width for row in rows):
+        # The common case, one dictionary look-up per rating: None is missing, a category
+        # its position. Anything else (NaN, pandas.NA, a value outside the categories, an
+        # unhashable one) takes the rating-by-rating path below, which says what is wrong.
+        try:
+            fast = np.array([[-1 if x is None else index.get(x, -2) for x in row]
+                             for row in rows], dtype=np.int64).reshape(len(rows), width)
+        except TypeError:
+            fast = None
+        if fast is not None and not (fast == -2).any():
+            return fast
     codes = np.full((len(rows), width), -1, dtype=np.int64)
     for i, row in enumerate(rows):
         if len(row) != width:
@@ -775,9 +786,13 @@ def confusion_matrix(a: Sequence, b: Sequence, categories) -> ConfusionMatrix:
 def class_scores(a: Sequence, b: Sequence, categories) -> list[ClassScore]:
     """Per-category precision, recall and F1 with rater A as the reference (units either
     rater left blank are skipped). F1 = 2TP / (2TP + FP + FN)."""
-    table = np.asarray(confusion_matrix(a, b, categories).counts, dtype=int).reshape(
-        len(categories), -1
-    )
+    return class_scores_of(confusion_matrix(a, b, categories))
+
+
+def class_scores_of(matrix: ConfusionMatrix) -> list[ClassScore]:
+    """:func:`class_scores` from a confusion matrix already made of the same two raters."""
+    categories = matrix.categories
+    table = np.asarray(matrix.counts, dtype=int).reshape(len(categories), -1)
     scores = []
     for k, category in enumerate(categories):
         tp, support, predicted = int(table[k, k]), int(table[k].sum()), int(table[:, k].sum())

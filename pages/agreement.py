@@ -60,7 +60,7 @@ def _call(name: str, path: str, version: tuple, reader: Viewer | None, *args, **
     its reader may read (`review.team.access`: one reader's figures never another's).
     Kept as the objects themselves, shared and only read: a copy of a report of
     20,000 items per run (what st.cache_data makes) took longer than the screen."""
-    with open_for(path, reader) as s:
+    with open_for(path, reader) as s, cmp.collector_paused():
         return getattr(cmp, name)(s, *args, **kwargs)
 
 
@@ -596,7 +596,11 @@ def triage_tab() -> None:
                "responses · which reference label they were scored against), with its 95% "
                "bootstrap interval: models whose intervals overlap widely are not told apart by "
                "these responses, whatever their ranks.")
-    st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
+    # The table first, as on Compare: the plot loads a charting library (4.7 MB) that took
+    # longer to load than the rest of the tab.
+    if st.toggle("Show the ranks as a plot", key="agr_triage_plot",
+                 help="Each model's macro-F1 under each labelling, with its 95% interval"):
+        st.plotly_chart(ranking_figure(t), key="ranking", config={"displaylogo": False})
     if t.mapper_triage:
         st.subheader("Each mapper version against the clinicians' reading", anchor=False)
         st.dataframe([{

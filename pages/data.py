@@ -21,14 +21,25 @@ from labels.llm import (
     shipped_versions,
     uncollected_batches,
 )
-from pages._shared import current_reviewer, labels_gate, server_mode, store, viewer_store
+from pages._shared import (
+    current_reviewer,
+    labels_gate,
+    server_mode,
+    store,
+    viewer,
+    viewer_store,
+)
 from review.datasets.demo import is_empty, load_demo
-from review.datasets.export import export_annotations, export_carebench_labels
+from review.datasets.export import (
+    carebench_labels,
+    export_annotations,
+    export_carebench_labels,
+)
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
 from review.reviewing.names import plural
-from review.team.access import NotAllowed, allowed
+from review.team.access import NotAllowed, allowed, open_for
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -177,28 +188,38 @@ if is_empty(db):
                 st.write(line)
 show_counts()
 
+def _export_file(path: str, reader, write, name: str) -> bytes:
+    """One export file, made when its button is pressed (on the download's thread, with a
+    connection of its own that reads what `reader` may read), not on every run."""
+    with open_for(path, reader) as s, tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / name
+        write(s, out)
+        return out.read_bytes()
+
+
 def export_section() -> None:
     # Only the answers this reader may read go in the files (review.team.access).
-    db = viewer_store()
-    with tempfile.TemporaryDirectory() as tmp:
-        a_csv = Path(tmp) / "annotations.csv"
-        export_annotations(db, a_csv)
-        a_jsonl = Path(tmp) / "annotations.jsonl"
-        export_annotations(db, a_jsonl)
-        labels = Path(tmp) / "carebench_labels.csv"
-        n_labels, ties = export_carebench_labels(db, labels)
-        c = st.columns(3)
-        c[0].download_button("All annotations (CSV)", a_csv.read_bytes(), "carelens_annotations.csv",
-                             "text/csv", width="stretch")
-        c[1].download_button("All annotations (JSONL)", a_jsonl.read_bytes(),
-                             "carelens_annotations.jsonl", "application/jsonl", width="stretch")
-        c[2].download_button(f"Clinician labels, CARE-Bench CSV ({n_labels})", labels.read_bytes(),
-                             "carebench_labels.csv", "text/csv", width="stretch")
-        if ties:
-            st.caption(f"{plural(len(ties), 'prefix', 'prefixes')} "
-                       f"{'has' if len(ties) == 1 else 'have'} no majority label and "
-                       f"{'is' if len(ties) == 1 else 'are'} left out of the "
-                       "CARE-Bench CSV.")
+    path, reader = default_db_path(), viewer()
+    labels, ties = carebench_labels(viewer_store())  # the count the CSV will hold
+
+    def made(write, name: str):
+        return lambda: _export_file(path, reader, write, name)
+
+    c = st.columns(3)
+    c[0].download_button("All annotations (CSV)", made(export_annotations, "annotations.csv"),
+                         "carelens_annotations.csv", "text/csv", width="stretch",
+                         on_click="ignore")
+    c[1].download_button("All annotations (JSONL)", made(export_annotations, "annotations.jsonl"),
+                         "carelens_annotations.jsonl", "application/jsonl", width="stretch",
+                         on_click="ignore")
+    c[2].download_button(f"Clinician labels, CARE-Bench CSV ({len(labels)})",
+                         made(export_carebench_labels, "carebench_labels.csv"),
+                         "carebench_labels.csv", "text/csv", width="stretch", on_click="ignore")
+    if ties:
+        st.caption(f"{plural(len(ties), 'prefix', 'prefixes')} "
+                   f"{'has' if len(ties) == 1 else 'have'} no majority label and "
+                   f"{'is' if len(ties) == 1 else 'are'} left out of the "
+                   "CARE-Bench CSV.")
 
 
 st.subheader("Export", anchor=False)

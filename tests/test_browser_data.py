@@ -61,3 +61,28 @@ def test_upload_a_file_then_a_bad_one_that_changes_nothing(demo_copy, tmp_path):
         main = page.get_by_test_id("stMain").inner_text()
         assert "broken_generations.jsonl:2: missing required field 'model'" in main
         assert counts(demo_copy) == before
+
+
+def test_each_export_is_made_when_its_button_is_pressed(demo_copy, tmp_path):
+    """The screen no longer writes the exports on every run: pressing a button makes its
+    file then, with what the reader may read, the same bytes the export writes."""
+    from review.datasets.export import export_annotations, export_carebench_labels
+    from review.reviewing.blinding import open_labels
+    from review.team.reviewers import find_reviewer
+
+    with open_store(demo_copy) as s:
+        open_labels(s, find_reviewer(s, "Dr. Amara Okafor"), "export", 0)
+        export_annotations(s, tmp_path / "want.csv")
+        export_annotations(s, tmp_path / "want.jsonl")
+        n, _ = export_carebench_labels(s, tmp_path / "want_labels.csv")
+    with running_app(demo_copy) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(url + "/data?reviewer=Dr.+Amara+Okafor")
+        wait_for_app(page)
+        for name, want in (("All annotations (CSV)", "want.csv"),
+                           ("All annotations (JSONL)", "want.jsonl"),
+                           (f"Clinician labels, CARE-Bench CSV ({n})", "want_labels.csv")):
+            with page.expect_download(timeout=60_000) as got:
+                page.get_by_role("button", name=name, exact=True).click()
+            assert got.value.failure() is None
+            assert open(got.value.path(), "rb").read() == (tmp_path / want).read_bytes(), name

@@ -32,6 +32,7 @@ from labels.compare.answers import (
     filters_from,
     load_answers,
 )
+from labels.compare.collector import collector_paused, with_collector_paused
 from labels.compare.leaderboard import TriageReport, triage_comparison
 from labels.compare.machines import (
     MachineReport,
@@ -68,7 +69,7 @@ __all__ = [
     "ADJUDICATED", "BOOTSTRAP_BY", "BREAKDOWNS", "CLINICIANS", "MAJORITY", "AnchoringReport", "ComparisonReport",
     "FacetChoices", "Filters", "PHASES", "MachineReport", "MetaEvalReport", "QuestionSet", "RaterChoice",
     "RatingsTable", "TriageReport", "Unit", "agreement_bundle", "agreement_report", "anchoring",
-    "choices_for", "compare", "compared_question_set", "data_version", "default_comparison",
+    "choices_for", "collector_paused", "compare", "compared_question_set", "data_version", "default_comparison",
     "default_raters", "facet_choices", "filters_from", "format_report_text", "format_triage_text",
     "group_agreement", "judge_vs_clinicians_per_criterion", "mapper_vs_clinicians", "meta_eval",
     "pairwise_matrix", "prevalence_note", "question_set", "question_sets", "rater_choices",
@@ -99,6 +100,7 @@ def agreement_report(
                    forest_key=forest_key, n_boot=n_boot, seed=seed, bootstrap_by=bootstrap_by)
 
 
+@with_collector_paused
 def choices_for(store: Store, question: QuestionSet | str,
                 filters: Filters | None = None) -> list[RaterChoice]:
     """The raters and groups that answered a question set, for the rater pickers."""
@@ -122,12 +124,23 @@ def default_raters(choices: Sequence[RaterChoice]) -> tuple[str, str | None] | N
     return (CLINICIANS, None) if CLINICIANS in groups else None
 
 
+@with_collector_paused
 def default_comparison(store: Store) -> tuple[str, str, str | None] | None:
     """A first comparison worth showing: (question set key, A, B). Prefers a question
     set where a machine rater and clinicians both answered, then one with a reference
     and clinicians, then any set with two raters (see :func:`default_raters`)."""
+    sets = question_sets(store)
+    # The best a set can score needs a machine rater's answer: the sets that have one are
+    # read first, in order, and the first that scores it is the one the ranking below
+    # would choose, without reading every other set.
+    for qs in sets:
+        if _machine_answered(store, qs):
+            choices = rater_choices(load_answers(store, qs))
+            pair = default_raters(choices)
+            if pair is not None and any(c.kind == "machine" for c in choices):
+                return (qs.key, *pair)
     ranked = []
-    for qs in question_sets(store):
+    for qs in sets:
         choices = rater_choices(load_answers(store, qs))
         pair = default_raters(choices)
         if pair is None:
@@ -136,6 +149,16 @@ def default_comparison(store: Store) -> tuple[str, str, str | None] | None:
         score = (0 if "machine" in kinds else 1 if "reference" in kinds else 2)
         ranked.append((score, len(ranked), (qs.key, *pair)))
     return min(ranked)[2] if ranked else None
+
+
+def _machine_answered(store: Store, qs: QuestionSet) -> bool:
+    """Whether a machine rater answered a question of the set (one indexed look-up)."""
+    return bool(store.query_one(
+        "SELECT EXISTS (SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
+        " JOIN items i ON i.id = a.item_id JOIN datasets d ON d.id = i.dataset_id"
+        " JOIN raters r ON r.id = a.rater_id"
+        f" WHERE {qs.where} AND r.kind = 'machine' AND a.status = 'answered'"
+        " AND a.value IS NOT NULL)", qs.params)[0])
 
 
 @dataclass(frozen=True)
@@ -149,6 +172,7 @@ class FacetChoices:
     categories: list[str]
 
 
+@with_collector_paused
 def facet_choices(store: Store, question: QuestionSet | str) -> FacetChoices:
     """Distinct datasets, splits, models, rounds and categories of the answered units."""
     units = load_answers(store, question).units
@@ -170,6 +194,7 @@ def data_version(store: Store) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
+@with_collector_paused
 def agreement_bundle(
     store: Store,
     question: str,

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from codebook import CANNOT_ASSESS
+from labels.compare.collector import with_collector_paused
 from labels.compare.questions import QuestionSet, question_set
 from labels.phases import PHASES, describe_phase, normalise_phase, phase_condition
 from labels.provenance import Digest, answers_digest
@@ -226,6 +227,7 @@ def _data_version(store: Store) -> tuple:
         "  WHERE type = 'view' ORDER BY name))").fetchone())
 
 
+@with_collector_paused
 def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | None = None) -> Answers:
     """Read the answers in force for a question set under the filters (one query),
     or the same read made earlier on an unchanged database (the result is shared:
@@ -299,22 +301,21 @@ ORDER BY x.item_id, x.question_id, x.target
     meta_cache: dict[tuple, tuple] = {}
 
     def facets(row) -> tuple:
-        facet_key = (row["item_id"], row["question_id"])
+        # Keyed on the meta texts themselves: items share them (every response of a
+        # prefix its parent's, most items none), so each distinct text is read once.
+        facet_key = (row["meta"], row["parent_meta"], row["question_meta"])
         if facet_key not in meta_cache:
-            meta_cache[facet_key] = _facets(
-                json.loads(row["meta"] or "{}"),
-                json.loads(row["parent_meta"] or "{}"),
-                json.loads(row["question_meta"] or "{}"),
-            )
+            meta_cache[facet_key] = _facets(*(json.loads(m or "{}") for m in facet_key))
         return meta_cache[facet_key]
 
     for row in store.conn.execute(sql, [*params, *phase_params]):
-        category, axes, tags = facets(row)
-        if filters.category and category != filters.category:
-            continue
         key = (row["item_id"], row["question_id"], row["target"])
         index = unit_index.get(key)
-        if index is None:
+        if index is None:  # a unit's first row: its facets, once
+            category, axes, tags = facets(row)
+            if filters.category and category != filters.category:
+                unit_index[key] = -1  # not of the category: none of its rows
+                continue
             index = unit_index[key] = len(units)
             units.append(Unit(
                 item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
@@ -323,6 +324,8 @@ ORDER BY x.item_id, x.question_id, x.target
                 round_id=row["round_id"], model=row["model"], category=category, axes=axes,
                 tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
             ))
+        elif index < 0:
+            continue
         name = row["rater"]
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])

@@ -44,6 +44,7 @@ from labels.compare.answers import (
     load_answers,
     without_cannot_assess,
 )
+from labels.compare.collector import with_collector_paused
 from labels.compare.paired import PairedComparison, paired_comparison
 from labels.compare.questions import carebench_questions, question_set
 from labels.compare.raters import MAJORITY, clinicians, columns_for, display_name, majority_labels
@@ -291,6 +292,7 @@ def _direct_predictions(prefix_answers: Answers) -> tuple[dict[str, dict[str, st
     return direct, prefixes
 
 
+@with_collector_paused
 def triage_comparison(
     store: Store,
     filters: Filters | Mapping | None = None,

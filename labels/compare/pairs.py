@@ -20,9 +20,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores
+from labels.agreement import ClassScore, Coefficient, agreement_table, class_scores_of
 from labels.agreement import confusion_matrix as _confusion_matrix
 from labels.compare.answers import Answers, Filters, Unit, load_answers
+from labels.compare.collector import with_collector_paused
 from labels.compare.questions import QuestionSet
 from labels.compare.raters import (
     CLINICIANS,
@@ -211,9 +212,8 @@ def _compared_rows(table: RatingsTable) -> list[int]:
     return [i for i, row in enumerate(table.values) if sum(v is not None for v in row) >= need]
 
 
-def _confusion(table: RatingsTable) -> tuple[Confusion, list[Disagreement]]:
+def _confusion(table: RatingsTable, matrix) -> tuple[Confusion, list[Disagreement]]:
     qs = table.question_set
-    matrix = _confusion_matrix(table.column(0), table.column(1), table.categories)
     refs = [UnitRef.of(u) for u in table.units]
     units = [[[refs[p] for p in cell] for cell in row] for row in matrix.units]
     disagreements = [
@@ -376,13 +376,19 @@ def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
     for index in sorted(answered):
         votes = {m: answers.values[m][index] for m in members if index in answers.values[m]}
         for me, mine in votes.items():
-            others = Counter(v for m, v in votes.items() if m != me)
-            if sum(others.values()) < 2:
+            others = [v for m, v in votes.items() if m != me]
+            if len(others) < 2:
                 continue  # a majority of one clinician is not a majority
-            top = others.most_common(2)
-            if len(top) > 1 and top[0][1] == top[1][1]:
-                continue
-            rows.append([mine, top[0][0]])
+            if len(others) == 2:  # two others: a majority when they agree, else a tie
+                if others[0] != others[1]:
+                    continue
+                said = others[0]
+            else:
+                top = Counter(others).most_common(2)
+                if len(top) > 1 and top[0][1] == top[1][1]:
+                    continue
+                said = top[0][0]
+            rows.append([mine, said])
             units.append(answers.units[index])
     n_units = len({(u.item_uid, u.question_key, u.target) for u in units})
     note = (f"like with like: beside {display_name(other)} against the clinicians' majority, "
@@ -393,6 +399,7 @@ def _like_with_like(answers: Answers, table: RatingsTable, specs: list[str]):
     return rows, units, note
 
 
+@with_collector_paused
 def compare_answers(
     answers: Answers,
     a: str,
@@ -445,8 +452,9 @@ def compare_answers(
                    "two raters left out"
             macro = replace(macro, note="; ".join(x for x in (said, macro.note) if x))
         report.coefficients.append(macro)
-        report.confusion, report.disagreements = _confusion(table)
-        report.class_scores = class_scores(table.column(0), table.column(1), qs.categories)
+        matrix = _confusion_matrix(table.column(0), table.column(1), table.categories)
+        report.confusion, report.disagreements = _confusion(table, matrix)
+        report.class_scores = class_scores_of(matrix)  # the same cross-table, made once
     elif b:
         report.notes.append(
             f"{len(table.columns)} raters in all: multi-rater coefficients over every member; "
@@ -478,6 +486,7 @@ def compare_answers(
     return report
 
 
+@with_collector_paused
 def compare(
     store: Store,
     a: str,

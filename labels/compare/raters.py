@@ -114,13 +114,16 @@ def majority_labels(
         if "majority" not in answers.derived:
             answers.derived["majority"] = majority_labels(answers, clinicians(answers))
         return answers.derived["majority"]
-    votes: dict[int, Counter] = {}
+    votes: dict[int, list[str]] = {}
     for name in members:
         for unit, value in answers.values.get(name, {}).items():
-            votes.setdefault(unit, Counter())[value] += 1
+            votes.setdefault(unit, []).append(value)
     out, ties = {}, set()
-    for unit, counter in votes.items():
-        top = counter.most_common(2)
+    for unit, said in votes.items():
+        if len(said) == 1 or (len(said) == 2 and said[0] == said[1]):
+            out[unit] = said[0]  # one answer, or two the same: no count needed
+            continue
+        top = Counter(said).most_common(2)
         if len(top) > 1 and top[0][1] == top[1][1]:
             ties.add(unit)
         else:

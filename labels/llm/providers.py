@@ -36,6 +36,8 @@ secret's redaction never turns a valid answer into an unreadable one.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import io
 import json
 import math
@@ -44,9 +46,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
-
-import anthropic
-import openai
 
 from labels.llm.spec import (
     ModelSpec,
@@ -57,6 +56,22 @@ from labels.llm.spec import (
     split_url_credentials,
 )
 from labels.llm.tasks import Task
+
+
+class _SDK:
+    """An SDK module imported when first used: anthropic and openai take seconds to
+    import, and a screen that only lists tasks, prompt versions and batches (the Data
+    screen) never calls a provider."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+anthropic = _SDK("anthropic")
+openai = _SDK("openai")
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 120.0
@@ -418,12 +433,11 @@ class _BoundedRetryAfter:
         return min(wait, RETRY_AFTER_LIMIT)
 
 
-class _AnthropicClient(_BoundedRetryAfter, anthropic.Anthropic):
-    pass
-
-
-class _OpenAIClient(_BoundedRetryAfter, openai.OpenAI):
-    pass
+@functools.cache
+def _client_class(sdk: str) -> type:
+    """The SDK's client with `_BoundedRetryAfter` mixed in, made when first asked for."""
+    base = anthropic.Anthropic if sdk == "anthropic" else openai.OpenAI
+    return type(f"_{base.__name__}Client", (_BoundedRetryAfter, base), {})
 
 
 class AnthropicProvider(Provider):
@@ -432,7 +446,7 @@ class AnthropicProvider(Provider):
     CUT_OFF = ("max_tokens", "model_context_window_exceeded")
 
     def _client(self) -> anthropic.Anthropic:
-        return _AnthropicClient(
+        return _client_class("anthropic")(
             api_key=self.key, base_url=self.base_url, max_retries=self.max_retries,
             timeout=self.timeout,
             # No spans, no trace headers: patient text and task ids stay on this machine.
@@ -522,8 +536,8 @@ class OpenAIProvider(Provider):
     CUT_OFF = ("length",)
 
     def _client(self) -> openai.OpenAI:
-        return _OpenAIClient(api_key=self.key, base_url=self.base_url,
-                             max_retries=self.max_retries, timeout=self.timeout)
+        return _client_class("openai")(api_key=self.key, base_url=self.base_url,
+                                       max_retries=self.max_retries, timeout=self.timeout)
 
     @classmethod
     def request_body(cls, model: str, system: str, user: str, task: Task) -> dict[str, Any]:
