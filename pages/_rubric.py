@@ -649,9 +649,8 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     review_mode = screen.sight.mode
     st.session_state[item_key] = item_id
     # The ids the reviewer may read: an opaque one while they are blind to the model
-    # (graded conversations; the trajectory screen still shows the run's id).
-    address, _ = item_name(db, item_id).shown_ids(
-        screen.sight.model_hidden and kind == "graded_conversation")
+    # (or the agent) that made the item.
+    address, _ = item_name(db, item_id).shown_ids(screen.sight.model_hidden)
     st.session_state[uid_key] = address
     put_item_in_address(address)
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())

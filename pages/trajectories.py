@@ -349,8 +349,10 @@ with left:
         with st.container(key=marker(f"{item_id}_s{step.step_id}")):
             with st.container(border=True, key="trj_step"):
                 show_step(step, view, key=f"run:{item_id}", item_id=item_id)
-    st.caption(" · ".join(summary) + "  \n" + safe_markdown(name.details)
-               + (f" · agent {safe_markdown(agent)}" if agent else ""))
+    # While the reviewer is blind to the agent, neither its name nor an id naming it.
+    hidden = screen.sight.model_hidden
+    st.caption(" · ".join(summary) + "  \n" + safe_markdown(name.shown_ids(hidden)[1])
+               + (f" · agent {safe_markdown(agent)}" if agent and not hidden else ""))
     dialogue(view)
 
 # -- the mark, the answer, the criteria and the verdict ----------------------------------

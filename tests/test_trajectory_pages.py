@@ -71,10 +71,13 @@ def qp(at: AppTest, name: str) -> str | None:
 
 def test_the_queue_opens_the_first_run_and_steps_move_with_buttons_and_jump(db_path):
     at = open_page("pages/trajectories.py")
-    assert qp(at, "item") == KB_UID and qp(at, "step") == "1"
+    run = item_id(db_path, KB_UID)
+    # Blind to the agent (issue 19 fix 6): an opaque id in the address and on the
+    # details line, not the run's id, which names the agent (`__aa`), nor its name.
+    assert qp(at, "item") == f"item-{run}" and qp(at, "step") == "1"
+    assert KB_UID not in texts(at) and f"id item-{run}" in texts(at)
     assert "0 of 4 runs reviewed by you" in at.get("progress")[0].proto.text
     assert "step 1 of 4" in texts(at)
-    run = item_id(db_path, KB_UID)
     action_button(at, "trj_next").click().run()
     assert "step 2 of 4" in texts(at) and qp(at, "step") == "2"
     action_button(at, "trj_next").click().run()
