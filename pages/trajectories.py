@@ -49,7 +49,7 @@ from review.reviewing.drafts import (
 )
 from review.reviewing.names import item_name, plural
 from review.reviewing.screens import open_run
-from review.reviewing.trajectory import task_requirements
+from review.reviewing.trajectory import blind_to_agent, task_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
 from review.text import safe_markdown
 
@@ -69,6 +69,8 @@ opened = open_from_queue(
     opener=open_run, mode=MODE)
 filt, item_id, screen, in_round = opened.filt, opened.item_id, opened.screen, opened.round
 head, view = screen.header, screen.view
+if screen.sight.model_hidden:  # blind to the agent: its name is on no step either
+    view = blind_to_agent(view)
 started_key = f"trj_started:{item_id}"
 
 # -- the step shown -----------------------------------------------------------------

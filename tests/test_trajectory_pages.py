@@ -452,3 +452,14 @@ def test_the_criteria_come_with_what_the_task_requires(demo_copy, monkeypatch):
     assert "What the task requires" in text and "Reference diagnosis: stable angina" in text
     assert "Required tools: check_vitals; order_test; refer" in text
     assert "prescribe: drug glyceryl trinitrate spray, dose 400 micrograms, route sublingual" in text
+
+
+def test_a_reviewer_blind_to_the_agent_reads_its_name_on_no_step(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_DB", str(demo_copy))
+    s = open_store(demo_copy)
+    ensure_reviewer(s, "Dr. Blind", "general practice", "GP")
+    s.close()
+    at = open_app("pages/trajectories.py", "Dr. Blind", step="6")
+    page = texts(at)
+    assert "step 6 of" in page and "agent run" in page
+    assert "atlas-clinician" not in page and "brisk-clinician" not in page

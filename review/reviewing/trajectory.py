@@ -35,7 +35,7 @@ import json
 import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -213,6 +213,12 @@ class TrajectoryView:
     error: str | None
     """The exception that ended a failed run."""
     schema_version: str | None
+
+
+def blind_to_agent(view: TrajectoryView) -> TrajectoryView:
+    """The run as a reviewer kept blind to the agent reads it (`Sight.model_hidden`):
+    no agent name, version or model, on the run or on any step."""
+    return replace(view, agent={}, steps=[replace(step, model=None) for step in view.steps])
 
 
 def task_requirements(meta: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
