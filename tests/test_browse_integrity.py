@@ -113,7 +113,7 @@ def test_a_result_link_opens_that_item(db_path, monkeypatch, kind):
     with open_store(db_path) as s:
         item = s.scalar("SELECT id FROM items WHERE uid = ?", (uid,))
         assert item_in_address(s, address, kind) == item
-    assert address == (uid if kind == "trajectory" else f"item-{item}")
+    assert address == f"item-{item}"  # a run names its agent, a completion its model
 
 
 def test_a_run_found_by_a_step_opens_at_that_step(db_path, monkeypatch):
@@ -126,7 +126,10 @@ def test_a_run_found_by_a_step_opens_at_that_step(db_path, monkeypatch):
     assert params["reviewer"] == "Dr. Browse Test", line  # carried: a new tab comes back as them
     run = open_page(db_path, monkeypatch, "pages/trajectories.py", params)
     assert not run.exception
-    assert run.query_params["item"] == params["item"] and run.query_params["step"] == "7"
+    from review.reviewing.names import item_in_address
+    with open_store(db_path) as s:  # the same run, named opaquely while blind to the agent
+        assert item_in_address(s, run.query_params["item"]) == item_in_address(s, params["item"])
+    assert run.query_params["step"] == "7"
 
 
 # -- 2. text from files and links shows as text ----------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from review.reviewing.names import item_in_address
 from review.team.reviewers import ensure_reviewer
 from review.team.rounds import RoundSpec, create_round
 from review.workspace import open_store
@@ -235,7 +237,7 @@ def test_a_clinician_reviews_agent_runs_in_a_round(demo_copy, monkeypatch):
     s = open_store(demo_copy)
     from review.reviewing.criteria import item_questions
 
-    criteria = [q for q in item_questions(s, s.scalar("SELECT id FROM items WHERE uid = ?", (first,)))
+    criteria = [q for q in item_questions(s, item_in_address(s, first))
                 if q.kind == "criterion"]
     s.close()
     action_button(at, "rv_met").click().run()  # one verdict committed: my place is kept ...
@@ -276,7 +278,7 @@ def test_verdicts_on_a_run_whose_place_lapsed_are_kept_outside_the_round(demo_co
     assert not at.exception
     s = open_store(demo_copy)
     first = at.query_params["item"]
-    run = s.scalar("SELECT id FROM items WHERE uid = ?", (first,))
+    run = item_in_address(s, first)
     criteria = [q for q in item_questions(s, run) if q.kind == "criterion"]
     with s.transaction() as conn:  # the reservation lapses; a colleague reviews the run
         conn.execute("UPDATE reservations SET expires_at = '2000-01-01' WHERE rater_id = ?", (slow.id,))
@@ -320,7 +322,7 @@ def test_a_run_begun_in_a_round_comes_back_before_a_new_one(demo_copy, monkeypat
     at.query_params["round"] = str(rid)
     at.run()
     s = open_store(demo_copy)
-    assert at.query_params["item"] == s.scalar("SELECT uid FROM items WHERE id = ?", (begun,))
+    assert item_in_address(s, at.query_params["item"]) == begun  # opaque: blind to the agent
     s.close()
 
 
@@ -339,7 +341,8 @@ def test_a_run_opened_by_address_outside_the_round_is_reviewed_outside_it(demo_c
     at.run()
     assert not at.exception
     assert any("is not part of Two runs" in w.value for w in at.warning)
-    assert at.query_params["item"] == outside
+    with open_store(demo_copy) as s:  # the address names it (opaquely: blind to the agent)
+        assert item_in_address(s, at.query_params["item"]) == item_in_address(s, outside)
     assert [b for b in at.button if b.key == "trj_next_open"]  # the free queue's buttons
 
 
@@ -503,8 +506,13 @@ def _follow_link(at, page, **params):
 
 
 def _item_shown(at):
+    """The uid of the item the address names (an opaque `item-<n>` while the
+    reviewer is blind to the model or agent: issue 19 fix 6)."""
     v = at.query_params.get("item")
-    return v[0] if isinstance(v, list) else v
+    v = v[0] if isinstance(v, list) else v
+    with open_store(os.environ["CARELENS_DB"]) as s:
+        item = item_in_address(s, v) if v else None
+        return s.scalar("SELECT uid FROM items WHERE id = ?", (item,)) if item else v
 
 
 def test_a_link_from_adjudicate_to_an_item_seen_earlier_in_the_session_opens_it(demo_copy, monkeypatch):
