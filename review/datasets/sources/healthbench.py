@@ -58,6 +58,7 @@ it first. (A criterion repeated word for word within one prompt gets `-2`,
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -184,7 +185,14 @@ def _criterion(crit: Any, index: int, prompt_id: str, uid: str, where: str,
     if points is None:
         raise InputError(f"{where}.points: missing required field")
     if isinstance(points, bool) or not isinstance(points, (int, float)):
-        raise InputError(f"{where}.points: expected a number, got {points!r}")
+        raise InputError(f"{where}.points: expected a number, got {quote(points)}")
+    try:
+        finite = math.isfinite(points)
+    except OverflowError:  # an integer beyond any float
+        finite = False
+    if not finite:
+        raise InputError(f"{where}.points: expected a finite number, got {quote(points)}"
+                         " (no score can be computed with it)")
     tags = crit.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InputError(f"{where}.tags: expected a list of text tags")
