@@ -68,7 +68,7 @@ import orjson
 
 from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import as_bool
+from review.datasets.sources.fields import ID_FIELDS, as_bool, id_length
 from review.datasets.sources.readers import quote, read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
@@ -109,7 +109,7 @@ def _text(row: Mapping[str, Any], name: str, where: str) -> str:
         return str(value)
     if not isinstance(value, str):
         raise InputError(f"{where}: field {name!r} must be text, got {type(value).__name__}")
-    return value
+    return id_length(value, name, where) if name in ID_FIELDS else value
 
 
 def _conversation(value: Any, where: str, name: str = "prompt") -> list[dict[str, str]]:
