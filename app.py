@@ -5,9 +5,30 @@ Run with `carelens serve` (or `make run`); the database is $CARELENS_DB.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import streamlit as st
+
+if __name__ == "__main__" and not st.runtime.exists():  # pragma: no cover - a new process
+    # `carelens serve` runs this file as a program, and it becomes the server.
+    # Streamlit treats a `pages/` folder beside the entry script as a legacy
+    # multipage app until some session has run `st.navigation`; until then a deep
+    # link such as /review would run pages/review.py alone, without this file's
+    # sidebar, login gate and router. carelens routes with st.navigation only, so
+    # the server starts with the legacy mode off. The switch is private: Streamlit
+    # 1.67 has no public one (`client.showSidebarNavigation` only hides the legacy
+    # menu; the per-process flag is set by the first PagesManager from whether
+    # `pages/` exists, and only a call to st.navigation clears it). Hence the exact
+    # pin `streamlit==1.67.*` in pyproject.toml: on a version where this attribute
+    # has moved, setting it would fail silently and deep links would bypass app.py
+    # (tests/test_browser_* open deep links and would notice).
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli as streamlit_cli
+
+    PagesManager.uses_pages_directory = False
+    sys.argv[0] = "streamlit"
+    sys.exit(streamlit_cli.main())
 
 from pages._keys import page_keys
 from pages._shared import (

@@ -727,26 +727,6 @@ def cmd_healthbench_score(args: argparse.Namespace) -> int:
     return 0
 
 
-# Streamlit treats a `pages/` folder beside the entry script as a legacy
-# multipage app until some session has run `st.navigation`; until then a deep
-# link such as /review runs pages/review.py alone, without app.py's sidebar,
-# login gate and router. carelens routes with st.navigation only, so the server
-# starts with the legacy mode off. The switch is private: Streamlit 1.67 has no
-# public one (`client.showSidebarNavigation` only hides the legacy menu; the
-# per-process flag is set by the first PagesManager from whether `pages/`
-# exists, and only a call to st.navigation clears it). Hence the exact pin
-# `streamlit==1.67.*` in pyproject.toml: on a version where this attribute has
-# moved, setting it would fail silently and the deep links would bypass app.py.
-# The public way out is a page folder not named `pages/` (Streamlit's own advice).
-_STREAMLIT_BOOT = (
-    "import sys;"
-    "from streamlit.runtime.pages_manager import PagesManager;"
-    "PagesManager.uses_pages_directory = False;"
-    "from streamlit.web.cli import main;"
-    "sys.argv[0] = 'streamlit';"
-    "sys.exit(main())"
-)
-
 APP_FOLDER = "carelens_app"
 """Where an installed wheel keeps the browser face (app.py, pages/, assets/,
 .streamlit/config.toml): a folder beside this module (setup.py puts it there).
@@ -766,7 +746,9 @@ def app_dir() -> Path:
 def cmd_serve(args: argparse.Namespace) -> int:
     app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
-    cmd = [sys.executable, "-c", _STREAMLIT_BOOT, "run", str(app / "app.py"),
+    # app.py starts the server itself when run as a program (see its top): only the
+    # browser face imports Streamlit, and it sets the one switch Streamlit needs first.
+    cmd = [sys.executable, str(app / "app.py"), "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
            "--browser.gatherUsageStats", "false", "--server.headless", "true"]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
