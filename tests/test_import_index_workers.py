@@ -96,3 +96,12 @@ def test_what_the_workers_do_not_deliver_this_process_indexes(tmp_path, file, mo
         import_file(store, file, "klinikebench", index=False)
         assert search.ensure_index(store, batch=3) == 7
         assert index_rows(store) == expected
+
+
+def test_no_workers_when_the_environment_says_none(tmp_path, file, monkeypatch):
+    monkeypatch.setenv(index_workers.WORKERS_ENV, "0")
+    monkeypatch.setattr(index_workers, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index_workers, "index_in_parallel",
+                        lambda *a, **k: pytest.fail("workers started"))
+    with open_store(tmp_path / "x.db") as store:
+        assert import_file(store, file, "klinikebench").indexed == 7

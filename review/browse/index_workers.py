@@ -43,12 +43,21 @@ Doc = tuple[int, "int | None", str, "str | None"]
 """(item id, its import id as read, body, parts)."""
 
 
+WORKERS_ENV = "CARELENS_INDEX_WORKERS"
+"""Environment variable: how many worker processes at most (0: none, the index is
+made in the importing process alone)."""
+
+
 def workers() -> int:
-    """How many worker processes: the processors this process may use, up to MAX_WORKERS."""
+    """How many worker processes: the processors this process may use, up to
+    MAX_WORKERS (or CARELENS_INDEX_WORKERS; 0 when that says none)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    wanted = os.environ.get(WORKERS_ENV, "").strip()
+    if wanted.isdigit():
+        return min(int(wanted), MAX_WORKERS)
     return max(1, min(MAX_WORKERS, cpus))
 
 

@@ -251,7 +251,8 @@ def ensure_index(store: Store, batch: int = 500,
     `progress(done, due)` is told after each batch."""
     done = after = 0
     due = unindexed_count(store)
-    if due >= index_workers.PARALLEL_FROM and store.path != ":memory:":
+    if due >= index_workers.PARALLEL_FROM and store.path != ":memory:" \
+            and index_workers.workers():
         # Many items (a large import): their text is extracted by worker processes.
         done = index_workers.index_in_parallel(store, _unindexed_ids(store), batch, progress, due)
         if not unindexed_count(store):
