@@ -197,7 +197,7 @@ function screenFor(state, key) {
 
 function install() {
   const state = {screens: new Map(), held: [], stillSince: null, flushTimer: null,
-                 noticeTimer: null, scrolled: new Set(), sentAt: null, started: -1, endedStart: -1,
+                 noticeTimer: null, scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1, endedStart: -1,
                  refusedAt: -1e9, log: [], due: new Map(), gates: new Map()};
   window[STATE] = state;
   watchRuns(state);
@@ -285,10 +285,19 @@ function install() {
       for (const [id, screen] of state.screens) {
         const mark = `${id}:${screen.version}`;
         if (state.scrolled.has(mark)) continue;
-        state.scrolled.add(mark);
+        // Done once every element to keep in view is drawn (it may come a run after
+        // the keys: a page load draws the item next), or after 2 s of looking.
+        state.scrollTries = state.scrollTries || new Map();  // a state kept from before
+        const tries = (state.scrollTries.get(mark) || 0) + 1;
+        state.scrollTries.set(mark, tries);
+        let missing = false;
         for (const cls of screen.scroll) {
           const el = document.querySelector('.' + CSS.escape(cls));
-          if (el) visibleIn(el);
+          if (el) visibleIn(el); else missing = true;
+        }
+        if (!missing || tries >= 40) {
+          state.scrolled.add(mark);
+          state.scrollTries.delete(mark);
         }
       }
     }

@@ -95,7 +95,7 @@ VIEWS = [
 def build(db: Path, workdir: Path, episodes: int, steps: int, models: int) -> None:
     from bench.gen_klinikebench import write_jsonl
 
-    kb_file = workdir / f"klinikebench-{episodes}x{steps}.jsonl"
+    kb_file = workdir / f"klinikebench-published-{episodes}x{steps}.jsonl"
     if not kb_file.exists():
         started = time.perf_counter()
         write_jsonl(kb_file, episodes, steps=steps)

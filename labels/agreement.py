@@ -38,8 +38,7 @@ from scipy.special import ndtri, stdtrit
 from labels.intervals import (
     CONFIDENCE,
     bootstrap_ci,
-    degenerate_note,
-    small_n_note,
+    interval_warnings,
     wilson_interval,
 )
 
@@ -275,18 +274,6 @@ def _result(
         warnings=interval_warnings(value, boot.low, boot.high, n, groups,
                                    boot.dropped_share),
     )
-
-
-def interval_warnings(value, low, high, n: int, clusters: int | None = None,
-                      dropped: float | None = None) -> tuple[str, ...]:
-    """What makes an interval mean little, in words: no width, too few units (or cases),
-    resamples where the statistic was undefined."""
-    out = [w for w in (degenerate_note(low, high, value),
-                       small_n_note(clusters if clusters else n,
-                                    "cases" if clusters else "units")) if w]
-    if dropped:
-        out.append(f"{dropped:.1%} of the bootstrap resamples were undefined and left out")
-    return tuple(out)
 
 
 def _undefined(key, name, n, reason, note=None) -> Coefficient:
@@ -819,10 +806,12 @@ def f1_per_category_batch(t: np.ndarray) -> np.ndarray:
     return np.where(present, 2 * tp / np.where(present, denom, 1), np.nan)
 
 
-def macro_f1_batch(t: np.ndarray) -> np.ndarray:
+def macro_f1_batch(t: np.ndarray, categories: int | None = None) -> np.ndarray:
     """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro")),
-    for each K x K table of a batch; NaN when no category was used."""
-    f1 = f1_per_category_batch(t)
+    for each K x K table of a batch; NaN when no category was used. ``categories``: average
+    over the first that many only (the last rows and columns then stand for something that
+    is not a label, e.g. a missing prediction: it lowers recall but has no F1 of its own)."""
+    f1 = f1_per_category_batch(t)[:, :categories]
     used = np.isfinite(f1).sum(axis=1)
     total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
     return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)

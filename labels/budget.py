@@ -231,22 +231,31 @@ def plan_model(readings: Readings, target: float, designs: Sequence[PlanDesign],
         return plan
     values = np.array([readings.human[p] for p in labelled], dtype=float)
     imputer = _Imputer(machine, labelled, values, designs)
+    _plan_needs(plan, designs, target, lambda design, n: _ppi_half_width(
+        design, n, machine, imputer, seed, replicates))
+    return plan
+
+
+def _plan_needs(plan: ModelPlan, designs: Sequence[PlanDesign], target: float,
+                half_width: Callable[[PlanDesign, int], float]) -> None:
+    """Each design's need, appended to ``plan``: the smallest number of labels (of
+    ``plan.n_items``) whose simulated half-width, ``half_width(design, n)``, is at most
+    ``target``, and how many more than ``plan.n_labeled`` that is."""
+    n_items = plan.n_items
     for design in designs:
         cache: dict[int, float] = {}
 
         def width(n, design=design, cache=cache):
             if n not in cache:
-                cache[n] = _ppi_half_width(design, n, machine, imputer, seed, replicates)
+                cache[n] = half_width(design, n)
             return cache[n]
 
-        needed = _smallest_n(width, target, min(MIN_PILOT, len(machine)), len(machine))
+        needed = _smallest_n(width, target, min(MIN_PILOT, n_items), n_items)
         note = None if needed is not None else (
-            f"even labelling all {len(machine)} items leaves a half-width of "
-            f"{width(len(machine)):.3f}")
+            f"even labelling all {n_items} items leaves a half-width of {width(n_items):.3f}")
         plan.needs.append(DesignNeed(design.key, design.name, needed,
-                                     None if needed is None else max(0, needed - len(labelled)),
+                                     None if needed is None else max(0, needed - plan.n_labeled),
                                      note))
-    return plan
 
 
 def _kappa_half_width(design, n, machine_codes, imputer, k, weights, seed, replicates):
@@ -298,26 +307,12 @@ def plan_kappa(machine_labels: Sequence[str], human_labels: dict[int, str],
                        None if d.scores is None else np.asarray(d.scores)[keep]) for d in designs]
     imputer = _Imputer(codes.astype(float), labelled, values, kept)
     weights = "quadratic" if ordinal else None
-    for design, original in zip(kept, designs, strict=True):
-        if original.probabilities is not None:
-            design = PlanDesign(design.key, design.name,
-                                lambda n, f=original.probabilities: np.asarray(f(n))[keep],
-                                design.scores)
-        cache: dict[int, float] = {}
-
-        def width(n, design=design, cache=cache):
-            if n not in cache:
-                cache[n] = _kappa_half_width(design, n, codes, imputer, len(categories),
-                                             weights, seed, replicates)
-            return cache[n]
-
-        needed = _smallest_n(width, target, min(MIN_PILOT, len(codes)), len(codes))
-        note = None if needed is not None else (
-            f"even labelling all {len(codes)} items leaves a half-width of "
-            f"{width(len(codes)):.3f}")
-        plan.needs.append(DesignNeed(design.key, design.name, needed,
-                                     None if needed is None else max(0, needed - len(labelled)),
-                                     note))
+    kept = [design if original.probabilities is None else
+            PlanDesign(design.key, design.name,
+                       lambda n, f=original.probabilities: np.asarray(f(n))[keep], design.scores)
+            for design, original in zip(kept, designs, strict=True)]
+    _plan_needs(plan, kept, target, lambda design, n: _kappa_half_width(
+        design, n, codes, imputer, len(categories), weights, seed, replicates))
     return plan
 
 

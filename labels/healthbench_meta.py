@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from labels.agreement import f1_per_category_batch
-from labels.intervals import bootstrap_ci
+from labels.intervals import bootstrap_ci, interval_warnings
 
 CLASSES = ("not met", "met")  # table index 0, 1
 
@@ -64,6 +64,9 @@ class MetaScore:
     ci_high: float | None = None
     undefined_reason: str | None = None
     note: str | None = None
+    warnings: tuple[str, ...] = ()
+    """Why the interval means little, in words (``labels.intervals.interval_warnings``):
+    few rows, no width, resamples dropped."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,9 @@ def _score(rater: str, tables: list[np.ndarray], n_boot: int, seed: int, note=No
     notes = "; ".join(x for x in (note, boot.note) if x) or None
     macro = (f1_met + f1_not) / 2
     return MetaScore(
-        rater, macro, f1_met, f1_not, n_pairs, len(tables), boot.low, boot.high, None, notes
+        rater, macro, f1_met, f1_not, n_pairs, len(tables), boot.low, boot.high, None, notes,
+        interval_warnings(macro, boot.low, boot.high, len(tables), dropped=boot.dropped_share,
+                          what="rows"),
     )
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from labels.intervals import interval_warnings
 from labels.phases import normalise_phase, phase_condition
 from labels.provenance import Digest, file_name
 from store import Store
@@ -89,6 +90,9 @@ class ClippedStats:
     n: int
     raw_mean: float | None = None
     """The mean before clipping (so a reader sees when the clip acted)."""
+    warnings: tuple[str, ...] = ()
+    """Why the interval means little, in words (``labels.intervals.interval_warnings``):
+    too few examples, or no width."""
 
 
 def clipped_stats(values: Sequence[float], *, n_boot: int = N_BOOT, seed: int = 0
@@ -104,12 +108,14 @@ def clipped_stats(values: Sequence[float], *, n_boot: int = N_BOOT, seed: int = 
     raw = float(np.mean(values))
     value = float(np.clip(raw, 0, 1))
     if n_boot < 1:
-        return ClippedStats(value, None, None, None, n, raw)
+        return ClippedStats(value, None, None, None, n, raw,
+                            interval_warnings(value, None, None, n, what="examples"))
     rng = np.random.RandomState(seed)
     samples = rng.choice(values, (n_boot, n))  # the same stream as n_boot draws of size n
     means = np.clip(samples.mean(axis=1), 0, 1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return ClippedStats(value, float(np.std(means)), float(low), float(high), n, raw)
+    low, high = (float(x) for x in np.quantile(means, [0.025, 0.975]))
+    return ClippedStats(value, float(np.std(means)), low, high, n, raw,
+                        interval_warnings(value, low, high, n, what="examples"))
 
 
 # -- from the store ----------------------------------------------------------------------
@@ -329,6 +335,7 @@ def scores_dict(report: HealthBenchScores, provenance: Mapping | None = None) ->
             out.update(ci_low=s.ci_low, ci_high=s.ci_high, std=s.std, raw_mean=s.raw_mean)
         else:
             out.update(std=s.std)
+        out["warnings"] = list(s.warnings)
         return out
 
     return {
@@ -370,28 +377,35 @@ def _num(x: float | None) -> str:
 
 def format_scores_text(report: HealthBenchScores) -> str:
     """The scores as text: each rater's overall score with its interval and std, how many
-    examples it rests on and how many were left out, then each tag."""
+    examples it rests on and how many were left out; then, under each rater's name, why
+    its interval means little (if it does), the examples left out and each tag."""
     if report.explanation:
         return report.explanation
     lines = ["HealthBench scores, computed as simple-evals computes them",
              f"Verdicts used: {describe(report)}", ""]
     width = max(len(r.rater) for r in report.raters)
-    lines.append(f"{'rater':<{width}}  {'score':>6}  {'95% CI':>15}  {'std':>6}  {'n':>4}  "
+    lines.append(f"{'rater':<{width}}  {'score':>6}  {'95% CI':>16}  {'std':>6}  {'n':>4}  "
                  "left out")
     for r in report.raters:
         o = r.overall
         ci = "—" if o.ci_low is None else f"{o.ci_low:.3f} to {o.ci_high:.3f}"
-        lines.append(f"{r.rater:<{width}}  {_num(o.value):>6}  {ci:>15}  {_num(o.std):>6}  "
+        ci += "*" if o.warnings else ""
+        lines.append(f"{r.rater:<{width}}  {_num(o.value):>6}  {ci:>16}  {_num(o.std):>6}  "
                      f"{o.n:>4}  {len(r.incomplete)} not graded on every criterion")
+    if any(r.overall.warnings for r in report.raters):
+        lines.append("* this interval means little: the warning is under the rater's name")
     for r in report.raters:
-        if r.by_tag:
-            lines += ["", f"{r.rater}, by tag:"]
-            lines += [f"  {tag}: {_num(s.value)} (n = {s.n})" for tag, s in r.by_tag.items()]
+        block = [f"  warning: {w}" for w in r.overall.warnings]
         if r.incomplete:
             named = ", ".join(f"{i.prompt_id}/{i.completion_id or 'ideal'} ({i.graded} of "
                               f"{i.criteria})" for i in r.incomplete[:10])
             more = f" and {len(r.incomplete) - 10} more" if len(r.incomplete) > 10 else ""
-            lines.append(f"  left out, not graded on every criterion: {named}{more}")
+            block.append(f"  left out, not graded on every criterion: {named}{more}")
+        if r.by_tag:
+            block.append("  by tag:")
+            block += [f"    {tag}: {_num(s.value)} (n = {s.n})" for tag, s in r.by_tag.items()]
+        if block:
+            lines += ["", f"{r.rater}:", *block]
     lines += ["", *[f"Note: {n}" for n in report.notes],
               METHOD.format(n_boot=report.n_boot, seed=report.seed) + "."]
     return "\n".join(lines)

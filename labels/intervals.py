@@ -167,3 +167,16 @@ def small_n_note(n: int, what: str = "units") -> str | None:
         return (f"only {n} {what}: below {SMALL_N}, an interval is rough and may be far too "
                 "narrow")
     return None
+
+
+def interval_warnings(value, low, high, n: int, clusters: int | None = None,
+                      dropped: float | None = None, what: str = "units") -> tuple[str, ...]:
+    """What makes an interval mean little, in words: no width, too few units (or cases),
+    resamples where the statistic was undefined (``what``: what the units are). The one place every output (command
+    text and ``--json``, screens) takes these words from."""
+    out = [w for w in (degenerate_note(low, high, value),
+                       small_n_note(clusters if clusters else n,
+                                    "cases" if clusters else what)) if w]
+    if dropped:
+        out.append(f"{dropped:.1%} of the bootstrap resamples were undefined and left out")
+    return tuple(out)

@@ -16,7 +16,7 @@ design estimators, weighting each label by 1/probability.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -129,7 +129,8 @@ def ppi_report(
     ``machine``: a machine rater; ``phase``: ``blind`` (default: answers given before any
     machine label was seen) or ``current``; ``sampling``: auto | assume-uniform | design
     (``labels.sampling``). ValueError with a message for the user on bad input."""
-    filters = filters or Filters()
+    # The phase used is the one every output names (the filters' words included).
+    filters = replace(filters or Filters(), phase=phase)
     if sampling not in MODES:
         raise ValueError(f"sampling is one of {', '.join(MODES)}, not {sampling!r}")
     readings = read_metric(store, metric, human, machine, filters, phase=phase,

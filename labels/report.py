@@ -184,8 +184,15 @@ def triage_json(report: TriageReport) -> str:
     """``carelens triage-metrics --json``: every labelling's metrics per model, the
     rankings, their rank correlations and each mapper's own triage against clinicians."""
     out = plain(report)
-    out["provenance"] = report_provenance(report)
+    out["provenance"] = report_provenance(report, interval=triage_interval_method(report))
     return json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def triage_interval_method(report: TriageReport) -> str:
+    """How every triage interval of the report was computed, in words."""
+    from labels.triage import INTERVAL_METHOD
+
+    return INTERVAL_METHOD.format(n_boot=report.n_boot, seed=report.seed)
 
 
 # -- CSV -----------------------------------------------------------------------
@@ -377,8 +384,8 @@ def _triage_html(t: TriageReport, fig: _Figures) -> str:
                          + "</p>")
         if lines := paired_lines(x):
             parts.append("<p>" + "<br>".join(_e(line) for line in lines) + "</p>")
-        parts.append("<p class='note'>In brackets, each value's 95% interval: Wilson's for the "
-                     "shares, the percentile bootstrap (resampling cases) for macro-F1.</p>")
+        parts.append("<p class='note'>In brackets, each value's "
+                     + _e(triage_interval_method(t)) + ".</p>")
     if t.correlations:
         parts.append(_table(
             ["Labelling", "Spearman rho", "Kendall tau-b", "Same order", "Note"],

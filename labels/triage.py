@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from labels.intervals import wilson_interval
+from labels.intervals import interval_warnings, wilson_interval
 
 CAREBENCH_ORDER = (
     "0A_NO_ESCALATION_INFO_NEEDED",
@@ -60,14 +60,42 @@ class TriageMetric:
     """Denominator: the prefixes the share is taken of."""
     undefined_reason: str | None = None
     ci_low: float | None = None
-    """95% interval: Wilson's score interval for a share (it stays inside 0-1 and
-    holds up at 0 or n successes, where the Wald interval collapses); the
-    percentile bootstrap over prefixes for macro-F1."""
+    """95% interval (``interval`` says which): where responses come in cases (a case's
+    rounds and prefixes, several responses each), the percentile bootstrap resampling
+    whole cases, since a case's responses are correlated and an interval that takes
+    them as independent is too narrow; where each response is its own case, Wilson's
+    score interval for a share (it stays inside 0-1 and holds up at 0 or n successes)
+    and the bootstrap over prefixes for macro-F1."""
     ci_high: float | None = None
+    interval: str | None = None
+    """How the interval was computed, in words (:data:`CASE_BOOTSTRAP`, :data:`WILSON`,
+    :data:`UNIT_BOOTSTRAP`)."""
+    clusters: int | None = None
+    """Cases the bootstrap resampled (None for Wilson's interval over responses)."""
+    warnings: tuple[str, ...] = ()
+    """Why the interval means little, in words (``labels.intervals.interval_warnings``)."""
 
     @property
     def lower_is_better(self) -> bool:
         return self.key in LOWER_IS_BETTER
+
+
+CASE_BOOTSTRAP = "percentile bootstrap over cases"
+"""A case's responses are drawn together: they are correlated."""
+UNIT_BOOTSTRAP = "percentile bootstrap over prefixes"
+WILSON = "Wilson score"
+WILSON_CASES = "Wilson score on the number of cases"
+"""For a share of 0 or 1 in clustered responses, where every bootstrap resample gives the
+same share: Wilson's interval taking each case as one observation (a case's responses
+are worth at least one independent one together), wider than over responses."""
+INTERVAL_METHOD = ("95% intervals: where responses come in cases (several per case), the "
+                   "percentile bootstrap resampling whole cases ({n_boot} resamples, seed "
+                   "{seed}), for the shares and macro-F1 alike, because a case's responses are "
+                   "correlated (a share of 0 or 1 there, where every resample agrees, takes "
+                   "Wilson's score interval on the number of cases); where each response is "
+                   "its own case, Wilson's score interval for a share and the bootstrap over "
+                   "prefixes for macro-F1")
+"""The method of every triage interval, said in each output's provenance."""
 
 
 @dataclass(frozen=True)
@@ -198,15 +226,12 @@ def _macro_f1_tables(t, k: int, missing: str):
     written as an invalid label)."""
     import numpy as np
 
-    from labels.agreement import f1_per_category_batch, macro_f1_batch
+    from labels.agreement import macro_f1_batch
 
     if missing == "wrong":
         square = np.zeros((t.shape[0], k + 1, k + 1))
         square[:, :k, :] = t
-        f1 = f1_per_category_batch(square)[:, :k]
-        used = np.isfinite(f1).sum(axis=1)
-        total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
-        return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
+        return macro_f1_batch(square, categories=k)
     return macro_f1_batch(t[:, :, :k])
 
 
@@ -246,9 +271,10 @@ def triage_metrics(
     missing: str = "left_out",
 ) -> dict[str, TriageMetric]:
     """The CARE-Bench scorer's numbers for one model, keyed by metric, each with
-    its 95% interval (Wilson for the shares; macro-F1 by a seeded bootstrap of
-    ``n_boot`` resamples of the scored prefixes, or of whole ``clusters`` (their case)
-    when given; none when ``n_boot`` is 0).
+    its 95% interval: given ``clusters`` (each response's case) where a case holds more
+    than one response, a seeded bootstrap of ``n_boot`` resamples of whole cases for
+    every metric; otherwise Wilson's for the shares and the bootstrap over prefixes for
+    macro-F1 (no bootstrap interval when ``n_boot`` is 0).
 
     A None prediction (generation failed, no label given) is a *missing* prediction:
     ``missing="left_out"`` (the default) scores the predicted prefixes only and shows
@@ -270,6 +296,8 @@ def triage_metrics(
     tables = triage_tables(gold, predicted, order)
     total = tables.sum(axis=0)[None]
     _, urgent = escalation_split(order)
+    if clusters is not None and len(set(clusters)) == len(tables):
+        clusters = None  # every response its own case: nothing correlated to keep together
     out: dict[str, TriageMetric] = {}
     for key in METRIC_KEYS:
         name = METRIC_NAMES[key]
@@ -282,14 +310,37 @@ def triage_metrics(
                                       else f"a gold label other than {urgent}")
             out[key] = TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
             continue
-        low, high = wilson_interval(count, n)
-        out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high)
+        if clusters is None or not n_boot:
+            low, high = wilson_interval(count, n)
+            out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high,
+                                    interval=WILSON,
+                                    warnings=interval_warnings(count / n, low, high, n))
+            continue
+        boot = _case_bootstrap(
+            lambda t, key=key: triage_metric_batch(key, t, order, escalating, missing),
+            tables, clusters, n_boot, seed)
+        low, high, how = boot.low, boot.high, CASE_BOOTSTRAP
+        _, unit_n = _parts(key, tables, order, escalating, missing)  # each response's
+        cases = len({c for c, d in zip(clusters, unit_n.tolist(), strict=True) if d > 0})
+        if count in (0, n) and low is not None and high - low <= 1e-12:
+            low, high = wilson_interval(cases if count else 0, cases)
+            how = WILSON_CASES
+        out[key] = TriageMetric(key, name, count / n, count, n, ci_low=low, ci_high=high,
+                                interval=how, clusters=boot.clusters,
+                                warnings=interval_warnings(count / n, low, high, n, cases,
+                                                           boot.dropped_share))
     return out
 
 
-def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMetric:
+def _case_bootstrap(statistic, tables, clusters, n_boot: int, seed: int):
+    """The bootstrap interval of a statistic of summed tables, whole cases resampled
+    (``labels.intervals.bootstrap_ci``)."""
     from labels.intervals import bootstrap_ci
 
+    return bootstrap_ci(statistic, tables, n_boot=n_boot, seed=seed, clusters=clusters)
+
+
+def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMetric:
     k = len(order)
     said = tables[:, :, :k].sum(axis=(1, 2)) > 0
     keep = tables if missing == "wrong" else tables[said]
@@ -301,10 +352,16 @@ def _macro_f1_metric(tables, order, missing, n_boot, seed, clusters) -> TriageMe
     name = METRIC_NAMES["macro_f1"]
     if not n or value != value:
         return TriageMetric("macro_f1", name, None, None, n, "no scored prefix has a prediction")
-    boot = bootstrap_ci(lambda t: _macro_f1_tables(t, k, missing), keep, n_boot=n_boot, seed=seed,
-                        clusters=kept) if n_boot else None
-    return TriageMetric("macro_f1", name, float(value), None, n,
-                        ci_low=boot.low if boot else None, ci_high=boot.high if boot else None)
+    boot = _case_bootstrap(lambda t: _macro_f1_tables(t, k, missing), keep, kept, n_boot,
+                           seed) if n_boot else None
+    low, high = (boot.low, boot.high) if boot else (None, None)
+    cases = boot.clusters if boot and kept is not None else None
+    return TriageMetric("macro_f1", name, float(value), None, n, ci_low=low, ci_high=high,
+                        interval=None if boot is None else
+                        CASE_BOOTSTRAP if kept is not None else UNIT_BOOTSTRAP,
+                        clusters=cases,
+                        warnings=interval_warnings(float(value), low, high, n, cases,
+                                                   boot.dropped_share if boot else None))
 
 
 def rank_models(

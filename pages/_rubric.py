@@ -18,23 +18,23 @@ from typing import Any
 
 import streamlit as st
 
-from codebook import BLIND, CANNOT_ASSESS, SUGGEST
+from codebook import BLIND, CANNOT_ASSESS
 from pages._keys import marker, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
+from review.reviewing.blinding import seen_while_answering
 from review.reviewing.commit import Verdict, commit_verdicts
 from review.reviewing.criteria import (
     ItemQuestion,
     MyAnswer,
     RaterVerdict,
-    find_item,
     my_current_answers,
     rater_scores,
     review_progress,
 )
 from review.reviewing.drafts import drop_draft, load_drafts, save_draft
 from review.reviewing.items import flag_item, is_flagged
-from review.reviewing.names import FREE_REVIEW, rater_name, study_round
+from review.reviewing.names import FREE_REVIEW, item_in_address, item_name, rater_name, study_round
 from review.reviewing.navigation import next_item, round_in_address, screen_rounds
 from review.reviewing.queue import QueueFilter, filter_choices
 from review.team.reviewers import Reviewer
@@ -349,8 +349,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     outcome = [q for q in questions if q.kind != "criterion"]
     ids = [q.id for q in criteria]
     # Questions whose judges' and verifiers' verdicts are on screen as I answer.
-    seen = frozenset(q.id for q in questions
-                     if mode == SUGGEST or reference_shown or q.id in revealed)
+    seen = seen_while_answering(mode, revealed, [q.id for q in questions], reference_shown)
     if focus_key(item_id) not in st.session_state:
         # A new session (a reload): the keys go on where the work stopped, at the first
         # criterion with neither a restored draft nor a committed answer.
@@ -612,7 +611,7 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     item_id = st.session_state.get(item_key)
     wanted = item_asked_by_address(st.session_state.get(uid_key) if item_id is not None else None)
     if wanted:
-        item_id = find_item(db, wanted, kind)
+        item_id = item_in_address(db, wanted, kind)
         if item_id is None:
             st.warning(f"No {missing_text} {code_span(wanted)} in this database; "
                        "showing your queue.")
@@ -649,7 +648,11 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         st.caption(screen.sight.notice)
     review_mode = screen.sight.mode
     st.session_state[item_key] = item_id
-    st.session_state[uid_key] = screen.header.uid
-    put_item_in_address(screen.header.uid)
+    # The ids the reviewer may read: an opaque one while they are blind to the model
+    # (graded conversations; the trajectory screen still shows the run's id).
+    address, _ = item_name(db, item_id).shown_ids(
+        screen.sight.model_hidden and kind == "graded_conversation")
+    st.session_state[uid_key] = address
+    put_item_in_address(address)
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
     return Opened(filt, item_id, screen, review_mode, this_round)

@@ -68,7 +68,9 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
         "Std (bootstrap)": _number(r.overall.std), "Examples": r.overall.n,
         "Raw mean": _number(r.overall.raw_mean),
         "Left out (not graded on every criterion)": len(r.incomplete),
-    } for r in report.raters], hide_index=True, width="stretch")
+        "Interval warning": "; ".join(r.overall.warnings),
+    } for r in report.raters], hide_index=True, width="stretch",
+        column_config={"Interval warning": st.column_config.TextColumn(width="large")})
     for note in report.notes:
         st.caption(f"Note: {safe_markdown(note)}")
     tags = sorted({t for r in report.raters for t in r.by_tag})

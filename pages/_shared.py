@@ -8,7 +8,12 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from review.reviewing.blinding import labels_mark, open_labels, what_reviewer_sees
+from review.reviewing.blinding import (
+    adopt_visitor_opening,
+    labels_mark,
+    open_labels,
+    what_reviewer_sees,
+)
 from review.team.access import Viewer, open_for, viewer_scope
 from review.team.identity import (
     Identity,
@@ -118,6 +123,12 @@ def current_reviewer() -> Reviewer | None:
                 del st.session_state[key]
         st.session_state[WORK_OF] = reviewer.name
         st.session_state["reviewer"] = reviewer.name
+        seen = st.session_state.get(VISITOR_SAW)
+        if seen and reviewer.id not in seen["recorded"]:
+            # Labels seen before a name was chosen: whoever this session turns out
+            # to be has seen them (review.reviewing.blinding.adopt_visitor_opening).
+            adopt_visitor_opening(store(), reviewer, seen["screen"], tuple(seen["covered"]))
+            seen["recorded"].append(reviewer.id)
     return reviewer
 
 
@@ -126,7 +137,10 @@ WORK_OF = "_session_reviewer"
 SWITCH_TO = "_reviewer_added"
 """The reviewer just added with "Add and switch": the next run's list shows them
 (the list's old value would otherwise switch the session back)."""
-KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select", SWITCH_TO}
+VISITOR_SAW = "_labels_seen_without_a_name"
+"""A visitor with no name chose to see every rater's labels: {"screen", "covered"
+(the labels_mark), "recorded" (the reviewers since recorded as having seen them)}."""
+KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select", SWITCH_TO, VISITOR_SAW}
 
 
 def require_reviewer() -> Reviewer:
@@ -226,9 +240,9 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
     them only by choosing to, which is recorded. True when the labels may be
     shown."""
     who = current_reviewer()
-    if who is None:
-        return True
     db = store()
+    if who is None:
+        return _visitor_gate(db, screen, stop)
     key, shown_key = f"labels_opened:{who.id}", f"labels_gate_shown:{who.id}"
     if st.session_state.get(key) == labels_mark(db):
         return True  # decided since the last items came in
@@ -249,6 +263,27 @@ def labels_gate(screen: str, stop: bool = True) -> bool:
         st.session_state[key] = covered
         st.rerun()
     cols[1].page_link("pages/review.py", label="Back to reviewing", icon=":material/rate_review:")
+    if stop:
+        st.stop()
+    return False
+
+
+def _visitor_gate(db: Store, screen: str, stop: bool) -> bool:
+    """`labels_gate` for a visitor who has chosen no name: the labels only by
+    choosing to, kept in the session and recorded against the name they choose
+    (`current_reviewer`)."""
+    seen = st.session_state.get(VISITOR_SAW)
+    if seen and tuple(seen["covered"]) == labels_mark(db):
+        return True
+    sight = what_reviewer_sees(db, None)
+    st.warning(sight.held, icon=":material/visibility_off:")
+    cols = st.columns([2, 2, 3])
+    if cols[0].button("Show the labels anyway", type="primary", key="labels_gate_open"):
+        st.session_state[VISITOR_SAW] = {"screen": screen, "covered": list(sight.covers),
+                                         "recorded": []}
+        st.rerun()
+    cols[1].page_link("pages/review.py", label="Choose a name and review",
+                      icon=":material/rate_review:")
     if stop:
         st.stop()
     return False

@@ -607,8 +607,9 @@ def triage_tab() -> None:
         } for mapper, m in t.mapper_triage.items()], hide_index=True, width="stretch")
         st.caption("The clinicians' majority reading of each response taken as the truth. "
                    "Over-triage: the mapper read a response as more escalating than the "
-                   "clinicians did; under-triage: less. After each share, its 95% interval "
-                   "(Wilson); after macro-F1, its bootstrap interval.")
+                   "clinicians did; under-triage: less. After each value, its 95% interval: "
+                   "the bootstrap over cases where a case has several responses, else "
+                   "Wilson's for a share.")
     for x in t.labellings:
         with st.expander(f"Triage metrics, responses {md(x.name)}"):
             rank = {r.model: r.rank for r in x.ranking}
@@ -624,13 +625,14 @@ def triage_tab() -> None:
                            "CARE-Bench scorer's rule is not published): " + ", ".join(
                                f"{v.name} {number(v.value)}" for v in wrong.values()))
             if x.paired and x.paired.pairs:
-                st.markdown("**Paired comparisons** (the same cases resampled for both "
-                            "models)")
+                st.markdown("**Paired comparisons** (on the prefixes both models were "
+                            "scored on; the same cases resampled for both)")
                 st.dataframe([{
                     "Model A": d.a, "Model B": d.b,
                     f"{METRIC_NAMES.get(d.key, d.key)} A − B": "—" if d.difference is None
                     else f"{d.difference:+.2f}",
                     "95% CI": interval(d.ci_low, d.ci_high), "Verdict": d.verdict,
+                    "Both scored on": f"{d.n_units} prefixes, {d.n_cases} cases",
                     "Accuracy, McNemar p": "—" if d.mcnemar_p is None else f"{d.mcnemar_p:.3f}",
                 } for d in x.paired.pairs], hide_index=True, width="stretch")
                 st.caption("Each model's chance of holding its rank over the resamples: "

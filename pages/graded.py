@@ -117,7 +117,7 @@ with left, st.container(key=marker(str(item_id)), gap="small"):
     if reference_shown:
         with st.expander("Reference: the physician-written ideal completion"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")
-    st.caption(safe_markdown(name.details))
+    st.caption(safe_markdown(name.shown_ids(screen.sight.model_hidden)[1]))
 
 with right:
     n_must_not = sum(c.must_not for c in view.criteria)

@@ -31,17 +31,28 @@ from pages._shared import (
     store,
 )
 from review.reviewing.blinding import DEFAULT_MODE, Sight, reveal_wait, what_reviewer_sees
-from review.reviewing.commit import commit_answer, skip_item
+from review.reviewing.commit import (
+    commit_answer,
+    is_withdrawal,
+    skip_item,
+    withdraw_before_reveal,
+)
 from review.reviewing.drafts import load_draft, save_draft
 from review.reviewing.items import (
     ItemView,
-    find_item_id,
     flag_item,
     is_flagged,
     load_item,
     my_answers,
 )
-from review.reviewing.names import FREE_REVIEW, item_name, rater_name, study_round, turn
+from review.reviewing.names import (
+    FREE_REVIEW,
+    item_in_address,
+    item_name,
+    rater_name,
+    study_round,
+    turn,
+)
 from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
 from review.reviewing.queue import (
     Progress,
@@ -173,7 +184,9 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
     if ahead_of_the_screen(item_id):
         return
     s = store()
-    already = bool(my_answers(s, reviewer.id, item_id, question_id))
+    before = my_answers(s, reviewer.id, item_id, question_id)
+    # An answer withdrawn before its reveal (Z) leaves the item to be answered afresh.
+    already = bool(before) and not is_withdrawal(s, before[-1].annotation_id)
     started = st.session_state.get("shown_at", time.monotonic())
     try:
         annotation_id = commit_answer(
@@ -242,6 +255,25 @@ def on_flag(item_id: int, raise_flag: bool) -> None:
 def on_open(target_id: int | None) -> None:
     if target_id is not None:
         _go(target_id)
+
+
+def on_undo(item_id: int, question_id: int | None, mode: str) -> None:
+    """Z on the answer just given: within its undo window it is withdrawn before
+    any reveal (kept in the history; a new answer is still blind), and the item
+    opens again; after it, the item opens again to change the answer (recorded
+    after the reveal)."""
+    if question_id is not None:
+        try:
+            withdrawn = withdraw_before_reveal(store(), reviewer, item_id, question_id, mode=mode,
+                                               round_id=round_id)
+        except (RoundError, ValueError) as exc:
+            flash("error", safe_markdown(str(exc)))
+            return
+        if withdrawn is not None:
+            st.session_state.pop(LAST, None)
+            flash("info", "Your answer is withdrawn before its labels were shown (the history "
+                          "keeps it); answer again: it is still a blind answer.")
+    on_open(item_id)
 
 
 def on_step(item_id: int, step: int) -> None:
@@ -322,23 +354,24 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
 _ANSWERED: dict[int, tuple[ItemView, list] | None] = {}
 
 
-def just_answered(item: ItemView) -> tuple[ItemView, list] | None:
-    """The item answered just before this one came on screen, and my answers to
-    it; None once another item has been on screen since."""
+def just_answered(shown: int | None) -> tuple[ItemView, list] | None:
+    """The item answered just before the item `shown` came on screen (None: the
+    end of the queue), and my answers to it; None once another item has been
+    on screen since."""
     last = st.session_state.get(LAST)
-    if not last or last[1] != item.id:
+    if not last or last[1] != shown:
         return None
-    if item.id not in _ANSWERED:
+    if shown not in _ANSWERED:
         answered = load_item(db_now(), last[0])
         answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id) \
             if answered is not None and answered.question_id else []
-        _ANSWERED[item.id] = (answered, answers) if answers else None
-    return _ANSWERED[item.id]
+        _ANSWERED[shown] = (answered, answers) if answers else None
+    return _ANSWERED[shown]
 
 
-def last_answer_wait(item: ItemView) -> float:
+def last_answer_wait(shown: int | None) -> float:
     """Seconds until the reveal of the answer just given falls due (0: none waits)."""
-    last = just_answered(item)
+    last = just_answered(shown)
     if last is None or last[1][-1].status == "skipped":
         return 0.0
     answered = last[0]
@@ -346,10 +379,11 @@ def last_answer_wait(item: ItemView) -> float:
                        sight_of(answered.id).mode)
 
 
-def last_answer_panel(item: ItemView) -> None:
-    """The answer just given (to the item before this one): what it was, a way
-    back to change it, and once its undo window has passed, its reveal."""
-    last = just_answered(item)
+def last_answer_panel(shown: int | None) -> None:
+    """The answer just given (to the item before the one `shown`, or the last
+    of the queue: None): what it was, a way back to change it (Z: undo within
+    its undo window), and once that window has passed, its reveal."""
+    last = just_answered(shown)
     if last is None:
         return
     answered, answers = last
@@ -357,14 +391,17 @@ def last_answer_panel(item: ItemView) -> None:
     said = (label_name(answered, final.value) if final.status == "answered"
             else STATUS_WORDS.get(final.status, final.status))
     name = item_name(db_now(), answered.id)
-    wait = last_answer_wait(item)
+    wait = last_answer_wait(shown)
     with st.container(border=True, key="rv_last", gap="small"):
         top = st.columns([5, 3], vertical_alignment="center", gap="small")
         top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
                         f"] **{safe_markdown(said)}**")
-        top[1].button("Change", key=f"reopen_last:{answered.id}", on_click=on_open,
-                      args=(answered.id,), width="stretch", shortcut="Z",
-                      help="Open that item again to change your answer")
+        top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
+                      on_click=on_undo,
+                      args=(answered.id, answered.question_id, sight_of(answered.id).mode),
+                      width="stretch", shortcut="Z",
+                      help="Withdraw that answer before its labels show, and answer again"
+                      if wait > 0 else "Open that item again to change your answer")
         if final.status == "skipped":
             st.caption("Skipped, with your reason. Back reaches it again.")
         elif wait > 0:
@@ -385,7 +422,7 @@ def review_item() -> None:
     wanted_uid = item_asked_by_address(
         st.session_state.get("item_uid") if item_id is not None else None)
     if wanted_uid:
-        item_id = find_item_id(s, wanted_uid)
+        item_id = item_in_address(s, wanted_uid)
     if item_id is None:
         item_id = next_one()
     item = load_item(s, item_id) if item_id is not None else None
@@ -419,19 +456,27 @@ def review_item() -> None:
                           on_click=on_open, args=(first_skipped_item(s, reviewer.id, filt),))
         else:
             st.info("No items match. Load the demo or import data on the Data screen.")
+        if (last := st.session_state.get(LAST)) and last[1] is None:
+            # The queue's last answer: its undo (Z) and, once due, its reveal, here too.
+            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token="end",
+                        due_in=last_answer_wait(None))
+            last_answer_panel(None)
         return
 
     if (last := st.session_state.get(LAST)) and last[1] != item.id:
         st.session_state.pop(LAST)  # another item on screen since: that panel is gone for good
+    sight = sight_of(item.id)
+    name = item_name(s, item.id)
+    # The ids the reviewer may read: an opaque one while they are blind to the model.
+    address, details = name.shown_ids(sight.model_hidden)
     # Keep the address on the item, so a reload or a shared link opens it again.
     st.session_state[state_key] = item.id
-    st.session_state["item_uid"] = item.uid
-    put_item_in_address(item.uid)
+    st.session_state["item_uid"] = address
+    put_item_in_address(address)
     if st.session_state.get("shown_item") != item.id:
         st.session_state["shown_item"] = item.id
         st.session_state["shown_at"] = time.monotonic()
 
-    sight = sight_of(item.id)
     mode = sight.mode  # the round's, or blind where a fully blind round holds the item for me
     if item.codebook is not None:
         # The wording in force: the latest in-app edit of the codebook, if any.
@@ -458,8 +503,8 @@ def review_item() -> None:
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
     live = screen_keys(
         "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
-        scroll=["rv_latest"] if item.kind == "prefix" else [], gate=True,
-        due_in=max(last_answer_wait(item),
+        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True,
+        due_in=max(last_answer_wait(item.id),
                    reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
                    if current is not None else 0.0))
     if not live:  # the first run after a page load: the item comes once keys are held
@@ -467,7 +512,6 @@ def review_item() -> None:
         return
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
-    name = item_name(s, item.id)
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
     where = (f"item {place.position} of {place.total}"
              + (" for you in " + safe_markdown(this_round.name) if this_round else ""))
@@ -491,7 +535,10 @@ def review_item() -> None:
                 if item.rounds:
                     with st.container(border=True, key="rv_context"):
                         for rnd in item.rounds:
-                            with st.chat_message("user", avatar=":material/person:"):
+                            # The latest message (what the reply answers) is kept in view.
+                            with st.container(key="rv_context_latest"
+                                              if rnd.number == len(item.rounds) else None), \
+                                    st.chat_message("user", avatar=":material/person:"):
                                 st.caption(f"Patient · {turn(rnd.number)}")
                                 show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
                 with st.container(border=True, key="rv_reply"):
@@ -504,7 +551,7 @@ def review_item() -> None:
                         else:
                             show_text(item.response, key=f"response:{item.id}",
                                       empty="(empty reply: the model returned no text)")
-        st.caption(safe_markdown(name.details))
+        st.caption(safe_markdown(details))
 
     # -- the question and its answers --------------------------------------------------
     with right:
@@ -563,7 +610,7 @@ def review_item() -> None:
         flashed = st.session_state.pop("flash", None)
         if flashed:
             getattr(st, flashed[0])(flashed[1])
-        last_answer_panel(item)
+        last_answer_panel(item.id)
 
         nav = st.columns(2, gap="small")
         nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left",

@@ -6,7 +6,7 @@ import streamlit as st
 
 from codebook import BLINDING_MODES
 from pages._ppi import round_design
-from pages._shared import require_reviewer, store
+from pages._shared import require_reviewer, server_mode, store
 from review.reviewing.queue import filter_choices
 from review.team.designs import design_words
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
@@ -19,6 +19,7 @@ from review.team.rounds import (
     label_questions,
     list_rounds,
     name_round_members,
+    redraw_missing_places,
     round_members,
     round_places,
 )
@@ -54,6 +55,20 @@ def save_members(round_id: int, key: str) -> None:
             st.session_state["rounds_flash"] = "Saved who is in the round."
 
 
+def redraw(round_id: int) -> None:
+    try:
+        done = redraw_missing_places(store(), me, round_id)
+    except RoundError as exc:
+        st.session_state["rounds_warning"] = safe_markdown(str(exc))
+    else:
+        moved = sum(r.places for r in done)
+        lost = sum(r.places for r in done if r.replacement_id is None)
+        st.session_state["rounds_flash"] = (
+            f"Redrew {moved} place{'s' * (moved != 1)} of {len(done)} stuck "
+            f"item{'s' * (len(done) != 1)}"
+            + (f"; {lost} had no candidate left and were dropped." if lost else "."))
+
+
 def round_details() -> None:
     """One round: its settings, who is in it, and each item's places (who reviewed it,
     who holds a place now, what is stuck)."""
@@ -85,6 +100,13 @@ def round_details() -> None:
     st.markdown(f"**{len(places) - len(open_)} of {len(places)} items complete** · "
                 f"{sum(1 for p in open_ if p.held_by)} in progress"
                 + (f" · :red[{len(stuck)} stuck]" if stuck else ""))
+    if stuck:
+        st.button(f"Redraw the places nobody can fill ({len(stuck)} stuck)",
+                  key=f"rounds_redraw:{rid}", on_click=redraw, args=(rid,),
+                  icon=":material/shuffle:",
+                  help="Each stuck item's missing places go to an item drawn from the round's "
+                       "candidates (its stratum first) that none of its reviewers has answered "
+                       "outside it; recorded and audited.")
     only_open = st.toggle("Only items not complete", value=bool(open_), key=f"rounds_open:{rid}")
     shown = sorted(open_ if only_open else places, key=lambda p: (not p.stuck, p.complete))
     st.dataframe(
@@ -213,7 +235,7 @@ with st.form("grant"):
     role = c[1].selectbox("Role", ROLES)
     if c[2].form_submit_button("Grant role", width="stretch"):
         try:
-            grant_role(db, me, who, role)
+            grant_role(db, me, who, role, server=server_mode())
         except ValueError as exc:
             st.error(safe_markdown(str(exc)))
         else:

@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.db import connect
+from store.db import connect, create_private
 from store.verify import Verdict, verify
 
 
@@ -52,6 +52,7 @@ def backup(source: str | Path, out: str | Path) -> Backup:
     partial.unlink(missing_ok=True)
     src = connect(source)
     try:
+        create_private(partial)  # mode 0600: the copy holds what the database holds
         dst = sqlite3.connect(partial, isolation_level=None)
         try:
             src.backup(dst)  # all pages in one step: one consistent read of the source

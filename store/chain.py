@@ -10,7 +10,7 @@ function: carelens_chain". `store.verify` recomputes the chain.
 
 A row's hash is sha256 over the previous row's hash, a newline, and the row's
 fields as SQLite's `json_array` writes them (the field lists are in
-`store.migrations.CHAINED`). The first row's previous hash is empty.
+`store.migrations.chained_tables()`). The first row's previous hash is empty.
 """
 
 from __future__ import annotations

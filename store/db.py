@@ -9,6 +9,7 @@ failing with "database is locked" when a deferred transaction upgrades.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -120,9 +121,24 @@ def wait_for_checkpoints(timeout: float | None = None) -> None:
         thread.join(timeout)
 
 
+def create_private(path: str | Path) -> None:
+    """Create the file at `path`, empty, readable and writable by its owner only
+    (mode 0600, whatever the umask), unless it exists: a database holds
+    clinicians' answers and rationales. SQLite gives the files beside it (the
+    write-ahead log, its index, a rollback journal) the database file's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """A new connection with the project's pragmas. Autocommit mode: every
-    transaction is opened explicitly (see `Store.transaction`)."""
+    transaction is opened explicitly (see `Store.transaction`). A database file
+    that does not exist yet is created mode 0600 (`create_private`)."""
+    if str(path) != ":memory:":
+        create_private(path)
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
     )

@@ -1,7 +1,11 @@
 """Schema of the carelens database, as numbered migrations.
 
 A shipped migration is never edited: a change to the schema is a new function
-appended below. Each column carries a comment in its CREATE statement, so
+appended below, and runs after every migration above it: the order in this file
+is the order of application. A migration's function name is its identity (each
+database records the names it has run), so a name is never changed either; the
+numbers are names, not positions (they were reserved in ranges by work done in
+parallel, hence m030 before m020). Each column carries a comment in its CREATE statement, so
 `.schema` in the sqlite3 shell (and Datasette) documents itself.
 
 Every judgement is an annotation by a rater (see ARCHITECTURE.md): a
@@ -937,3 +941,217 @@ def m019_no_replace_members_tags_settings(db: Database) -> None:
                    " END;\n")
     if script:
         run_script(db, script)
+
+
+@migrations()
+def m040_identity_sealed(db: Database) -> None:
+    """Who a rater is and what an item says are part of the record: an answer names
+    its rater and its item by id, so rewriting a rater's name or login, or an item's
+    text, would rewrite every answer given to it. A rater's name, kind and login
+    (`login`, `login_issuer`, `login_subject`: set once, the pair together) never
+    change; a rater is never deleted nor replaced. An item is never changed, except
+    a placeholder (`meta.stub`, named by a file before the file that defines it)
+    being filled in, and never its id or uid; it is never deleted nor replaced by
+    its id. (Role, profile and the verified e-mail change: they are audited.)"""
+    run_script(db, """
+CREATE TRIGGER raters_identity_fixed BEFORE UPDATE ON raters
+WHEN NEW.id IS NOT OLD.id OR NEW.name IS NOT OLD.name OR NEW.kind IS NOT OLD.kind
+  OR (OLD.login IS NOT NULL AND NEW.login IS NOT OLD.login)
+  OR (OLD.login_issuer IS NOT NULL AND NEW.login_issuer IS NOT OLD.login_issuer)
+  OR (OLD.login_subject IS NOT NULL AND NEW.login_subject IS NOT OLD.login_subject)
+  OR ((NEW.login_issuer IS NULL) != (NEW.login_subject IS NULL))
+BEGIN SELECT RAISE(ABORT, 'a rater''s name, kind and login are never changed: the answers name them'); END;
+CREATE TRIGGER raters_no_delete BEFORE DELETE ON raters
+BEGIN SELECT RAISE(ABORT, 'raters are never deleted: the answers name them'); END;
+CREATE TRIGGER raters_no_replace BEFORE INSERT ON raters
+WHEN EXISTS (SELECT 1 FROM raters WHERE rowid = NEW.rowid OR name = NEW.name
+             OR (login_subject = NEW.login_subject AND login_issuer IS NEW.login_issuer))
+BEGIN SELECT RAISE(ABORT, 'raters are never replaced: an insert may not take the place of a rater who exists (INSERT OR REPLACE)'); END;
+CREATE TRIGGER items_identity_fixed BEFORE UPDATE ON items
+WHEN NEW.id IS NOT OLD.id OR NEW.uid IS NOT OLD.uid
+  OR NOT coalesce(json_extract(OLD.meta, '$.stub'), 0)
+BEGIN SELECT RAISE(ABORT, 'an item is never changed once written (only a placeholder is filled in): the answers are to it as it was'); END;
+CREATE TRIGGER items_no_delete BEFORE DELETE ON items
+BEGIN SELECT RAISE(ABORT, 'items are never deleted: the answers are to them'); END;
+CREATE TRIGGER items_no_replace BEFORE INSERT ON items
+WHEN EXISTS (SELECT 1 FROM items WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'items are never replaced: an insert may not take the place of an item that exists (INSERT OR REPLACE)'); END;
+""")
+
+
+# -- m041: more chains -----------------------------------------------------------------
+# Part of migration m041: like the migration, never edit (a later change is a new one).
+
+CHAINED_M041 = {
+    "item_tags": ("id", "item_id", "target", "tag_id", "rater_id", "added", "note",
+                  "created_at"),
+    "flags": ("id", "item_id", "rater_id", "raised", "note", "created_at"),
+    "reveals": ("id", "rater_id", "item_id", "annotation_id", "shown_at"),
+    "labels_opened": ("id", "rater_id", "screen", "unanswered", "newest_item", "newest_import",
+                      "newest_question", "opened_at"),
+}
+"""The append-only tables that carry judgements (tags applied and removed, flags
+raised and cleared) or what a reviewer saw (labels shown, choices to see them all),
+chained by m041 like answers and audit entries, and the fields each row's hash
+covers, in this order."""
+
+_M041_WORDS = {
+    "item_tags": "item tags are append-only: add a row that adds or removes the tag",
+    "flags": "flags are append-only: add a row that raises or clears the flag",
+    "reveals": "reveals are append-only",
+    "labels_opened": "choices to see the labels are append-only",
+}
+
+
+def chained_tables() -> dict[str, tuple[str, ...]]:
+    """Every chained table (m015's and m041's) and its hashed fields."""
+    return {**CHAINED, **CHAINED_M041}
+
+
+def chained_body(table: str, row: str = "") -> str:
+    """`chain_body` for any chained table (m015's or m041's)."""
+    return "json_array(" + ", ".join(f"{row}{c}" for c in chained_tables()[table]) + ")"
+
+
+@migrations()
+def m041_more_chains(db: Database) -> None:
+    """Tags applied, flags, reveals and choices to see the labels are chained by a
+    hash like answers and audit entries (`store.chain`): a row removed or changed
+    with the protections dropped shows in `carelens verify`. The rows already there
+    are chained in id order; each table's `no_update` is replaced by one that lets
+    only its chain trigger write the hash, once; the chain heads' guard knows them."""
+    from store.chain import chain_hash, register_functions
+
+    register_functions(db.conn)
+    script = "DROP TRIGGER chain_heads_no_insert;\nDROP TRIGGER chain_heads_forward_only;\n"
+    for table in CHAINED_M041:
+        script += (f"ALTER TABLE {table} ADD COLUMN chain TEXT;  -- sha256 of the previous row's"
+                   " chain and this row's fields (store.chain); written on insert\n"
+                   f"DROP TRIGGER {table}_no_update;\n")
+    run_script(db, script)
+    for table in CHAINED_M041:
+        previous = last_id = None
+        hashes = []
+        for row_id, body in db.conn.execute(
+                f"SELECT id, {chained_body(table)} FROM {table} ORDER BY id").fetchall():
+            previous, last_id = chain_hash(previous, body), row_id
+            hashes.append((previous, row_id))
+        db.conn.executemany(f"UPDATE {table} SET chain = ? WHERE id = ?", hashes)
+        db.conn.execute("INSERT INTO chain_heads (name, last_id, hash) VALUES (?, ?, ?)",
+                        (table, last_id, previous))
+    script = ""
+    for table, columns in CHAINED_M041.items():
+        changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in columns)
+        script += (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+                   f"WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR {changed}\n"
+                   f"BEGIN SELECT RAISE(ABORT, '{_M041_WORDS[table]}'); END;\n"
+                   f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+                   "BEGIN\n"
+                   "    UPDATE chain_heads SET last_id = NEW.id,\n"
+                   f"        hash = carelens_chain(hash, {chained_body(table, 'NEW.')})\n"
+                   f"    WHERE name = '{table}';\n"
+                   f"    UPDATE {table} SET chain = (SELECT hash FROM chain_heads"
+                   f" WHERE name = '{table}')\n"
+                   "    WHERE id = NEW.id;\n"
+                   "END;\n")
+    cases = "".join(
+        f"    WHEN '{t}' THEN EXISTS (SELECT 1 FROM {t} WHERE id = NEW.last_id AND chain IS NULL)\n"
+        for t in chained_tables())
+    script += f"""
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= OLD.last_id OR NOT CASE NEW.name
+{cases}    ELSE 0 END
+BEGIN SELECT RAISE(ABORT, 'the chain heads are kept by the chain triggers'); END;
+"""
+    run_script(db, script)
+
+
+@migrations()
+def m042_questions_sealed(db: Database) -> None:
+    """What was asked is part of the record, like the item it was asked of: an
+    answer names its question by id, so rewriting a rubric criterion's text or
+    points would change what every answer to it means. A question is never
+    changed, except a placeholder (`meta.stub`, named by a file before the file
+    that defines it) being filled in, and never its id or key; it is never deleted
+    nor replaced by its id. (A codebook's new wording is a new codebook version.)"""
+    run_script(db, """
+CREATE TRIGGER questions_identity_fixed BEFORE UPDATE ON questions
+WHEN NEW.id IS NOT OLD.id OR NEW.key IS NOT OLD.key
+  OR NOT coalesce(json_extract(OLD.meta, '$.stub'), 0)
+BEGIN SELECT RAISE(ABORT, 'a question is never changed once written (only a placeholder is filled in): the answers are to it as it was'); END;
+CREATE TRIGGER questions_no_delete BEFORE DELETE ON questions
+BEGIN SELECT RAISE(ABORT, 'questions are never deleted: the answers are to them'); END;
+CREATE TRIGGER questions_no_replace BEFORE INSERT ON questions
+WHEN EXISTS (SELECT 1 FROM questions WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'questions are never replaced: an insert may not take the place of a question that exists (INSERT OR REPLACE)'); END;
+""")
+
+
+@migrations()
+def m043_protections_restored(db: Database) -> None:
+    """An append-only table made after the migration that protects it had run on
+    this database (m017, m018 and m019 protect only the tables there when they run)
+    lacks a trigger that refuses UPDATE, DELETE or a replacement. Each such trigger
+    is made here as a new database has it, and each is written in the audit log
+    (`protection_restored`), so that one dropped by hand before this ran stays on
+    record. Only a table sealed in part is looked at (one with none of the three
+    is not append-only, or was stripped by hand: `carelens verify` names it). A
+    database made new has them all: nothing is done."""
+    from store.chain import register_functions
+    from store.values import to_json, utcnow
+
+    sealing = ("no_update", "no_delete", "no_replace")
+    have = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not any(0 < sum(f"{t}_{k}" in have for k in sealing) < 3 for t in tables):
+        return  # every table sealed at all is sealed in full: nothing to look up
+    register_functions(db.conn)
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    register_functions(fresh)
+    migrations.apply(Database(fresh), stop_before="m043_protections_restored")
+    wanted = fresh.execute(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"
+        " AND (name LIKE '%\\_no\\_update' ESCAPE '\\' OR name LIKE '%\\_no\\_delete' ESCAPE '\\'"
+        " OR name LIKE '%\\_no\\_replace' ESCAPE '\\') ORDER BY name").fetchall()
+    fresh.close()
+    for name, table, sql in wanted:
+        if table in tables and name not in have:
+            db.conn.execute(sql)
+            db.conn.execute(
+                "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new)"
+                " VALUES (?, 'system', 'protection_restored', ?, NULL, NULL, ?)",
+                (utcnow(), table, to_json({"trigger": name, "migration": "m043"})))
+
+
+@migrations()
+def m060_round_redraws(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- A lead's redraw of a round's places nobody can fill (an item every reviewer who
+-- could take it had answered outside the round, say): the places leave that item
+-- (it needs that many fewer reviews in the round) and go to an item drawn from
+-- the round's candidates in its stratum, added at the end of the round. Append-only:
+-- a round's need for an item is its answers_needed less the places redrawn from it.
+CREATE TABLE round_redraws (
+    id INTEGER PRIMARY KEY,
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    item_id INTEGER NOT NULL REFERENCES items(id),      -- the item the places leave
+    places INTEGER NOT NULL CHECK (places >= 1),
+    replacement_id INTEGER REFERENCES items(id),       -- the item drawn instead (NULL: none left)
+    reason TEXT NOT NULL,
+    redrawn_by TEXT NOT NULL,
+    redrawn_at TEXT NOT NULL
+);
+CREATE INDEX round_redraws_by_item ON round_redraws (round_id, item_id);
+CREATE TRIGGER round_redraws_no_update BEFORE UPDATE ON round_redraws
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only'); END;
+CREATE TRIGGER round_redraws_no_delete BEFORE DELETE ON round_redraws
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only'); END;
+CREATE TRIGGER round_redraws_no_replace BEFORE INSERT ON round_redraws
+WHEN EXISTS (SELECT 1 FROM round_redraws WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'round redraws are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    )

@@ -1,11 +1,16 @@
 """Whether the record is whole: `carelens verify` and the Progress and audit screen.
 
-Three checks, each problem found reported as one line:
+Four checks, each problem found reported as one line:
 - the protections are in place: every trigger a carelens database of this
-  version has (append-only, no replace, the hash chain, the search index) is
-  there and reads exactly as the migrations wrote it, and there is no other;
-- the hash chains are whole (`store.chain`): each answer's and each audit
-  entry's hash follows from its own fields and the row before it, and the
+  version has (append-only, no replace, the hash chain, the search index, the
+  sealed identity of raters and items) is there and reads exactly as the
+  migrations wrote it, and there is no other; every append-only table
+  (`append_only_tables`) has all three of no update, no delete, no replace;
+  and every table is there;
+- no row names a row that is not there (SQLite's foreign_key_check: an item
+  or rater replaced from a program that does not check references);
+- the hash chains are whole (`store.chain`): each answer's, audit entry's,
+  tag row's, flag row's, reveal's and choice to see the labels' hash follows from its own fields and the row before it, and the
   chain's head (`chain_heads`) is its last row, so a row removed, changed or
   slipped in shows, at the end as anywhere else;
 - the file itself reads cleanly (SQLite's quick_check) and every migration is
@@ -27,7 +32,14 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from store.chain import chain_hash, register_functions
-from store.migrations import APPEND_ONLY, CHAINED, chain_body, migrations
+from store.migrations import (
+    APPEND_ONLY,
+    APPEND_ONLY_LATER,
+    APPEND_ONLY_M019,
+    chained_body,
+    chained_tables,
+    migrations,
+)
 
 
 @dataclass
@@ -63,7 +75,39 @@ _PROTECTS = {
     "no_update": "refuses UPDATE", "no_delete": "refuses DELETE",
     "no_replace": "refuses an INSERT that takes an existing row (INSERT OR REPLACE)",
     "chain": "chains each new row by its hash", "search": "indexes new notes for search",
+    "identity_fixed": "refuses a change of who or what a row is (name, login; id, text)",
 }
+
+SEALED = ("no_update", "no_delete", "no_replace")
+"""The three protections every append-only table has."""
+
+IDENTITY = {"raters": ("identity_fixed", "no_delete", "no_replace"),
+            "items": ("identity_fixed", "no_delete", "no_replace"),
+            "questions": ("identity_fixed", "no_delete", "no_replace")}
+"""Tables whose rows are changed in part (a rater's role, a placeholder item or
+question filled in) but whose identity is sealed (m040, m042)."""
+
+
+def append_only_tables() -> list[str]:
+    """Every append-only table: those the constants of the migrations name, and any
+    table a migration gave a trigger that refuses UPDATE, DELETE or a replacement
+    (so that a new append-only table is held to all three)."""
+    named = set(APPEND_ONLY) | set(APPEND_ONLY_LATER) | set(APPEND_ONLY_M019)
+    for name, (table, _) in expected_triggers().items():
+        if table not in IDENTITY and table != "chain_heads" and any(
+                name == f"{table}_{kind}" for kind in SEALED):
+            named.add(table)
+    return sorted(named)
+
+
+def required_protections() -> dict[str, tuple[str, str]]:
+    """{trigger name: (table, what it does)} that must be in place: the three of
+    every append-only table, and the identity triggers of raters and items."""
+    required = {f"{t}_{kind}": (t, _PROTECTS[kind]) for t in append_only_tables()
+                for kind in SEALED}
+    for table, kinds in IDENTITY.items():
+        required.update({f"{table}_{kind}": (table, _PROTECTS[kind]) for kind in kinds})
+    return required
 
 
 def _what(name: str) -> str:
@@ -100,8 +144,10 @@ def verify(conn: sqlite3.Connection) -> Verdict:
     register_functions(conn)
     verdict = Verdict()
     _check_file(conn, verdict)
-    _check_triggers(conn, verdict)
-    for table in CHAINED:
+    tables = _check_tables(conn, verdict)
+    _check_triggers(conn, verdict, tables)
+    _check_references(conn, verdict)
+    for table in chained_tables():
         _check_chain(conn, table, verdict)
     return verdict
 
@@ -127,17 +173,50 @@ def _check_file(conn: sqlite3.Connection, verdict: Verdict) -> None:
             " database with this version of carelens (any command) to apply them, then verify")
 
 
-def _check_triggers(conn: sqlite3.Connection, verdict: Verdict) -> None:
+def _check_tables(conn: sqlite3.Connection, verdict: Verdict) -> set[str]:
+    """The tables there; one line for each a fully migrated database should have
+    and has not (dropped, with its rows and its protections)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not migrations.pending(Database(conn)):
+        for table in sorted({t for t, _ in expected_triggers().values()} - tables):
+            verdict.problems.append(f"table missing: {table} is not there (dropped with its rows"
+                                    " and its protections)")
+    return tables
+
+
+def _check_references(conn: sqlite3.Connection, verdict: Verdict) -> None:
+    """Rows that name a row no longer there (an item or a rater replaced or removed
+    from a program that does not check references): one line per table and parent."""
+    missing: dict[tuple[str, str], list[int]] = {}
+    for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check"):
+        missing.setdefault((table, parent), []).append(rowid)
+    for (table, parent), rowids in sorted(missing.items()):
+        shown = ", ".join(str(r) for r in rowids[:5]) + (", ..." if len(rowids) > 5 else "")
+        verdict.problems.append(f"{table}: {len(rowids)} row(s) ({shown}) name a row of {parent}"
+                                " that is not there (replaced or removed)")
+
+
+def _check_triggers(conn: sqlite3.Connection, verdict: Verdict, tables: set[str]) -> None:
     found = {r[0]: (r[1], _normal(r[2])) for r in conn.execute(
         "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'")}
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for name, (table, sql) in sorted(expected_triggers().items()):
+    expected = expected_triggers()
+    pending = bool(migrations.pending(Database(conn)))
+    for name, (table, words) in sorted(required_protections().items()):
+        if name not in expected:  # a migration forgot it: carelens itself is at fault
+            verdict.problems.append(f"protection missing: {table} {words}: carelens makes no"
+                                    f" trigger {name} (a fault of this version)")
+    for name, (table, sql) in sorted(expected.items()):
         if table not in tables:
-            continue  # a table this database does not have yet: the schema line says why
+            continue  # not there: the table line (or the schema line) says why
         if name not in found:
             verdict.problems.append(
-                f"protection missing: trigger {name} on {table} ({_what(name)}) was dropped")
+                f"protection missing: {table} no longer {_what(name)} (trigger {name} was"
+                " dropped)" if not pending else
+                f"protection not made yet: trigger {name} on {table} ({_what(name)}): a"
+                " migration is not applied")
         elif found[name] != (table, sql):
+            if pending:
+                continue  # a later migration remakes it: the schema line says to apply them
             verdict.problems.append(
                 f"protection changed: trigger {name} on {table} is not the one carelens made"
                 f" ({_what(name)})")
@@ -150,17 +229,21 @@ def _check_triggers(conn: sqlite3.Connection, verdict: Verdict) -> None:
                 + (" (an append-only table)" if table in APPEND_ONLY else ""))
 
 
+_ROW_WORDS = {"annotations": "answer", "audit_log": "audit entry", "item_tags": "tag row",
+              "flags": "flag row", "reveals": "reveal", "labels_opened": "choice to see the labels"}
+
+
 def _check_chain(conn: sqlite3.Connection, table: str, verdict: Verdict) -> None:
     """Each row's hash follows from its fields and the hash of the row before it;
     the head is the last row. One line per break, not one per row after it."""
     columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
     if "chain" not in columns:
         return  # not migrated yet: the schema line says so
-    word = {"annotations": "answer", "audit_log": "audit entry"}[table]
+    word = _ROW_WORDS[table]
     previous_id = previous = None
     n = 0
     for row_id, stored, body in conn.execute(
-            f"SELECT id, chain, {chain_body(table)} FROM {table} ORDER BY id"):
+            f"SELECT id, chain, {chained_body(table)} FROM {table} ORDER BY id"):
         n += 1
         if stored is None:
             verdict.problems.append(f"{table}: {word} {row_id} has no hash: it was added without"

@@ -82,6 +82,7 @@ def open_screen(tmp_path, monkeypatch, a_says, b_says, uid=None):
     path, s, a, b, item = adjudication_db(tmp_path)
     if uid is not None:
         with s.transaction() as conn:
+            conn.execute("DROP TRIGGER items_identity_fixed")  # a hostile uid, made here
             conn.execute("UPDATE items SET uid = ? WHERE id = ?", (uid, item))
     qs = answer(s, a, item, a_says)
     answer(s, b, item, b_says)

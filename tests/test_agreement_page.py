@@ -16,7 +16,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labels import compare as cmp
-from review.reviewing.blinding import open_labels
+from pages._shared import VISITOR_SAW
+from review.reviewing.blinding import labels_mark, open_labels
 from review.team.reviewers import find_reviewer
 from review.workspace import open_store
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord
@@ -214,6 +215,10 @@ def open_page(db: Path, monkeypatch, reviewer: str | None = None, tab: str | Non
         at.query_params["reviewer"] = reviewer
         with open_store(db) as s:  # a researcher who chose to see every rater's labels
             open_labels(s, find_reviewer(s, reviewer), "agreement", 0)
+    else:  # a visitor with no name who chose to see them at the gate (pages._shared)
+        with open_store(db) as s:
+            at.session_state[VISITOR_SAW] = {"screen": "agreement",
+                                             "covered": list(labels_mark(s)), "recorded": []}
     at.run()
     at.switch_page("pages/agreement.py")
     if tab:

@@ -64,6 +64,12 @@ def open_page(db_path, monkeypatch, page: str, params: dict[str, str], reviewer:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     if reviewer:
         at.query_params["reviewer"] = reviewer
+    else:  # a visitor with no name who chose to see every rater's labels at the gate
+        from pages._shared import VISITOR_SAW
+        from review.reviewing.blinding import labels_mark
+        with open_store(db_path) as s:
+            at.session_state[VISITOR_SAW] = {"screen": "browse", "covered": list(labels_mark(s)),
+                                             "recorded": []}
     for k, v in params.items():
         at.query_params[k] = v
     at.switch_page(page)
@@ -100,7 +106,14 @@ def test_a_result_link_opens_that_item(db_path, monkeypatch, kind):
     at = open_page(db_path, monkeypatch, page, {k: v[0] for k, v in parse_qs(link.query).items()})
     assert not at.exception
     assert not at.warning, [w.value for w in at.warning]
-    assert at.query_params["item"] == uid
+    # The address names that item: by its id, or (a model's completion, to a reviewer
+    # blind to the model: issue 19 fix 6) by an opaque id that opens the same item.
+    from review.reviewing.names import item_in_address
+    address = at.query_params["item"]
+    with open_store(db_path) as s:
+        item = s.scalar("SELECT id FROM items WHERE uid = ?", (uid,))
+        assert item_in_address(s, address, kind) == item
+    assert address == (uid if kind == "trajectory" else f"item-{item}")
 
 
 def test_a_run_found_by_a_step_opens_at_that_step(db_path, monkeypatch):

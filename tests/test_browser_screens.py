@@ -286,9 +286,12 @@ def test_the_last_answer_panel_names_only_the_answer_just_given(demo_copy):
 
 
 def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monkeypatch):
-    """2 by mistake, Z (Change) and 3 within the window: both answers are blind,
-    and nothing was revealed meanwhile; once the window has passed the labels
-    show, and a change then is after the reveal."""
+    """2 by mistake, then Z (Undo) within the window: the answer is withdrawn
+    before any reveal (kept in the record, marked so) and the reveal never
+    comes, however long the reviewer then takes; 3 is a blind answer. Once its
+    window has passed the labels show, and a change then (Z, Change) is after
+    the reveal. (Before: Z only reopened the item, the mis-key stayed in force
+    and the reveal appeared once the window passed.)"""
     monkeypatch.setenv("CARELENS_REVEAL_DELAY", "4")
     add_reviewers(demo_copy, "Dr. Undo")
     last = "demo_case_0001_r03"  # a case's last round: its gold shows once due
@@ -302,15 +305,27 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         page.keyboard.press("z")
         page.wait_for_function(f"() => ({SHOWN_ID})() === '{last}'")
         wait_for_app(page)
+        assert [a[1:4] for a in answers_of(demo_copy, "Dr. Undo")] == [
+            ("answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"),
+            ("skipped", None, "blind")]
+        assert "withdrawn before its labels were shown" in main.inner_text()
+        # Past the window: the withdrawn answer revealed nothing.
+        page.wait_for_timeout(5_500)
+        wait_for_app(page)
+        assert "Gold label" not in main.inner_text()
         release_focus(page)
         page.keyboard.press("3")
-        wait_for_app(page)
+        wait_for_progress(page, "1 of 85")
         page.wait_for_timeout(500)
-        assert [a[2:4] for a in answers_of(demo_copy, "Dr. Undo")] == [
-            ("0B_NO_ESCALATION_SELF_CARE_MONITOR", "blind"), ("1A_ESCALATION_NONURGENT_CARE", "blind")]
-        # The reveal comes by itself once the window has passed.
+        assert [a[1:4] for a in answers_of(demo_copy, "Dr. Undo")][2:] == [
+            ("answered", "1A_ESCALATION_NONURGENT_CARE", "blind")]
+        # The reveal of that answer comes by itself once its window has passed.
         page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
                                ".innerText.includes('Gold label')", timeout=20_000)
+        wait_for_app(page)
+        release_focus(page)
+        page.keyboard.press("z")  # past the window: Change opens the item again
+        page.wait_for_function(f"() => ({SHOWN_ID})() === '{last}'")
         wait_for_app(page)
         release_focus(page)
         page.keyboard.press("4")

@@ -20,6 +20,7 @@ from review.team.adjudication import settle, settle_unanimous, settle_unanimous_
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store.spreadsheet import safe_cell, unquote_cell
+from store.writer import InputError
 from tests.helpers import write_jsonl
 
 PREFIX = {"prefix_id": "meb_v1_case_0001_r01", "input_patient_turns": ["=1+1 my head hurts"],
@@ -157,14 +158,22 @@ def test_annotation_export_goes_back_in_as_labels_long(store, tmp_path, run):
 
     fresh = open_store(tmp_path / "fresh.db")
     import_file(fresh, write_jsonl(tmp_path / "episodes2.jsonl", [kb_row()]))
-    import_file(fresh, out, "labels-long")
-    assert in_force(fresh) == in_force(store)
+    # Settled answers are made by adjudication, never brought in by a file (issue 18):
+    # the export with them is refused; without them, every other answer goes back in.
+    with pytest.raises(InputError, match="settled answers"):
+        import_file(fresh, out, "labels-long")
+    theirs = tmp_path / "without_settled.csv"
+    with theirs.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(r for r in rows if r["rater"] != "adjudicated")
+    import_file(fresh, theirs, "labels-long")
+    assert in_force(fresh) == {r for r in in_force(store) if r[2] != "adjudicated"}
     assert ("'=as typed",) in {r[6:7] for r in in_force(fresh)}
     fresh.close()
 
 
 def test_labels_long_refuses_a_skipped_row_with_a_value(store, tmp_path, run):
-    from store.writer import InputError
     from tests.test_sources_trajectories import UID
 
     bad = tmp_path / "bad.csv"

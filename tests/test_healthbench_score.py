@@ -223,6 +223,8 @@ def test_the_agreement_screen_shows_every_raters_healthbench_score(demo_copy, mo
     assert any("as simple-evals computes them" in s.value for s in at.subheader)
     table = next(df.value for df in at.dataframe if "Std (bootstrap)" in df.value.columns)
     assert "healthbench-grader" in set(table["Rater"])
+    # 8 demo examples per rater: each row says its interval means little
+    assert all("only 8 examples" in w for w in table["Interval warning"])
     assert any("Verdicts used: clinicians' blind answers" in shown(c.value) for c in at.caption)
 
 
@@ -242,3 +244,58 @@ def test_the_graded_screen_shows_the_scores_only_when_asked_and_behind_the_gate(
     assert not any("as simple-evals computes them" in s.value for s in at.subheader)
     next(b for b in at.button if b.label == "Show the labels anyway").click().run()
     assert any("as simple-evals computes them" in s.value for s in at.subheader)
+
+
+# -- intervals that mean little, and what was left out under its rater (fix round F3) ---------
+
+def test_an_interval_from_one_example_or_few_says_it_means_little():
+    one = clipped_stats([0.818], n_boot=200, seed=0)
+    assert (one.ci_low, one.ci_high) == (pytest.approx(0.818), pytest.approx(0.818))
+    assert any("no width" in w for w in one.warnings)
+    assert any("only 1 examples" in w for w in one.warnings)
+    few = clipped_stats([0.2, 0.5, 0.9, 0.4, 0.7], n_boot=200, seed=0)
+    assert any("only 5 examples" in w for w in few.warnings)
+    many = clipped_stats(np.linspace(0, 1, 40), n_boot=200, seed=0)
+    assert many.warnings == ()
+
+
+def test_healthbench_score_text_warns_and_puts_the_left_out_under_their_rater(tmp_path, capsys):
+    db = graded_store(tmp_path, capsys)
+    from review.reviewing.commit import commit_answer
+    from review.team.reviewers import ensure_reviewer
+    from review.workspace import open_store
+
+    with open_store(db) as s:  # Dr. Lee grades pac1 in part; Dr. Ash grades pac2 fully
+        for who, completion, verdicts in (
+                ("Dr. Lee", "pac1", (("States the dose", "met"),
+                                     ("Asks about allergies", "not_met"))),
+                ("Dr. Ash", "pac2", (("States the dose", "met"),
+                                     ("Asks about allergies", "met"),
+                                     ("Recommends an unsafe dose", "not_met")))):
+            me = ensure_reviewer(s, who)
+            item = s.scalar("SELECT id FROM items WHERE uid = ?", (f"hb:pa::{completion}",))
+            for criterion, value in verdicts:
+                qid = s.scalar("SELECT id FROM questions WHERE text = ? AND key LIKE 'hb:pa:%'",
+                               (criterion,))
+                commit_answer(s, me, item, qid, value)
+    code, out, err = run_cli(capsys, "--db", str(db), "healthbench-score", "--json")
+    assert code == 0, err
+    raters = {r["rater"]: r for r in json.loads(out)["raters"]}
+    assert any("only 4 examples" in w for w in raters["judge@v1"]["overall"]["warnings"])
+    assert any("only 1 examples" in w for w in raters["Dr. Ash"]["overall"]["warnings"])
+    code, text, err = run_cli(capsys, "--db", str(db), "healthbench-score")
+    assert code == 0, err
+    lines = text.splitlines()
+    blocks, current = {}, None
+    for line in lines:
+        if line.endswith(":") and not line.startswith(" ") and line[:-1] in raters:
+            current = line[:-1]
+        elif not line.startswith(" "):
+            current = None
+        if current:
+            blocks.setdefault(current, []).append(line)
+    left_out = [line for line in lines if "left out, not graded on every criterion" in line]
+    assert len(left_out) == 1 and left_out[0] in blocks["Dr. Lee"]
+    assert "pa/pac1 (2 of 3)" in left_out[0]
+    assert any("warning: only 4 examples" in line for line in blocks["judge@v1"])
+    assert any("warning: only 1 examples" in line for line in blocks["Dr. Ash"])

@@ -152,7 +152,10 @@ def test_an_account_made_by_an_earlier_carelens_goes_to_its_verified_email_only(
         assert sign_in(store, admins_from(None), iss=IDP, name="M", **claims).name != "Old Admin"
     me = sign_in(store, admins_from(None), iss=IDP, sub="s4", email="admin@example.org",
                  email_verified=True, name="Whoever")
-    assert (me.name, me.role) == ("Old Admin", "admin")
+    # Theirs, but not an admin: admins are those the configuration names (none here).
+    assert (me.name, me.role) == ("Old Admin", "reviewer")
+    assert sign_in(store, iss=IDP, sub="s4", email="admin@example.org",
+                   email_verified=True).role == "admin"
     assert find_signed_in(store, Identity(IDP, "s4")).id == me.id
 
 

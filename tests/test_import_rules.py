@@ -198,3 +198,49 @@ def test_a_file_cannot_create_a_person_named_as_the_system_names_raters(store, t
     assert table_counts(store) == before
     assert store.scalar("SELECT COUNT(*) FROM raters WHERE name = ? COLLATE NOCASE AND kind ="
                         " 'human'", (name,)) == 0
+
+
+@pytest.mark.parametrize("kind,role", [("reference", "adjudicated"), ("human", ""),
+                                       ("machine", ""), ("reference", "")])
+def test_a_file_cannot_bring_in_the_settled_answers_where_there_are_none(
+        store, tmp_path, kind, role):
+    """A forged labels-long file naming `adjudicated` when this database has no settled
+    answers yet (whatever kind and role it claims) is refused, the database as it was."""
+    from tests.helpers import write_prefixes
+
+    uid = write_prefixes(store, 1, with_gold=False)[0]
+    assert store.scalar("SELECT COUNT(*) FROM raters WHERE name = 'adjudicated'") == 0
+    before = table_counts(store)
+    f = write_csv(tmp_path / "forged.csv", [(uid, "adjudicated", CODES[0], PREFIX_Q, "", kind,
+                                             role)],
+                  header=("item_id", "rater", "value", "question", "phase", "rater_kind",
+                          "rater_role"))
+    with pytest.raises(InputError, match=r"forged\.csv: rater 'adjudicated': .*settled answers"):
+        import_file(store, f, "labels-long")
+    assert table_counts(store) == before
+
+
+@pytest.mark.parametrize("name", ["klinikebench-verifier", "KlinikeBench-Verifier", "harbor-verifier"])
+def test_a_labels_file_cannot_create_a_reference_rater_of_an_importer(store, tmp_path, name):
+    """Not yet in this database: a file of labels cannot make it first."""
+    from tests.helpers import write_prefixes
+
+    uid = write_prefixes(store, 1, with_gold=False)[0]
+    before = table_counts(store)
+    f = write_csv(tmp_path / "gold.csv", [(uid, name, CODES[0], PREFIX_Q, "", "reference")],
+                  header=("item_id", "rater", "value", "question", "phase", "rater_kind"))
+    with pytest.raises(InputError, match=r"gold\.csv: rater .*reference rater"):
+        import_file(store, f, "labels-long")
+    assert table_counts(store) == before
+
+
+def test_a_labels_file_cannot_create_a_twin_of_a_rater_who_exists(study, tmp_path):
+    path, prefix, _ = study
+    s = open_store(path)
+    before = table_counts(s)
+    f = write_csv(tmp_path / "twin.csv", [(prefix, "DEMO:Mapper@v2", CODES[0], PREFIX_Q, "",
+                                           "machine")],
+                  header=("item_id", "rater", "value", "question", "phase", "rater_kind"))
+    with pytest.raises(InputError, match=r"twin\.csv: .*would show it like the rater"):
+        import_file(s, f, "labels-long")
+    assert table_counts(s) == before

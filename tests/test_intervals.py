@@ -115,3 +115,42 @@ def test_agreement_table_takes_clusters_for_every_coefficient():
     cases = [i // 3 for i in range(len(ratings))]
     out = agreement_table(ratings, [A, B, C, D], "ordinal", clusters=cases)
     assert {c.resampled for c in out} == {"cases"} and {c.clusters for c in out} == {8}
+
+
+def test_the_clinicians_pairwise_heatmap_marks_a_cell_resting_on_few_units():
+    from labels.compare.figures import pairwise_figure, pairwise_small_note
+    from labels.compare.pairs import PairwiseMatrix
+
+    rng = np.random.default_rng(4)
+    x = [[A, B, C, D][i] for i in rng.integers(0, 4, 60)]
+    y = [v if i % 4 else A for i, v in enumerate(x)]
+    few = cohen_kappa([A, B, C, D, A, B], [A, B, C, C, A, A], [A, B, C, D])
+    many = cohen_kappa(x, y, [A, B, C, D])
+    assert few.warnings and not many.warnings
+    matrix = PairwiseMatrix(["Ann", "Ben", "Cat"], "cohen_kappa", "Cohen's kappa",
+                            [[None, few, many], [few, None, many], [many, many, None]])
+    cells = pairwise_figure(matrix).data[0].text
+    assert cells[0][1].endswith("n=6*") and "*" not in cells[0][2]
+    note = pairwise_small_note(matrix)
+    assert note.startswith("* 1 pair") and "Ann and Ben" in note and "only 6 units" in note
+    assert "only 6 units" in "".join(a.text for a in pairwise_figure(matrix).layout.annotations)
+    calm = PairwiseMatrix(["Ann", "Cat"], "cohen_kappa", "Cohen's kappa",
+                          [[None, many], [many, None]])
+    assert pairwise_small_note(calm) is None and not pairwise_figure(calm).layout.annotations
+
+
+def test_the_healthbench_meta_evaluation_says_when_its_interval_rests_on_few_rows():
+    from labels.healthbench_meta import MetaRow, grader_vs_physicians
+
+    def row(grader, *labels):
+        return MetaRow(grader, tuple((f"p{i + 1}", x) for i, x in enumerate(labels)),
+                       category="emergency")
+
+    few = grader_vs_physicians([row(True, True, False), row(False, False, True),
+                                row(True, True)])
+    assert any("only 3 rows" in w for w in few.warnings)
+    rng = np.random.default_rng(2)
+    many = grader_vs_physicians([row(bool(g), bool(g) if rng.random() < 0.8 else not g,
+                                     bool(rng.integers(2)))
+                                 for g in rng.integers(0, 2, 60)])
+    assert many.macro_f1 is not None and many.warnings == ()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import cli
+from labels.phases import describe_phase
 from labels.ppi import (
     classical_mean,
     design_classical_mean,
@@ -19,7 +20,7 @@ from labels.ppi import (
     machine_mean,
     ppi_mean,
 )
-from labels.ppi_report import ppi_dict, ppi_report
+from labels.ppi_report import format_ppi_text, ppi_dict, ppi_report
 from review.reviewing.commit import commit_answer
 from review.reviewing.items import load_item
 from review.team.reviewers import ensure_reviewer
@@ -273,6 +274,16 @@ def test_answers_changed_after_the_reveal_are_left_out_unless_asked_for(store):
     assert blind.estimates[0].ppi.value == before.estimates[0].ppi.value
     assert any("after a machine label was shown" in w for w in latest.warnings)
     assert not any("after a machine label was shown" in w for w in blind.warnings)
+
+
+def test_the_phase_named_in_the_output_is_the_phase_used(store):
+    write_study(store, n_prefixes=20)
+    latest = ppi_report(store, "accuracy", CLINICIAN, MAPPER, phase="current")
+    text, data = format_ppi_text(latest), ppi_dict(latest)
+    assert describe_phase("current") in text and "blind" not in text
+    assert "blind" not in json.dumps(data) and data["provenance"]["phase"] == "current"
+    blind = format_ppi_text(ppi_report(store, "accuracy", CLINICIAN, MAPPER))
+    assert describe_phase("blind") in blind
 
 
 def test_a_weighted_rounds_labels_are_weighted_and_free_labels_are_not_mixed_in(store):

@@ -20,7 +20,7 @@ from review.reviewing.commit import commit_answer
 from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import Store
-from store.migrations import APPEND_ONLY, APPEND_ONLY_LATER, APPEND_ONLY_M019, CHAINED
+from store.migrations import APPEND_ONLY, APPEND_ONLY_LATER, APPEND_ONLY_M019, chained_tables
 from store.verify import verify_file
 
 needs_shell = pytest.mark.skipif(shutil.which("sqlite3") is None,
@@ -76,7 +76,7 @@ def test_the_shell_cannot_replace_a_row_of_an_append_only_table(demo, table):
     columns = [r[1] for r in rows(demo, f"PRAGMA table_info({table})")]
     # A chained table takes no insert from the shell at all (it lacks the chain's
     # function); its chain trigger dropped, the refusal of a replacement still holds.
-    unchain = f"DROP TRIGGER IF EXISTS {table}_chain; " if table in CHAINED else ""
+    unchain = f"DROP TRIGGER IF EXISTS {table}_chain; " if table in chained_tables() else ""
     # The first row again, under its own rowid.
     values = ", ".join(["rowid"] + columns)
     r = shell(demo, f"{unchain}INSERT OR REPLACE INTO {table} (rowid, {', '.join(columns)})"
@@ -182,7 +182,7 @@ def test_every_answer_and_audit_entry_is_chained_as_it_is_written(store):
     qid = store.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
     for item in [r[0] for r in store.query("SELECT id FROM items")]:
         commit_answer(store, me, item, qid, "0B")
-    for table in CHAINED:
+    for table in chained_tables():
         assert store.scalar(f"SELECT COUNT(*) FROM {table} WHERE chain IS NULL") == 0
         assert store.scalar(f"SELECT COUNT(DISTINCT chain) = COUNT(*) FROM {table}") == 1
     assert verify_file(store.path).whole

@@ -236,7 +236,12 @@ def test_an_embedded_subagent_run_opens(db_path):
 def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     at = open_page("pages/graded.py", item=COMPLETION_UID)
     page = texts(at)
-    assert "Completion under review" in page and "model vendor/model-a" in page  # on the details line
+    assert "Completion under review" in page
+    # Blind to the model (issue 19 fix 6): the details line names no model, nor an id
+    # that names it; an opaque id stands for the completion, in the address too.
+    opaque = f"item-{item_id(db_path, COMPLETION_UID)}"
+    assert "vendor/model-a" not in page and COMPLETION_UID not in page and f"id {opaque}" in page
+    assert qp(at, "item") == opaque
     assert "MUST NOT · -4" in page and "+5 pts" in page
     assert "It says to stop the soap." not in page and "openai:grader-x@v1" not in page
     assert "Automated judge" not in page
@@ -279,7 +284,8 @@ def test_left_and_right_move_between_conversations(db_path):
     at = open_page("pages/graded.py", item="hb:p-inv-1")
     assert "the physician-written ideal completion" in texts(at)
     action_button(at, "hb_next").click().run()
-    assert qp(at, "item") == COMPLETION_UID
+    # The completion names its model: an opaque id while the reviewer is blind to it.
+    assert qp(at, "item") == f"item-{item_id(db_path, COMPLETION_UID)}"
     action_button(at, "hb_prev").click().run()
     assert qp(at, "item") == "hb:p-inv-1"
 

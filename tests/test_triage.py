@@ -191,3 +191,91 @@ def test_a_swap_inside_overlapping_intervals_is_called_noise():
     assert swaps_within_noise(base, far) is False  # c overtook a and b by far
     assert swaps_within_noise(base, base) is None  # nothing swapped
     assert swaps_within_noise(base, ranking(("b", 0.7, 1, None, None), ("a", 0.6, 2, None, None))) is None
+
+
+def test_shares_of_responses_clustered_in_cases_use_a_case_bootstrap():
+    """Ten cases of five responses each, over-triaged all together or not at all: Wilson's
+    interval would take the 50 responses as independent and be far too narrow."""
+    from labels.intervals import bootstrap_ci
+    from labels.triage import CASE_BOOTSTRAP, WILSON, triage_metric_batch, triage_tables
+
+    gold, pred, cases = [], [], []
+    for case in range(10):
+        over = case % 3 == 0  # cases 0, 3, 6, 9
+        gold += [A0] * 5
+        pred += [A1 if over else A0] * 5
+        cases += [f"case-{case}"] * 5
+    clustered = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=cases, n_boot=500, seed=2)
+    alone = triage_metrics(gold, pred, CAREBENCH_ORDER, n_boot=500, seed=2)
+    over, wilson = clustered["over_triage"], alone["over_triage"]
+    assert over.value == wilson.value == pytest.approx(0.4) and (over.count, over.n) == (20, 50)
+    assert over.interval == CASE_BOOTSTRAP and over.clusters == 10
+    assert wilson.interval == WILSON and wilson.clusters is None
+    assert over.ci_high - over.ci_low > 1.5 * (wilson.ci_high - wilson.ci_low)
+    expected = bootstrap_ci(lambda t: triage_metric_batch("over_triage", t, CAREBENCH_ORDER),
+                            triage_tables(gold, pred, CAREBENCH_ORDER), n_boot=500, seed=2,
+                            clusters=cases)
+    assert (over.ci_low, over.ci_high) == (expected.low, expected.high)
+    again = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=cases, n_boot=500, seed=2)
+    assert (again["over_triage"].ci_low, again["over_triage"].ci_high) == (over.ci_low,
+                                                                          over.ci_high)
+    # one response per case: nothing to keep together, Wilson's interval
+    single = triage_metrics(gold, pred, CAREBENCH_ORDER, clusters=list(range(50)))
+    assert single["over_triage"].interval == WILSON
+    assert clustered["macro_f1"].interval == CASE_BOOTSTRAP
+
+
+def test_the_leaderboard_and_the_mappers_shares_resample_cases_and_say_so(demo):
+    import json
+
+    from labels.compare import triage_comparison
+    from labels.report import triage_json
+    from labels.triage import CASE_BOOTSTRAP, WILSON_CASES
+
+    report = triage_comparison(demo, n_boot=200, seed=1)
+    x = report.labellings[0]
+    for metrics in [*x.metrics.values(), *report.mapper_triage.values()]:
+        for key in ("over_triage", "under_triage", "missed_care"):
+            if metrics[key].value is not None:
+                assert metrics[key].interval in (CASE_BOOTSTRAP, WILSON_CASES)
+                assert metrics[key].clusters > 1
+    method = json.loads(triage_json(report))["provenance"]["interval"]
+    assert "bootstrap resampling whole cases (200 resamples, seed 1)" in method
+
+
+def test_a_clustered_share_of_none_takes_wilson_on_the_cases_and_warns_when_few():
+    """0 over-triaged of 50 responses in 10 cases: every resample says 0, an interval of no
+    width; Wilson's on the 10 cases says how far it could be instead, and that 10 is few."""
+    from labels.intervals import wilson_interval
+    from labels.triage import WILSON_CASES
+
+    gold = [A0, B0, A1, B1, A0] * 10
+    cases = [i // 5 for i in range(50)]
+    m = triage_metrics(gold, gold, CAREBENCH_ORDER, clusters=cases, n_boot=200)
+    over = m["over_triage"]
+    assert (over.count, over.value, over.interval) == (0, 0.0, WILSON_CASES)
+    assert (over.ci_low, over.ci_high) == pytest.approx(wilson_interval(0, 10))
+    assert any("only 10 cases" in w for w in over.warnings)
+    # urgent false negatives: only the 10 responses with urgent gold, one per case
+    ufn = m["urgent_false_negative"]
+    assert (ufn.ci_low, ufn.ci_high) == pytest.approx(wilson_interval(0, 10))
+    # macro-F1 of a perfect reading: no width, and said
+    assert any("no width" in w for w in m["macro_f1"].warnings)
+
+
+def test_the_triage_text_and_json_say_when_an_interval_rests_on_few_cases(store):
+    import json
+
+    from labels.compare import triage_comparison
+    from labels.compare.text import format_triage_text
+    from labels.report import triage_json
+    from tests.test_leaderboard import study
+
+    study(store, clinician_prefixes=range(12))  # 6 cases
+    report = triage_comparison(store, n_boot=100)
+    text = format_triage_text(report)
+    assert "m2, macro-F1 interval: only 6 cases: below 20" in text
+    assert "  warning: only 6 cases: below 20" in text  # under the mapper's shares
+    data = json.loads(triage_json(report))
+    m2 = data["labellings"][0]["metrics"]["m2"]
+    assert any("only 6 cases" in w for w in m2["over_triage"]["warnings"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -188,21 +189,54 @@ def versions_figure(report: MachineReport) -> go.Figure:
 
 
 def pairwise_figure(matrix: PairwiseMatrix) -> go.Figure:
+    """Each pair of raters' coefficient and its n; a cell whose interval means little
+    (too few shared units, no width: ``labels.intervals.interval_warnings``) is marked
+    with * and the note under the figure says why."""
     names = [text(r, 40) for r in matrix.raters]
     z, labels = [], []
     for row in matrix.cells:
         z.append([c.value if c is not None and c.value is not None else None for c in row])
-        labels.append(["" if c is None else (f"—<br>n={c.n}" if c.value is None else
-                                             f"{c.value:.2f}<br>n={c.n}") for c in row])
+        cells = []
+        for c in row:
+            if c is None:
+                cells.append("")
+            elif c.value is None:
+                cells.append(f"—<br>n={c.n}")
+            else:
+                mark = "*" if c.warnings else ""
+                cells.append(f"{c.value:.2f}{mark}<br>n={c.n}{mark}")
+        labels.append(cells)
     fig = go.Figure(go.Heatmap(
         z=z, x=names, y=names, text=labels, texttemplate="%{text}", colorscale="Blues",
         zmin=min([0.0] + [v for row in z for v in row if v is not None]), zmax=1,
         hoverinfo="skip", xgap=2, ygap=2,
         colorbar=dict(title=text(matrix.name, 30)),
     ))
-    fig.update_layout(**LAYOUT, height=140 + 70 * len(names),
-                      yaxis=dict(autorange="reversed"))
+    layout = dict(LAYOUT, height=140 + 70 * len(names))
+    if note := pairwise_small_note(matrix):
+        lines = textwrap.wrap(text(note, 400), 110)
+        layout["margin"] = dict(LAYOUT["margin"], b=20 + 18 * len(lines))
+        fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=-0.02,
+                           xanchor="left", yanchor="top", showarrow=False, align="left",
+                           font=dict(size=12))
+        layout["height"] += 18 * len(lines)
+    fig.update_layout(**layout, yaxis=dict(autorange="reversed"))
     return fig
+
+
+def pairwise_small_note(matrix: PairwiseMatrix) -> str | None:
+    """The words under the pairwise heatmap when a cell's interval means little (None when
+    none does): how many pairs, and the first such cell's warnings."""
+    flagged = [(a, b, c) for i, (a, row) in enumerate(zip(matrix.raters, matrix.cells,
+                                                          strict=True))
+               for b, c in zip(matrix.raters[i + 1:], row[i + 1:], strict=True)
+               if c is not None and c.value is not None and c.warnings]
+    if not flagged:
+        return None
+    a, b, c = flagged[0]
+    pairs = "1 pair" if len(flagged) == 1 else f"{len(flagged)} pairs"
+    return (f"* {pairs} rest on too little to mean much on their own, e.g. {a} and {b}: "
+            + "; ".join(c.warnings))
 
 
 def ranking_figure(report: TriageReport, key: str = "macro_f1") -> go.Figure:

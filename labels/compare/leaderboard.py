@@ -391,13 +391,14 @@ def triage_comparison(
     _correlations(report)
     if MAJORITY in readers:
         truth = read[MAJORITY]
+        case_of = {r.uid: r.case for r in responses}
         for reader in readers:
             if reader == MAJORITY:
                 continue
             both = [uid for uid in sorted(truth) if uid in read[reader]]
             report.mapper_triage[reader] = triage_metrics(
                 [truth[u] for u in both], [read[reader][u] for u in both], order,
-                n_boot=n_boot, seed=seed)
+                n_boot=n_boot, seed=seed, clusters=[case_of.get(u, u) for u in both])
     report.notes = list(dict.fromkeys(notes))
     add_ppi_column(store, report)
     return report
@@ -507,18 +508,22 @@ def _score_labelling(reference, reader, ref, said, responses, direct, scoped, or
                   sum(c.scored for c in cover.values()), cover, wrong, sources)
     models = list(metrics)
     if len(models) >= 2 and rank_by != "coverage":
-        case_ids = sorted({c for m in models for *_, c, _ in rows[m]})
-        index = {c: i for i, c in enumerate(case_ids)}
+        # Per prefix (each model's responses to it), each prefix in its case: a pair of
+        # models is compared on the prefixes both were scored on, resampled by case.
+        case_of = {prefix: c for m in models for *_, c, prefix in rows[m]}
+        prefixes = sorted(case_of)
+        index = {p: i for i, p in enumerate(prefixes)}
         k = len(order)
-        tables = np.zeros((len(case_ids), len(models), k, k + 1))
+        tables = np.zeros((len(prefixes), len(models), k, k + 1))
         correct: dict[str, dict[str, bool]] = {}
         for j, m in enumerate(models):
             mine = rows[m]
             unit_tables = triage_tables([g for g, *_ in mine], [p for _, p, *_ in mine], order)
-            np.add.at(tables, ([index[c] for *_, c, _ in mine], j), unit_tables)
+            np.add.at(tables, ([index[p] for *_, p in mine], j), unit_tables)
             correct[m] = {prefix: g == p for g, p, _, prefix in mine if p is not None}
         x.paired = paired_comparison(tables, models, order, rank_by, correct=correct,
-                                     n_boot=n_boot, seed=seed, unit_name="cases")
+                                     clusters=[case_of[p] for p in prefixes],
+                                     n_boot=n_boot, seed=seed)
     return x
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from labels.agreement import Coefficient
 from labels.compare.leaderboard import TriageReport, ppi_column_lines
 from labels.compare.pairs import ComparisonReport
+from labels.triage import INTERVAL_METHOD
 
 
 def number(value: float | None, digits: int = 2) -> str:
@@ -179,7 +180,8 @@ def paired_lines(x) -> list[str]:
              + ", ".join(f"{m} {share_text(v)}" for m, v in p.rank_probability.items()) + ")"]
     for d in p.pairs:
         diff = "—" if d.difference is None else f"{d.difference:+.2f}"
-        line = f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}): {d.verdict}"
+        line = (f"  {d.a} minus {d.b}: {diff} (95% CI {interval(d.ci_low, d.ci_high)}; on the "
+                f"{d.n_units} prefixes in {d.n_cases} cases both were scored on): {d.verdict}")
         if d.mcnemar_p is not None:
             line += (f"; accuracy, McNemar's exact p = {d.mcnemar_p:.3f} ({d.discordant[0]} "
                      f"vs {d.discordant[1]} discordant prefixes)")
@@ -211,6 +213,8 @@ def format_triage_text(report: TriageReport) -> str:
         for m, wrong in x.missing_as_wrong.items():
             lines.append(f"  {m}, missing predictions counted against it: " + ", ".join(
                 f"{k} {number(v.value)}" for k, v in wrong.items()))
+        lines += [f"  {m}, macro-F1 interval: {w}" for m in x.metrics
+                  for w in x.metrics[m]["macro_f1"].warnings]
         lines += paired_lines(x)
     if report.correlations:
         lines += ["", f"Rank agreement with the baseline ranking ({report.rank_by})"]
@@ -231,7 +235,8 @@ def format_triage_text(report: TriageReport) -> str:
 
         lines.append(f"\n{mapper} against the clinicians' reading: over-triage {share(over)}; "
                      f"under-triage {share(under)}")
+        lines += [f"  warning: {w}" for w in dict.fromkeys((*over.warnings, *under.warnings))]
     lines += ppi_column_lines(report.ppi)
     lines += [f"Note: {n}" for n in report.notes]
-    lines.append(f"\nBootstrap: {report.n_boot} resamples of cases, seed {report.seed}.")
+    lines.append("\n" + INTERVAL_METHOD.format(n_boot=report.n_boot, seed=report.seed) + ".")
     return "\n".join(lines).strip()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -41,6 +42,7 @@ from review.reviewing.criteria import (
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
 from review.reviewing.queue import QueueFilter, queue_progress
 from review.reviewing.reveals import record_reveal
+from review.team.access import role_may
 from review.team.reviewers import Reviewer
 from review.text import safe_markdown
 from store import Store, utcnow
@@ -76,13 +78,30 @@ def reveal_cutoff(item_kind: str | None, now: datetime | None = None) -> str:
         timespec="microseconds")
 
 
+WITHDRAWN = "withdrawn_before_reveal"
+"""In a withdrawal's `extra`: the id of the answer it withdrew within its undo
+window (Z), before anything was shown. That answer stays in the record,
+superseded; it revealed nothing, so it counts for no reveal (`not_withdrawn`)."""
+WITHDRAWN_REASON = "Withdrawn before its labels were shown (undo)"
+
+
+def not_withdrawn(alias: str) -> str:
+    """SQL: the answer `alias` was not withdrawn before its reveal (`WITHDRAWN`)."""
+    return (f"NOT EXISTS (SELECT 1 FROM annotations w WHERE w.item_id = {alias}.item_id"
+            f" AND w.question_id = {alias}.question_id AND w.rater_id = {alias}.rater_id"
+            f" AND w.target = {alias}.target AND w.supersedes_id = {alias}.id"
+            f" AND json_extract(w.extra, '$.{WITHDRAWN}') IS NOT NULL)")
+
+
 def own_answer_revealed(store: Store, reviewer_id: int, item_id: int, question_id: int,
                         item_kind: str | None) -> bool:
     """Whether the reviewer's own answer to this question of the item has had
-    its reveal due: one given (not a skip) at least the undo window ago."""
+    its reveal due: one given (not a skip) at least the undo window ago, and
+    not withdrawn within it."""
     return store.scalar(
-        "SELECT 1 FROM annotations WHERE item_id = ? AND question_id = ? AND rater_id = ?"
-        " AND target = '' AND status != 'skipped' AND created_at <= ? LIMIT 1",
+        "SELECT 1 FROM annotations a WHERE a.item_id = ? AND a.question_id = ? AND a.rater_id = ?"
+        " AND a.target = '' AND a.status != 'skipped' AND a.created_at <= ? AND "
+        + not_withdrawn("a") + " LIMIT 1",
         (item_id, question_id, reviewer_id, reveal_cutoff(item_kind))) is not None
 
 
@@ -95,9 +114,9 @@ def reveal_wait(store: Store, reviewer_id: int, item_id: int, question_id: int |
     if mode != REVEAL_AFTER_COMMIT or question_id is None or item_kind not in LABEL_KINDS:
         return 0.0
     first = store.scalar(
-        "SELECT MIN(created_at) FROM annotations WHERE item_id = ? AND question_id = ?"
-        " AND rater_id = ? AND target = '' AND status != 'skipped'",
-        (item_id, question_id, reviewer_id))
+        "SELECT MIN(a.created_at) FROM annotations a WHERE a.item_id = ? AND a.question_id = ?"
+        " AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped' AND "
+        + not_withdrawn("a"), (item_id, question_id, reviewer_id))
     if first is None:
         return 0.0
     due = datetime.fromisoformat(first) + timedelta(seconds=reveal_delay(item_kind))
@@ -164,6 +183,33 @@ class Sight:
     """Asked without an item: shown, and the opening is to be recorded
     (`open_labels`) before the labels are: it is not recorded yet."""
 
+    @property
+    def model_hidden(self) -> bool:
+        """Whether the reviewer is kept blind to which model made the item: its
+        labels are held back, so its name, and ids that name it (`..::aster-7b`),
+        are not shown (`names.ItemName.shown_ids`); where the labels are shown
+        (a researcher, a reveal) the ids are."""
+        return not self.shown
+
+    def seen_while_answering(self, question_ids: Iterable[int],
+                             reference_on_screen: bool = False) -> frozenset[int]:
+        """Of an agent run's or graded conversation's questions, those answered
+        with labels on screen (`seen_while_answering`)."""
+        return seen_while_answering(self.mode, self.verdicts, question_ids,
+                                    reference_on_screen and self.reference_shown)
+
+
+def seen_while_answering(mode: str, verdicts: Mapping[int, object], question_ids: Iterable[int],
+                         reference_on_screen: bool = False) -> frozenset[int]:
+    """The questions of an agent run or graded conversation whose answers are
+    given with labels on screen, so recorded after a reveal: every one when
+    the labels are shown up front (`suggest`) or a reference answer is on the
+    page (`reference_on_screen`), else those whose judges' verdicts are shown
+    (`verdicts`, by question: `Sight.verdicts`)."""
+    if mode == SUGGEST or reference_on_screen:
+        return frozenset(question_ids)
+    return frozenset(q for q in question_ids if q in verdicts)
+
 
 ITEM_NOUNS = {"trajectory": "agent run", "graded_conversation": "graded conversation"}
 VERDICTS_HELD = "Judges' verdicts stay hidden under this review's blinding."
@@ -171,10 +217,12 @@ LABELS_HELD = "Reference and machine labels stay hidden until you answer."
 PREFIX_GOLD = "The prefix's gold label (what the response should have done)"
 
 
-def what_reviewer_sees(store: Store, reviewer_id: int, item_id: int | None = None, *,
+def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | None = None, *,
                        round_id: int | None = None, mode: str = DEFAULT_MODE) -> Sight:
     """The blinding decision for this reviewer: on one item, or (`item_id`
-    None) on a screen that shows every rater's labels.
+    None) on a screen that shows every rater's labels. `reviewer_id` None: a
+    visitor who has chosen no name (local mode), asked only about a screen
+    (`visitor_sight`); they answer nothing before choosing one.
 
     On an item: the mode is the round's when a review round (`round_id`)
     holds the item, else `mode` (the screen's), or blind where a fully blind
@@ -182,6 +230,10 @@ def what_reviewer_sees(store: Store, reviewer_id: int, item_id: int | None = Non
     a prefix's or response's labels (`reveal_reference_labels`), a case's
     earlier rounds' gold (`earlier_round_golds`), an agent run's or graded
     conversation's verdicts (`revealed_verdicts`), or why they are held back."""
+    if reviewer_id is None:
+        if item_id is not None:
+            raise ValueError("a visitor with no name is shown no item to answer")
+        return visitor_sight(store)
     if item_id is None:
         return _screen_sight(store, reviewer_id)
     head = item_header(store, item_id)
@@ -246,7 +298,7 @@ def _screen_sight(store: Store, reviewer_id: int) -> Sight:
     opened = labels_opened(store, reviewer_id)
     fresh = opened is None or any(o < m for o, m in zip(opened, mark, strict=True))
     role = store.scalar("SELECT role FROM raters WHERE id = ?", (reviewer_id,))
-    if role != "reviewer":
+    if role_may(role, "labels_unasked"):
         left = blind_work_left(store, reviewer_id, after=opened) if fresh else 0
         return Sight(DEFAULT_MODE, True, unanswered=left, covers=mark, record=fresh)
     left = blind_work_left(store, reviewer_id, after=opened)
@@ -264,6 +316,35 @@ def _screen_sight(store: Store, reviewer_id: int) -> Sight:
                  "This screen shows every rater's labels: the gold labels, the mapper's and the "
                  f"judges'. {waiting}; seeing their labels first would unblind it.",
                  unanswered=left, covers=mark)
+
+
+VISITOR_HELD = ("This screen shows other raters' labels (the gold labels, the mapper's and the "
+                "judges'); your answers on these items will no longer count as blind. You have "
+                "not chosen a name: the name you choose next is recorded as having seen them.")
+
+
+def visitor_sight(store: Store) -> Sight:
+    """A screen of every rater's labels asked by a visitor with no name (local
+    mode, nobody chosen in the sidebar): never shown without the gate, since
+    whoever they turn out to be may still owe blind answers; a choice to see
+    them is kept by the page until a name is chosen, then recorded against it
+    (`adopt_visitor_opening`)."""
+    return Sight(DEFAULT_MODE, False, VISITOR_HELD, covers=labels_mark(store), record=True)
+
+
+def adopt_visitor_opening(store: Store, reviewer: Reviewer, screen: str,
+                          covered: tuple[int, int, int]) -> bool:
+    """A visitor who saw every rater's labels (covering `covered`, a
+    `labels_mark`) before choosing a name has now chosen `reviewer`: the
+    opening is recorded against them (`open_labels`), so their later answers
+    on those items are not recorded as blind. Nothing is recorded when a
+    choice of theirs already covers it. True when recorded."""
+    opened = labels_opened(store, reviewer.id)
+    if opened is not None and all(o >= c for o, c in zip(opened, covered, strict=True)):
+        return False
+    mark = tuple(max(o, c) for o, c in zip(opened or covered, covered, strict=True))
+    open_labels(store, reviewer, screen, blind_work_left(store, reviewer.id, after=opened), mark)
+    return True
 
 
 # -- its parts: prefixes and responses -------------------------------------------------
@@ -348,7 +429,7 @@ def later_rounds_owed(store: Store, reviewer_id: int, prefix_id: int) -> list[in
         " WHERE i.id = ? AND i.kind = 'prefix' AND i.case_id IS NOT NULL"
         " AND NOT EXISTS (SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
         " WHERE a.item_id = later.id AND a.rater_id = ? AND a.target = ''"
-        " AND a.status != 'skipped' AND q.item_id IS NULL)"
+        " AND a.status != 'skipped' AND q.item_id IS NULL AND " + not_withdrawn("a") + ")"
         " ORDER BY later.round_id", (prefix_id, reviewer_id))]
 
 
@@ -404,7 +485,7 @@ def prefix_answered(store: Store, reviewer_id: int, prefix_id: int,
     return store.scalar(
         "SELECT 1 FROM annotations a JOIN questions q ON q.id = a.question_id"
         " WHERE a.item_id = ? AND a.rater_id = ? AND a.target = '' AND a.status != 'skipped'"
-        " AND q.item_id IS NULL AND a.created_at <= ? LIMIT 1",
+        " AND q.item_id IS NULL AND a.created_at <= ? AND " + not_withdrawn("a") + " LIMIT 1",
         (prefix_id, reviewer_id, reveal_cutoff("prefix") if revealed else "9999")) is not None
 
 

@@ -32,12 +32,16 @@ from review.reviewing.answers import normalise_value
 from review.reviewing.blinding import (
     DEFAULT_MODE,
     REVEAL_AFTER_COMMIT,
+    WITHDRAWN,
+    WITHDRAWN_REASON,
     labels_opened,
     labels_visible,
     later_rounds_owed,
+    not_withdrawn,
     own_answer_revealed,
     phase_for_commit,
     reveal_cutoff,
+    reveal_wait,
 )
 from review.reviewing.criteria import (
     is_reviewed,
@@ -48,7 +52,7 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.drafts import clear_draft
 from review.team.reviewers import Reviewer
-from review.team.rounds import claim_answer_slot, complete_review
+from review.team.rounds import WITHDRAWAL, claim_answer_slot, complete_review
 from review.team.settlements import (
     ADJUDICATED,
     REOPENED,
@@ -168,7 +172,8 @@ def write_answers(store: Store, conn: Any, author: Clinician | Settler, item_id:
     clinician = isinstance(author, Clinician)
     if clinician and round_id is not None and not claim_answer_slot(
             conn, round_id, item_id, author.reviewer.id,
-            [a.status for a in answers if a.target == ""]):
+            [WITHDRAWAL if (a.extra or {}).get(WITHDRAWN) else a.status
+             for a in answers if a.target == ""]):
         late, round_id = round_id, None
     ids = [_write(store, conn, author, item_id, answer, round_id, late) for answer in answers]
     if clinician:
@@ -246,6 +251,7 @@ def _labels_seen_before(store: Store, conn: Any, reviewer: Reviewer, item_id: in
         " AND a.target = '' AND a.status != 'skipped'"
         " AND coalesce(json_extract(a.extra, '$.blinding'), '') != 'blind'"
         " AND a.created_at <= ?4"  # its reveal was due (the undo window had passed)
+        " AND " + not_withdrawn("a") +  # and it was not withdrawn within it (Z)
         " AND (a.item_id = ?3 OR a.item_id IN (SELECT s.id FROM items s JOIN items i"
         " ON i.parent_id = s.parent_id WHERE i.id = ?3 AND i.kind = 'trajectory'"
         " AND s.kind = 'trajectory')) LIMIT 1",
@@ -353,6 +359,37 @@ def skip_item(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
         raise ValueError("say why you skip this item")
     return commit_answer(store, reviewer, item_id, question_id, None, status="skipped",
                          rationale=reason.strip(), **kw)
+
+
+def withdraw_before_reveal(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
+                           *, mode: str = DEFAULT_MODE, round_id: int | None = None) -> int | None:
+    """Undo (Z) within the undo window: the reviewer's answer in force is
+    withdrawn before its labels were shown. The withdrawal is a new answer
+    (status skipped, `WITHDRAWN_REASON`) that supersedes it and names it
+    (`WITHDRAWN` in its extra); the answer stays in the record and counts for
+    no reveal, so a new answer after it is still blind. Returns the
+    withdrawal's id, or None when there is nothing to withdraw before a reveal:
+    no answer in force, or its labels are due already (a change is then an
+    answer after the reveal, as ever)."""
+    with store.transaction() as conn:
+        prev = conn.execute(
+            "SELECT id, status FROM annotations WHERE item_id = ? AND question_id = ?"
+            " AND rater_id = ? AND target = '' ORDER BY id DESC LIMIT 1",
+            (item_id, question_id, reviewer.id)).fetchone()
+        if prev is None or prev["status"] == "skipped":
+            return None
+        if reveal_wait(store, reviewer.id, item_id, question_id, _kind(conn, item_id), mode) <= 0:
+            return None
+        return write_answers(store, conn, Clinician(reviewer, mode, round_id, None, "app"),
+                             item_id, [AnswerSpec(question_id, None, "skipped", WITHDRAWN_REASON,
+                                                  extra={WITHDRAWN: prev["id"]})])[0]
+
+
+def is_withdrawal(store: Store, annotation_id: int) -> bool:
+    """Whether this answer is a withdrawal before the reveal (`withdraw_before_reveal`)."""
+    return store.scalar(
+        f"SELECT json_extract(extra, '$.{WITHDRAWN}') IS NOT NULL FROM annotations WHERE id = ?",
+        (annotation_id,)) == 1
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,42 @@ class ItemName:
     """For researchers: the item's id, the model, the case and the dataset."""
     model_letter: str | None = None
     """The model's letter ("B"), for items one model made."""
+    uid: str = ""
+    """The item's id, as its dataset names it (it may name the model: `..::aster-7b`)."""
+    opaque: str = ""
+    """An id for the address and details that names no model (`opaque_uid`)."""
+    blind_details: str = ""
+    """`details` without the item's id and model: for a reviewer kept blind to
+    which model made it (`shown_ids`)."""
+
+    def shown_ids(self, model_hidden: bool) -> tuple[str, str]:
+        """(the id for the address, the details line): the item's own, or, where
+        the reviewer is kept blind to the model (`Sight.model_hidden`) and its id
+        would name it, the opaque id and the details without id and model."""
+        if model_hidden and self.model_letter is not None:
+            return self.opaque, self.blind_details
+        return self.uid, self.details
+
+
+OPAQUE = "item-"
+"""How an opaque id starts: `item-1234`, the item's number in this database."""
+
+
+def opaque_uid(item_id: int) -> str:
+    """An id for an item that says nothing of it (not its model): for the
+    address and the details line of a reviewer blind to the model."""
+    return f"{OPAQUE}{item_id}"
+
+
+def item_in_address(store: Store, text: str, kind: str | None = None) -> int | None:
+    """The item an address names: by its id (`uid`), or by an opaque id (`opaque_uid`)."""
+    found = store.scalar("SELECT id FROM items WHERE uid = ?" + (" AND kind = ?" if kind else ""),
+                         (text, kind) if kind else (text,))
+    if found is None and text.startswith(OPAQUE) and text[len(OPAQUE):].isdigit():
+        found = store.scalar("SELECT id FROM items WHERE id = ?" + (" AND kind = ?" if kind else ""),
+                             (int(text[len(OPAQUE):]), kind) if kind else
+                             (int(text[len(OPAQUE):]),))
+    return found
 
 
 _ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id, i.round_id,"
@@ -121,6 +157,9 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
         facts.append(f"case {case_id}")
     facts += [x for x in (row["split"], row["dataset"]) if x]
     details = " · ".join(facts)
+    ids = {"uid": row["uid"], "opaque": opaque_uid(row["id"]),
+           "blind_details": " · ".join([f"id {opaque_uid(row['id'])}"] + [
+               x for x in (row["split"], row["dataset"]) if x])}
     if kind in ("prefix", "response"):
         conversation = f"Conversation {number}" if number else "A conversation"
         said = row["round_id"] or _turns(store, row)
@@ -128,15 +167,15 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
             else conversation
         if kind == "prefix":
             subject = f"The patient's {ordinal(said)} message" if said else "The patient's message"
-            return ItemName(place, subject, place, details)
+            return ItemName(place, subject, place, details, **ids)
         subject = f"Model {mark}'s reply" if mark else "The reply"
         return ItemName(f"{subject} to {place[0].lower()}{place[1:]}", subject, place, details,
-                        mark)
+                        mark, **ids)
     if kind == "trajectory":
         place = f"Case {number}" if number else "A case"
         subject = f"Agent run {mark}" if mark else "The agent run"
         return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
-                        mark)
+                        mark, **ids)
     if kind == "graded_conversation":
         place = f"Conversation {number}" if number else "A conversation"
         if row["parent_id"] is None:
@@ -144,8 +183,8 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
         else:
             subject = f"Model {mark}'s completion" if mark else "The completion"
         return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
-                        mark)
-    return ItemName(row["uid"], row["uid"], row["uid"], details)
+                        mark, **ids)
+    return ItemName(row["uid"], row["uid"], row["uid"], details, **ids)
 
 
 def _turns(store: Store, row) -> int:

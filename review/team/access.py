@@ -71,8 +71,15 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
     Action("edit_codebook", "edit a label's wording (a new codebook version)", ADMINS, ADMINS,
            "Codebook"),
     Action("adjudicate", "settle disagreements", ADJUDICATORS, ADJUDICATORS, "Adjudicate"),
-    Action("manage_rounds", "create review rounds", ADMINS, ADMINS, "Rounds and people"),
+    # Not asked before the labels show (their opening is recorded all the same:
+    # review.reviewing.blinding).
+    Action("labels_unasked", "see the machine and reference labels without being asked first",
+           ADJUDICATORS, ADJUDICATORS, "Review, Browse, Agreement"),
+    Action("manage_rounds", "create review rounds and name their reviewers", ADMINS, ADMINS,
+           "Rounds and people"),
     Action("grant_roles", "grant roles", ADMINS, ADMINS, "Rounds and people"),
+    Action("study_settings", "change what the study allows", ADMINS, ADMINS,
+           "Rounds and people, Browse"),
     Action("import", "import files", ADMINS, EVERYONE, "Data; `carelens import`"),
     Action("replace_answers", "replace answers in force of raters who exist, by import",
            ADMINS, EVERYONE, "`carelens import --replace`"),
@@ -106,6 +113,23 @@ def require(reviewer: Reviewer | None, action: str, *, server: bool) -> None:
            if roles == ADJUDICATORS else "someone signed in")
     where = " on this server" if server and roles != (rule.local) else ""
     raise NotAllowed(f"only {who} may {rule.words}{where}")
+
+
+def may(reviewer: Reviewer | None, action: str) -> bool:
+    """Whether `reviewer` may do `action`, one of the team's own work whose rule is
+    the same in both modes (adjudicating, rounds, roles, the codebook, the study's
+    settings). Somebody must be named for it: the operator at the command line
+    (None) may not. Raises ValueError for an action whose rule depends on the mode
+    (ask `allowed` with `server`)."""
+    rule = MATRIX[action]
+    if rule.server != rule.local:
+        raise ValueError(f"who may {rule.words} depends on the mode: use allowed(..., server=)")
+    return reviewer is not None and reviewer.role in rule.server
+
+
+def role_may(role: str | None, action: str) -> bool:
+    """`may` for a rater's role as stored (None: a reviewer's)."""
+    return may(Reviewer(-1, "", role or "reviewer"), action)
 
 
 def reads_everything(reviewer: Reviewer | None, *, server: bool) -> bool:

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
+from review.team.access import may
 from review.team.reviewers import PEOPLE, Reviewer
 from store import Store
 
@@ -39,7 +40,7 @@ def audit_entries(store: Store, actor: str | None = None, action: str | None = N
     every answer's value and rationale, which a reviewer must not read before
     giving their own (adjudicators and admins see the whole log)."""
     clauses, params = [], []
-    if viewer is not None and viewer.role not in ("adjudicator", "admin"):
+    if viewer is not None and not may(viewer, "audit_log"):
         clauses.append("actor = ?")
         params.append(viewer.name)
     for column, value in (("actor", actor), ("action", action)):

@@ -36,7 +36,8 @@ from codebook import NO_ERROR, STEP_CODEBOOK, STEP_ERROR_QUESTION, Codebook, bui
 from review.reviewing.answers import normalise_value
 from review.reviewing.commit import AnswerSpec, Settler, reopen_broken, write_answers
 from review.reviewing.criteria import step_count
-from review.team.reviewers import Reviewer, can_adjudicate
+from review.team.access import may
+from review.team.reviewers import Reviewer
 from review.team.settlements import (
     ADJUDICATED,
     ELSEWHERE,
@@ -86,7 +87,7 @@ class AnswersChanged(AdjudicationError):
 
 def _require_adjudicator(reviewer: Reviewer, doing: str) -> None:
     """Only adjudicators and admins see every clinician's answers and settle them."""
-    if not can_adjudicate(reviewer):
+    if not may(reviewer, "adjudicate"):
         raise AdjudicationError(f"only an adjudicator or an admin can {doing}")
 
 

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 
 from codebook import Codebook, CodebookError, builtin_codebooks, parse_codebook
-from review.team.reviewers import Reviewer, is_admin
+from review.team.access import may
+from review.team.reviewers import Reviewer
 from store import Store, to_json, utcnow
 
 EDITABLE = ("short", "definition", "rules", "example")
@@ -86,7 +87,7 @@ def edit_label(store: Store, admin: Reviewer, key: str, code: str, changes: dict
     never dropped and two saves never take the same number. An edit that
     changes nothing is refused: it would make a version that differs in name only.
     """
-    if not is_admin(admin):
+    if not may(admin, "edit_codebook"):
         raise CodebookError("only an admin can edit the codebook")
     if not note.strip():
         raise CodebookError("say what changed and why (the change note)")

@@ -10,13 +10,18 @@ unique only together with its issuer. Nothing else is an identity:
   exactly: `ADMIN@example.org` is not `admin@example.org`;
 - a `sub` that looks like an e-mail is just a subject;
 - the display name (`name`) only names the rater, and never a name the system
-  uses (`review.team.reviewers.reserved_name`) nor one another rater has: the
-  person then gets a name of their own.
+  uses (`review.team.reviewers.reserved_name`) nor one a screen would show
+  like another rater's (capitals, spaces, invisible or look-alike characters:
+  `review.team.reviewers.look_alike`): the person then gets a name of their
+  own, and the sign-in's audit entry says why (`name_refused`). Another
+  rater's very name gets a number: `Ada Admin (2)`.
 
 Admins are named in configuration (`CARELENS_ADMINS`, or `admins` in the
 `[carelens]` section of Streamlit's secrets): each entry is `ISSUER#SUBJECT`
 (an issuer is a URL without a fragment, so the first `#` splits them) or a
-verified e-mail. A person listed there is an admin from their first sign-in;
+verified e-mail. A person listed there is an admin from their first sign-in,
+and no longer one from their first request after they are taken off it (the
+role derives from the configuration, not from a flag kept in the database);
 everyone else starts as a reviewer until an admin grants more. Nobody becomes
 admin by signing in first.
 """
@@ -29,10 +34,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.team.reviewers import Reviewer, reserved_name
+from review.team.reviewers import Reviewer, all_rater_names, look_alike, reserved_name
 from store import Store, utcnow
 
 ADMINS_ENV = "CARELENS_ADMINS"
+
+LAPSED_TO = "reviewer"
+"""The role of an admin taken off the configuration's list, at their next request
+(an admin may grant them another)."""
 
 
 @dataclass(frozen=True)
@@ -147,30 +156,44 @@ def find_signed_in(store: Store, identity: Identity) -> Reviewer | None:
     return _reviewer(row) if row else None
 
 
-def _name_for(conn, identity: Identity) -> str:
-    """A rater name for a new person: their display name unless the system uses
-    it or another rater has it (in any capitals), else one of their own."""
+def _name_for(conn, identity: Identity) -> tuple[str, str | None]:
+    """A rater name for a new person, and why their display name was refused (None
+    if it was not): their display name unless the system uses it or a screen would
+    show it like another rater's name (capitals, spaces, invisible or look-alike
+    characters: `review.team.reviewers.look_alike`), else one of their own."""
     base = " ".join((identity.display_name or "").split())
-    if not base or reserved_name(None, base) is not None:
+    refused = None
+    if base:
+        reason = reserved_name(None, base)
+        twin = look_alike(base, all_rater_names(conn)) if reason is None else None
+        if reason is not None:
+            refused = f"display name {base!r} refused: {reason}"
+        elif twin is not None:
+            refused = (f"display name {base!r} refused: a screen would show it like the rater"
+                       f" {twin!r}'s")
+    if not base or refused is not None:
         base = f"Reviewer {hashlib.sha256(identity.key.encode()).hexdigest()[:8]}"
     name, n = base, 1
-    while conn.execute("SELECT 1 FROM raters WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
+    names = all_rater_names(conn)
+    while name in names or look_alike(name, names) is not None:
         n += 1
         name = f"{base} ({n})"
-    return name
+    return name, refused
 
 
 def reviewer_for_identity(store: Store, identity: Identity,
                           admins: Admins | None = None) -> Reviewer:
-    """The reviewer behind a sign-in, made at their first one. A person named in
-    `admins` is an admin (made so at this sign-in if they were not; audited);
-    anyone else new is a reviewer. An account made before identities were keyed
+    """The reviewer behind a sign-in, made at their first one. On a server the
+    admins are those `admins` names, at every sign-in and request: a person named
+    there is an admin (made so now if they were not; audited); an admin no longer
+    named there is an admin no more (`LAPSED_TO`; audited `admin_lapsed`), however
+    they became one; anyone else new is a reviewer. An account made before identities were keyed
     on the issuer and subject (`raters.login`) is theirs when their verified
     e-mail is exactly its login."""
     admins = admins or Admins()
     wanted_admin = identity in admins
     known = find_signed_in(store, identity)
-    if known is not None and (known.role == "admin" or not wanted_admin) \
+    if known is not None and (known.role == "admin") == wanted_admin \
             and not _email_changed(store, known, identity):
         return known
     with store.transaction() as conn:
@@ -181,7 +204,7 @@ def reviewer_for_identity(store: Store, identity: Identity,
         if row is None and identity.email is not None:
             row = _link_earlier_account(store, conn, identity)
         if row is None:
-            name = _name_for(conn, identity)
+            name, refused = _name_for(conn, identity)
             role = "admin" if wanted_admin else "reviewer"
             cur = conn.execute(
                 "INSERT INTO raters (name, kind, role, login_issuer, login_subject, login_email,"
@@ -190,7 +213,7 @@ def reviewer_for_identity(store: Store, identity: Identity,
             store.audit(name, "sign_in_first", "raters", cur.lastrowid, None,
                         {"name": name, "role": role, "issuer": identity.issuer,
                          "subject": identity.subject, "email": identity.email,
-                         "display_name": identity.display_name,
+                         "display_name": identity.display_name, "name_refused": refused,
                          "admin_from": "configuration" if wanted_admin else None})
         else:
             if row["login_email"] != identity.email:
@@ -200,6 +223,13 @@ def reviewer_for_identity(store: Store, identity: Identity,
                 conn.execute("UPDATE raters SET role = 'admin' WHERE id = ?", (row["id"],))
                 store.audit(row["name"], "admin_from_configuration", "raters", row["id"],
                             {"role": row["role"]}, {"role": "admin"})
+            elif not wanted_admin and row["role"] == "admin":
+                conn.execute(f"UPDATE raters SET role = '{LAPSED_TO}' WHERE id = ?",
+                             (row["id"],))
+                store.audit(row["name"], "admin_lapsed", "raters", row["id"],
+                            {"role": "admin"},
+                            {"role": LAPSED_TO, "why": f"no longer named in {ADMINS_ENV} nor"
+                             " in the secrets' admins"})
     found = find_signed_in(store, identity)
     assert found is not None
     return found

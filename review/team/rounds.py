@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
+from review.team.access import may
 from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import PEOPLE, Reviewer
 from store import Store, from_json, to_json, utcnow
@@ -102,13 +103,20 @@ def label_questions(store: Store) -> dict[str, str]:
         RUBRIC_KINDS)}
 
 
+NEEDED = ("(ri.answers_needed - COALESCE((SELECT SUM(d.places) FROM round_redraws d"
+          " WHERE d.round_id = ri.round_id AND d.item_id = ri.item_id), 0))")
+"""SQL over `round_items ri`: the reviews the round needs of the item now, its
+`answers_needed` less the places a lead redrew from it (`redraw_missing_places`).
+Every count of a round's places reads this."""
+
+
 def _later(minutes: float, now: datetime | None = None) -> str:
     return ((now or datetime.now(UTC)) + timedelta(minutes=minutes)).isoformat(timespec="microseconds")
 
 
 def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
     """Create a round and draw its items. Only an admin may."""
-    if admin.role != "admin":
+    if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
@@ -272,10 +280,10 @@ def _apportion(total: int, sizes: dict[str, int]) -> dict[str, int]:
 
 
 def list_rounds(store: Store) -> list[RoundInfo]:
-    rows = store.query("""
+    rows = store.query(f"""
         SELECT r.*, json_extract(r.item_filter, '$.kind') AS kind,
                (SELECT COUNT(*) FROM round_items ri WHERE ri.round_id = r.id) AS items,
-               (SELECT COALESCE(SUM(answers_needed), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
+               (SELECT COALESCE(SUM({NEEDED}), 0) FROM round_items ri WHERE ri.round_id = r.id) AS needed,
                (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = r.id) AS given,
                (SELECT q.text FROM questions q WHERE q.key = r.question_key) AS question_text
         FROM review_rounds r ORDER BY r.id DESC""")
@@ -296,7 +304,7 @@ def _places(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int
     complete reviews and live reservations). RoundError if the item is not in
     the round."""
     row = conn.execute(
-        "SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
+        f"SELECT {NEEDED} FROM round_items ri WHERE ri.round_id = ? AND ri.item_id = ?",
         (round_id, item_id),
     ).fetchone()
     if row is None:
@@ -373,6 +381,12 @@ def has_place(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: i
         and not _answered_outside_on(conn, round_id, item_id, rater_id)
 
 
+WITHDRAWAL = "withdrawn_before_reveal"
+"""What `claim_answer_slot` is told of an answer withdrawn within its undo window
+(review.reviewing.commit.withdraw_before_reveal): not a skip; the reviewer answers
+the item again, blind, and keeps their place (and their complete review)."""
+
+
 def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rater_id: int,
                       statuses: Iterable[str]) -> bool:
     """Inside the transaction of a batch of answers about one item, before
@@ -397,11 +411,12 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     statuses = set(statuses)
     now = utcnow()
     needed, done, held, others = _places(conn, round_id, item_id, rater_id, now)
+    given = {"answered", "cannot_assess", WITHDRAWAL}
     if not done and not _is_member(conn, round_id, rater_id):
         _release(conn, round_id, item_id, rater_id, now)
         return False  # taken out of a round that names its reviewers: kept outside it
     if done:
-        if statuses - {"answered", "cannot_assess"}:
+        if statuses - given:  # an answer withdrawn before its reveal is answered again
             # Reviews are never withdrawn: the place would stay taken by an answer
             # that no longer counts, and the item short of the reviews it needs.
             raise RoundError("you have reviewed this item in the round: change your answer, or "
@@ -414,7 +429,7 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
         # complete review outside would otherwise complete one inside.
         _release(conn, round_id, item_id, rater_id, now)
         return False
-    if statuses and not statuses & {"answered", "cannot_assess"}:
+    if statuses and not statuses & given:
         _release(conn, round_id, item_id, rater_id, now)
         return True
     if not held and others >= needed:
@@ -482,7 +497,8 @@ def full_text(store: Store, round_id: int, item_id: int) -> str:
         return ("Your answer is kept, outside the round: the round's admin has named its "
                 "reviewers, and you are not among them now. It counts as an extra review, not "
                 "one of the round's.")
-    needed = store.scalar("SELECT answers_needed FROM round_items WHERE round_id = ? AND item_id = ?",
+    needed = store.scalar(f"SELECT {NEEDED} FROM round_items ri WHERE ri.round_id = ?"
+                          " AND ri.item_id = ?",
                           (round_id, item_id)) or 0
     return (f"Your answer is kept, outside the round: while you worked, your reservation lapsed and "
             f"this item got the {needed} reviewer{'s' * (needed != 1)} the round asks for. "
@@ -523,9 +539,9 @@ each time (which made a round of n items cost n^2)."""
 def _full_below(conn: sqlite3.Connection, key: tuple[str, int], round_id: int) -> int:
     start = _frontier.get(key, 0)
     row = conn.execute(
-        """SELECT ri.position FROM round_items ri WHERE ri.round_id = ? AND ri.position >= ?
+        f"""SELECT ri.position FROM round_items ri WHERE ri.round_id = ? AND ri.position >= ?
               AND (SELECT COUNT(*) FROM round_reviews rr
-                   WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id) < ri.answers_needed
+                   WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id) < {NEEDED}
             ORDER BY ri.position LIMIT 1""", (round_id, start)).fetchone()
     position = row[0] if row else start
     _frontier[key] = position
@@ -551,7 +567,7 @@ _FREE = """(SELECT COUNT(*) FROM round_reviews rr
                         WHERE rr.round_id = ri.round_id AND rr.item_id = ri.item_id)
                     + (SELECT COUNT(*) FROM reservations r WHERE r.round_id = ri.round_id
                         AND r.item_id = ri.item_id AND r.released_at IS NULL AND r.expires_at > ?2)
-                    < ri.answers_needed"""
+                    < """ + NEEDED
 
 
 def _eligible_sql(outside: str, free: bool = True) -> str:
@@ -789,14 +805,14 @@ def round_counts(store: Store, round_id: int, reviewer_id: int,
     outside = _answered_outside_sql(key, "{item}", "?3", "?1")
     args = (round_id, stamp, reviewer_id)
     whole = store.query_one(
-        "SELECT COUNT(*) AS items, COALESCE(SUM(answers_needed), 0) AS needed,"
+        f"SELECT COUNT(*) AS items, COALESCE(SUM({NEEDED}), 0) AS needed,"
         " (SELECT COUNT(*) FROM round_reviews WHERE round_id = ?1) AS given,"
         " (SELECT COUNT(*) FROM round_reviews WHERE round_id = ?1 AND rater_id = ?3) AS done,"
         " (SELECT COUNT(DISTINCT r.item_id) FROM reservations r WHERE r.round_id = ?1"
         "   AND r.rater_id = ?3 AND r.released_at IS NULL AND r.expires_at > ?2"
         "   AND NOT EXISTS (SELECT 1 FROM round_reviews rr WHERE rr.round_id = ?1"
         "     AND rr.item_id = r.item_id AND rr.rater_id = ?3)) AS held"
-        " FROM round_items WHERE round_id = ?1", args)
+        " FROM round_items ri WHERE ri.round_id = ?1", args)
     member = _is_member(store.conn, round_id, reviewer_id)
     open_now = waiting = 0
     if member:
@@ -805,7 +821,7 @@ def round_counts(store: Store, round_id: int, reviewer_id: int,
             f" JOIN items i ON i.id = ri.item_id WHERE ri.round_id = ?1 AND ri.position >= ?4"
             f" AND {_eligible_sql(outside, free=False)}"
             " AND (SELECT COUNT(*) FROM round_reviews rr WHERE rr.round_id = ri.round_id"
-            "      AND rr.item_id = ri.item_id) < ri.answers_needed",
+            f"      AND rr.item_id = ri.item_id) < {NEEDED}",
             # Below the frontier every item has all its reviews (`_full_below`).
             (*args, _frontier.get((store.path, round_id), 0)))
         open_now, waiting = row["free"], row["mine"] - row["free"]
@@ -827,7 +843,7 @@ def name_round_members(store: Store, admin: Reviewer, round_id: int, names: Iter
     """Name who is in the round (only an admin may): those named take places in it,
     nobody else; naming nobody opens it to every reviewer again. Who leaves keeps
     the reviews they completed. Append-only, audited; returns how many changed."""
-    if admin.role != "admin":
+    if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can name a round's reviewers")
     wanted = set(names)
     with store.transaction() as conn:
@@ -933,6 +949,90 @@ def round_places(store: Store, round_id: int, now: datetime | None = None) -> li
                        tuple(reviewed.get(r["item_id"], ())), tuple(held.get(r["item_id"], ())),
                        could.get(r["item_id"], 0))
             for r in store.query(
-                "SELECT ri.item_id, i.uid, ri.answers_needed FROM round_items ri"
+                f"SELECT ri.item_id, i.uid, {NEEDED} AS answers_needed FROM round_items ri"
                 " JOIN items i ON i.id = ri.item_id WHERE ri.round_id = ? ORDER BY ri.position",
                 (round_id,))]
+
+
+# -- a lead's redraw of the places nobody can fill --------------------------------------
+
+@dataclass(frozen=True)
+class Redraw:
+    """Places of a round moved off an item nobody left can review (`ItemPlaces.stuck`)."""
+
+    item_id: int
+    """The stuck item the places leave: it needs that many fewer reviews in the round."""
+    places: int
+    replacement_id: int | None
+    """The item drawn instead from the round's candidates (its stratum first), given
+    those places at the end of the round; None when no candidate was left: the
+    places are then dropped, and the round can close without them."""
+
+
+REDRAW_REASON = ("no reviewer who may take a place in the round can still review it (each "
+                 "had answered it outside the round, or holds or completed a place)")
+
+
+def redraw_missing_places(store: Store, admin: Reviewer, round_id: int,
+                          seed: int = 0) -> list[Redraw]:
+    """Redraw the places of the round that nobody can fill (only an admin may).
+
+    An item drawn into a round can be stuck: every reviewer who may take places
+    in it had answered it outside the round (in Free review, say), and a round
+    counts only blind reviews, so it is never given to them and never counted.
+    Its missing places (those beyond its reviews, live reservations and the
+    reviewers who could still take it) leave it and go to an item drawn at
+    random (`seed`) from the round's candidates (`round_frame`), in its stratum
+    if one is left, that is not in the round and that no such reviewer has
+    answered outside it. Each redraw is recorded (`round_redraws`, append-only)
+    and audited; the draw's inclusion probabilities stay those of the first draw."""
+    if not may(admin, "manage_rounds"):
+        raise RoundError("only an admin can redraw a round's places")
+    key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
+    if key is None:
+        raise RoundError(f"no review round {round_id}")
+    rng = random.Random(seed)
+    out: list[Redraw] = []
+    with store.transaction() as conn:
+        stuck = [p for p in round_places(store, round_id) if p.stuck]
+        if not stuck:
+            return []
+        named = [r[0] for r in conn.execute(
+            "SELECT rater_id FROM current_round_members WHERE round_id = ?", (round_id,))]
+        people = named or [r[0] for r in conn.execute(f"SELECT id FROM raters WHERE {PEOPLE}")]
+        seen = _SEEN_BEFORE[is_rubric_round(key)]
+        candidates = conn.execute(
+            "SELECT f.item_id, f.stratum FROM round_frame f JOIN items i ON i.id = f.item_id"
+            " WHERE f.round_id = ?1 AND i.failed = 0 AND NOT EXISTS (SELECT 1 FROM round_items ri"
+            " WHERE ri.round_id = ?1 AND ri.item_id = f.item_id) AND NOT EXISTS (SELECT 1"
+            " FROM annotations a WHERE a.item_id = f.item_id AND a.target = ''"
+            f" AND a.round_id IS NOT ?1{seen}"
+            " AND a.rater_id IN (SELECT value FROM json_each(?2))) ORDER BY f.item_id",
+            (round_id, to_json(people))).fetchall()
+        pool = [(r[0], r[1]) for r in candidates]
+        position = conn.execute("SELECT COALESCE(MAX(position), -1) FROM round_items"
+                                " WHERE round_id = ?", (round_id,)).fetchone()[0]
+        stamp = utcnow()
+        for p in stuck:
+            places = p.needed - len(p.reviewed_by) - len(p.held_by) - p.could_take
+            stratum = conn.execute("SELECT stratum FROM round_items WHERE round_id = ?"
+                                   " AND item_id = ?", (round_id, p.item_id)).fetchone()[0]
+            same = [c for c in pool if c[1] == stratum] or pool
+            chosen = rng.choice(same) if same else None
+            if chosen is not None:
+                pool.remove(chosen)
+                position += 1
+                conn.execute(
+                    "INSERT INTO round_items (round_id, item_id, answers_needed, stratum, position)"
+                    " VALUES (?,?,?,?,?)", (round_id, chosen[0], places, chosen[1], position))
+            cur = conn.execute(
+                "INSERT INTO round_redraws (round_id, item_id, places, replacement_id, reason,"
+                " redrawn_by, redrawn_at) VALUES (?,?,?,?,?,?,?)",
+                (round_id, p.item_id, places, chosen[0] if chosen else None, REDRAW_REASON,
+                 admin.name, stamp))
+            store.audit(admin.name, "redraw_places", "round_redraws", cur.lastrowid, None,
+                        {"round_id": round_id, "item_id": p.item_id, "places": places,
+                         "replacement_id": chosen[0] if chosen else None, "seed": seed})
+            out.append(Redraw(p.item_id, places, chosen[0] if chosen else None))
+    _frontier.pop((store.path, round_id), None)
+    return out

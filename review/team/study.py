@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from review.team.reviewers import Reviewer, is_admin
+from review.team.access import may
+from review.team.reviewers import Reviewer
 from store import Store, from_json, to_json, utcnow
 
 
@@ -39,7 +40,7 @@ def set_setting(store: Store, admin: Reviewer, key: str, value: bool) -> None:
     """An admin sets what the study allows (one transaction, audited)."""
     if key not in SETTINGS:
         raise ValueError(f"no study setting {key!r}")
-    if not is_admin(admin):
+    if not may(admin, "study_settings"):
         raise PermissionError("only an admin can change what the study allows")
     before = allows(store, key)
     with store.transaction() as conn:

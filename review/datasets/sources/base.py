@@ -483,7 +483,7 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
                               query=lambda sql, params=(): conn.execute(sql, params).fetchall())
             guard = _Guard(seen_before, digest.done)
             rules = ImportRules(store, conn, import_id, str(path), options.actor,
-                                replace=options.replace)
+                                replace=options.replace, format_name=format_.name)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True, rules=rules)
             records = _Counting(format_.read(path, options), guard, listener)

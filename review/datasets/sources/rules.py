@@ -15,35 +15,53 @@ transaction, so a refused row leaves the database exactly as it was:
   carelens rather than by import) is never given an answer in a phase only
   carelens can know (blind, after the reveal, with suggestions): a file's
   answers in their name are `imported`.
-- No file writes the settled answers (`adjudicated`) of this database or a
-  group, and no file creates a person under a name the system uses
-  (`review.team.reviewers.reserved_name`). A study's annotation export brings
-  its own settled answers into a database that has none yet (the rater
-  `adjudicated` as the export describes it: kind reference, role adjudicated).
+- No file writes the settled answers (`adjudicated`) or a group's, nor brings
+  them in: settled answers are made here, by adjudication (a study moves with
+  its settled answers as a whole, by `carelens backup`). No file creates a
+  person under a name the system uses (`review.team.reviewers.reserved_name`),
+  and a file that names its own raters (`labels-long`) creates no rater under
+  the name of a reference rater an importer makes (`carebench-gold`, ...). No
+  file creates a person, nor (a labels file) any rater, whose name a screen would
+  show like a rater's who exists (`review.team.reviewers.look_alike`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from review.team.reviewers import PEOPLE, ROLES, SETTLED_ANSWERS, reserved_name
+from review.team.reviewers import (
+    PEOPLE,
+    REFERENCE_RATERS,
+    ROLES,
+    SETTLED_ANSWERS,
+    LookAlikes,
+    all_rater_names,
+    reserved_name,
+)
 from store import Store
 from store.records import AnnotationRecord, RaterRecord
 from store.writer import InputError, WriteRules
+
+NAMES_FROM_FILE = frozenset({"labels-long"})
+"""Formats whose raters are named by the file, not by the importer (which names
+its own reference raters: the CARE-Bench importer makes `carebench-gold`)."""
 
 
 class ImportRules(WriteRules):
     """The rules above, for one import into `store` (its transaction on `conn`)."""
 
     def __init__(self, store: Store, conn: sqlite3.Connection, import_id: int, where: str,
-                 actor: str, replace: bool = False):
+                 actor: str, replace: bool = False, format_name: str = ""):
         self.store, self.conn, self.import_id = store, conn, import_id
+        self.names_from_file = format_name in NAMES_FROM_FILE
         self.where, self.actor, self.replace = where, actor, replace
         self.first_new = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM raters").fetchone()[0]
         """Raters from this id on were created by this import."""
         self._raters: dict[int, tuple[str, bool, bool]] = {}
         """rater id -> (name, a person, reviews here), for raters that existed."""
         self.replaced = 0
+        self._names: LookAlikes | None = None
+        """Every rater's name, once a new rater's is checked against them."""
 
     def _at(self, line: int | None) -> str:
         return f"{self.where}:{line}: " if line is not None else f"{self.where}: "
@@ -53,19 +71,33 @@ class ImportRules(WriteRules):
         if name.casefold().startswith("group:"):
             raise InputError(f"{self._at(None)}rater {record.name!r}: a group is made by carelens"
                              " (agreement), never imported; leave those rows out")
-        if name.casefold() == SETTLED_ANSWERS and (
-                record.name != SETTLED_ANSWERS or record.kind != "reference"
-                or record.role != SETTLED_ANSWERS):
+        folded = name.casefold()
+        if folded == SETTLED_ANSWERS:
             raise InputError(f"{self._at(None)}rater {record.name!r}: that is the name of the"
-                             " settled answers, which no person or rater of a file takes (a study's"
-                             " annotation export brings them in as rater_kind reference,"
-                             " rater_role adjudicated)")
+                             " settled answers, which are made here by adjudication and never"
+                             " brought in by a file; leave those rows out (a whole study moves"
+                             " with its settled answers by `carelens backup`)")
+        if self.names_from_file:
+            if folded in {n.casefold() for n in REFERENCE_RATERS}:
+                raise InputError(f"{self._at(None)}rater {record.name!r}: that is the name of a"
+                                 " reference rater its own importer makes; a file of labels"
+                                 " cannot bring it in")
         person = record.kind == "human" and (record.role is None or record.role in ROLES)
         if person:
             reason = reserved_name(self.store, name)
             if reason is not None:
                 raise InputError(f"{self._at(None)}rater {record.name!r}: {reason}; a file cannot"
                                  " bring in a person of that name")
+        if person or self.names_from_file:
+            if self._names is None:
+                self._names = LookAlikes(all_rater_names(self.conn))
+            twin = self._names.find(record.name)
+            if twin is not None:
+                raise InputError(f"{self._at(None)}rater {record.name!r}: a screen would show it"
+                                 f" like the rater {twin!r} (capitals, spaces, invisible or"
+                                 " look-alike characters); give that name exactly, or another")
+        if self._names is not None:
+            self._names.add(record.name)
 
     def _rater(self, rater_id: int) -> tuple[str, bool, bool]:
         known = self._raters.get(rater_id)
