@@ -25,6 +25,7 @@ no score from them: it is named in ``incomplete`` and left out of their figures.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -172,7 +173,10 @@ class _Example:
     completion_id: str | None
     example_tags: tuple[str, ...]
     criteria: dict[int, tuple[float | None, tuple[str, ...]]]
-    """question id -> (points, rubric tags)."""
+    """question id -> (points, rubric tags); points None when not known or not usable."""
+    odd_points: bool = False
+    """A criterion's stored points are not a finite number (infinity, text), or their
+    sum overflows: the example is not scored."""
 
 
 def _examples(store: Store, dataset: str | None, split: str | None) -> dict[int, _Example]:
@@ -199,8 +203,21 @@ def _examples(store: Store, dataset: str | None, split: str | None) -> dict[int,
                                          tuple(str(t) for t in tags), {})
         qmeta = json.loads(r["question_meta"] or "{}")
         tags = qmeta.get("tags") if isinstance(qmeta.get("tags"), list) else []
-        ex.criteria[r["question_id"]] = (r["points"], tuple(str(t) for t in tags))
+        points = r["points"]
+        if points is not None and not _finite_number(points):
+            ex.odd_points, points = True, None
+        ex.criteria[r["question_id"]] = (points, tuple(str(t) for t in tags))
+    for ex in out.values():
+        if not math.isfinite(sum(abs(p) for p, _ in ex.criteria.values() if p is not None)):
+            ex.odd_points = True  # points so large their sum overflows
     return out
+
+
+def _finite_number(value: object) -> bool:
+    """Whether points read from the database can be scored: a finite number (an
+    import refuses anything else; an older database or another program may not have)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 def healthbench_scores(
@@ -252,8 +269,14 @@ def healthbench_scores(
         for qid, (points, tags) in ex.criteria.items():
             digest.add(ex.uid, qid, points, list(tags), list(ex.example_tags))
     report.data = digest
-    unknown_points = sum(1 for ex in examples.values()
-                         if any(p is None for p, _ in ex.criteria.values()))
+    odd_points = sum(1 for ex in examples.values() if ex.odd_points)
+    if odd_points:
+        report.notes.append(
+            f"{odd_points} example{'' if odd_points == 1 else 's'} with a criterion whose points"
+            " in the database are not a finite number (infinity or text; an import refuses"
+            " them) or so large that their sum is not: not scored by anyone")
+    unknown_points = sum(1 for ex in examples.values() if not ex.odd_points
+                         and any(p is None for p, _ in ex.criteria.values()))
     if unknown_points:
         report.notes.append(
             f"{unknown_points} example{'' if unknown_points == 1 else 's'} with a criterion "
@@ -275,7 +298,8 @@ def _rater_score(name, kind, graded, examples, n_boot, seed) -> RaterScore:
     for item_id, answers in graded.items():
         ex = examples[item_id]
         done = {q: m for q, m in answers.items() if m is not None}
-        if len(done) < len(ex.criteria) or any(p is None for p, _ in ex.criteria.values()):
+        if len(done) < len(ex.criteria) or ex.odd_points \
+                or any(p is None for p, _ in ex.criteria.values()):
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
                                          len(ex.criteria), ex.uid))
             continue
@@ -285,6 +309,10 @@ def _rater_score(name, kind, graded, examples, n_boot, seed) -> RaterScore:
                                          len(ex.criteria), ex.uid))
             continue
         metrics = example_metrics(criteria, ex.example_tags)
+        if not all(math.isfinite(v) for v in metrics.values()):  # a quotient that overflows
+            incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
+                                         len(ex.criteria), ex.uid))
+            continue
         scores.append(ExampleScore(ex.prompt_id, ex.completion_id, metrics["overall_score"],
                                    ex.uid))
         for tag, value in metrics.items():

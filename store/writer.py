@@ -51,6 +51,22 @@ class InputError(ValueError):
     """Bad input. The message names the file and line or field, and what is wrong."""
 
 
+MAX_ID_CHARS = 512
+"""Characters an id may have at most: an item's uid (and its parent's), a question
+key, a rater name. Longer is refused (it is not an id a person can read, quote or
+search for; a file that has one is damaged or hostile). Importers check the fields
+ids are made from against it too, to name the field."""
+
+
+def too_long(value: object, what: str) -> str | None:
+    """Why an id is refused for its length (`what` names it), or None."""
+    if isinstance(value, str) and len(value) > MAX_ID_CHARS:
+        shown = repr(value[:60]) + "…"
+        return (f"{what} {shown} is {len(value):,} characters long; an id has at most"
+                f" {MAX_ID_CHARS}")
+    return None
+
+
 class WriteRules:
     """What a writer may write, checked as it writes (an import's rules:
     `review.datasets.sources.rules`). The default allows everything."""
@@ -206,7 +222,13 @@ class RecordWriter:
             handler(record)
         self.flush()
 
+    def _id_length(self, value: object, what: str, line: int | None) -> None:
+        """Refuse an id longer than MAX_ID_CHARS, naming the file and line."""
+        if type(value) is str and len(value) > MAX_ID_CHARS:
+            raise InputError(f"{self._loc(line)}{too_long(value, what)}")
+
     def rater(self, r: RaterRecord) -> int:
+        self._id_length(r.name, "rater name", None)
         row = self.conn.execute("SELECT id, kind FROM raters WHERE name = ?", (r.name,)).fetchone()
         if row is not None:
             if row[1] != r.kind and not r.kind_assumed:
@@ -233,6 +255,7 @@ class RecordWriter:
         is filled in by a record with `replace_stub`; one that is not a
         placeholder is left as it is. A question bound to an item held in the batch
         is held with it, and written by `flush` (then the id is not returned)."""
+        self._id_length(q.key, "question key", None)
         if q.item_uid is not None and q.item_uid in self._pending and not q.replace_stub:
             if q.key not in self._questions:
                 self._pending_questions.setdefault(q.key, q)
@@ -393,6 +416,8 @@ class RecordWriter:
         them); stubs are written at once. A caller that uses this directly
         instead of `write()` must call `flush()` before its transaction ends."""
         uid, replace = it.uid, it.replace_stub
+        self._id_length(uid, "item id", it.line)
+        self._id_length(it.parent_uid, "parent item id", it.line)
         stub = bool(it.meta.get("stub")) if it.meta else False
         if replace and not stub and not self._is_stub(uid, it.kind):
             replace = False  # nothing to fill in: an item like any other
@@ -494,6 +519,9 @@ class RecordWriter:
         """Write an answer unless the rater's current answer is the same. An
         answer on an item still held in the batch waits for it (written by
         `flush`, in order); the row id is returned only when written at once."""
+        self._id_length(a.item_uid, "item id", a.line)
+        self._id_length(a.question_key, "question key", a.line)
+        self._id_length(a.rater, "rater name", a.line)
         if a.question_key and a.item_uid in self._pending:
             question_id, rater_id = self._checked(a, a.question_key, held=True)
             self._waiting.append((a, question_id, rater_id))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from codebook.families import asked_of_sql
 from labels.llm.render import RECORD_CHAR_LIMIT, ItemView, render_record, report_text, shorten
 from labels.llm.tasks import (
     Answer,
@@ -184,16 +185,21 @@ def read_extract_reply(obj: dict[str, Any]) -> Answer:
 
 def find_extract_work(store: Store, rater_id: int | None, filters: dict[str, Any],
                       limit: int | None, include_answered: bool) -> Found:
-    """Items with a report whose verdict the rater has not extracted yet."""
+    """Items with a report whose verdict the rater has not extracted yet, among the
+    runs the question is asked of (`codebook.families`: CliniCARE runs for
+    `clinicare.verdict`)."""
     key = filters.get("question") or VERDICT_QUESTION
     question = store.query_one("SELECT id, codebook FROM questions WHERE key = ?", (key,))
     if question is None:
         raise LookupError(f"no question {key!r} in this database: import the CliniCARE "
                           "codebook or tasks first, or name the question with filters['question']")
     version = _codebook_versions(store).get(question["codebook"])
+    # Only runs of the question's benchmark (CliniCARE's for `clinicare.verdict`): a
+    # KlinikeBench episode or a plain Harbor trial has a last message too, but no verdict.
+    asked, asked_params = asked_of_sql(key)
     sql = ["SELECT i.id, i.uid, i.payload FROM items i JOIN datasets d ON d.id = i.dataset_id"
-           " WHERE i.kind = ?"]
-    params: list[Any] = [filters.get("kind") or "trajectory"]
+           f" WHERE i.kind = ? AND {asked}"]
+    params: list[Any] = [filters.get("kind") or "trajectory", *asked_params]
     if filters.get("dataset"):
         sql.append("AND d.name = ?")
         params.append(filters["dataset"])

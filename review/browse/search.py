@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from review.browse import index_workers
 from review.reviewing.trajectory import message_text
 from review.text import safe_markdown
 from store import Store, from_json
@@ -199,8 +200,21 @@ def index_items(conn: sqlite3.Connection, item_ids: Sequence[int]) -> int:
     ids = json.dumps(list(item_ids))
     rows = conn.execute("SELECT id, kind, payload FROM items WHERE id IN"
                         " (SELECT value FROM json_each(?))", (ids,))
-    docs = [(item_id, *_joined(item_parts(kind, from_json(payload))))
-            for item_id, kind, payload in rows]
+    return write_docs(conn, [(item_id, *item_text(kind, payload))
+                             for item_id, kind, payload in rows])
+
+
+def item_text(kind: str, payload: str | bytes) -> tuple[str, str | None]:
+    """An item's searchable text as the index holds it (body, where each step
+    starts), from its payload as stored."""
+    return _joined(item_parts(kind, from_json(payload)))
+
+
+def write_docs(conn: sqlite3.Connection, docs: Sequence[tuple[int, str, str | None]]) -> int:
+    """Add items' text (item id, body, parts) to the index, in the caller's
+    transaction (the items have no text in it yet); returns how many."""
+    if not docs:
+        return 0
     before = conn.execute("SELECT coalesce(MAX(id), 0) FROM search_docs").fetchone()[0]
     conn.executemany("INSERT INTO search_docs (item_id, source, target, body, parts)"
                      " VALUES (?, 'item', '', ?, ?)", docs)
@@ -237,6 +251,13 @@ def ensure_index(store: Store, batch: int = 500,
     `progress(done, due)` is told after each batch."""
     done = after = 0
     due = unindexed_count(store)
+    if due >= index_workers.PARALLEL_FROM and store.path != ":memory:" \
+            and index_workers.workers():
+        # Many items (a large import): their text is extracted by worker processes.
+        done = index_workers.index_in_parallel(store, _unindexed_ids(store), batch, progress, due)
+        if not unindexed_count(store):
+            return done
+        after = 0  # anything left (written meanwhile) is caught up below
     while due and unindexed_count(store):
         with store.transaction() as conn:
             ids = [r[0] for r in conn.execute(
@@ -249,6 +270,12 @@ def ensure_index(store: Store, batch: int = 500,
         if progress is not None:
             progress(done, max(due, done))
     return done
+
+
+def _unindexed_ids(store: Store) -> list[int]:
+    return [r[0] for r in store.conn.execute(
+        "SELECT i.id FROM items i WHERE NOT EXISTS (SELECT 1 FROM search_docs d"
+        " WHERE d.source = 'item' AND d.item_id = i.id) ORDER BY i.id")]
 
 
 # -- the user's query, made safe ----------------------------------------------

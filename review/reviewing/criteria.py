@@ -38,6 +38,7 @@ from codebook import (
     Codebook,
     builtin_codebooks,
 )
+from codebook.families import asked_of_sql, asks_outcome
 from review.reviewing.queue import Progress, QueueFilter
 from review.reviewing.trajectory import (
     CriterionView,
@@ -106,10 +107,6 @@ def find_item(store: Store, uid: str, kind: str | None = None) -> int | None:
     return store.scalar("SELECT id FROM items WHERE uid = ? AND kind = ?", (uid, kind))
 
 
-def _family(question_key: str) -> str:
-    return question_key.split(".", 1)[0]
-
-
 def _outcome_questions(store: Store, kind: str) -> list[Any]:
     """Label-set questions asked of a whole item of this kind (the step question aside)."""
     return store.query(
@@ -117,18 +114,6 @@ def _outcome_questions(store: Store, kind: str) -> list[Any]:
         " AND applies_to = ? AND kind = 'labelset' AND key != ? ORDER BY id",
         (kind, STEP_ERROR_QUESTION),
     )
-
-
-def asks_outcome(question_key: str, uid: str, dataset_kind: str) -> bool:
-    """Whether a kind-wide label question is asked of an item.
-
-    Convention (kept here only): a question keyed `<family>.<name>` belongs to
-    one benchmark family - `clinicare.verdict` to CliniCARE - and is asked of
-    that family's items: those whose uid starts with `<family>:` or whose
-    dataset is of that kind. A KlinikeBench run is not asked CliniCARE's
-    verdict."""
-    family = _family(question_key)
-    return uid.startswith(family + ":") or dataset_kind == family
 
 
 def item_questions(store: Store, item_id: int) -> list[ItemQuestion]:
@@ -187,12 +172,11 @@ def _reviewed_sql(store: Store, kind: str, reviewer_id: int) -> tuple[str, list]
     asked_params: list = []
     open_params: list = [reviewer_id]
     for q in _outcome_questions(store, kind):
-        family = _family(q["key"])
-        applies = "(i.uid LIKE ? OR d.kind = ?)"
+        applies, applies_params = asked_of_sql(q["key"])
         asked.append(applies)
-        asked_params += [family + ":%", family]
+        asked_params += applies_params
         open_.append(f"({applies} AND {unanswered('?')})")
-        open_params += [family + ":%", family, q["id"], reviewer_id]
+        open_params += [*applies_params, q["id"], reviewer_id]
     sql = (f"(CASE WHEN {' OR '.join(asked)} THEN NOT ({' OR '.join(open_)})"
            " ELSE EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = i.id AND a.rater_id = ?)"
            " END)")

@@ -36,7 +36,7 @@ from review.team.reviewers import Reviewer
 from review.text import plural
 from store import Store, utcnow
 from store.records import RaterRecord, Record
-from store.writer import InputError, RecordWriter
+from store.writer import MAX_ID_CHARS, InputError, RecordWriter, too_long
 
 Reader = Callable[[Path, "ImportOptions"], Iterator[Record]]
 Detector = Callable[[Path, set[str]], bool]
@@ -454,6 +454,9 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
     if validate is None:
         from review.reviewing.answers import normalise_value as validate
 
+    if options.rater is not None and len(options.rater) > MAX_ID_CHARS:
+        raise InputError(f"{path}: the rater named for the file: "
+                         f"{too_long(options.rater, 'rater name')}")
     shown = options.name or str(path)
     digest = _Digest(path)
     try:

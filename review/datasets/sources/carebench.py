@@ -47,7 +47,7 @@ from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, n
 from review.datasets.sources.readers import read_rows
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
-from store.writer import InputError
+from store.writer import MAX_ID_CHARS, InputError
 
 FAMILY = "carebench"
 GOLD_RATER = "carebench-gold"
@@ -226,7 +226,8 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     kept = names(*read, "patient_information") + GENERATION_KEEP
     for line, row in read_rows(path, kept):
         prefix_id, model, failed, response, case_id, round_id, split, error = fields(row)
-        if type(prefix_id) is not str or type(model) is not str:
+        if type(prefix_id) is not str or type(model) is not str \
+                or len(prefix_id) > MAX_ID_CHARS or len(model) > MAX_ID_CHARS:
             where = f"{name}:{line}"
             prefix_id, model = require(row, "prefix_id", where), require(row, "model", where)
         if type(failed) is not bool:

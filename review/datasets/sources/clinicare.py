@@ -60,6 +60,7 @@ from review.datasets.sources.harbor import (
     measure_records,
     read_harbor,
     sample_trials,
+    trial_file,
 )
 from review.datasets.sources.readers import read_rows
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
@@ -140,6 +141,8 @@ def find_report(trial: Trial) -> tuple[str, str] | None:
     """(report text, where it was found), or None."""
     files = sorted(p for p in trial.dir.rglob("*.md") if "report" in p.name.lower())
     for path in files:
+        if not trial_file(trial.dir, path, trial.where(path.relative_to(trial.dir).as_posix())):
+            continue
         text = path.read_text(encoding="utf-8", errors="replace")
         if ANSWER_LINE.search(text):
             return text, str(path.relative_to(trial.dir))

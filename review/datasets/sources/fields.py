@@ -11,7 +11,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from store.writer import InputError
+from store.writer import MAX_ID_CHARS, InputError, too_long
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "prefix_id": ("prefix_id", "prefixId", "id"),
@@ -118,6 +118,19 @@ class _Plan:
             self.getter = itemgetter(*(names[0] for names in self.names))
 
 
+ID_FIELDS = frozenset({"prefix_id", "case_id", "model", "mapper", "task_id", "trial_name",
+                       "prompt_id", "completion_id", "item_id", "rater", "subset", "run"})
+"""Fields an id is made from (an item's uid, a rater's name): at most MAX_ID_CHARS."""
+
+
+def id_length(value: Any, field: str, where: str) -> Any:
+    """`value`, refused with file, line and field when it is text longer than an id
+    may be (`store.writer.MAX_ID_CHARS`)."""
+    if type(value) is str and len(value) > MAX_ID_CHARS:
+        raise InputError(f"{where}: field {field!r}: {too_long(value, 'the id')}")
+    return value
+
+
 def has_field(names: set[str], field: str) -> bool:
     return any(n in names for n in ALIASES.get(field, (field,)))
 
@@ -132,7 +145,7 @@ def require(row: dict[str, Any], field: str, where: str, typ: type | tuple[type,
     if not isinstance(value, typ):
         expected = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
         raise InputError(f"{where}: field {field!r} must be {expected}, got {type(value).__name__}")
-    return value
+    return id_length(value, field, where) if field in ID_FIELDS else value
 
 
 def as_int(value: Any, field: str, where: str) -> int | None:

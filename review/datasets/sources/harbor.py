@@ -43,6 +43,7 @@ item (dataset, answer, identifying fields) and add records.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -255,7 +256,7 @@ def is_finished(path: Path) -> bool:
     """Harbor writes a trial's result.json when the trial ends: without one it is
     still running, or was stopped (Harbor's own resume runs it again). A folder or a
     link to nothing in its place is refused (`present`), not taken for a running trial."""
-    return present(path / "result.json", f"{path.parent.name}/{path.name}/result.json")
+    return trial_file(path, path / "result.json", f"{path.parent.name}/{path.name}/result.json")
 
 
 def load_trial(path: Path, label: str, line: int) -> Trial:
@@ -264,14 +265,14 @@ def load_trial(path: Path, label: str, line: int) -> Trial:
     if not isinstance(result, dict):
         raise InputError(f"{label}/result.json: expected a JSON object")
     trial = Trial(dir=path, label=label, line=line, result=result, atif=None,
-                  rewards=_rewards(path, label, result))
+                  rewards=_rewards(path, label, result, path))
     steps_dir = path / "steps"
     if steps_dir.is_dir() and not (path / "agent").is_dir():
         _load_steps(trial, steps_dir, result)
     else:
         _join(trial, [(None, _read_run(trial, path / "agent"))])
     details = path / "verifier" / "reward-details.json"
-    if present(details, f"{label}/verifier/reward-details.json"):
+    if trial_file(path, details, f"{label}/verifier/reward-details.json"):
         trial.reward_details = read_json_file(details, f"{label}/verifier/reward-details.json")
     return trial
 
@@ -291,7 +292,7 @@ def _load_steps(trial: Trial, steps_dir: Path, result: dict[str, Any]) -> None:
         runs.append((name, _read_run(trial, here / "agent")))
         listed_result = next((s for s in result.get("step_results") or []
                               if isinstance(s, dict) and s.get("step_name") == name), {})
-        rewards = _rewards(here, f"{trial.label}/steps/{name}", listed_result)
+        rewards = _rewards(here, f"{trial.label}/steps/{name}", listed_result, trial.dir)
         if rewards:
             trial.step_rewards[name] = rewards
     _join(trial, runs)
@@ -309,7 +310,7 @@ def _read_run(trial: Trial, agent_dir: Path) -> list[tuple[str, dict[str, Any]]]
     main = agent_dir / "trajectory.json"
     # A trajectory that is a folder or a link to nothing is refused, not read as a
     # run without steps (an agent failure): `present` says which.
-    if not present(main, f"{trial.label}/{_relative(trial, main)}"):
+    if not trial_file(trial.dir, main, f"{trial.label}/{_relative(trial, main)}"):
         return []
     out = [(_relative(trial, main), _read_atif(trial, main))]
     seen = {main.resolve()}
@@ -351,6 +352,19 @@ def _inside(trial: Trial, path: Path, where: str, given: str) -> Path:
         raise InputError(f"{where}: {quoted(given)} points outside the trial folder; carelens "
                          "reads a trial's linked files only inside it")
     return path
+
+
+def trial_file(root: Path, path: Path, where: str) -> bool:
+    """Whether a file a trial may hold is there (`present`), refusing one that is a
+    link pointing outside the trial folder `root`: a trial's files are read only
+    inside it (a link to /etc/passwd, or to another study's runs, is not imported)."""
+    if not present(path, where):
+        return False
+    if not path.resolve().is_relative_to(root.resolve()):
+        target = os.readlink(path) if path.is_symlink() else path.resolve()
+        raise InputError(f"{where}: points outside the trial folder (a link to"
+                         f" {quoted(str(target))}); carelens reads a trial's files only inside it")
+    return True
 
 
 def _join(trial: Trial, runs: list[tuple[str | None, list[tuple[str, dict[str, Any]]]]]) -> None:
@@ -435,15 +449,17 @@ def _read_unlinked_summaries(trial: Trial, folders: set[Path], subagents: list[d
             subagents.append(_read_atif(trial, path))
 
 
-def _rewards(path: Path, label: str, result: dict[str, Any]) -> dict[str, Any]:
+def _rewards(path: Path, label: str, result: dict[str, Any], root: Path) -> dict[str, Any]:
+    """The verifier's rewards of a trial (or of one step of it, in folder `path`);
+    `root` is the trial folder, outside which no file is read."""
     reward_json = path / "verifier" / "reward.json"
-    if present(reward_json, f"{label}/verifier/reward.json"):
+    if trial_file(root, reward_json, f"{label}/verifier/reward.json"):
         rewards = read_json_file(reward_json, f"{label}/verifier/reward.json")
         if not isinstance(rewards, dict):
             raise InputError(f"{label}/verifier/reward.json: expected a JSON object of reward keys")
         return rewards
     reward_txt = path / "verifier" / "reward.txt"
-    if present(reward_txt, f"{label}/verifier/reward.txt"):
+    if trial_file(root, reward_txt, f"{label}/verifier/reward.txt"):
         text = reward_txt.read_text(encoding="utf-8").strip()
         try:
             return {"reward": float(text)} if text else {}
@@ -564,7 +580,8 @@ def sample_trials(path: Path, n: int = 5) -> Iterator[Trial]:
     for line, trial_dir in enumerate(trial_dirs(path)[:n], start=1):
         try:
             yield Trial(dir=trial_dir, label=trial_dir.name, line=line,
-                        result={}, atif=None, rewards=_rewards(trial_dir, trial_dir.name, {}))
+                        result={}, atif=None,
+                        rewards=_rewards(trial_dir, trial_dir.name, {}, trial_dir))
         except InputError:
             continue
 

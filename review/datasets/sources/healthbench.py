@@ -58,6 +58,7 @@ it first. (A criterion repeated word for word within one prompt gets `-2`,
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -67,7 +68,7 @@ import orjson
 
 from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import as_bool
+from review.datasets.sources.fields import ID_FIELDS, as_bool, id_length
 from review.datasets.sources.readers import quote, read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
@@ -108,7 +109,7 @@ def _text(row: Mapping[str, Any], name: str, where: str) -> str:
         return str(value)
     if not isinstance(value, str):
         raise InputError(f"{where}: field {name!r} must be text, got {type(value).__name__}")
-    return value
+    return id_length(value, name, where) if name in ID_FIELDS else value
 
 
 def _conversation(value: Any, where: str, name: str = "prompt") -> list[dict[str, str]]:
@@ -184,7 +185,14 @@ def _criterion(crit: Any, index: int, prompt_id: str, uid: str, where: str,
     if points is None:
         raise InputError(f"{where}.points: missing required field")
     if isinstance(points, bool) or not isinstance(points, (int, float)):
-        raise InputError(f"{where}.points: expected a number, got {points!r}")
+        raise InputError(f"{where}.points: expected a number, got {quote(points)}")
+    try:
+        finite = math.isfinite(points)
+    except OverflowError:  # an integer beyond any float
+        finite = False
+    if not finite:
+        raise InputError(f"{where}.points: expected a finite number, got {quote(points)}"
+                         " (no score can be computed with it)")
     tags = crit.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InputError(f"{where}.tags: expected a list of text tags")

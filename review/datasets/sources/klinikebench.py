@@ -66,7 +66,7 @@ import orjson
 
 from review.datasets.sources.atif import check_steps, check_trajectory
 from review.datasets.sources.base import Format, ImportOptions, register
-from review.datasets.sources.fields import quoted
+from review.datasets.sources.fields import id_length, quoted
 from review.datasets.sources.harbor import (
     PASS_THRESHOLD,
     as_score,
@@ -391,6 +391,9 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
             raise InputError(f"{where}: missing required field {name!r}")
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise InputError(f"{where}: field {name!r} must be text, got {type(value).__name__}")
+        id_length(value, name, where)
+    for name in ("subset", "run"):
+        id_length(row.get(name), name, where)
     uid = episode_uid(row, str(trial_name))
     exception = row.get("exception")
     failed = exception not in (None, "", {}, [])

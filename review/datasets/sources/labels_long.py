@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import as_bool, as_int
+from review.datasets.sources.fields import as_bool, as_int, id_length
 from review.datasets.sources.readers import file_kind, read_csv, read_rows
 from review.team.reviewers import ROLES
 from store.db import to_json
@@ -192,6 +192,8 @@ def _answer(row: dict[str, str], line: int, where: str) -> _Answer:
         raise InputError(f"{where}: empty item_id")
     if not rater:
         raise InputError(f"{where}: empty rater")
+    id_length(item_uid, "item_id", where)
+    id_length(rater, "rater", where)
     status = row.get("status") or ("answered" if row["value"] else "")
     if not status:
         raise InputError(f"{where}: empty value; give a label, or status cannot_assess")
