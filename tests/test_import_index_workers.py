@@ -43,7 +43,7 @@ def test_workers_write_what_one_process_writes(tmp_path, file, monkeypatch):
     delivered = []
     real_write = index_workers._write_checked
     monkeypatch.setattr(index_workers, "_write_checked",
-                        lambda conn, docs: delivered.append(len(docs)) or real_write(conn, docs))
+                        lambda conn, docs, *f: delivered.append(len(docs)) or real_write(conn, docs, *f))
     monkeypatch.setattr(index_workers, "index_in_parallel",
                         lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
     with open_store(tmp_path / "many.db") as many:
@@ -62,11 +62,12 @@ def test_an_item_changed_after_a_worker_read_it_is_indexed_as_it_is_now(tmp_path
     with open_store(tmp_path / "x.db") as store:
         import_file(store, file, "klinikebench", index=False)
         ids = [r[0] for r in store.query("SELECT id FROM items ORDER BY id")]
-        docs = index_workers.extract(store.path, ids)
+        docs = index_workers.extract(store.path, ids, search.item_text)
         assert [d[0] for d in docs] == ids
         stale = [(item_id, -1, "stale text", None) for item_id, _, _, _ in docs[:2]]
         with store.transaction() as conn:
-            assert index_workers._write_checked(conn, stale + docs[2:]) == 7
+            assert index_workers._write_checked(conn, stale + docs[2:], search.index_items,
+                                                 search.write_docs) == 7
         bodies = [r["body"] for r in index_rows(store)]
         assert "stale text" not in bodies and len(bodies) == 7
 

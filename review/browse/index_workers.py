@@ -3,14 +3,17 @@
 After a large import (`review.browse.search.ensure_index` with many items due),
 reading each item's payload back and turning it into searchable text is most
 of the work, and it is Python: one process does it on one core. Here worker
-processes (`python -m review.browse.index_workers`, started afresh: they
+processes (`python -m review.browse.search`, the module whose function makes
+the text, started afresh: they
 inherit no threads and run none of the caller's code) each read their share of
 the items, a chunk at a time, through their own read-only connection, and send
 back the text (`search.item_text`); the calling process writes it
 (`search.write_docs`), one transaction per batch as before, while the workers
 extract the next chunks (a worker waits when the pipe to it is full, so memory
 stays bounded). What is stored is exactly what the one-process path stores:
-the same function makes the text, the same one writes it.
+the same function makes the text, the same one writes it. Those functions
+are given by the caller (this module imports nothing of the search's, so the
+two depend one way: search -> index_workers).
 
 An item changed after a worker read it (a placeholder filled in by another
 import meanwhile: its `import_id` is then another) is extracted again in the
@@ -42,6 +45,16 @@ _HEADER = 8
 Doc = tuple[int, "int | None", str, "str | None"]
 """(item id, its import id as read, body, parts)."""
 
+ItemText = Callable[[str, "str | bytes"], tuple[str, "str | None"]]
+"""(kind, payload) -> (body, parts): `search.item_text`."""
+IndexItems = Callable[[sqlite3.Connection, list[int]], int]
+"""Index these items in this process: `search.index_items`."""
+WriteDocs = Callable[[sqlite3.Connection, list[tuple[int, str, "str | None"]]], int]
+"""Write extracted docs: `search.write_docs`."""
+
+ENTRY = "review.browse.search"
+"""The module a worker runs (`python -m`): it hands `serve` its `item_text`."""
+
 
 WORKERS_ENV = "CARELENS_INDEX_WORKERS"
 """Environment variable: how many worker processes at most (0: none, the index is
@@ -61,10 +74,8 @@ def workers() -> int:
     return max(1, min(MAX_WORKERS, cpus))
 
 
-def extract(db_path: str, ids: list[int]) -> list[Doc]:
+def extract(db_path: str, ids: list[int], item_text: ItemText) -> list[Doc]:
     """The searchable text of these items, read from the database file."""
-    from review.browse.search import item_text
-
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
         rows = conn.execute("SELECT id, import_id, kind, payload FROM items WHERE id IN"
@@ -76,13 +87,13 @@ def extract(db_path: str, ids: list[int]) -> list[Doc]:
             for item_id, import_id, kind, payload in rows]
 
 
-def _worker_main(db_path: str) -> int:
-    """A worker: its chunks of item ids as one JSON list on stdin; for each, in
-    order, the length and the pickled docs on stdout."""
+def serve(db_path: str, item_text: ItemText) -> int:
+    """A worker (run as `python -m ENTRY DB`): its chunks of item ids as one JSON
+    list on stdin; for each, in order, the length and the pickled docs on stdout."""
     chunks = json.loads(sys.stdin.buffer.readline())
     out = sys.stdout.buffer
     for chunk in chunks:
-        data = pickle.dumps(extract(db_path, chunk), protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(extract(db_path, chunk, item_text), protocol=pickle.HIGHEST_PROTOCOL)
         out.write(len(data).to_bytes(_HEADER, "big"))
         out.write(data)
         out.flush()
@@ -98,7 +109,7 @@ def _start(db_path: str, shares: list[list[list[int]]]) -> list[subprocess.Popen
     for share in shares:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "review.browse.index_workers", db_path],
+                [sys.executable, "-m", ENTRY, db_path],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=env, cwd=package_root)
             proc.stdin.write(json.dumps(share).encode() + b"\n")
@@ -138,11 +149,11 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def index_in_parallel(store, ids: list[int], batch: int,
-                      progress: Callable[[int, int], None] | None, due: int) -> int:
+                      progress: Callable[[int, int], None] | None, due: int, *,
+                      index_items: IndexItems, write_docs: WriteDocs) -> int:
     """Index these items (ids in order) with worker processes; returns how many
-    were indexed. Whatever the workers do not deliver is indexed here."""
-    from review.browse.search import index_items
-
+    were indexed. Whatever the workers do not deliver is indexed here
+    (`index_items`); what they deliver is written by `write_docs`."""
     chunks = [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
     n = min(workers(), len(chunks))
     procs = _start(store.path, [chunks[k::n] for k in range(n)])
@@ -163,7 +174,7 @@ def index_in_parallel(store, ids: list[int], batch: int,
             with store.transaction(bulk=True) as conn:
                 for part, part_docs in ready:
                     done += index_items(conn, part) if part_docs is None \
-                        else _write_checked(conn, part_docs)
+                        else _write_checked(conn, part_docs, index_items, write_docs)
             ready = []
             if progress is not None:
                 progress(done, max(due, done))
@@ -173,12 +184,11 @@ def index_in_parallel(store, ids: list[int], batch: int,
     return done
 
 
-def _write_checked(conn: sqlite3.Connection, docs: list[Doc]) -> int:
+def _write_checked(conn: sqlite3.Connection, docs: list[Doc], index_items: IndexItems,
+                   write_docs: WriteDocs) -> int:
     """Write the docs of items still unindexed and unchanged since a worker read
     them; an item changed since is extracted again here. Returns how many were
     indexed."""
-    from review.browse.search import index_items, write_docs
-
     ids = json.dumps([d[0] for d in docs])
     now = dict(conn.execute(
         "SELECT i.id, i.import_id FROM items i WHERE i.id IN (SELECT value FROM json_each(?))"
@@ -191,6 +201,3 @@ def _write_checked(conn: sqlite3.Connection, docs: list[Doc]) -> int:
     write_docs(conn, same)
     return len(same) + (index_items(conn, changed) if changed else 0)
 
-
-if __name__ == "__main__":
-    sys.exit(_worker_main(sys.argv[1]))

@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from review.browse import index_workers
+import review.browse.index_workers as index_workers
 from review.reviewing.trajectory import message_text
 from review.text import safe_markdown
 from store import Store, from_json
@@ -254,7 +255,8 @@ def ensure_index(store: Store, batch: int = 500,
     if due >= index_workers.PARALLEL_FROM and store.path != ":memory:" \
             and index_workers.workers():
         # Many items (a large import): their text is extracted by worker processes.
-        done = index_workers.index_in_parallel(store, _unindexed_ids(store), batch, progress, due)
+        done = index_workers.index_in_parallel(store, _unindexed_ids(store), batch, progress, due,
+                                               index_items=index_items, write_docs=write_docs)
         if not unindexed_count(store):
             return done
         after = 0  # anything left (written meanwhile) is caught up below
@@ -596,3 +598,7 @@ def search_lines(store: Store, query: str, limit: int = 20) -> list[dict[str, st
     ensure_index(store)
     return [{"item_id": h.uid, "kind": h.kind, "snippet": snippet_plain(h.snippet)}
             for h in search(store, query, limit=limit, with_total=False).hits]
+
+
+if __name__ == "__main__":  # a worker of `index_workers`: the text of the items it is given
+    sys.exit(index_workers.serve(sys.argv[1], item_text))
