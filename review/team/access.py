@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from review.team.reviewers import PEOPLE, ROLES, SETTLED_ANSWERS, Reviewer
+from review.team.people import PEOPLE, ROLES, SETTLED_ANSWERS, Reviewer
 from store import Store
 
 EVERYONE = frozenset(ROLES)

@@ -4,42 +4,17 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from review.team.access import may, role_may
+from review.team.people import (  # noqa: F401 - the people's names, read from here too
+    PEOPLE,
+    ROLES,
+    SETTLED_ANSWERS,
+    Reviewer,
+    people_sql,
+)
+from review.team.people import reviewer_from_row as _from_row
 from store import Store, utcnow
-
-ROLES = ("reviewer", "adjudicator", "admin")
-
-
-@dataclass(frozen=True)
-class Reviewer:
-    id: int
-    name: str
-    role: str
-    specialty: str | None = None
-    seniority: str | None = None
-
-
-def _from_row(row) -> Reviewer:
-    return Reviewer(row["id"], row["name"], row["role"] or "reviewer", row["specialty"],
-                    row["seniority"])
-
-
-def people_sql(alias: str = "") -> str:
-    """SQL true for human raters who review in the app (`alias`: the raters
-    table's alias in the query): not those an import brought with another role,
-    such as HealthBench's anonymized physicians (`physician`), whose labels are
-    data, not anyone's login or anyone's work to adjudicate."""
-    a = f"{alias}." if alias else ""
-    return (f"{a}kind = 'human' AND ({a}role IS NULL OR {a}role IN"
-            f" ({', '.join(repr(r) for r in ROLES)}))")
-
-
-PEOPLE = people_sql()
-
-
-SETTLED_ANSWERS = "adjudicated"
-"""The rater of settled answers (`review.team.adjudication.ADJUDICATED`)."""
 
 REFERENCE_RATERS = ("carebench-gold", "klinikebench-verifier", "clinicare-cohort",
                     "clinicare-verifier", "harbor-verifier")
@@ -198,16 +173,12 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
 
 def can_adjudicate(reviewer: Reviewer | None) -> bool:
     """Whether they may settle disagreements (`review.team.access.MATRIX`: adjudicate)."""
-    from review.team.access import may  # access reads this module's roles
-
     return may(reviewer, "adjudicate")
 
 
 def is_admin(reviewer: Reviewer | None) -> bool:
     """Whether they administer the study: create rounds, grant roles, edit the
     codebook (`review.team.access.MATRIX`: manage_rounds, an admin's)."""
-    from review.team.access import may  # access reads this module's roles
-
     return may(reviewer, "manage_rounds")
 
 
@@ -216,8 +187,6 @@ def grant_role(store: Store, admin: Reviewer, name: str, role: str, *,
     """An admin gives a reviewer a role (reviewer, adjudicator or admin). On a
     server (`server`) admins are named in the configuration (CARELENS_ADMINS, or
     the secrets' admins: `review.team.identity`), so no grant makes or unmakes one."""
-    from review.team.access import may, role_may
-
     if not may(admin, "grant_roles"):
         raise ValueError("only an admin can grant roles")
     if role not in ROLES:
