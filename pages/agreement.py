@@ -215,7 +215,7 @@ st.caption(f"{compared.level.capitalize()} labels"
            + {"ordinal": "weighted kappa, ordinal alpha and Gwet's AC2",
               "binary": "Gwet's AC1 and PABAK (met / not met is skewed; kappa collapses there)",
               "nominal": "Cohen's or Fleiss' kappa, alpha and Gwet's AC1"}[compared.level]
-           + f". Filters: {md(filters.describe())}. Counts after each rater's name: units "
+           + f". Filters: {md(filters.describe(phase=False))}. Counts after each rater's name: units "
              "answered.")
 st.caption(f"**Answers used:** {describe_phase(filters.phase)}."
            + ("" if filters.phase != DEFAULT_PHASE else

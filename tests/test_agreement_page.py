@@ -91,6 +91,8 @@ def test_group_alone_and_blind_filter(tmp_path, monkeypatch, demo_copy):
     # Blind answers by default, said on the screen; the latest only by choice, and said.
     assert at.selectbox(key="agr_phase").value == "blind"
     assert any("Answers used:** clinicians' blind answers" in c.value for c in at.caption)
+    # Said once: the filters line does not repeat it.
+    assert sum("clinicians' blind answers" in c.value for c in at.caption) == 1
     at.selectbox(key="agr_phase").set_value("current").run()
     assert not at.exception
     assert any("Answers used:** clinicians' current answers" in c.value for c in at.caption)

@@ -59,9 +59,10 @@ class Filters:
     def __post_init__(self) -> None:
         object.__setattr__(self, "phase", normalise_phase(self.phase))
 
-    def describe(self) -> str:
-        """The filters in words, the phase always named, e.g. "split validation ·
-        clinicians' blind answers (...)"."""
+    def describe(self, phase: bool = True) -> str:
+        """The filters in words, the phase named, e.g. "split validation ·
+        clinicians' blind answers (...)"; `phase` False: a screen that names the
+        answers used on a line of their own."""
         parts = [
             f"{name} {value}"
             for name, value in (
@@ -75,7 +76,7 @@ class Filters:
         ]
         if self.include_cannot_assess:
             parts.append("'cannot assess' counted as an answer")
-        return " · ".join([*(parts or ["all items"]), describe_phase(self.phase)])
+        return " · ".join([*(parts or ["all items"]), *([describe_phase(self.phase)] if phase else [])])
 
     def as_dict(self) -> dict:
         """The filters as set (empty ones left out), for a report's provenance."""
