@@ -26,3 +26,27 @@ def test_the_rubric_page_asks_and_does_not_decide():
     source = (ROOT / "pages" / "_rubric.py").read_text()
     assert "seen_while_answering(" in source
     assert "mode == SUGGEST" not in source
+
+
+def test_the_agent_stays_hidden_until_every_question_of_the_run_is_answered(demo_copy):
+    from review.reviewing.blinding import what_reviewer_sees
+    from review.reviewing.commit import Verdict, commit_verdicts
+    from review.reviewing.criteria import item_questions
+    from review.team.reviewers import ensure_reviewer
+    from review.workspace import open_store
+
+    with open_store(demo_copy) as s:
+        me = ensure_reviewer(s, "Dr. Part Way")
+        run = s.scalar("SELECT id FROM items WHERE kind = 'trajectory' ORDER BY id LIMIT 1")
+        questions = item_questions(s, run)
+        assert len(questions) > 1 and what_reviewer_sees(s, me.id, run).model_hidden
+
+        def answer(qs):
+            commit_verdicts(s, me, run, [Verdict(q.id, "cannot_assess") for q in qs])
+
+        answer(questions[:1])  # one verdict shows, but the run's agent stays unnamed
+        part_way = what_reviewer_sees(s, me.id, run)
+        assert part_way.shown and part_way.model_hidden
+        answer(questions[1:])
+        done = what_reviewer_sees(s, me.id, run)
+        assert done.shown and not done.model_hidden

@@ -174,6 +174,11 @@ class Sight:
     reference_shown: bool = False
     """Whether a graded conversation's reference (its physician-written ideal
     completion) may be shown: a reference is a reveal too."""
+    model_held: bool | None = None
+    """Agent runs and graded conversations: whether which agent or model made the
+    item stays hidden. A verdict shows once its own question is answered, but the
+    agent's name would bear on every question still open, so it shows only when
+    all are answered (or the mode shows verdicts from the start). None: as `shown`."""
     unanswered: int = 0
     """Asked without an item: the items still waiting for the reviewer's blind
     answer that the screen would unblind."""
@@ -189,7 +194,7 @@ class Sight:
         labels are held back, so its name, and ids that name it (`..::aster-7b`),
         are not shown (`names.ItemName.shown_ids`); where the labels are shown
         (a researcher, a reveal) the ids are."""
-        return not self.shown
+        return self.model_held if self.model_held is not None else not self.shown
 
     def seen_while_answering(self, question_ids: Iterable[int],
                              reference_on_screen: bool = False) -> frozenset[int]:
@@ -251,10 +256,13 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
                      else "so its labels stay hidden here too."))
     if kind in RUBRIC_KINDS:
         verdicts = revealed_verdicts(store, reviewer_id, item_id, mode)
-        answered = bool(my_current_answers(store, reviewer_id, item_id))
+        mine = my_current_answers(store, reviewer_id, item_id)
+        open_questions = mode == REVEAL_AFTER_COMMIT and any(
+            q.id not in mine for q in item_questions(store, item_id))
         return Sight(mode, bool(verdicts), None if verdicts else LABELS_HELD, notice,
                      verdicts=verdicts, verdicts_held=VERDICTS_HELD,
-                     reference_shown=answered and mode != BLIND)
+                     reference_shown=bool(mine) and mode != BLIND,
+                     model_held=not verdicts or open_questions)
     item = load_item(store, item_id)
     if item is None:
         return Sight(mode, False, LABELS_HELD, notice)
