@@ -39,6 +39,7 @@ def test_workers_write_what_one_process_writes(tmp_path, file, monkeypatch):
     calls = []
     real = index_workers.index_in_parallel
     monkeypatch.setattr(index_workers, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index_workers, "PARALLEL_PAYLOAD", 0)
     monkeypatch.setattr(index_workers, "CHUNK", 2)  # 4 chunks, in batches of 4 items
     delivered = []
     real_write = index_workers._write_checked
@@ -87,6 +88,7 @@ def test_what_the_workers_do_not_deliver_this_process_indexes(tmp_path, file, mo
         return procs
 
     monkeypatch.setattr(index_workers, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index_workers, "PARALLEL_PAYLOAD", 0)
     monkeypatch.setattr(index_workers, "CHUNK", 3)
     monkeypatch.setattr(index_workers, "workers", lambda: 2)
     monkeypatch.setattr(index_workers, "_start", start)
@@ -102,7 +104,20 @@ def test_what_the_workers_do_not_deliver_this_process_indexes(tmp_path, file, mo
 def test_no_workers_when_the_environment_says_none(tmp_path, file, monkeypatch):
     monkeypatch.setenv(index_workers.WORKERS_ENV, "0")
     monkeypatch.setattr(index_workers, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index_workers, "PARALLEL_PAYLOAD", 0)
     monkeypatch.setattr(index_workers, "index_in_parallel",
                         lambda *a, **k: pytest.fail("workers started"))
     with open_store(tmp_path / "x.db") as store:
         assert import_file(store, file, "klinikebench").indexed == 7
+
+
+def test_small_items_are_indexed_here_not_by_workers(tmp_path, file, monkeypatch):
+    """Workers pay for themselves on large payloads (agent runs), not on many small ones."""
+    monkeypatch.setattr(index_workers, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index_workers, "PARALLEL_PAYLOAD", 10**9)
+    started = []
+    monkeypatch.setattr(index_workers, "index_in_parallel",
+                        lambda *a, **k: started.append(1) or 0)
+    with open_store(tmp_path / "small.db") as store:
+        import_file(store, file, "klinikebench", index=False)
+        assert search.ensure_index(store) == 7 and started == []

@@ -252,10 +252,12 @@ def ensure_index(store: Store, batch: int = 500,
     `progress(done, due)` is told after each batch."""
     done = after = 0
     due = unindexed_count(store)
-    if due >= index_workers.PARALLEL_FROM and store.path != ":memory:" \
-            and index_workers.workers():
-        # Many items (a large import): their text is extracted by worker processes.
-        done = index_workers.index_in_parallel(store, _unindexed_ids(store), batch, progress, due,
+    ids = _unindexed_ids(store) if due >= index_workers.PARALLEL_FROM else []
+    if ids and store.path != ":memory:" and index_workers.workers() \
+            and _payload_size(store, ids[:SAMPLE]) >= index_workers.PARALLEL_PAYLOAD:
+        # Many large items (agent runs): their text is extracted by worker processes.
+        # Many small ones (replies) are quicker here than the workers' start.
+        done = index_workers.index_in_parallel(store, ids, batch, progress, due,
                                                index_items=index_items, write_docs=write_docs)
         if not unindexed_count(store):
             return done
@@ -272,6 +274,16 @@ def ensure_index(store: Store, batch: int = 500,
         if progress is not None:
             progress(done, max(due, done))
     return done
+
+
+SAMPLE = 200
+"""Items whose payloads are measured to judge the rest (`_payload_size`)."""
+
+
+def _payload_size(store: Store, ids: list[int]) -> float:
+    """The mean payload, in characters, of these items."""
+    return store.scalar("SELECT coalesce(avg(length(payload)), 0) FROM items WHERE id IN"
+                        " (SELECT value FROM json_each(?))", (json.dumps(ids),))
 
 
 def _unindexed_ids(store: Store) -> list[int]:
