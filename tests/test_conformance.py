@@ -719,3 +719,26 @@ def test_the_direct_label_submission_is_ranked_like_any_other_model(groups, tmp_
         alone = triage_comparison(s)
     assert [r.model for r in alone.labellings[0].ranking] == ["my-direct-model"]
     assert alone.labellings[0].metrics["my-direct-model"]["accuracy"].n == 8
+
+
+def test_format_auto_written_out_is_detection(tmp_path):
+    """MANIFEST.tsv says `auto` where the format is detected: `--format auto` given as
+    written imports as no --format does."""
+    import cli
+
+    autos = {line.group for line in manifest() if line.format == "auto"}
+    assert autos
+    for group in sorted(autos):
+        for how in ("left out", "written"):
+            db = tmp_path / f"{group}-{how.replace(' ', '-')}.db"
+            for line in (x for x in manifest() if x.group == group):
+                if how == "written" or line.format != "auto":
+                    args = ["--format", line.format]
+                else:
+                    args = []
+                out, err = io.StringIO(), io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = cli.main(["--db", str(db), "import", *args, *line.extra,
+                                     str(line.path)])
+                assert code == 0, (line, err.getvalue())
+        assert snapshot(tmp_path / f"{group}-left-out.db") == snapshot(tmp_path / f"{group}-written.db")
