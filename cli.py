@@ -270,18 +270,9 @@ def _size(text: str) -> int:
             from None
 
 
-AUTO = "auto"
-"""`--format auto`: detect the format from the file, as with no --format (the word
-the conformance corpus's MANIFEST.tsv and the Data screen's "detect" use)."""
-
-
-def _format_name(text: str) -> str | None:
-    return None if text.strip().lower() == AUTO else text
-
-
 @command("formats")
 def cmd_formats(args: argparse.Namespace) -> int:
-    from review.datasets.sources import FORMATS
+    from review.datasets.sources import AUTO, FORMATS
 
     for fmt in FORMATS.values():
         print(f"{fmt.name:26} {fmt.description}")
@@ -797,7 +788,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--files", help="folder for the generated demo files")
 
     i = sub.add_parser("import", help="import files (format detected from content)")
-    i.add_argument("--format", type=_format_name,
+    i.add_argument("--format",
                    help="importer name (see `carelens formats`), or auto: detect it from the file"
                         " (the default)")
     i.add_argument("--rater", help="rater whose labels the file carries")

@@ -67,7 +67,7 @@ def library_import(db: Path, line: Line):
     if "--rater" in line.extra:
         options.rater = line.extra[line.extra.index("--rater") + 1]
     with open_store(db) as store:
-        return import_file(store, line.path, None if line.format == "auto" else line.format, options)
+        return import_file(store, line.path, line.format, options)  # "auto": detected
 
 
 def snapshot(db: Path) -> dict[str, object]:

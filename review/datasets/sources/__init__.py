@@ -6,6 +6,7 @@ Importing this package registers every format in `FORMATS`.
 from review.datasets.sources import atif, clinicare, harbor, healthbench, klinikebench  # noqa: F401, I001
 from review.datasets.sources import carebench, labels_long  # noqa: F401  (registers formats)
 from review.datasets.sources.base import (
+    AUTO,
     FORMATS,
     ImportOptions,
     ImportResult,
@@ -15,5 +16,5 @@ from review.datasets.sources.base import (
 from review.datasets.sources.readers import Limits
 from store.writer import InputError
 
-__all__ = ["FORMATS", "ImportOptions", "ImportResult", "InputError", "Limits", "detect_format",
+__all__ = ["AUTO", "FORMATS", "ImportOptions", "ImportResult", "InputError", "Limits", "detect_format",
            "import_file"]

@@ -152,6 +152,11 @@ class ImportResult:
 
 FORMATS: dict[str, Format] = {}
 
+AUTO = "auto"
+"""The format word for "detect it from the file" (`detect_format`), as no format
+given: what the conformance corpus's MANIFEST.tsv and `carelens import --format
+auto` say."""
+
 
 def register(fmt: Format) -> Format:
     FORMATS[fmt.name] = fmt
@@ -442,6 +447,8 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             listener: _Listener) -> ImportResult:
     """The file read and written in one transaction (not yet in the search index)."""
     started = time.perf_counter()
+    if fmt is not None and fmt.strip().lower() == AUTO:
+        fmt = None
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     check_path(path, FORMATS.get(fmt) if fmt else None)
