@@ -1,23 +1,32 @@
-// carelens: keys that never go astray (pages/_keys.py mounts this).
+// carelens: keys that never go astray, and count only on what was read
+// (pages/_keys.py mounts this; review/reviewing/presses.py holds the rule).
 //
 // Loads nothing from anywhere; touches no text from the data (what it shows
-// is its own fixed words, set as textContent). One listener for the whole
-// page, installed once, whatever the number of mounts:
+// is its own fixed words and the screen's, set as textContent). One listener
+// for the whole page, installed once, whatever the number of mounts:
 //
-// - after a choice in a drop-down list, the focus goes back to the page, so
-//   the next key is a shortcut, not a letter typed into the list;
+// - a key that answers, picks or settles counts only once what it acts on
+//   has been on screen for the least dwell (`dwell_ms`, from
+//   CARELENS_MIN_DWELL_MS) since it was drawn, and as long since the last
+//   key refused on that screen (a burst stays refused until it stops): an
+//   earlier one is refused at once, never sent, and said beside the answers
+//   (`slot`) in the screen's words (`too_soon`). What a screen's keys act on
+//   is its marker's token (`.st-key-at_<token>`); the time each token was
+//   first drawn on this page is kept (`drawn`);
 // - a screen's shortcut pressed while the screen is being redrawn (the
 //   script running, or elements still loading) is held, not sent to a button
 //   that is about to go: once the screen is still, it is applied if the
-//   screen shows what it showed when the key was pressed (the same item, the
-//   same step or criterion, from the `.st-key-at_<token>` marker), or if it
-//   is a relative move (Left, Right, Up, Down: "one more"); otherwise it is
-//   refused, and a notice says so;
+//   screen shows what it showed when the key was pressed (the same token), or
+//   if it is a relative move (Left, Right, Up, Down, the screen's undo: "one
+//   more"); otherwise it is refused, and said;
+// - after a choice in a drop-down list, the focus goes back to the page, so
+//   the next key is a shortcut, not a letter typed into the list;
 // - a key that puts the focus in a box (S: the reason for a skip);
 // - scrolling the judged text into view inside its scrolling box;
-// - a rerun when a reveal falls due (`due_in`, seconds).
+// - a rerun when a screen asks for one (`due_in`, seconds).
 
 const STATE = '__carelensKeys';
+const TOO_SOON = 'Not recorded: too soon after the last answer. Press again to answer this one.';
 
 function canonical(e) {
   // "ctrl+shift+1", "left", "f": as pages/_keys.py writes a shortcut.
@@ -85,14 +94,69 @@ function watchRuns(state) {
   }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
 }
 
-function shownToken() {
-  // What the screen shows: its markers' tokens (the item; the step; the
-  // criterion), as they are on screen now. During a redraw a marker not yet
-  // redrawn still says what the clinician is looking at.
-  const tokens = [...document.querySelectorAll('[class*="st-key-at_"]')]
-    .map(m => [...m.classList].find(k => k.startsWith('st-key-at_')))
-    .filter(Boolean).map(c => c.slice('st-key-at_'.length));
-  return tokens.length ? [...new Set(tokens)].sort().join('|') : null;
+function markerTokens(prefix) {
+  // [marker element, its class] for every marker on the page now (a screen's
+  // alone, with its `prefix`: "st-key-at_<screen>__").
+  const start = prefix || 'st-key-at_';
+  return [...document.querySelectorAll('[class*="st-key-at_"]')].map(m => {
+    const cls = [...m.classList].find(k => k.startsWith(start));
+    return cls ? [m, cls] : null;
+  }).filter(Boolean);
+}
+
+function tokensOf(state, id) {
+  // What screen `id`'s markers show now (every screen's, with no id). During a
+  // redraw a marker not yet redrawn still says what the clinician is looking at.
+  const screen = id ? state.screens.get(id) : null;
+  const prefix = screen && screen.marker;
+  const tokens = markerTokens(prefix).map(([, cls]) => cls);
+  return [...new Set(tokens)].sort();
+}
+
+function shownToken(state, id) {
+  const tokens = tokensOf(state, id);
+  return tokens.length ? tokens.join('|') : null;
+}
+
+function noteDrawn(state) {
+  // When each marker was first drawn (in the page, with something in it); a
+  // token gone from a still screen is forgotten, so an item shown again (Back)
+  // is timed afresh.
+  state.drawScheduled = false;
+  const now = performance.now();
+  const present = new Set();
+  for (const [m, token] of markerTokens(null)) {
+    present.add(token);
+    if (!state.drawn.has(token) && m.getBoundingClientRect().height > 0) state.drawn.set(token, now);
+  }
+  if (!appBusy()) {
+    for (const token of [...state.drawn.keys()]) if (!present.has(token)) state.drawn.delete(token);
+  }
+}
+
+function watchDrawing(state) {
+  // Each change to the page: the markers looked at once, at the next frame.
+  new MutationObserver(() => {
+    if (state.drawScheduled) return;
+    state.drawScheduled = true;
+    requestAnimationFrame(() => noteDrawn(state));
+  }).observe(document.body, {childList: true, subtree: true});
+}
+
+function tooSoon(state, id, now) {
+  // The rule (review/reviewing/presses.py) on this page's clock: what screen
+  // `id`'s keys act on drawn at least `dwell` ago, and no key refused on it
+  // within `dwell`.
+  const screen = state.screens.get(id);
+  const dwell = screen ? screen.dwell : 0;
+  if (!dwell) return false;
+  const refused = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+  if (now - refused < dwell) return true;
+  const tokens = tokensOf(state, id);
+  const drawnAt = tokens.length
+    ? Math.max(...tokens.map(t => (state.drawn.has(t) ? state.drawn.get(t) : now)))
+    : screen.since;
+  return now - drawnAt < dwell;
 }
 
 function buttonFor(cls) {
@@ -108,19 +172,59 @@ function note(state, what) {
   if (state.log.length > 60) state.log.shift();
 }
 
-function notice(state, words) {
-  let box = document.getElementById('carelens-key-notice');
+function notice(state, id, words) {
+  // Said beside the answers of screen `id` (its slot), else at the bottom left.
+  let box = state.noticeBox;
   if (!box) {
-    box = document.createElement('div');
+    box = state.noticeBox = document.createElement('div');
     box.id = 'carelens-key-notice';
     box.setAttribute('role', 'status');
+    box.setAttribute('aria-live', 'polite');
     box.setAttribute('data-testid', 'carelensKeyNotice');
-    document.body.appendChild(box);
   }
   box.textContent = words;
+  state.notice = {id, until: performance.now() + 8000};
+  placeNotice(state);
+}
+
+function hideNotice(state, id) {
+  if (state.notice && (id === undefined || state.notice.id === id)) {
+    state.notice.until = 0;
+    placeNotice(state);
+  }
+}
+
+function placeNotice(state) {
+  // Kept in its slot while it is due (a redraw may make the slot anew).
+  const box = state.noticeBox;
+  if (!box) return;
+  const on = state.notice && performance.now() < state.notice.until;
+  const screen = state.notice && state.screens.get(state.notice.id);
+  const slot = on && screen && screen.slot ? document.querySelector('.' + CSS.escape(screen.slot)) : null;
+  for (const s of document.querySelectorAll('[data-carelens-notice="on"]')) {
+    if (s !== slot) delete s.dataset.carelensNotice;
+  }
+  if (!on) {
+    box.style.display = 'none';
+    return;
+  }
+  if (slot) {
+    if (box.parentElement !== slot) slot.appendChild(box);
+    slot.dataset.carelensNotice = 'on';
+    box.dataset.place = 'beside';
+  } else {
+    if (box.parentElement !== document.body) document.body.appendChild(box);
+    box.dataset.place = 'corner';
+  }
   box.style.display = 'block';
-  clearTimeout(state.noticeTimer);
-  state.noticeTimer = setTimeout(() => { box.style.display = 'none'; }, 5000);
+}
+
+function refuse(state, id, words, what) {
+  // A key not taken: said, and the next keys on this screen wait for the dwell.
+  state.refusedAt.set(id, performance.now());
+  note(state, what);
+  const screen = state.screens.get(id);
+  notice(state, id, words || (screen && screen.tooSoon) || TOO_SOON);
 }
 
 function visibleIn(el) {
@@ -138,11 +242,6 @@ function visibleIn(el) {
   else if (r.bottom > b.bottom) box.scrollTop += r.bottom - b.bottom + 4;
 }
 
-function label(key) {
-  return key.replace('left', '←').replace('right', '→').replace('up', '↑')
-    .replace('down', '↓').replace('shift+', 'Shift+').toUpperCase().replace('SHIFT+', 'Shift+');
-}
-
 function flush(state) {
   // Apply or refuse held keys, one at a time, each once the screen is still.
   clearTimeout(state.flushTimer);
@@ -158,17 +257,22 @@ function flush(state) {
     state.flushTimer = setTimeout(() => flush(state), 25);
     return;
   }
+  noteDrawn(state);
   const entry = state.held.shift();
-  const screen = entry.screen === null ? state.screens.get(screenFor(state, entry.key))
-    : state.screens.get(entry.screen);
-  const token = shownToken();
+  const id = entry.screen === null ? screenFor(state, entry.key) : entry.screen;
+  const screen = id ? state.screens.get(id) : null;
+  const token = shownToken(state, id);
   const same = entry.token !== null && entry.token === token;
-  if (screen && (same || (screen.nav.includes(entry.key) && entry.token !== null))) {
+  const relative = screen && (screen.nav.includes(entry.key) || screen.relative.includes(entry.key));
+  // A key held before any screen was there: the dwell is checked now, on what it would act on.
+  const early = entry.screen === null && screen && !relative && tooSoon(state, id, entry.at);
+  if (screen && !early && (same || (relative && entry.token !== null))) {
     const button = buttonFor(screen.buttons[entry.key]);
     if (button) {
       state.stillSince = null;
       state.sentAt = performance.now();
       note(state, `applied ${entry.key} at ${token}`);
+      if (!relative) hideNotice(state, id);
       button.click();
     } else {
       note(state, `no button for ${entry.key}`);
@@ -178,10 +282,8 @@ function flush(state) {
     // (Y N Y: once the N is refused, the second Y would land on N's criterion).
     const also = state.held.length;
     state.held = [];
-    state.refusedAt = performance.now();
-    note(state, `refused ${entry.key} pressed at ${entry.token}, now ${token}`);
-    notice(state, `Key ${label(entry.key)}${also ? ` and ${also} after it` : ''} not applied: `
-      + 'pressed while the screen was changing. Check what is on screen now and go on.');
+    refuse(state, id, null, `refused ${entry.key} pressed at ${entry.token}, now ${token}`
+      + (also ? `, and ${also} after it` : ''));
   }
   state.flushTimer = setTimeout(() => flush(state), 25);
 }
@@ -197,62 +299,84 @@ function screenFor(state, key) {
 
 function install() {
   const state = {screens: new Map(), held: [], stillSince: null, flushTimer: null,
-                 noticeTimer: null, scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1, endedStart: -1,
-                 refusedAt: -1e9, log: [], due: new Map(), gates: new Map()};
+                 scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1,
+                 endedStart: -1, refusedAt: new Map(), drawn: new Map(), drawScheduled: false,
+                 notice: null, noticeBox: null, log: [], due: new Map(), gates: new Map()};
   window[STATE] = state;
+  // Whether every screen's keys would count now (for tests and benches, which
+  // wait for it as a clinician reads before answering).
+  state.dwellOver = () => {
+    const now = performance.now();
+    noteDrawn(state);
+    for (const id of state.screens.keys()) {
+      if (document.querySelector('.st-key-' + CSS.escape(id)) && tooSoon(state, id, now)) return false;
+    }
+    return true;
+  };
   watchRuns(state);
+  watchDrawing(state);
 
   window.addEventListener('keydown', (e) => {
     if (e.__carelensReplay || typing(e.target)) return;
     const key = canonical(e);
-    if (!screenFor(state, key) && appBusy() && /^(shift\+)?[0-9a-z]$|^(left|right|up|down)$|^ctrl\+enter$/.test(key)) {
+    const id = screenFor(state, key);
+    if (!id && appBusy() && /^(shift\+)?[0-9a-z]$|^(left|right|up|down)$|^ctrl\+enter$/.test(key)) {
       // No screen has said its keys yet (the page is still loading): held, and
-      // applied once a screen with that key is there, if the item is the same.
+      // applied once a screen with that key is there, if the item is the same
+      // and has been on screen long enough.
       e.preventDefault();
       e.stopImmediatePropagation();
       if (!e.repeat) {
-        note(state, `held ${key} before any screen, at ${shownToken()}`);
-        state.held.push({key, screen: null, token: shownToken(), at: performance.now()});
+        note(state, `held ${key} before any screen, at ${shownToken(state, null)}`);
+        state.held.push({key, screen: null, token: shownToken(state, null), at: performance.now()});
         flush(state);
       }
       return;
     }
-    for (const [id, screen] of state.screens) {
-      if (!document.querySelector('.st-key-' + CSS.escape(id))) continue;  // not mounted
-      if (key in screen.focus) {
-        const box = document.querySelector('.' + CSS.escape(screen.focus[key]));
-        const input = box && box.querySelector('input, textarea');
-        if (input && !input.disabled) {
-          e.preventDefault();
-          e.stopImmediatePropagation();
-          input.focus();
-        }
-        return;
-      }
-      if (!(key in screen.buttons)) continue;
-      if (performance.now() - state.refusedAt < 1000) {
-        // Typed right behind a refused key, in the same burst: meant to follow it.
+    if (!id) return;
+    const screen = state.screens.get(id);
+    if (key in screen.focus) {
+      const box = document.querySelector('.' + CSS.escape(screen.focus[key]));
+      const input = box && box.querySelector('input, textarea');
+      if (input && !input.disabled) {
         e.preventDefault();
         e.stopImmediatePropagation();
-        state.refusedAt = performance.now();
-        note(state, `refused ${key}, right behind a refused key`);
-        return;
-      }
-      if (!appBusy() && !state.held.length) {  // keys wait behind those held before them
-        // Streamlit's own shortcut presses the button (or nothing, without one);
-        // until its run is over, the next keys wait.
-        if (buttonFor(screen.buttons[key])) state.sentAt = performance.now();
-        note(state, `passed ${key} at ${shownToken()}`);
-        return;
-      }
-      e.preventDefault();
-      e.stopImmediatePropagation();
-      if (!e.repeat) {
-        note(state, `held ${key} at ${shownToken()}`);
-        state.held.push({key, screen: id, token: shownToken(), at: performance.now()});
-        flush(state);
+        input.focus();
       }
       return;
+    }
+    const now = performance.now();
+    const free = screen.relative.includes(key);  // an undo: never refused for haste
+    const counted = !free && !screen.nav.includes(key);  // answers, picks, marks, settlements
+    if (counted && e.repeat) {
+      // A key held down is one press, not one an item.
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      return;
+    }
+    const refused = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+    if ((counted && tooSoon(state, id, now)) || (!free && now - refused < screen.dwell)) {
+      // Too soon after what it acts on was drawn, or right behind a refused key
+      // (in the same burst: meant to follow it): not taken, and said.
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      refuse(state, id, null, `refused ${key} at ${shownToken(state, id)}: too soon`);
+      return;
+    }
+    if (!appBusy() && !state.held.length) {  // keys wait behind those held before them
+      // Streamlit's own shortcut presses the button (or nothing, without one);
+      // until its run is over, the next keys wait.
+      if (buttonFor(screen.buttons[key])) state.sentAt = now;
+      if (counted) hideNotice(state, id);
+      note(state, `passed ${key} at ${shownToken(state, id)}`);
+      return;
+    }
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    if (!e.repeat) {
+      note(state, `held ${key} at ${shownToken(state, id)}`);
+      state.held.push({key, screen: id, token: shownToken(state, id), at: now});
+      flush(state);
     }
   }, true);
 
@@ -281,6 +405,8 @@ function install() {
 
   // After each redraw: the judged text in view inside its box, once per screen state.
   const watch = () => {
+    noteDrawn(state);
+    placeNotice(state);
     if (!appBusy()) {
       for (const [id, screen] of state.screens) {
         const mark = `${id}:${screen.version}`;
@@ -325,8 +451,11 @@ export default function (component) {
   const old = state.screens.get(data.id);
   const version = JSON.stringify([data.token, data.scroll]);
   state.screens.set(data.id, {
-    buttons: data.buttons || {}, nav: data.nav || [], focus: data.focus || {},
-    scroll: data.scroll || [], version: old && old.version === version ? old.version : version,
+    buttons: data.buttons || {}, nav: data.nav || [], relative: data.relative || [],
+    focus: data.focus || {}, scroll: data.scroll || [], marker: data.marker || null,
+    dwell: data.dwell_ms || 0, tooSoon: data.too_soon || TOO_SOON, slot: data.slot || null,
+    since: old && old.token === data.token ? old.since : performance.now(), token: data.token,
+    version: old && old.version === version ? old.version : version,
   });
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);
   // One timer a screen: Streamlit calls this again on new data without the

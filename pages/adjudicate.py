@@ -9,15 +9,19 @@ clinicians agree on is settled by the button that says how many.
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from codebook import NO_ERROR
+from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
 from review.reviewing.criteria import severity_levels, step_codebook
 from review.reviewing.items import load_item
 from review.reviewing.names import item_name, plural, rater_name, study_round
+from review.reviewing.presses import TooSoon
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import (
     REASONS,
@@ -126,6 +130,16 @@ def _refused(form: str, exc: ValueError) -> None:
             st.session_state.pop(f"{form}:{part}", None)
 
 
+# Said when a settling key is not taken (`review.reviewing.presses`).
+ADJ_TOO_SOON = "Not recorded: too soon after the screen changed. Press again to settle this one."
+
+
+def unit_token(form: str) -> str:
+    """What a settle form's keys act on: the unit it settles (its form's name, as
+    a marker takes it)."""
+    return re.sub(r"[^A-Za-z0-9]", "_", form)
+
+
 def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, item_id: int,
                      question_key: str | None, seen: int | None, shown: tuple[int, ...],
                      book=None) -> None:
@@ -136,7 +150,11 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
     s = store()
     try:
         settle(s, round_id, item_id, adjudicator, value, reason, note, question_key=question_key,
-               expected=seen, answers_shown=shown)
+               expected=seen, answers_shown=shown, press=press("adj", unit_token(form)))
+    except TooSoon:
+        refused("adj")
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     except ValueError as exc:
         _refused(form, exc)
         return
@@ -154,6 +172,9 @@ REASON_SHORT = {"ambiguous_item": "Ambiguous item", "codebook_gap": "Codebook ga
 
 
 def _choose(key: str, value) -> None:
+    if not press_counts("adj", unit_token(key.rsplit(":", 1)[0])):  # too soon: said, not taken
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     st.session_state[key] = value
 
 
@@ -181,6 +202,13 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
     beforehand: the adjudicator chooses, every time."""
     chosen = st.session_state.get(f"{form}:value")
     reason = st.session_state.get(f"{form}:reason")
+    if keys:  # first, before what they press (pages/_keys.py): held during a redraw, and timed
+        shortcuts = {k: f"{form}:pick:{code}" for code, k in keys.items() if k}
+        shortcuts.update({f"Shift+{level}": f"{form}:sev:{level}" for level in severities or {}})
+        shortcuts.update({REASON_KEYS[why]: f"{form}:why:{why}" for why in SETTLE_REASONS
+                          if why in REASON_KEYS})
+        shortcuts["Ctrl+Enter"] = f"{form}:settle"
+        screen_keys("adj", shortcuts, token=unit_token(form), too_soon=ADJ_TOO_SOON)
     st.markdown(f"**Settled {noun}**")
     cols = st.columns(min(len(codes), per_row))
     for n, code in enumerate(codes):
@@ -206,16 +234,21 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
                                    shortcut=REASON_KEYS.get(why) if keys else None,
                                    type="primary" if reason == why else "secondary",
                                    on_click=_choose, args=(f"{form}:reason", why))
+    if keys:
+        notice_slot("adj")
     with st.form(form, border=False):
         st.text_input("Note", placeholder="What decided it; a codebook gap to fix",
                       key=f"{form}:note")
         st.form_submit_button(label, type="primary", on_click=on_settle, args=args,
-                              shortcut="Ctrl+Enter" if keys else None, width="stretch")
+                              shortcut="Ctrl+Enter" if keys else None, width="stretch",
+                              key=f"{form}:settle")
     if keys:
-        st.caption(f"Keys: {' '.join(k for k in keys.values() if k)} the settled {noun} · "
-                   + ("Shift+1–5 the severity · " if severities else "")
-                   + " ".join(REASON_KEYS.values()) + " the reason · Ctrl+Enter settle · "
-                   "← → previous / next")
+        # The marker of what the keys act on, drawn after the unit and its answers.
+        with st.container(key=marker("adj", unit_token(form))):
+            st.caption(f"Keys: {' '.join(k for k in keys.values() if k)} the settled {noun} · "
+                       + ("Shift+1–5 the severity · " if severities else "")
+                       + " ".join(REASON_KEYS.values()) + " the reason · Ctrl+Enter settle · "
+                       "← → previous / next")
 
 
 def settle_agreed_button(count: int, one: str, many: str, settle_own, **scope) -> None:
@@ -364,7 +397,12 @@ def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_i
     s = store()
     try:
         settle_step(s, item_id, step_id, adjudicator, error, None if error == NO_ERROR else severity,
-                    reason, note, expected=seen, answers_shown=shown)
+                    reason, note, expected=seen, answers_shown=shown,
+                    press=press("adj", unit_token(form)))
+    except TooSoon:
+        refused("adj")
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     except ValueError as exc:
         _refused(form, exc)
         return

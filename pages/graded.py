@@ -93,7 +93,7 @@ with top[1], st.container(horizontal=True, gap="small", key="hb_nav",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 left, right = st.columns([2, 3], gap="medium")
-with left, st.container(key=marker(str(item_id)), gap="small"):
+with left, st.container(key=marker("hb", str(item_id)), gap="small"):
     if view.turns:
         with st.container(border=True, key="hb_conversation"):
             for turn in view.turns:

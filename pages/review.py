@@ -20,7 +20,7 @@ import time
 
 import streamlit as st
 
-from pages._keys import marker, screen_keys
+from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
 from pages._keys import waiting as keys_waiting
 from pages._shared import (
     came_from_another_screen,
@@ -54,6 +54,7 @@ from review.reviewing.names import (
     turn,
 )
 from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
+from review.reviewing.presses import TOO_SOON, TooSoon
 from review.reviewing.queue import (
     Progress,
     QueueFilter,
@@ -175,12 +176,25 @@ def ahead_of_the_screen(item_id: int) -> bool:
     current = st.session_state.get(state_key)
     if current is None or current == item_id:
         return False
-    flash("info", "A key pressed before the next item was on screen was not applied; "
-                  "answer the item you see now.")
+    refused("review")
+    flash("warning", TOO_SOON)
     return True
 
 
-def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str) -> None:
+def too_soon(item_id: int, token: str) -> bool:
+    """A press that writes no answer (a flag, a confidence) and does not count
+    (`review.reviewing.presses`: not on what the screen shows now, or too soon
+    after it was drawn): dropped, and said beside the answers."""
+    if ahead_of_the_screen(item_id):
+        return True
+    if press_counts("review", token):
+        return False
+    flash("warning", TOO_SOON)
+    return True
+
+
+def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str,
+              token: str = "") -> None:
     if ahead_of_the_screen(item_id):
         return
     s = store()
@@ -194,7 +208,12 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
             rationale=st.session_state.get(rationale_key(item_id)),
             confidence=st.session_state.get(confidence_key(item_id)),
             seconds_on_task=round(time.monotonic() - started, 2), mode=mode, round_id=round_id,
+            press=press("review", token),
         )
+    except TooSoon as exc:  # nothing written: said beside the answers, the item stays
+        refused("review")
+        flash("warning", str(exc))
+        return
     except RoundError as exc:
         flash("warning", safe_markdown(str(exc)))
         _advance_from(item_id)
@@ -214,12 +233,17 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
         st.session_state[LAST] = (item_id, st.session_state.get(state_key))
 
 
-def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str) -> None:
+def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str, token: str = "") -> None:
     if ahead_of_the_screen(item_id):
         return
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
-        skip_item(store(), reviewer, item_id, question_id, reason, mode=mode, round_id=round_id)
+        skip_item(store(), reviewer, item_id, question_id, reason, mode=mode, round_id=round_id,
+                  press=press("review", token))
+    except TooSoon as exc:
+        refused("review")
+        flash("warning", str(exc))
+        return
     except ValueError as exc:
         flash("error", safe_markdown(str(exc)))
         return
@@ -237,16 +261,16 @@ def on_draft(item_id: int, question_id: int) -> None:
                st.session_state.get(confidence_key(item_id)))
 
 
-def on_confidence(item_id: int, question_id: int, level: int) -> None:
-    if ahead_of_the_screen(item_id):
+def on_confidence(item_id: int, question_id: int, level: int, token: str = "") -> None:
+    if too_soon(item_id, token):
         return
     key = confidence_key(item_id)
     st.session_state[key] = None if st.session_state.get(key) == level else level
     on_draft(item_id, question_id)
 
 
-def on_flag(item_id: int, raise_flag: bool) -> None:
-    if ahead_of_the_screen(item_id):
+def on_flag(item_id: int, raise_flag: bool, token: str = "") -> None:
+    if too_soon(item_id, token):
         return
     flag_item(store(), reviewer, item_id, raise_flag,
               st.session_state.get(f"flag_note:{item_id}"))
@@ -459,7 +483,7 @@ def review_item() -> None:
         if (last := st.session_state.get(LAST)) and last[1] is None:
             # The queue's last answer: its undo (Z) and, once due, its reveal, here too.
             screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token="end",
-                        due_in=last_answer_wait(None))
+                        relative=["Z"], due_in=last_answer_wait(None))
             last_answer_panel(None)
         return
 
@@ -499,10 +523,13 @@ def review_item() -> None:
                     **{f"Shift+{n}": f"confidence_{n}:{item.id}" for n in range(1, 6)}})
     answers = my_answers(s, reviewer.id, item.id, item.question_id) if asks else []
     current = answers[-1] if answers else None
+    # What the keys act on: this item as it stands (an answer given or changed makes
+    # it anew, so a key pressed right after one never changes it again unread).
+    token = f"{item.id}_{len(answers)}"
     # First on the screen, before what the keys act on: a key pressed while the rest
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
     live = screen_keys(
-        "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
+        "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
         scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True,
         due_in=max(last_answer_wait(item.id),
                    reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
@@ -520,7 +547,7 @@ def review_item() -> None:
     # -- the judged text -------------------------------------------------------------
     with left:
         st.markdown(f"**{safe_markdown(name.title)}** :small[· {where}]")
-        with st.container(key=marker(str(item.id)), gap="small"):
+        with st.container(key=marker("review", token), gap="small"):
             if item.kind == "prefix":
                 with st.container(border=True, key="rv_turns"):
                     for rnd in item.rounds:
@@ -571,7 +598,7 @@ def review_item() -> None:
                 help=safe_markdown(lab.definition), width="stretch",
                 type="primary" if chosen else "secondary",
                 on_click=on_answer,
-                args=(item.id, item.question_id, lab.code, "answered", mode),
+                args=(item.id, item.question_id, lab.code, "answered", mode, token),
                 disabled=item.failed,
             )
         if current and current.status != "skipped":
@@ -581,13 +608,13 @@ def review_item() -> None:
         row = st.columns(2, gap="small")
         row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0",
                       width="stretch", on_click=on_answer,
-                      args=(item.id, item.question_id, None, "cannot_assess", mode),
+                      args=(item.id, item.question_id, None, "cannot_assess", mode, token),
                       help="The item does not give enough to answer")
         flagged = is_flagged(s, reviewer.id, item.id)
         row[1].button("Unflag" if flagged else "Flag", key=f"flag:{item.id}", shortcut="F",
                       width="stretch", icon=":material/flag:",
                       type="primary" if flagged else "secondary",
-                      on_click=on_flag, args=(item.id, not flagged),
+                      on_click=on_flag, args=(item.id, not flagged, token),
                       help="Mark the item for a second look")
         rkey, ckey = rationale_key(item.id), confidence_key(item.id)
         restored = None
@@ -605,8 +632,9 @@ def review_item() -> None:
                 st.button(str(n), key=f"confidence_{n}:{item.id}", shortcut=f"Shift+{n}",
                           help=f"Confidence {n} of 5 (1 = a guess, 5 = certain): Shift+{n}",
                           type="primary" if st.session_state.get(ckey) == n else "secondary",
-                          on_click=on_confidence, args=(item.id, item.question_id, n))
+                          on_click=on_confidence, args=(item.id, item.question_id, n, token))
 
+        notice_slot("review")  # where a key not taken is said, by the browser at once
         flashed = st.session_state.pop("flash", None)
         if flashed:
             getattr(st, flashed[0])(flashed[1])
@@ -639,7 +667,7 @@ def review_item() -> None:
             skip[1].form_submit_button(
                 "Withdraw and skip" if withdraws else "Skip", key=f"skip:{item.id}",
                 icon=":material/skip_next:", width="stretch",
-                on_click=on_skip, args=(item.id, item.question_id, withdraws, mode),
+                on_click=on_skip, args=(item.id, item.question_id, withdraws, mode, token),
                 type="primary" if withdraws else "secondary",
                 help="Withdraw my answer and pass over this item" if withdraws
                 else "Pass over this item, with the reason typed beside (Enter)")

@@ -15,7 +15,7 @@ import time
 import streamlit as st
 
 from codebook import NO_ERROR
-from pages._keys import marker, screen_keys
+from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
 from pages._shared import require_reviewer, store
 from pages._steps import (
@@ -48,6 +48,7 @@ from review.reviewing.drafts import (
     unsaved_step_marks,
 )
 from review.reviewing.names import item_name, plural
+from review.reviewing.presses import TooSoon
 from review.reviewing.screens import open_run
 from review.reviewing.trajectory import blind_to_agent, task_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
@@ -133,7 +134,8 @@ step_keys = {"Left": f"trj_prev:{item_id}:{sid}", "Right": f"trj_next:{item_id}:
              "F": f"rv_flag:{item_id}", "M": f"trj_save_mark:{item_id}:{sid}"}
 step_keys.update({lab.shortcut: f"trj_errbtn:{item_id}:{sid}:{lab.code}" for lab in book.labels})
 step_keys.update({f"Shift+{lv}": f"trj_sevbtn:{item_id}:{sid}:{lv}" for lv in levels})
-screen_keys("trj", step_keys, token=f"{item_id}_s{sid}")
+STEP_TOO_SOON = "Not recorded: too soon after the step changed. Press again to mark this step."
+screen_keys("trj", step_keys, token=f"{item_id}_s{sid}", too_soon=STEP_TOO_SOON)
 
 name = item_name(db, item_id)
 agent = " ".join(str(view.agent[k]) for k in ("name", "version") if view.agent.get(k))
@@ -235,8 +237,12 @@ def save_mark(sid: int) -> None:
     try:
         annotation_id = mark_step(
             store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
-            round_id=opened.round_id,
+            round_id=opened.round_id, press=press("trj", f"{item_id}_s{sid}"),
             seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
+    except TooSoon:
+        refused("trj")
+        st.session_state["trj_flash"] = ("warning", STEP_TOO_SOON)
+        return
     except ValueError as exc:
         st.session_state["trj_flash"] = ("error", safe_markdown(str(exc)))
         return
@@ -251,6 +257,9 @@ def save_mark(sid: int) -> None:
 
 
 def pick(name: str, sid: int, value: object) -> None:
+    if not press_counts("trj", f"{item_id}_s{sid}"):  # review.reviewing.presses: too soon
+        st.session_state["trj_flash"] = ("warning", STEP_TOO_SOON)
+        return
     st.session_state[f"trj_{name}:{reviewer.id}:{item_id}:{sid}"] = value
     keep_step_draft(sid)
 
@@ -303,6 +312,7 @@ def mark_panel(sid: int) -> None:
                           help=safe_markdown(levels[level]["definition"]),
                           type="primary" if sev == level else "secondary",
                           disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
+        notice_slot("trj")
         ready = err == NO_ERROR or (err is not None and sev is not None)
         unchanged = saved is not None and saved.error == err and saved.severity == (
             None if err == NO_ERROR else sev) and (saved.note or "") == (
@@ -348,7 +358,7 @@ with left:
         row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right",
                       icon=":material/arrow_forward:", width="stretch", on_click=go_step,
                       args=(current + 1,), disabled=current == last)
-        with st.container(key=marker(f"{item_id}_s{step.step_id}")):
+        with st.container(key=marker("trj", f"{item_id}_s{step.step_id}")):
             with st.container(border=True, key="trj_step"):
                 show_step(step, view, key=f"run:{item_id}", item_id=item_id)
     # While the reviewer is blind to the agent, neither its name nor an id naming it.

@@ -116,13 +116,17 @@ SETTLED = """() => {
     return app && app.dataset.testScriptState === 'notRunning'
         && !document.querySelector('.st-key-keys_waiting')
         && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
-        && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
+        && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid))
+        && !(window.__carelensKeys && window.__carelensKeys.dwellOver
+             && !window.__carelensKeys.dwellOver());
 }"""
 """The script has run (Streamlit marks the app root with its run state) and
 every element it sent is on screen: Streamlit shows skeletons while an
 element's code is still loading, and a button's keyboard shortcut only works
-once the button itself is there; and no screen waits for its keys to be live
-(pages/_keys.py, `gate`) to draw its item."""
+once the button itself is there; no screen waits for its keys to be live
+(pages/_keys.py, `gate`) to draw its item; and what each screen's keys act on
+has been on screen long enough for a key to count (the least dwell,
+review/reviewing/presses.py), as a clinician reads before answering."""
 
 
 def wait_for_app(page, timeout: float = 30_000) -> None:
