@@ -22,8 +22,10 @@
 // - after a choice in a drop-down list, the focus goes back to the page, so
 //   the next key is a shortcut, not a letter typed into the list;
 // - a key that puts the focus in a box (S: the reason for a skip);
-// - scrolling the judged text into view inside its scrolling box;
-// - a rerun when a screen asks for one (`due_in`, seconds).
+// - scrolling the judged text into view inside its scrolling box.
+//
+// It never asks the server for a run of its own (no timers): every run costs
+// the server as much as an answer.
 
 const STATE = '__carelensKeys';
 const TOO_SOON = 'Not recorded: too soon after the last answer. Press again to answer this one.';
@@ -301,7 +303,7 @@ function install() {
   const state = {screens: new Map(), held: [], stillSince: null, flushTimer: null,
                  scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1,
                  endedStart: -1, refusedAt: new Map(), drawn: new Map(), drawScheduled: false,
-                 notice: null, noticeBox: null, log: [], due: new Map(), gates: new Map()};
+                 notice: null, noticeBox: null, log: [], gates: new Map()};
   window[STATE] = state;
   // Whether every screen's keys would count now (for tests and benches, which
   // wait for it as a clinician reads before answering).
@@ -434,7 +436,7 @@ function install() {
 }
 
 export default function (component) {
-  const {data, setTriggerValue, setStateValue} = component;
+  const {data, setStateValue} = component;
   const state = window[STATE] || install();
   if (!data || !data.id) return undefined;
   // A screen that shows its item only once its keys are live (a key pressed as
@@ -458,15 +460,5 @@ export default function (component) {
     version: old && old.version === version ? old.version : version,
   });
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);
-  // One timer a screen: Streamlit calls this again on new data without the
-  // cleanup of the last call, so the last timer is cleared here.
-  clearTimeout(state.due.get(data.id));
-  state.due.delete(data.id);
-  if (data.due_in > 0) {
-    state.due.set(data.id, setTimeout(() => {
-      state.due.delete(data.id);
-      setTriggerValue('due', Date.now());
-    }, data.due_in * 1000 + 100));
-  }
   return undefined;
 }

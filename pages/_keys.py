@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import streamlit as st
@@ -82,7 +82,6 @@ def _marker_prefix(name: str) -> str:
 
 def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
                 focus: Mapping[str, str] | None = None, scroll: Iterable[str] = (),
-                due_in: float = 0.0, on_due: Callable[[], None] | None = None,
                 gate: bool = False, relative: Iterable[str] = (),
                 too_soon: str = TOO_SOON) -> bool:
     """Mount the keys of a screen (see the module's docstring). `buttons`:
@@ -94,8 +93,8 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
     arrows that act on no item shown (an undo of the last answer) - every
     other shortcut answers, picks or settles, and counts only after the
     least dwell; `too_soon`: the words said beside the answers when a press
-    is refused; `due_in`: seconds until the screen should run again,
-    calling `on_due` first.
+    is refused. (No timer reruns a screen: a run costs the server as much as
+    an answer, so what falls due, a reveal, waits for the next run.)
 
     `gate`: returns whether the keys are live in this browser session. Until
     they are (the first run after a page load), the screen shows a line and
@@ -117,7 +116,6 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
             "relative": [canonical(k) for k in relative],
             "focus": {canonical(k): css_class(v) for k, v in (focus or {}).items()},
             "scroll": [css_class(k) for k in scroll],
-            "due_in": round(max(0.0, due_in), 2),
             "gate": not live_now,
             "dwell_ms": round(min_dwell() * 1000),
             "too_soon": too_soon,
@@ -125,7 +123,6 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
             "marker": css_class(_marker_prefix(name)),
         },
         default={"live": False},
-        on_due_change=on_due or (lambda: None),
         on_live_change=lambda: None,
         height=0,
     )

@@ -30,7 +30,13 @@ from pages._shared import (
     show_text,
     store,
 )
-from review.reviewing.blinding import DEFAULT_MODE, Sight, reveal_wait, what_reviewer_sees
+from review.reviewing.blinding import (
+    DEFAULT_MODE,
+    Sight,
+    reveal_delay,
+    reveal_wait,
+    what_reviewer_sees,
+)
 from review.reviewing.commit import (
     commit_answer,
     is_withdrawal,
@@ -78,6 +84,13 @@ STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
 LAST = "last_answer"
+# Session key: {item answered: the item beside which its reveal was shown, or
+# None while it waits}. An answer's labels show once its undo window has
+# passed, in the next run of the screen (the next answer's, or any key's):
+# never by a run of their own, and never sent to the browser before they are
+# due. Shown beside one item, then gone; the newest few are kept.
+OWED = "reveals_owed"
+END = "end"  # the end of the queue, where the last answer's panel is shown (no item)
 
 reviewer = require_reviewer()
 
@@ -96,6 +109,7 @@ def confidence_key(item_id: int) -> str:
 db = store()
 if came_from_another_screen():
     st.session_state.pop(LAST, None)  # the last answer's panel belongs to that visit
+    st.session_state.pop(OWED, None)
 
 # -- what to review ---------------------------------------------------------
 choices = filter_choices(db)
@@ -231,6 +245,17 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
     else:
         _advance_from(item_id)
         st.session_state[LAST] = (item_id, st.session_state.get(state_key))
+        owe_reveal(item_id)
+
+
+def owe_reveal(item_id: int) -> None:
+    """The labels of this answer are to be shown once its undo window has passed
+    (`OWED`)."""
+    owed = st.session_state.setdefault(OWED, {})
+    owed.pop(item_id, None)
+    owed[item_id] = None
+    while len(owed) > 3:
+        del owed[next(iter(owed))]
 
 
 def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str, token: str = "") -> None:
@@ -295,6 +320,7 @@ def on_undo(item_id: int, question_id: int | None, mode: str) -> None:
             return
         if withdrawn is not None:
             st.session_state.pop(LAST, None)
+            st.session_state.get(OWED, {}).pop(item_id, None)  # withdrawn: nothing to reveal
             flash("info", "Your answer is withdrawn before its labels were shown (the history "
                           "keeps it); answer again: it is still a blind answer.")
     on_open(item_id)
@@ -406,33 +432,77 @@ def last_answer_wait(shown: int | None) -> float:
 def last_answer_panel(shown: int | None) -> None:
     """The answer just given (to the item before the one `shown`, or the last
     of the queue: None): what it was, a way back to change it (Z: undo within
-    its undo window), and once that window has passed, its reveal."""
+    its undo window), and once that window has passed, its reveal; then the
+    reveals of earlier answers that fell due since (`OWED`)."""
     last = just_answered(shown)
-    if last is None:
-        return
-    answered, answers = last
-    final = answers[-1]
-    said = (label_name(answered, final.value) if final.status == "answered"
-            else STATUS_WORDS.get(final.status, final.status))
-    name = item_name(db_now(), answered.id)
-    wait = last_answer_wait(shown)
-    with st.container(border=True, key="rv_last", gap="small"):
-        top = st.columns([5, 3], vertical_alignment="center", gap="small")
-        top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
-                        f"] **{safe_markdown(said)}**")
-        top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
-                      on_click=on_undo,
-                      args=(answered.id, answered.question_id, sight_of(answered.id).mode),
-                      width="stretch", shortcut="Z",
-                      help="Withdraw that answer before its labels show, and answer again"
-                      if wait > 0 else "Open that item again to change your answer")
-        if final.status == "skipped":
-            st.caption("Skipped, with your reason. Back reaches it again.")
-        elif wait > 0:
-            st.caption("Its labels show in a few seconds: a correction made before then "
-                       "is still recorded as blind.")
-        else:
-            show_reveal(answered, final.value, sight_of(answered.id))
+    where = END if shown is None else shown
+    if last is not None:
+        answered, answers = last
+        final = answers[-1]
+        said = (label_name(answered, final.value) if final.status == "answered"
+                else STATUS_WORDS.get(final.status, final.status))
+        name = item_name(db_now(), answered.id)
+        wait = last_answer_wait(shown)
+        with st.container(border=True, key="rv_last", gap="small"):
+            top = st.columns([5, 3], vertical_alignment="center", gap="small")
+            top[0].markdown(f":small[Your answer to "
+                            f"{safe_markdown(name.title if name else answered.uid)}:] "
+                            f"**{safe_markdown(said)}**")
+            top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
+                          on_click=on_undo,
+                          args=(answered.id, answered.question_id, sight_of(answered.id).mode),
+                          width="stretch", shortcut="Z",
+                          help="Withdraw that answer before its labels show, and answer again"
+                          if wait > 0 else "Open that item again to change your answer")
+            if final.status == "skipped":
+                st.caption("Skipped, with your reason. Back reaches it again.")
+            elif wait > 0:
+                st.caption(f"Its labels show with your next answer, once {reveal_words()} "
+                           "have passed: Undo (Z) before then withdraws it, and your answer "
+                           "is still recorded as blind.")
+            else:
+                show_reveal(answered, final.value, sight_of(answered.id))
+                st.session_state.setdefault(OWED, {}).pop(answered.id, None)
+    earlier_reveals(where, None if last is None else last[0].id)
+
+
+def reveal_words() -> str:
+    """The undo window in words ("5 seconds")."""
+    seconds = reveal_delay("prefix")
+    return f"{seconds:g} second{'s' * (seconds != 1)}"
+
+
+def earlier_reveals(where: int | str, last_id: int | None) -> None:
+    """The labels of earlier answers that fell due since they were given,
+    beside the item `where` (shown once, beside one item)."""
+    owed = st.session_state.get(OWED) or {}
+    due = []
+    for answered_id, shown_on in list(owed.items()):
+        if answered_id == last_id:
+            continue
+        if shown_on not in (None, where):
+            del owed[answered_id]  # shown beside another item: gone for good
+            continue
+        item = load_item(db_now(), answered_id)
+        answers = my_answers(db_now(), reviewer.id, answered_id, item.question_id) \
+            if item is not None and item.question_id else []
+        if not answers or answers[-1].status == "skipped":
+            del owed[answered_id]  # withdrawn or skipped since: nothing to reveal
+            continue
+        if reveal_wait(db_now(), reviewer.id, item.id, item.question_id, item.kind,
+                       sight_of(item.id).mode) > 0:
+            continue  # not yet: with a later run
+        owed[answered_id] = where
+        due.append((item, answers[-1]))
+    for item, final in due:
+        name = item_name(db_now(), item.id)
+        said = label_name(item, final.value) if final.status == "answered" \
+            else STATUS_WORDS.get(final.status, final.status)
+        with st.container(border=True, key=f"rv_earlier_{item.id}", gap="small"):
+            st.markdown(f":small[The labels of your answer to "
+                        f"{safe_markdown(name.title if name else item.uid)} "
+                        f"(you said **{safe_markdown(said)}**):]")
+            show_reveal(item, final.value, sight_of(item.id))
 
 
 # -- the item and its answers: rerun alone after an answer ---------------------------
@@ -482,8 +552,8 @@ def review_item() -> None:
             st.info("No items match. Load the demo or import data on the Data screen.")
         if (last := st.session_state.get(LAST)) and last[1] is None:
             # The queue's last answer: its undo (Z) and, once due, its reveal, here too.
-            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token="end",
-                        relative=["Z"], due_in=last_answer_wait(None))
+            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token=END,
+                        relative=["Z"])
             last_answer_panel(None)
         return
 
@@ -530,10 +600,7 @@ def review_item() -> None:
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
     live = screen_keys(
         "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
-        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True,
-        due_in=max(last_answer_wait(item.id),
-                   reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
-                   if current is not None else 0.0))
+        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True)
     if not live:  # the first run after a page load: the item comes once keys are held
         keys_waiting()
         return

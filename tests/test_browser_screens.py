@@ -297,7 +297,8 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
     """2 by mistake, then Z (Undo) within the window: the answer is withdrawn
     before any reveal (kept in the record, marked so) and the reveal never
     comes, however long the reviewer then takes; 3 is a blind answer. Once its
-    window has passed the labels show, and a change then (Z, Change) is after
+    window has passed, its labels show with the next answer (beside the item
+    after next: no run of the screen of their own), and a change then is after
     the reveal. (Before: Z only reopened the item, the mis-key stayed in force
     and the reveal appeared once the window passed.)"""
     monkeypatch.setenv("CARELENS_REVEAL_DELAY", "4")
@@ -319,28 +320,39 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         assert "withdrawn before its labels were shown" in main.inner_text()
         # Past the window: the withdrawn answer revealed nothing.
         page.wait_for_timeout(5_500)
+        release_focus(page)
+        page.keyboard.press("Shift+2")  # a run of the screen
         wait_for_app(page)
         assert "Gold label" not in main.inner_text()
         release_focus(page)
         page.keyboard.press("3")
         wait_for_progress(page, "1 of 85")
-        page.wait_for_timeout(500)
+        shown_next = page.evaluate(SHOWN_ID)
         assert [a[1:4] for a in answers_of(demo_copy, "Dr. Undo")][2:] == [
             ("answered", "1A_ESCALATION_NONURGENT_CARE", "blind")]
-        # The reveal of that answer comes by itself once its window has passed.
-        page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
-                               ".innerText.includes('Gold label')", timeout=20_000)
-        wait_for_app(page)
+        assert "Gold label" not in main.inner_text()  # its window is open
+        # The next answer, once that window has passed: the labels of the answer
+        # before it show beside the item after.
+        page.wait_for_timeout(4_500)
         release_focus(page)
-        page.keyboard.press("z")  # past the window: Change opens the item again
-        page.wait_for_function(f"() => ({SHOWN_ID})() === '{last}'")
-        wait_for_app(page)
+        page.keyboard.press("1")
+        wait_for_progress(page, "2 of 85")
+        assert "The labels of your answer to Conversation 1, after the patient's 3rd message" \
+            in main.inner_text().replace("\u2060", "")
+        assert "Gold label" in main.inner_text()
+        assert answers_of(demo_copy, "Dr. Undo")[-1][0] == shown_next
+        # A change after the reveal: Back to it, and another answer.
+        for _ in range(2):
+            release_focus(page)
+            page.keyboard.press("ArrowLeft")
+            wait_for_app(page)
+        assert page.evaluate(SHOWN_ID) == last
         release_focus(page)
         page.keyboard.press("4")
         wait_for_app(page)
         page.wait_for_timeout(500)
-        assert answers_of(demo_copy, "Dr. Undo")[-1][2:4] == ("1B_ESCALATION_URGENT_CARE",
-                                                              "after_reveal")
+        assert answers_of(demo_copy, "Dr. Undo")[-1][:4] == (
+            last, "answered", "1B_ESCALATION_URGENT_CARE", "after_reveal")
 
 
 def test_confidence_and_skip_have_keys_shown_on_screen(demo_copy):
