@@ -221,9 +221,17 @@ function placeNotice(state) {
   box.style.display = 'block';
 }
 
-function refuse(state, id, words, what) {
-  // A key not taken: said, and the next keys on this screen wait for the dwell.
-  state.refusedAt.set(id, performance.now());
+function pressedAt(e) {
+  // When a key went down, on this page's clock (performance.now()'s).
+  const t = e && e.timeStamp;
+  return typeof t === 'number' && t > 0 && t <= performance.now() ? t : performance.now();
+}
+
+function refuse(state, id, words, what, at) {
+  // A key not taken: said, and the next keys on this screen wait for the dwell
+  // from when it was pressed (`at`; a held key refused later: from then).
+  const was = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+  state.refusedAt.set(id, Math.max(was, at === undefined ? performance.now() : at));
   note(state, what);
   const screen = state.screens.get(id);
   notice(state, id, words || (screen && screen.tooSoon) || TOO_SOON);
@@ -268,6 +276,15 @@ function flush(state) {
   const relative = screen && (screen.nav.includes(entry.key) || screen.relative.includes(entry.key));
   // A key held before any screen was there: the dwell is checked now, on what it would act on.
   const early = entry.screen === null && screen && !relative && tooSoon(state, id, entry.at);
+  // A key refused after this one was pressed: the burst it belongs to is not taken, the
+  // keys held in it included (applied later, they would act on what was not read).
+  const behind = id && state.refusedAt.has(id) && state.refusedAt.get(id) > entry.at;
+  if (behind) {
+    note(state, `dropped ${entry.key} and ${state.held.length} after it: a key behind them was refused`);
+    state.held = [];
+    state.flushTimer = setTimeout(() => flush(state), 25);
+    return;
+  }
   if (screen && !early && (same || (relative && entry.token !== null))) {
     const button = buttonFor(screen.buttons[entry.key]);
     if (button) {
@@ -330,7 +347,7 @@ function install() {
       e.stopImmediatePropagation();
       if (!e.repeat) {
         note(state, `held ${key} before any screen, at ${shownToken(state, null)}`);
-        state.held.push({key, screen: null, token: shownToken(state, null), at: performance.now()});
+        state.held.push({key, screen: null, token: shownToken(state, null), at: pressedAt(e)});
         flush(state);
       }
       return;
@@ -347,7 +364,9 @@ function install() {
       }
       return;
     }
-    const now = performance.now();
+    // When the key went down (the event's own time: a busy or throttled page
+    // runs this handler late, and a burst's keys would seem further apart).
+    const now = pressedAt(e);
     const free = screen.relative.includes(key);  // an undo: never refused for haste
     const counted = !free && !screen.nav.includes(key);  // answers, picks, marks, settlements
     if (counted && e.repeat) {
@@ -362,13 +381,13 @@ function install() {
       // (in the same burst: meant to follow it): not taken, and said.
       e.preventDefault();
       e.stopImmediatePropagation();
-      refuse(state, id, null, `refused ${key} at ${shownToken(state, id)}: too soon`);
+      refuse(state, id, null, `refused ${key} at ${shownToken(state, id)}: too soon`, now);
       return;
     }
     if (!appBusy() && !state.held.length) {  // keys wait behind those held before them
       // Streamlit's own shortcut presses the button (or nothing, without one);
       // until its run is over, the next keys wait.
-      if (buttonFor(screen.buttons[key])) state.sentAt = now;
+      if (buttonFor(screen.buttons[key])) state.sentAt = performance.now();
       if (counted) hideNotice(state, id);
       note(state, `passed ${key} at ${shownToken(state, id)}`);
       return;

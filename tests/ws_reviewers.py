@@ -277,12 +277,14 @@ def shape(msg: BackMsg) -> tuple:
 
 # -- a background crowd: other reviewers committing while a test runs -------------
 
-async def crowd(url: str, names: list[str], every: float, stop_after: float | None) -> int:
-    """Each of `names` answers an item every `every` seconds (give or take a
-    quarter), from a random start, until stopped. Returns the answers given."""
+async def crowd(url: str, names: list[str], every: float, stop_after: float | None,
+                kind: str = "prefix") -> int:
+    """Each of `names` answers an item (of `kind`) every `every` seconds (give
+    or take a quarter), from a random start, until stopped. Returns the
+    answers given."""
     async def one(name: str) -> int:
         await asyncio.sleep(random.uniform(0, every))
-        r = LightReviewer(url, name)
+        r = LightReviewer(url, name, kind=kind)
         await r.open()
         n = 0
         try:
@@ -306,14 +308,16 @@ async def crowd(url: str, names: list[str], every: float, stop_after: float | No
 
 
 @contextlib.contextmanager
-def busy_server(url: str, names: list[str], every: float = 1.0) -> Iterator[subprocess.Popen]:
-    """Other reviewers (`names`, in the database already) answering on the
-    server at `url` every `every` seconds each, in a process of their own,
-    for as long as the block runs; the process is stopped at the end."""
+def busy_server(url: str, names: list[str], every: float = 1.0,
+                kind: str = "prefix") -> Iterator[subprocess.Popen]:
+    """Other reviewers (`names`, in the database already) answering items of
+    `kind` on the server at `url` every `every` seconds each, in a process of
+    their own, for as long as the block runs; the process is stopped at the end."""
     from tests.browser import stop_group
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.ws_reviewers", url, *names, "--every", str(every)],
+        [sys.executable, "-m", "tests.ws_reviewers", url, *names, "--every", str(every),
+         "--kind", kind],
         cwd=Path(__file__).resolve().parents[1], start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -328,8 +332,9 @@ def main() -> None:
     ap.add_argument("names", nargs="+")
     ap.add_argument("--every", type=float, default=1.0)
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--kind", default="prefix", choices=("prefix", "response"))
     a = ap.parse_args()
-    given = asyncio.run(crowd(a.url, a.names, a.every, a.seconds))
+    given = asyncio.run(crowd(a.url, a.names, a.every, a.seconds, a.kind))
     print(f"{given} answers")
 
 
