@@ -33,6 +33,7 @@ if __name__ == "__main__" and not st.runtime.exists():  # pragma: no cover - a n
 from pages._keys import page_keys
 from pages._shared import (
     SWITCH_TO,
+    address_follows,
     begin_run,
     current_reviewer,
     login_identity,
@@ -176,4 +177,7 @@ if is_admin(me):
                                    icon=":material/group:", url_path="rounds"))
 page = st.navigation(PAGES, position="sidebar")
 note_page(page.url_path or "review")
-page.run()
+try:
+    page.run()
+finally:
+    address_follows()  # the address names the item drawn, once it is drawn

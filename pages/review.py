@@ -23,6 +23,7 @@ import streamlit as st
 from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
 from pages._keys import waiting as keys_waiting
 from pages._shared import (
+    address_follows,
     came_from_another_screen,
     item_asked_by_address,
     put_item_in_address,
@@ -509,6 +510,15 @@ def earlier_reveals(where: int | str, last_id: int | None) -> None:
 
 @st.fragment
 def review_item() -> None:
+    """The item and its answers: a run of its own after an answer (a fragment),
+    the address following the item once it is drawn."""
+    try:
+        show_item()
+    finally:
+        address_follows()
+
+
+def show_item() -> None:
     _SIGHTS.clear()  # asked afresh each run: an answer changes them
     _ANSWERED.clear()
     s = db_now()
