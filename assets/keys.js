@@ -63,14 +63,16 @@ function appBusy() {
   // go to a button about to go).
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.dataset.testScriptState !== 'notRunning') return true;
-  if (document.querySelector('.st-key-keys_waiting')) return true;  // its item comes next
   const state = window[STATE];
   if (state && state.sentAt !== null) {
     const now = performance.now();
     // Over once a run that started after the press has ended (a run already on
-    // when it was sent is another press's).
+    // when it was sent is another press's); or, with no run seen, after 10 s (a
+    // busy server can take seconds to begin the run, and until it has, the screen
+    // still shows what the press was for: a key let through then went to a
+    // button about to go, the redraw guard's leak on a busy machine).
     if (state.endedStart >= state.sentAt || now - state.sentAt > (state.started >= state.sentAt
-                                                                   ? 30000 : 1500)) {
+                                                                   ? 30000 : 10000)) {
       state.sentAt = null;
     } else {
       return true;
@@ -81,19 +83,25 @@ function appBusy() {
 
 function watchRuns(state) {
   // When runs start and end: a press is over once a run after it has ended.
+  // Every change of the run state is read from the records (a run over before
+  // the observer was called is still seen).
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app) {
     setTimeout(() => watchRuns(state), 20);
     return;
   }
   let was = app.dataset.testScriptState;
-  new MutationObserver(() => {
-    const now = app.dataset.testScriptState;
-    if (now === was) return;
-    if (now === 'running') state.started = performance.now();
-    if (was === 'running' && now !== 'running') state.endedStart = state.started;
-    was = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  new MutationObserver((records) => {
+    const values = [...records.map(r => r.oldValue), app.dataset.testScriptState];
+    const now = performance.now();
+    for (const value of values.slice(1)) {
+      if (value === was) continue;
+      if (value === 'running') state.started = now;
+      if (was === 'running') state.endedStart = state.started;
+      was = value;
+    }
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state'],
+                   attributeOldValue: true});
 }
 
 function markerTokens(prefix) {
@@ -322,6 +330,9 @@ function install() {
                  endedStart: -1, refusedAt: new Map(), drawn: new Map(), drawScheduled: false,
                  notice: null, noticeBox: null, log: [], gates: new Map()};
   window[STATE] = state;
+  // Whether no press is in flight and no key is held (a test waits for it after
+  // a key: a busy server may not have begun the key's run yet).
+  state.quiet = () => !appBusy() && !state.held.length;
   // Whether every screen's keys would count now (for tests and benches, which
   // wait for it as a clinician reads before answering).
   state.dwellOver = () => {

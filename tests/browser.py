@@ -116,25 +116,43 @@ SETTLED = """() => {
     return app && app.dataset.testScriptState === 'notRunning'
         && !document.querySelector('.st-key-keys_waiting')
         && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
-        && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid))
-        && !(window.__carelensKeys && window.__carelensKeys.dwellOver
-             && !window.__carelensKeys.dwellOver());
+        && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
 }"""
 """The script has run (Streamlit marks the app root with its run state) and
 every element it sent is on screen: Streamlit shows skeletons while an
 element's code is still loading, and a button's keyboard shortcut only works
-once the button itself is there; no screen waits for its keys to be live
-(pages/_keys.py, `gate`) to draw its item; and what each screen's keys act on
-has been on screen long enough for a key to count (the least dwell,
-review/reviewing/presses.py), as a clinician reads before answering."""
+once the button itself is there; and no screen waits for its keys to be live
+(pages/_keys.py, `gate`) to draw its item."""
+
+READ = """() => !(window.__carelensKeys && window.__carelensKeys.dwellOver
+                 && !window.__carelensKeys.dwellOver())"""
+"""What each screen's keys act on has been on screen long enough for a key to
+count (the least dwell, review/reviewing/presses.py), as a clinician reads
+before answering."""
 
 
-def wait_for_app(page, timeout: float = 30_000) -> None:
-    """Wait until Streamlit has run the script and drawn what it sent."""
+QUIET = """() => !window.__carelensKeys || !window.__carelensKeys.quiet
+                || window.__carelensKeys.quiet()"""
+"""No key or click is in flight (assets/keys.js): a busy server may not have
+begun the run a key asked for, and until it has, the screen looks settled."""
+
+
+def wait_for_app(page, timeout: float = 30_000, read: bool = True) -> None:
+    """Wait until Streamlit has run the script and drawn what it sent (the run
+    of the last key or click included), and (with `read`) until a key would
+    count on what is drawn (`READ`)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout)
+    page.wait_for_function(QUIET, timeout=timeout)
     page.wait_for_function(SETTLED, timeout=timeout)
     page.wait_for_timeout(300)
     page.wait_for_function(SETTLED, timeout=timeout)  # not a second run just begun
+    if read:
+        try:
+            page.wait_for_function(READ, timeout=timeout)
+        except Exception:
+            raise AssertionError("a key would still not count: " + str(page.evaluate(
+                "() => window.__carelensKeys && [...window.__carelensKeys.screens.entries()]"
+                ".map(([id, s]) => [id, s.live, s.token, s.dwell])"))) from None
 
 
 def ready_for_keys(page) -> None:
@@ -165,3 +183,4 @@ def wait_for_progress(page, text: str) -> None:
         "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
         ".innerText.includes(t)", arg=text)
     wait_for_app(page)
+
