@@ -144,6 +144,27 @@ function noteDrawn(state) {
   }
 }
 
+function reveal(state) {
+  // The page's first screen is shown (assets/carelens.css hides it until then)
+  // once its first run is over, every element is drawn, and every screen's keys
+  // have said what they act on: from then on a key on it is taken or refused,
+  // and said, never lost to a button not yet drawn or a screen not yet timed.
+  if (document.body.dataset.carelensKeys) return;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.dataset.testScriptState !== 'notRunning') return;
+  if (document.querySelector('[data-testid="stMain"] [data-testid*="Skeleton"]')) return;
+  for (const el of document.querySelectorAll('[data-testid="stMain"] [class*="st-key-keys_"]')) {
+    const cls = [...el.classList].find(c => c.startsWith('st-key-keys_'));
+    const id = cls && cls.slice('st-key-'.length);
+    if (id && id !== 'keys_page' && !state.screens.has(id)) return;  // keys_page: app.py's
+  }
+  document.body.dataset.carelensKeys = 'live';
+  noteDrawn(state);
+  // Shown only now: what is on screen is timed from now.
+  const now = performance.now();
+  for (const [, token] of markerTokens(null)) state.drawn.set(token, now);
+}
+
 function watchDrawing(state) {
   // Each change to the page: the markers looked at once, at the next frame.
   new MutationObserver(() => {
@@ -162,11 +183,14 @@ function tooSoon(state, id, now) {
   if (!dwell) return false;
   const refused = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
   if (now - refused < dwell) return true;
+  // Nothing counts before the server has heard that these keys are live (its
+  // clock starts then: this one no earlier, so it is never the laxer of the two).
+  if (screen.live === null) return true;
   const tokens = tokensOf(state, id);
   const drawnAt = tokens.length
     ? Math.max(...tokens.map(t => (state.drawn.has(t) ? state.drawn.get(t) : now)))
     : screen.since;
-  return now - drawnAt < dwell;
+  return now - Math.max(drawnAt, screen.live) < dwell;
 }
 
 function buttonFor(cls) {
@@ -437,6 +461,7 @@ function install() {
 
   // After each redraw: the judged text in view inside its box, once per screen state.
   const watch = () => {
+    reveal(state);
     noteDrawn(state);
     placeNotice(state);
     if (!appBusy()) {
@@ -469,8 +494,8 @@ export default function (component) {
   const {data, setStateValue} = component;
   const state = window[STATE] || install();
   if (!data || !data.id) return undefined;
-  // A screen that shows its item only once its keys are live (a key pressed as
-  // soon as the item is in view is then never lost): say they are.
+  // Say this screen's keys are live (this script is running and times what the
+  // screen draws): the server counts no press on the screen until then.
   if (data.gate) {
     const sent = state.gates.get(data.id) || 0;
     if (sent < 3) {
@@ -487,6 +512,8 @@ export default function (component) {
     focus: data.focus || {}, scroll: data.scroll || [], marker: data.marker || null,
     dwell: data.dwell_ms || 0, tooSoon: data.too_soon || TOO_SOON, slot: data.slot || null,
     since: old && old.token === data.token ? old.since : performance.now(), token: data.token,
+    // When the server was first seen to know these keys are live (null: not yet).
+    live: data.gate ? null : (old && old.live !== null ? old.live : performance.now()),
     version: old && old.version === version ? old.version : version,
   });
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);

@@ -46,7 +46,8 @@ NAV = ("left", "right", "up", "down")
 """Relative moves: a press held during a redraw still means "one more", and
 no dwell applies (moving on is not answering)."""
 _SHOWN = "_keys_shown"
-"""Session key: {screen name: (token, when the server sent it: time.monotonic())}."""
+"""Session key: {screen name: (token, when the server sent it or its keys went
+live: time.monotonic(), whether they were live)}."""
 _REFUSED = "_keys_refused"
 """Session key: {screen name: when the server last refused a press on it}."""
 _ALIASES = {"arrowleft": "left", "arrowright": "right", "arrowup": "up", "arrowdown": "down",
@@ -82,31 +83,30 @@ def _marker_prefix(name: str) -> str:
 
 def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
                 focus: Mapping[str, str] | None = None, scroll: Iterable[str] = (),
-                gate: bool = False, relative: Iterable[str] = (),
-                too_soon: str = TOO_SOON) -> bool:
-    """Mount the keys of a screen (see the module's docstring). `buttons`:
-    {shortcut: key of the button it presses}; `focus`: {shortcut: key of the
-    text box it puts the focus in}; `scroll`: keys of elements to keep in view
-    inside their scrolling box; `token`: what the keys act on now (the
-    marker's: letters, digits and _), changed whenever that changes, an
-    answer changed in place included; `relative`: shortcuts besides the
-    arrows that act on no item shown (an undo of the last answer) - every
-    other shortcut answers, picks or settles, and counts only after the
-    least dwell; `too_soon`: the words said beside the answers when a press
-    is refused. (No timer reruns a screen: a run costs the server as much as
-    an answer, so what falls due, a reveal, waits for the next run.)
+                relative: Iterable[str] = (), too_soon: str = TOO_SOON) -> None:
+    """Mount the keys of a screen (see the module's docstring), before what
+    they act on. `buttons`: {shortcut: key of the button it presses};
+    `focus`: {shortcut: key of the text box it puts the focus in}; `scroll`:
+    keys of elements to keep in view inside their scrolling box; `token`:
+    what the keys act on now (the marker's: letters, digits and _), changed
+    whenever that changes, an answer changed in place included; `relative`:
+    shortcuts besides the arrows that act on no item shown (an undo of the
+    last answer) - every other shortcut answers, picks or settles, and counts
+    only after the least dwell; `too_soon`: the words said beside the answers
+    when a press is refused. (No timer reruns a screen: a run costs the
+    server as much as an answer, so what falls due, a reveal, waits for the
+    next run.)
 
-    `gate`: returns whether the keys are live in this browser session. Until
-    they are (the first run after a page load), the screen shows a line and
-    not its item: the script says so at once and the screen runs again, and
-    a key pressed as soon as the item is in view is then never lost (the text
-    could be drawn before the script that holds early keys); `waiting` draws
-    that line. Without a browser (Streamlit's AppTest) there is nothing to
-    wait for."""
-    live_now = not gate or not st.context.headers or bool(
+    The server's clock for `token` starts when this run sends it, and starts
+    again once the browser says the screen's keys are live (its script is
+    running and timing what it draws: the first run after a page load draws
+    the item at once, and the script says so a moment later). Until then no
+    press on the screen counts: a key pressed before the script that times
+    the text was there could come before anyone read it."""
+    live = not st.context.headers or bool(
         (st.session_state.get(f"keys_{name}") or {}).get("live"))
     marker(name, token)  # the same rule for both
-    result = _keys(
+    _keys(
         key=f"keys_{name}",
         data={
             "id": css_class(f"keys_{name}")[len("st-key-"):],
@@ -116,7 +116,7 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
             "relative": [canonical(k) for k in relative],
             "focus": {canonical(k): css_class(v) for k, v in (focus or {}).items()},
             "scroll": [css_class(k) for k in scroll],
-            "gate": not live_now,
+            "gate": not live,
             "dwell_ms": round(min_dwell() * 1000),
             "too_soon": too_soon,
             "slot": css_class(notice_key(name)),
@@ -126,12 +126,11 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
         on_live_change=lambda: None,
         height=0,
     )
-    live = live_now or bool(getattr(result, "live", False))
-    if live:  # what the keys act on is sent in this run: from now on, on the server's clock
-        shown = st.session_state.setdefault(_SHOWN, {})
-        if shown.get(name, (None, 0.0))[0] != token:
-            shown[name] = (token, time.monotonic())
-    return live
+    shown = st.session_state.setdefault(_SHOWN, {})
+    before = shown.get(name)
+    if before is None or before[0] != token or (live and not before[2]):
+        # Sent in this run (or, the keys just live, timed from now on): the server's clock.
+        shown[name] = (token, time.monotonic(), live)
 
 
 def press(name: str, token: str) -> Press | None:
@@ -144,8 +143,9 @@ def press(name: str, token: str) -> Press | None:
     if not st.context.headers:
         return None
     token_at = st.session_state.get(_SHOWN, {}).get(name)
-    return Press(pressed_on=token, showing=token_at[0] if token_at else None,
-                 shown_at=token_at[1] if token_at else None, at=time.monotonic(),
+    live = bool(token_at and token_at[2])  # before the keys are live, nothing is on screen
+    return Press(pressed_on=token, showing=token_at[0] if live else None,
+                 shown_at=token_at[1] if live else None, at=time.monotonic(),
                  refused_at=st.session_state.get(_REFUSED, {}).get(name))
 
 
@@ -176,12 +176,6 @@ def notice_slot(name: str) -> None:
     taken (it takes no room until then)."""
     with st.container(key=notice_key(name)):
         st.empty()  # an empty container is not drawn at all
-
-
-def waiting() -> None:
-    """The line a gated screen shows for the moment its keys take to be live."""
-    with st.container(key="keys_waiting"):
-        st.caption("Opening the item…")
 
 
 def page_keys() -> None:

@@ -21,7 +21,6 @@ import time
 import streamlit as st
 
 from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
-from pages._keys import waiting as keys_waiting
 from pages._shared import (
     address_follows,
     came_from_another_screen,
@@ -608,12 +607,9 @@ def show_item() -> None:
     token = f"{item.id}_{len(answers)}"
     # First on the screen, before what the keys act on: a key pressed while the rest
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
-    live = screen_keys(
+    screen_keys(
         "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
-        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"], gate=True)
-    if not live:  # the first run after a page load: the item comes once keys are held
-        keys_waiting()
-        return
+        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"])
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)

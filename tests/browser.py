@@ -114,15 +114,13 @@ def chromium() -> Iterator[object]:
 SETTLED = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     return app && app.dataset.testScriptState === 'notRunning'
-        && !document.querySelector('.st-key-keys_waiting')
         && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
         && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
 }"""
 """The script has run (Streamlit marks the app root with its run state) and
 every element it sent is on screen: Streamlit shows skeletons while an
 element's code is still loading, and a button's keyboard shortcut only works
-once the button itself is there; and no screen waits for its keys to be live
-(pages/_keys.py, `gate`) to draw its item."""
+once the button itself is there."""
 
 READ = """() => !(window.__carelensKeys && window.__carelensKeys.dwellOver
                  && !window.__carelensKeys.dwellOver())"""
