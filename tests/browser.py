@@ -182,3 +182,57 @@ def wait_for_progress(page, text: str) -> None:
         ".innerText.includes(t)", arg=text)
     wait_for_app(page)
 
+
+_KEYS = {"ArrowLeft": 37, "ArrowUp": 38, "ArrowRight": 39, "ArrowDown": 40, "Enter": 13}
+_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+
+
+def press_at(page, keys: list[tuple[str, float]]) -> None:
+    """Press keys at given moments (seconds after the first), as a clinician's
+    fingers do, however busy the browser: each key event carries the time it
+    was pressed (DevTools' Input.dispatchKeyEvent `timestamp`), so that a page
+    slow to take it (a throttled CPU, a redraw under way) still sees the keys
+    as far apart as they were pressed. Playwright's own key presses wait for
+    the page to take each one, and a slow page spaced them out. `keys`:
+    [(key as Playwright names it, e.g. "2", "y", "ArrowLeft", "Control+Enter";
+    when, in seconds)]."""
+    cdp = getattr(page, "_carelens_cdp", None)
+    if cdp is None:
+        cdp = page._carelens_cdp = page.context.new_cdp_session(page)
+    t0 = time.time()
+    for key, at in keys:
+        time.sleep(max(0.0, t0 + at - time.time()))
+        *mods, name = key.split("+")
+        modifiers = sum(_MODIFIERS[m] for m in mods)
+        if len(name) == 1:
+            code = f"Digit{name}" if name.isdigit() else f"Key{name.upper()}"
+            vk, text = ord(name.upper()), name if not modifiers else ""
+        else:
+            code, vk, text = name, _KEYS[name], "\r" if name == "Enter" and not modifiers else ""
+        event = {"key": name, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers,
+                 "timestamp": t0 + at}
+        cdp.send("Input.dispatchKeyEvent", {**event, "type": "keyDown",
+                                            **({"text": text} if text else {})})
+        cdp.send("Input.dispatchKeyEvent", {**event, "type": "keyUp",
+                                            "timestamp": t0 + at + 0.02})
+
+
+SAID = """() => {
+    // What the screen says about a key not taken, beside the answers: the
+    // browser's notice (assets/keys.js), or the server's (a press it refused).
+    const n = document.getElementById('carelens-key-notice');
+    if (n && n.checkVisibility()) return n.innerText;
+    const alert = [...document.querySelectorAll('[data-testid=stMain] [data-testid=stAlert]')]
+        .find(a => /not (recorded|committed)/i.test(a.innerText));
+    return alert ? alert.innerText : null;
+}"""
+
+
+def key_notice(page) -> str:
+    """What the screen said about a key not taken (beside the answers)."""
+    try:
+        page.wait_for_function(SAID, timeout=30_000)
+    except Exception:
+        raise AssertionError("nothing said about a key not taken; the keys' log: "
+                             f"{page.evaluate('(window.__carelensKeys || {}).log')}") from None
+    return page.evaluate(SAID)

@@ -25,6 +25,8 @@ from review.workspace import open_store
 from tests.browser import (
     add_reviewers,
     chromium,
+    key_notice,
+    press_at,
     ready_for_keys,
     release_focus,
     running_app,
@@ -71,12 +73,6 @@ def slow_tab(browser, url: str, path: str):
     return page
 
 
-def notice(page) -> str:
-    """What the screen said about a key not taken (beside the answers)."""
-    page.wait_for_selector("#carelens-key-notice", state="visible")
-    return page.locator("#carelens-key-notice").inner_text()
-
-
 def shown(page) -> str:
     return page.evaluate(SHOWN_ID)
 
@@ -92,10 +88,8 @@ def test_a_double_tap_answers_one_item(demo_copy):
             before = answers_of(demo_copy, "Dr. Double")
             on = shown(page)
             release_focus(page)
-            page.keyboard.press("2")
-            page.wait_for_timeout(gap)
-            page.keyboard.press("2")
-            assert "too soon after the last answer" in notice(page).lower()
+            press_at(page, [("2", 0), ("2", gap / 1000)])
+            assert "too soon after the last answer" in key_notice(page).lower()
             wait_for_app(page)
             after = answers_of(demo_copy, "Dr. Double")
             assert after[:len(before)] == before
@@ -120,9 +114,7 @@ def test_a_burst_of_five_keys_answers_at_most_one_item_and_changes_no_answer_giv
         assert len(given) == 2
         on = shown(page)
         release_focus(page)
-        for key in "12341":
-            page.keyboard.press(key)
-            page.wait_for_timeout(150)
+        press_at(page, [(key, n * 0.15) for n, key in enumerate("12341")])
         wait_for_app(page)
         after = answers_of(demo_copy, "Dr. Burst")
         assert after[:2] == given  # nothing given before changed
@@ -139,11 +131,9 @@ def test_a_burst_of_five_keys_answers_at_most_one_item_and_changes_no_answer_giv
         wait_for_app(page)
         before = answers_of(demo_copy, "Dr. Burst")
         release_focus(page)
-        page.keyboard.press("ArrowLeft")  # back to it, and at once:
-        for key in "43214":
-            page.keyboard.press(key)
-            page.wait_for_timeout(150)
-        assert "too soon" in notice(page).lower()
+        # Back to it, and at once a burst:
+        press_at(page, [("ArrowLeft", 0), *((key, 0.15 * (n + 1)) for n, key in enumerate("43214"))])
+        assert "too soon" in key_notice(page).lower()
         wait_for_app(page)
         assert answers_of(demo_copy, "Dr. Burst") == before  # no answer changed by the burst
         assert shown(page) == last and address_item(page) == last
@@ -169,9 +159,8 @@ def test_an_answer_key_pressed_during_the_redraw_is_refused_on_a_busy_server(dem
             on = shown(page)
             before = answers_of(demo_copy, "Dr. Quick Three")
             release_focus(page)
-            page.keyboard.press("2")
-            page.keyboard.press("3")
-            said = notice(page)
+            press_at(page, [("2", 0), ("3", 0.03)])
+            said = key_notice(page)
             wait_for_app(page)
             rows = answers_of(demo_copy, "Dr. Quick Three")[len(before):]
             assert [r[:3] for r in rows] == [(on, "answered", "0B_NO_ESCALATION_SELF_CARE_MONITOR")]
@@ -238,10 +227,8 @@ def test_criterion_keys_twice_in_a_row_answer_one_criterion(demo_copy):
     with busy(demo_copy) as (url, browser):
         page = slow_tab(browser, url, f"/graded?reviewer=Dr.+Criteria&item={quote(GRADED)}")
         release_focus(page)
-        page.keyboard.press("y")
-        page.wait_for_timeout(150)
-        page.keyboard.press("y")
-        assert "too soon" in notice(page).lower()
+        press_at(page, [("y", 0), ("y", 0.15)])
+        assert "too soon" in key_notice(page).lower()
         wait_for_app(page)
         assert graded_drafts(demo_copy, "Dr. Criteria")[:2] == ["met", None]
         page.screenshot(path=str(demo_copy.parent / "criteria-notice-1280x720.png"))
@@ -270,10 +257,8 @@ def test_a_step_key_pressed_as_the_step_changes_marks_nothing(demo_copy):
         page = slow_tab(browser, url, f"/trajectories?reviewer=Dr.+Steps&item={quote(RUN)}"
                                       "&step=3")
         release_focus(page)
-        page.keyboard.press("ArrowRight")
-        page.wait_for_timeout(50)
-        page.keyboard.press("0")
-        assert "too soon" in notice(page).lower()
+        press_at(page, [("ArrowRight", 0), ("0", 0.05)])
+        assert "too soon" in key_notice(page).lower()
         wait_for_app(page)
         assert step_drafts(demo_copy, "Dr. Steps") == {}
         page.screenshot(path=str(demo_copy.parent / "step-notice-1280x720.png"))
@@ -309,11 +294,8 @@ def test_settling_keys_pressed_as_the_next_item_appears_settle_nothing(demo_copy
             page.keyboard.press(key)
             wait_for_app(page)
         release_focus(page)
-        page.keyboard.press("Control+Enter")
-        for key in ("2", "h", "Control+Enter"):
-            page.wait_for_timeout(120)
-            page.keyboard.press(key)
-        said = notice(page)
+        press_at(page, [("Control+Enter", 0), ("2", 0.12), ("h", 0.24), ("Control+Enter", 0.36)])
+        said = key_notice(page)
         wait_for_app(page)
         assert "too soon" in said.lower()
         assert len(settled(demo_copy)) == 1

@@ -108,16 +108,19 @@ def test_criteria_step_marks_and_settlements_follow_the_same_rule(db):
 # -- the real server, from a script that never waits --------------------------------
 
 
-def test_a_script_on_the_websocket_cannot_answer_faster_than_anyone_reads(demo_copy):
+def test_a_script_on_the_websocket_cannot_answer_faster_than_anyone_reads(demo_copy,
+                                                                          monkeypatch):
     """A client that speaks Streamlit's protocol and presses each item's answer
     button the moment the item arrives (it could claim any drawing time it
     likes; the server times it on its own clock): nothing is recorded until
     the item has been on screen for the least dwell, a burst of five answers
     at most one item, and every answer recorded is one the client gave to the
-    item on its screen."""
+    item on its screen. (The dwell is 3 s here, so that a busy machine's slow
+    runs cannot space the script's presses out beyond it.)"""
     from tests.browser import add_reviewers, running_app
     from tests.ws_reviewers import LightReviewer
 
+    monkeypatch.setenv("CARELENS_MIN_DWELL_MS", "3000")
     add_reviewers(demo_copy, "Dr. Script")
 
     async def script(url: str) -> tuple[list, list]:
@@ -126,7 +129,7 @@ def test_a_script_on_the_websocket_cannot_answer_faster_than_anyone_reads(demo_c
         first = r.item_id
         fast = [await r.answer("0A_NO_ESCALATION_INFO_NEEDED") for _ in range(5)]
         said = r.screen_text()
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(3.2)
         slow = await r.answer("1B_ESCALATION_URGENT_CARE")
         burst = [await r.answer("0B_NO_ESCALATION_SELF_CARE_MONITOR") for _ in range(5)]
         await r.close()
