@@ -70,6 +70,8 @@ class LightReviewer:
     query_string: str = ""
     page_hash: str = ""
     errors: list[str] = field(default_factory=list)
+    sent: list[bytes] = field(default_factory=list)
+    """Every BackMsg sent, serialized (compared with Chromium's: `shape`)."""
     _cache: dict[str, ForwardMsg] = field(default_factory=dict)
     _finished: asyncio.Event | None = None
     _ws: object = None
@@ -165,6 +167,7 @@ class LightReviewer:
         """Send a rerun and wait for its run to finish; False on a timeout."""
         self._finished.clear()
         self._texts = []
+        self.sent.append(payload)
         await self._ws.send(payload)
         try:
             await asyncio.wait_for(self._finished.wait(), timeout)
