@@ -15,9 +15,9 @@ import time
 import streamlit as st
 
 from codebook import NO_ERROR
-from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
-from pages._shared import require_reviewer, store
+from pages._shared import address_follows, require_reviewer, store
 from pages._steps import (
     code_span,
     dialogue,
@@ -394,3 +394,5 @@ with right:
         checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
                   mode=opened.mode, started_key=started_key, list_height=560,
                   round_id=opened.round_id, flag=False)
+
+address_follows()  # the address names the run shown, now that it is drawn (app.py does too)
