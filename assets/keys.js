@@ -234,17 +234,15 @@ function placeNotice(state) {
   if (!box) return;
   const on = state.notice && performance.now() < state.notice.until;
   const screen = state.notice && state.screens.get(state.notice.id);
-  const slot = on && screen && screen.slot ? document.querySelector('.' + CSS.escape(screen.slot)) : null;
-  for (const s of document.querySelectorAll('[data-carelens-notice="on"]')) {
-    if (s !== slot) delete s.dataset.carelensNotice;
-  }
+  // Under the element the screen names (a class, or a marker's class prefix).
+  const after = on && screen && screen.slot
+    ? document.querySelector(`[class*="${CSS.escape(screen.slot)}"]`) : null;
   if (!on) {
     box.style.display = 'none';
     return;
   }
-  if (slot) {
-    if (box.parentElement !== slot) slot.appendChild(box);
-    slot.dataset.carelensNotice = 'on';
+  if (after) {
+    if (box.previousElementSibling !== after) after.after(box);
     box.dataset.place = 'beside';
   } else {
     if (box.parentElement !== document.body) document.body.appendChild(box);

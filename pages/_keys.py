@@ -11,7 +11,7 @@ keys and numbers, and our own words) then
 
 - refuses a key that answers, picks or settles when what it acts on has been
   on screen for less than the least dwell (`review.reviewing.presses`), or
-  right behind a refused key, and says so beside the answers (`notice_slot`);
+  right behind a refused key, and says so beside the answers (`notice_after`);
 - holds a shortcut pressed while the screen is redrawn and, once it is
   still, presses its button if the screen still shows what it showed at the
   press, or if it is a relative move (`relative`: Left, Right, Up, Down, and
@@ -83,7 +83,8 @@ def _marker_prefix(name: str) -> str:
 
 def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
                 focus: Mapping[str, str] | None = None, scroll: Iterable[str] = (),
-                relative: Iterable[str] = (), too_soon: str = TOO_SOON) -> None:
+                relative: Iterable[str] = (), too_soon: str = TOO_SOON,
+                notice_after: str | None = None) -> None:
     """Mount the keys of a screen (see the module's docstring), before what
     they act on. `buttons`: {shortcut: key of the button it presses};
     `focus`: {shortcut: key of the text box it puts the focus in}; `scroll`:
@@ -93,7 +94,8 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
     shortcuts besides the arrows that act on no item shown (an undo of the
     last answer) - every other shortcut answers, picks or settles, and counts
     only after the least dwell; `too_soon`: the words said beside the answers
-    when a press is refused. (No timer reruns a screen: a run costs the
+    when a press is refused, under the element keyed `notice_after` (default:
+    the marker's), beside the answers. (No timer reruns a screen: a run costs the
     server as much as an answer, so what falls due, a reveal, waits for the
     next run.)
 
@@ -119,7 +121,7 @@ def screen_keys(name: str, buttons: Mapping[str, str], *, token: str,
             "gate": not live,
             "dwell_ms": round(min_dwell() * 1000),
             "too_soon": too_soon,
-            "slot": css_class(notice_key(name)),
+            "slot": css_class(notice_after) if notice_after else css_class(_marker_prefix(name)),
             "marker": css_class(_marker_prefix(name)),
         },
         default={"live": False},
@@ -164,18 +166,6 @@ def press_counts(name: str, token: str) -> bool:
         return True
     refused(name)
     return False
-
-
-def notice_key(name: str) -> str:
-    """The key of the place beside the answers where screen `name` says a key was refused."""
-    return f"keynotice_{name}"
-
-
-def notice_slot(name: str) -> None:
-    """The place beside the answers where assets/keys.js says a key was not
-    taken (it takes no room until then)."""
-    with st.container(key=notice_key(name)):
-        st.empty()  # an empty container is not drawn at all
 
 
 def page_keys() -> None:

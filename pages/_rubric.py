@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from codebook import BLIND, CANNOT_ASSESS
-from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
 from review.reviewing.blinding import seen_while_answering
@@ -410,7 +410,6 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                       help="The criterion below",
                       icon=":material/arrow_downward:", on_click=_focus_on,
                       args=(item_id, len(ids), focus + 1))
-        notice_slot("rubric")
 
     # The list scrolls in its own box, as high as the window allows (assets/carelens.css).
     with st.container(border=len(criteria) > 3, key=f"rv_list_{item_id}"):

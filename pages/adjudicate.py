@@ -14,7 +14,7 @@ import re
 import streamlit as st
 
 from codebook import NO_ERROR
-from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_text, store
 from pages._steps import code_span
@@ -234,8 +234,6 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
                                    shortcut=REASON_KEYS.get(why) if keys else None,
                                    type="primary" if reason == why else "secondary",
                                    on_click=_choose, args=(f"{form}:reason", why))
-    if keys:
-        notice_slot("adj")
     with st.form(form, border=False):
         st.text_input("Note", placeholder="What decided it; a codebook gap to fix",
                       key=f"{form}:note")

@@ -20,7 +20,7 @@ import time
 
 import streamlit as st
 
-from pages._keys import marker, notice_slot, press, press_counts, refused, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._shared import (
     address_follows,
     came_from_another_screen,
@@ -84,11 +84,11 @@ STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
 LAST = "last_answer"
-# Session key: {item answered: the item beside which its reveal was shown, or
-# None while it waits}. An answer's labels show once its undo window has
-# passed, in the next run of the screen (the next answer's, or any key's):
-# never by a run of their own, and never sent to the browser before they are
-# due. Shown beside one item, then gone; the newest few are kept.
+# Session key: {item answered: [when (time.time()), the item beside which its
+# reveal was shown, or None while it waits]}. An answer's labels show once its
+# undo window has passed, in the next run of the screen (the next answer's, or
+# any key's): never by a run of their own, and never sent to the browser before
+# they are due. Shown beside one item, then gone; the newest few are kept.
 OWED = "reveals_owed"
 END = "end"  # the end of the queue, where the last answer's panel is shown (no item)
 
@@ -253,7 +253,7 @@ def owe_reveal(item_id: int) -> None:
     (`OWED`)."""
     owed = st.session_state.setdefault(OWED, {})
     owed.pop(item_id, None)
-    owed[item_id] = None
+    owed[item_id] = [time.time(), None]
     while len(owed) > 3:
         del owed[next(iter(owed))]
 
@@ -457,9 +457,9 @@ def last_answer_panel(shown: int | None) -> None:
             if final.status == "skipped":
                 st.caption("Skipped, with your reason. Back reaches it again.")
             elif wait > 0:
-                st.caption(f"Its labels show with your next answer, once {reveal_words()} "
-                           "have passed: Undo (Z) before then withdraws it, and your answer "
-                           "is still recorded as blind.")
+                st.caption(f"Undo (Z) within {reveal_words()} withdraws it before any label "
+                           "is shown: your answer is still a blind one. Its labels show with "
+                           "your next answer.")
             else:
                 show_reveal(answered, final.value, sight_of(answered.id))
                 st.session_state.setdefault(OWED, {}).pop(answered.id, None)
@@ -477,12 +477,14 @@ def earlier_reveals(where: int | str, last_id: int | None) -> None:
     beside the item `where` (shown once, beside one item)."""
     owed = st.session_state.get(OWED) or {}
     due = []
-    for answered_id, shown_on in list(owed.items()):
+    for answered_id, (given, shown_on) in list(owed.items()):
         if answered_id == last_id:
             continue
         if shown_on not in (None, where):
             del owed[answered_id]  # shown beside another item: gone for good
             continue
+        if time.time() < given + reveal_delay("prefix"):
+            continue  # not yet (the database says so too): no query for it
         item = load_item(db_now(), answered_id)
         answers = my_answers(db_now(), reviewer.id, answered_id, item.question_id) \
             if item is not None and item.question_id else []
@@ -492,7 +494,7 @@ def earlier_reveals(where: int | str, last_id: int | None) -> None:
         if reveal_wait(db_now(), reviewer.id, item.id, item.question_id, item.kind,
                        sight_of(item.id).mode) > 0:
             continue  # not yet: with a later run
-        owed[answered_id] = where
+        owed[answered_id][1] = where
         due.append((item, answers[-1]))
     for item, final in due:
         name = item_name(db_now(), item.id)
@@ -609,6 +611,7 @@ def show_item() -> None:
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
     screen_keys(
         "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
+        notice_after="rv_confidence",
         scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"])
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
@@ -678,7 +681,9 @@ def show_item() -> None:
             st.caption("You answered this item; choosing again changes your answer"
                        + (" (after the reveal, once its labels have shown)."
                           if sight.shown else "."))
-        row = st.columns(2, gap="small")
+        # Rows of two: one horizontal container (one element to send on every answer,
+        # where two columns are three).
+        row = [st.container(horizontal=True, gap="small")] * 2
         row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0",
                       width="stretch", on_click=on_answer,
                       args=(item.id, item.question_id, None, "cannot_assess", mode, token),
@@ -707,13 +712,12 @@ def show_item() -> None:
                           type="primary" if st.session_state.get(ckey) == n else "secondary",
                           on_click=on_confidence, args=(item.id, item.question_id, n, token))
 
-        notice_slot("review")  # where a key not taken is said, by the browser at once
         flashed = st.session_state.pop("flash", None)
         if flashed:
             getattr(st, flashed[0])(flashed[1])
         last_answer_panel(item.id)
 
-        nav = st.columns(2, gap="small")
+        nav = [st.container(horizontal=True, gap="small")] * 2  # a row of two (as `row`)
         nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left",
                       icon=":material/arrow_back:", width="stretch", on_click=on_step,
                       args=(item.id, -1), disabled=place.earlier is None)
@@ -733,7 +737,7 @@ def show_item() -> None:
                        "counts nowhere (it stays in the item's history). To change it, choose "
                        "another label instead.")
         with st.form(f"skip:{item.id}", border=False, enter_to_submit=True):
-            skip = st.columns([3, 2], vertical_alignment="bottom", gap="small")
+            skip = [st.container(horizontal=True, vertical_alignment="bottom", gap="small")] * 2
             skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}",
                                label_visibility="collapsed",
                                placeholder="Why skip it? (S, type, Enter)")
@@ -764,12 +768,14 @@ def show_item() -> None:
                 show_reveal(item, current.value, sight)
 
         with st.expander("Codebook: definitions and decision rules"):
-            for lab in labels:
-                # Codebook wording is text, shown as written (an admin may edit it).
-                st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
-                            f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
-                for rule in lab.rules:
-                    st.markdown(f"- {safe_markdown(rule)}")
+            # Codebook wording is text, shown as written (an admin may edit it). One
+            # element for all of it: every element costs the server on every answer.
+            st.markdown("\n\n".join(
+                f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}"
+                + "".join(f"\n\n- {safe_markdown(rule)}" if n == 0 else f"\n- {safe_markdown(rule)}"
+                          for n, rule in enumerate(lab.rules))
+                for lab in labels))
 
 
 

@@ -135,7 +135,8 @@ step_keys = {"Left": f"trj_prev:{item_id}:{sid}", "Right": f"trj_next:{item_id}:
 step_keys.update({lab.shortcut: f"trj_errbtn:{item_id}:{sid}:{lab.code}" for lab in book.labels})
 step_keys.update({f"Shift+{lv}": f"trj_sevbtn:{item_id}:{sid}:{lv}" for lv in levels})
 STEP_TOO_SOON = "Not recorded: too soon after the step changed. Press again to mark this step."
-screen_keys("trj", step_keys, token=f"{item_id}_s{sid}", too_soon=STEP_TOO_SOON)
+screen_keys("trj", step_keys, token=f"{item_id}_s{sid}", too_soon=STEP_TOO_SOON,
+            notice_after="trj_severity")
 
 name = item_name(db, item_id)
 agent = " ".join(str(view.agent[k]) for k in ("name", "version") if view.agent.get(k))
@@ -312,7 +313,6 @@ def mark_panel(sid: int) -> None:
                           help=safe_markdown(levels[level]["definition"]),
                           type="primary" if sev == level else "secondary",
                           disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
-        notice_slot("trj")
         ready = err == NO_ERROR or (err is not None and sev is not None)
         unchanged = saved is not None and saved.error == err and saved.severity == (
             None if err == NO_ERROR else sev) and (saved.note or "") == (
