@@ -285,29 +285,30 @@ async def crowd(url: str, names: list[str], every: float, stop_after: float | No
     """Each of `names` answers an item (of `kind`) every `every` seconds (give
     or take a quarter), from a random start, until stopped. Returns the
     answers given."""
-    async def one(name: str) -> int:
+    given = [0]
+
+    async def one(name: str) -> None:
         await asyncio.sleep(random.uniform(0, every))
         r = LightReviewer(url, name, kind=kind)
         await r.open()
-        n = 0
         try:
             while True:
                 await asyncio.sleep(every * random.uniform(0.75, 1.25))
                 if r.item_id is None:
-                    return n
+                    return
                 await r.answer()
-                n += 1
+                given[0] += 1
         finally:
             await r.close()
 
     tasks = [asyncio.create_task(one(n)) for n in names]
     try:
-        done = await asyncio.wait_for(asyncio.gather(*tasks), stop_after) if stop_after else \
-            await asyncio.gather(*tasks)
-        return sum(done)
+        await asyncio.wait(tasks, timeout=stop_after)
+        return given[0]
     finally:
         for t in tasks:
             t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @contextlib.contextmanager
