@@ -388,10 +388,12 @@ def test_saved_views_keep_the_query_and_can_be_replaced(store):
 
 
 def test_side_by_side_shows_every_model_and_marks_disagreements(demo):
-    view = side_by_side(demo, "demo_case_0003_r02::aster-7b")
+    view = side_by_side(demo, "demo_case_0003_r02::aster-7b::unprompted@demo-1")
     assert view.prefix_uid == "demo_case_0003_r02" and len(view.turns) == 2
     assert view.gold == "1B_ESCALATION_URGENT_CARE"
-    assert {r.model for r in view.responses} == {"aster-7b", "borealis-large", "cobalt-mini"}
+    # each run's reply, a model's two runs named apart by their protocol
+    assert {r.model for r in view.responses} == {"aster-7b · unprompted", "aster-7b · prompted",
+                                                 "borealis-large", "cobalt-mini"}
     for resp in view.responses:
         values = {c.value for c in resp.labels}
         assert resp.raters_disagree == (len(values) > 1)
