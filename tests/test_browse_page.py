@@ -286,6 +286,6 @@ def test_an_adjudicator_who_also_reviews_opens_the_labels_on_the_record(demo_cop
         assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ? AND actor = 'Dr. Senior'",
                         (LABELS_OPENED,)) == 1
         senior = ensure_reviewer(s, "Dr. Senior")
-        item = load_item(s, find_item_id(s, "demo_case_0001_r01::aster-7b"))
+        item = load_item(s, find_item_id(s, "demo_case_0001_r01::aster-7b::unprompted@demo-1"))
         aid = commit_answer(s, senior, item.id, item.question_id, "0A_NO_ESCALATION_INFO_NEEDED")
         assert s.scalar("SELECT phase FROM annotations WHERE id = ?", (aid,)) == "after_reveal"
