@@ -54,11 +54,11 @@ def test_search_then_two_facets_put_the_view_in_the_url(app, db_path):
     assert app.query_params["q"] == "emergency"
     assert "**emergency**" in texts(app)
     assert total_shown(app) == expected_total(db_path, BrowseQuery(text="emergency"))
-    app.multiselect(key="browse:models").select("aster-7b").run()
+    app.multiselect(key="browse:models").select("aster-7b · unprompted").run()
     app.button_group(key="browse:rounds").select("2").run()
     assert not app.exception
     q = BrowseQuery.from_params(dict(app.query_params))
-    assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b",), (2,))
+    assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b · unprompted",), (2,))
     assert total_shown(app) == expected_total(db_path, q)
     # the facet still offers the other models, with their counts
     options = app.multiselect(key="browse:models").options

@@ -485,8 +485,9 @@ def test_demo_gives_a_non_trivial_first_report(demo):
     current = agreement_report(demo, RESPONSE_Q, "group:majority", "demo:mapper@v1",
                                {"phase": "current"})
     assert current.coefficients != report.coefficients
-    assert report.coefficient("cohen_kappa").value == pytest.approx(0.685, abs=5e-4)
-    assert current.coefficient("cohen_kappa").value == pytest.approx(0.806, abs=5e-4)
+    # every run's responses, aster-7b's prompted run (no revisions after a reveal) included
+    assert report.coefficient("cohen_kappa").value == pytest.approx(0.690, abs=5e-4)
+    assert current.coefficient("cohen_kappa").value == pytest.approx(0.784, abs=5e-4)
     triage = triage_comparison(demo)
     assert len(triage.labellings) == 6 and triage.correlations
     assert anchoring(demo, RESPONSE_Q).rows[-1].revisions > 0

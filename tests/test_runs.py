@@ -383,3 +383,74 @@ def test_a_model_with_two_runs_is_not_one_figure_unless_pooled(store, prefixes, 
     assert [r.id for r in select_runs(store.conn, "response", run="1")] == [1]
     with pytest.raises(RunChoiceError, match="no run 'gpt-5'; runs: 1 \\(gpt-4o · prompted\\)"):
         select_runs(store.conn, "response", run="gpt-5")
+
+
+def test_the_migration_names_the_run_an_importer_names_for_every_corpus_format(tmp_path):
+    """What m070 would give an item of each format, from what the item stored, is the run
+    its importer gave it: a file of that run imported into a migrated database joins it.
+    (A Harbor trial that wrote no trajectory names no agent in what it stored: m070 keys
+    it by job and model alone, and the test says so.)"""
+    from pathlib import PurePosixPath
+
+    from store.migrations import _m070_identity
+    from tests.test_conformance import CORPUS, library_import, manifest
+
+    if not (CORPUS / "MANIFEST.tsv").is_file():
+        pytest.skip("the conformance corpus is not beside the project")
+    checked = set()
+    for line in manifest():
+        db = tmp_path / f"{line.group}.db"
+        library_import(db, line)
+    for db in tmp_path.glob("*.db"):
+        with open_store(db) as s:
+            rows = s.query(
+                "SELECT i.uid, i.kind, i.model, i.meta, json_extract(i.payload, '$.agent.name'),"
+                " m.path, r.key FROM items i JOIN runs r ON r.id = i.run_id"
+                " LEFT JOIN imports m ON m.id = i.import_id")
+        for uid, kind, model, meta, agent, path, key in rows:
+            source = PurePosixPath(path).name if path else None
+            identity, _ = _m070_identity(kind, model, json.loads(meta), agent, source)
+            if kind == "trajectory" and agent is None and "job" in json.loads(meta):
+                assert json.loads(key)["job"] == identity["job"], uid
+                continue
+            assert m070_key(identity) == key, uid
+            checked.add(kind)
+    assert checked == {"response", "trajectory", "graded_conversation"}
+
+
+# -- the screens' model filters are run filters -----------------------------------------------
+
+def test_the_agreement_and_browse_screens_offer_each_run_of_a_model_by_its_protocol(
+        demo_copy, monkeypatch):
+    from tests.test_agreement_page import REVIEWER, open_page, pair_state
+
+    runs = ["aster-7b · prompted", "aster-7b · unprompted"]
+    at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER,
+                   **pair_state("carebench.response_action", "group:majority",
+                                "demo:mapper@v2"))
+    model = next(s for s in at.selectbox if s.label == "Model")
+    assert set(runs) <= set(model.options) and "aster-7b" not in model.options
+    model.set_value("aster-7b · prompted").run()
+    assert not at.exception
+    shown = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
+    assert "model aster-7b · prompted" in shown.replace("\\", "")  # Markdown's escapes off
+    with open_store(demo_copy) as s:
+        from labels.compare import agreement_report
+
+        one = agreement_report(s, "carebench.response_action", "group:majority",
+                               "demo:mapper@v2", {"model": "aster-7b · prompted"})
+        prompted = s.scalar("SELECT COUNT(*) FROM items i JOIN runs r ON r.id = i.run_id"
+                            " WHERE r.protocol = 'prompted'")
+    uids = {u.item_uid for row in one.confusion.units for cell in row for u in cell}
+    assert uids and all(u.endswith("::aster-7b::prompted@demo-prompted-1") for u in uids)
+    assert 0 < one.n_units <= prompted
+
+    from review.browse import BrowseQuery, browse, facets
+
+    with open_store(demo_copy) as s:
+        offered = {v.value: v.count for v in facets(s, BrowseQuery(kinds=("response",)))
+                   ["models"].values}
+        total = browse(s, BrowseQuery(kinds=("response",), models=("aster-7b · prompted",))).total
+    assert offered["aster-7b · prompted"] == offered["aster-7b · unprompted"] == prompted
+    assert "aster-7b" not in offered
+    assert total == prompted
