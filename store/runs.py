@@ -222,6 +222,28 @@ def run_label_map(conn: sqlite3.Connection, kind: str | None = None) -> dict[int
     return {r.id: r.label for r in load_runs(conn, kind)}
 
 
+_LABELS: dict[tuple, dict[int, str]] = {}
+
+
+def run_label(conn: sqlite3.Connection, run_id: int | None) -> str | None:
+    """One run's label (None for no run), the labels read once until a run or an item
+    is added (a screen names the item it shows by it, item after item)."""
+    if run_id is None:
+        return None
+    state = conn.execute("SELECT (SELECT MAX(id) FROM runs), (SELECT MAX(id) FROM items),"
+                         " (SELECT COUNT(*) FROM run_aliases)").fetchone()
+    db = conn.execute("PRAGMA database_list").fetchone()
+    key = (db[2] if db else "", *tuple(state))
+    labels = _LABELS.get(key)
+    if labels is None or not key[0]:
+        labels = run_label_map(conn)
+        if key[0]:  # an in-memory database has no name to keep its labels under
+            for old in [k for k in _LABELS if k[0] == key[0]]:
+                _LABELS.pop(old, None)
+            _LABELS[key] = labels
+    return labels.get(run_id)
+
+
 class RunChoiceError(ValueError):
     """A run named on the command line or a screen that is not one run: none, or several
     (the message names them)."""
