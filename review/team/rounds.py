@@ -27,6 +27,7 @@ from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_
 from review.team.reviewers import PEOPLE, Reviewer
 from review.text import plural
 from store import Store, from_json, to_json, utcnow
+from store.names import name_problem
 
 STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
@@ -121,6 +122,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
+    if (problem := name_problem(spec.name.strip())) is not None:
+        raise RoundError(f"round {spec.name.strip()!r}: {problem}")
     twin = next((r.name for r in list_rounds(store)
                  if r.name.casefold() == spec.name.strip().casefold()), None)
     if twin is not None:
