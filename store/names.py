@@ -62,6 +62,13 @@ _SCRIPT_WORDS = {"CJK": "HAN", "IDEOGRAPHIC": "HAN", "KANGXI": "HAN"}
 _NO_SCRIPT = {"MODIFIER", "KATAKANA-HIRAGANA", "SCRIPT", "DOUBLE-STRUCK", "BLACK-LETTER"}
 
 
+def drawn_as_nothing(ch: str) -> bool:
+    """Whether a character is drawn as nothing: a format character (zero-width
+    spaces and joiners, bidirectional controls, the soft hyphen, tags, ...) or
+    one of the default-ignorable characters of other categories."""
+    return unicodedata.category(ch) == "Cf" or ord(ch) in _DRAWN_AS_NOTHING
+
+
 def _script(ch: str) -> str | None:
     """The script a letter is written in (the first word of its Unicode name,
     CJK ideographs as HAN); None for what belongs to no script (digits,
