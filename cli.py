@@ -744,6 +744,29 @@ def app_dir() -> Path:
                      "reinstall carelens")
 
 
+@command("sessions")
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """Who is signed in (server mode), or end every session of a person (`--end`):
+    each tab and each copy of their sign-in stops at its next request."""
+    from review.team.sessions import sign_out_person, signed_in
+
+    store = open_store(args.db)
+    if args.end:
+        try:
+            ended = sign_out_person(store, None, args.end, operator=f"cli:{_account()}")
+        except LookupError as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+        print(f"{args.end}: signed out ({ended} session{'s' if ended != 1 else ''} ended)")
+        return 0
+    here = signed_in(store)
+    for person in here:
+        print(f"{person.name}\t{person.sessions} session{'s' if person.sessions != 1 else ''}"
+              f"\tlast request {person.last_seen_at[:19].replace('T', ' ')} UTC")
+    if not here:
+        print("nobody is signed in")
+    return 0
+
+
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
     app = app_dir()
@@ -922,6 +945,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--json", action="store_true",
                    help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
                         '"provenance": {...}}')
+
+    se = sub.add_parser("sessions", help="who is signed in to the app (server mode); --end NAME"
+                                          " signs a person out everywhere")
+    se.add_argument("--end", metavar="NAME",
+                    help="end every session of this person: each open tab and each copy of"
+                         " their sign-in stops at its next request (audited)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

@@ -12,8 +12,10 @@ import streamlit as st
 
 from labels.compare.figures import text as plotly_text
 from pages._shared import (
+    acting_session,
     current_reviewer,
     labels_gate,
+    own_store,
     server_mode,
     show_text,
     store,
@@ -283,7 +285,7 @@ def on_tag(item_id: int, adding: bool, tag: str | None = None, target: str | Non
         s[W + "flash"] = "Choose a tag, or name a new one, first."
         return
     try:
-        with open_store(default_db_path()) as own:  # a callback may run on another thread
+        with own_store() as own:  # a callback may run on another thread
             if new and new.casefold() not in {t.name.casefold() for t in list_tags(own)}:
                 create_tag(own, new, reviewer)  # a new tag, added to the list as it is used
             (add_tag if adding else remove_tag)(own, reviewer, item_id, tag, target,
@@ -489,7 +491,7 @@ def tag_admin(taxonomy) -> None:
     """An admin: whether reviewers may add tags, and retiring a tag (or offering it
     again); each a new row, nothing renamed or deleted."""
     def allow() -> None:
-        with open_store(default_db_path()) as own:
+        with own_store() as own:
             set_setting(own, reviewer, "reviewers_add_tags", st.session_state[W + "allow_tags"])
 
     st.session_state[W + "allow_tags"] = allows(db, "reviewers_add_tags")
@@ -499,7 +501,7 @@ def tag_admin(taxonomy) -> None:
         name = st.session_state.get(W + "retire_name")
         if not name:
             return
-        with open_store(default_db_path()) as own:
+        with own_store() as own:
             retire_tag(own, reviewer, name, st.session_state.get(W + "retire_note"), retired)
 
     cols = st.columns([3, 3, 2, 2], vertical_alignment="bottom")
@@ -552,13 +554,15 @@ def export_tab() -> None:
                    icon=":material/warning:")
     options = ExportOptions(include_identifying=identifying, withhold_all_ids=hide_all,
                             anonymise_reviewers=anonymise)
-    path, view = default_db_path(), query
+    path, view, session = default_db_path(), query, acting_session()
 
     def build(kind: str):
         # Runs on another thread when clicked: it opens its own connection.
         def make() -> str:
             s = open_store(path)
             try:
+                s.session_id = session
+                s.require_session()  # a tab left open after Sign out downloads nothing
                 blocks = kind in ("md", "html")
                 ids = selected_item_ids(s, view, limit=100 if blocks else None)
                 cases = gather_cases(s, ids, options, with_blocks=blocks)

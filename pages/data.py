@@ -22,6 +22,7 @@ from labels.llm import (
     uncollected_batches,
 )
 from pages._shared import (
+    acting_session,
     current_reviewer,
     labels_gate,
     server_mode,
@@ -188,10 +189,14 @@ if is_empty(db):
                 st.write(line)
 show_counts()
 
-def _export_file(path: str, reader, write, name: str) -> bytes:
+def _export_file(path: str, reader, write, name: str, session: int | None) -> bytes:
     """One export file, made when its button is pressed (on the download's thread, with a
-    connection of its own that reads what `reader` may read), not on every run."""
+    connection of its own that reads what `reader` may read), not on every run; only
+    while the session it was offered in is in force (a tab left open after Sign out
+    downloads nothing)."""
     with open_for(path, reader) as s, tempfile.TemporaryDirectory() as tmp:
+        s.session_id = session
+        s.require_session()
         out = Path(tmp) / name
         write(s, out)
         return out.read_bytes()
@@ -199,11 +204,11 @@ def _export_file(path: str, reader, write, name: str) -> bytes:
 
 def export_section() -> None:
     # Only the answers this reader may read go in the files (review.team.access).
-    path, reader = default_db_path(), viewer()
+    path, reader, session = default_db_path(), viewer(), acting_session()
     labels, ties = carebench_labels(viewer_store())  # the count the CSV will hold
 
     def made(write, name: str):
-        return lambda: _export_file(path, reader, write, name)
+        return lambda: _export_file(path, reader, write, name, session)
 
     c = st.columns(3)
     c[0].download_button("All annotations (CSV)", made(export_annotations, "annotations.csv"),

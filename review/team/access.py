@@ -80,6 +80,8 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
     Action("grant_roles", "grant roles", ADMINS, ADMINS, "Rounds and people"),
     Action("study_settings", "change what the study allows", ADMINS, ADMINS,
            "Rounds and people, Browse"),
+    Action("end_sessions", "sign a person out (end their sessions on every device)", ADMINS,
+           ADMINS, "Rounds and people; `carelens sessions --end`"),
     Action("import", "import files", ADMINS, EVERYONE, "Data; `carelens import`"),
     Action("replace_answers", "replace answers in force of raters who exist, by import",
            ADMINS, EVERYONE, "`carelens import --replace`"),
