@@ -39,6 +39,7 @@ from review.datasets.export import (
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
+from review.reviewing.blinding import what_reviewer_sees
 from review.reviewing.names import plural
 from review.team.access import NotAllowed, allowed, open_for
 from review.text import safe_markdown
@@ -242,6 +243,9 @@ history["folder"] = [str(PurePath(p).parent) if PurePath(p).parent != PurePath("
 history["path"] = [PurePath(p).name for p in history["path"]]
 history = history[["imported_at", "path", "format", "n_rows", "n_items", "n_completed",
                    "n_annotations", "actor", "folder"]]
+if what_reviewer_sees(db, reviewer.id if reviewer else None).model_hidden:
+    # Files are often named after the model whose replies they hold.
+    history["path"] = history["folder"] = "(not shown while items wait for your blind answer)"
 st.dataframe(history, hide_index=True, width="stretch", column_config={
     "imported_at": st.column_config.DatetimeColumn("Imported (UTC)", format="YYYY-MM-DD HH:mm:ss"),
     "path": st.column_config.TextColumn("File"),
