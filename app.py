@@ -26,7 +26,10 @@ if __name__ == "__main__" and not st.runtime.exists():  # pragma: no cover - a n
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli as streamlit_cli
 
+    from pages._uploads import install as spool_uploads
+
     PagesManager.uses_pages_directory = False
+    spool_uploads()  # uploads kept on disk, not in the server's memory (pages/_uploads.py)
     sys.argv[0] = "streamlit"
     sys.exit(streamlit_cli.main())
 

@@ -769,13 +769,16 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.max_upload_mb < 1:
+        raise UsageError(f"--max-upload-mb {args.max_upload_mb}: give 1 megabyte or more")
     app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
     # app.py starts the server itself when run as a program (see its top): only the
     # browser face imports Streamlit, and it sets the one switch Streamlit needs first.
     cmd = [sys.executable, str(app / "app.py"), "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
-           "--browser.gatherUsageStats", "false", "--server.headless", "true"]
+           "--browser.gatherUsageStats", "false", "--server.headless", "true",
+           "--server.maxUploadSize", str(args.max_upload_mb)]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
@@ -955,6 +958,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--address", default="127.0.0.1")
+    s.add_argument("--max-upload-mb", type=int, default=200, metavar="MB",
+                   help="the largest file the Data screen takes, in megabytes (default 200;"
+                        " larger files: `carelens import`)")
     return p
 
 

@@ -30,6 +30,7 @@ from pages._shared import (
     viewer,
     viewer_store,
 )
+from pages._uploads import allow_uploads, spooled_path
 from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import (
     carebench_labels,
@@ -85,12 +86,13 @@ FILE_FORMATS = [f for f in FORMATS.values() if not f.takes_directory]
 FORMAT_HELP = ("\n".join(f"- **{f.name}**: {f.description}" for f in FILE_FORMATS)
                + "\n\nFolders (Harbor jobs, CliniCARE trials): `carelens import FOLDER`.")
 DETECT = "detect from content"
+allow_uploads(manages)  # the server takes uploads only from a session offered the uploader
 with st.form("import", clear_on_submit=False):
     uploads = st.file_uploader("Files", accept_multiple_files=True,
-                               type=["jsonl", "json", "csv", "tsv", "parquet"])
+                               type=["jsonl", "json", "csv", "tsv", "parquet"]) if manages else None
     fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP)
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
-    go = st.form_submit_button("Import", type="primary")
+    go = st.form_submit_button("Import", type="primary", disabled=not manages)
 with st.form("hub", clear_on_submit=False):
     hub_name = st.text_input(
         "Or a dataset on the Hugging Face hub", placeholder="hf:ningkko/CARE-Bench:evaluation_prefixes",
@@ -100,7 +102,8 @@ with st.form("hub", clear_on_submit=False):
              " imported as uploaded files are.")
     hub_fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP,
                            key="hub_format")
-    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:")
+    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:",
+                                     disabled=not manages)
 with st.expander("Limits for one file", icon=":material/tune:"):
     c = st.columns(2)
     max_rows = c[0].number_input("Rows per file, at most", 1, 10 ** 12, Limits.max_rows,
@@ -154,8 +157,10 @@ elif go and not uploads:
 elif go and uploads:
     with tempfile.TemporaryDirectory() as tmp:
         for up in uploads:
-            path = Path(tmp) / Path(up.name).name
-            path.write_bytes(up.getvalue())
+            path = spooled_path(up)  # on disk already under `carelens serve` (pages/_uploads)
+            if path is None:
+                path = Path(tmp) / Path(up.name).name
+                path.write_bytes(up.getvalue())
             import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}")
 elif fetch_go and not hub_name.strip():
     st.warning("Write the dataset's hub name first, e.g. hf:ningkko/CARE-Bench:evaluation_prefixes.",
