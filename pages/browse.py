@@ -527,7 +527,7 @@ def share_tab() -> None:
             name = st.text_input("Save this view as", placeholder="e.g. mapper under-triage, round 1")
             if st.form_submit_button("Save view", icon=":material/bookmark_add:"):
                 try:
-                    save_view(db, name, query, reviewer.name)
+                    save_view(db, name, query, reviewer)
                 except ValueError as exc:
                     st.error(safe_markdown(str(exc)))
                 else:

@@ -42,7 +42,7 @@ from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
 from review.reviewing.blinding import what_reviewer_sees
 from review.reviewing.names import plural
-from review.team.access import NotAllowed, allowed, open_for
+from review.team.access import NotAllowed, allowed, open_for, permit
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -304,6 +304,11 @@ def _secrets_keys() -> dict[str, str]:
         return {}
 
 
+def run_permit():
+    """Who runs LLM raters here: refused (NotAllowed) unless they may, in this session."""
+    return permit(reviewer, "run_llm", server=server_mode(), session=acting_session())
+
+
 def show_summary(bar, summary) -> None:
     """A run's or a collection's end: its summary, then what it left and why."""
     bar.progress(1.0, text="Done")
@@ -331,8 +336,9 @@ elif estimate or run:
         try:
             summary = run_plan(default_db_path(), plan, concurrency=int(concurrency),
                                progress=lambda p: bar.progress(p.fraction, text=safe_markdown(p.text())),
-                               use_batch=use_batch, keys=_secrets_keys(), actor=actor)
-        except (RunAborted, MissingKeyError) as exc:
+                               use_batch=use_batch, keys=_secrets_keys(), actor=actor,
+                               permit=run_permit())
+        except (RunAborted, MissingKeyError, NotAllowed) as exc:
             st.error(safe_markdown(str(exc)))
         else:
             show_summary(bar, summary)
@@ -363,8 +369,9 @@ if waiting:
             try:  # no waiting here: a batch still in progress is left for later
                 summary = collect_batch(
                     default_db_path(), batch.run_id, keys=_secrets_keys(), max_wait=0.0,
-                    progress=lambda p, bar=bar: bar.progress(p.fraction, text=safe_markdown(p.text())))
-            except (RunAborted, MissingKeyError, LookupError) as exc:
+                    progress=lambda p, bar=bar: bar.progress(p.fraction, text=safe_markdown(p.text())),
+                    permit=run_permit())
+            except (RunAborted, MissingKeyError, LookupError, NotAllowed) as exc:
                 st.error(safe_markdown(str(exc)))
             else:
                 show_summary(bar, summary)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
-from review.team.access import may
+from review.team.access import NotAllowed, may, require_role, role_may
 from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import PEOPLE, Reviewer
 from review.text import plural
@@ -452,6 +452,11 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     return True
 
 
+def _role(conn, rater_id: int) -> str | None:
+    row = conn.execute(f"SELECT role FROM raters WHERE id = ? AND {PEOPLE}", (rater_id,)).fetchone()
+    return (row[0] or "reviewer") if row is not None else "not a person"
+
+
 def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -> bool:
     """Renew the reviewer's live reservation of the item for the round's
     reservation time from now: they are working on it (a draft saved, a
@@ -459,6 +464,8 @@ def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -
     kept outside the round for outlasting one reservation. False when they
     hold none (it lapsed, or the item is not reserved for them)."""
     with store.transaction() as conn:
+        if not role_may(_role(conn, rater_id), "review"):
+            raise NotAllowed("only someone with a role here may answer items")
         row = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
                            (round_id,)).fetchone()
         if row is None:
@@ -605,6 +612,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     answered outside the round meanwhile (another tab) is given back, and the
     next item reserved instead. In a label round a skip does not count (it reveals nothing);
     in a round over agent runs or graded conversations any answer does."""
+    require_role(reviewer, "review")
     info = store.query_one(
         "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
         (round_id,))
