@@ -19,6 +19,7 @@ from pages._shared import (
     server_mode,
     show_text,
     store,
+    viewer,
     viewer_store,
 )
 from pages._steps import code_span, label_text
@@ -57,10 +58,11 @@ from review.browse import (
     view_item_ids,
 )
 from review.browse.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.team.access import open_for
 from review.team.reviewers import is_admin
 from review.team.study import SETTINGS, allows, set_setting
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
 W = "browse:"  # prefix of this page's widget keys
 LIST_FACETS = ("kinds", "datasets", "splits", "models", "rounds", "labels", "gates", "step_errors",
@@ -554,12 +556,13 @@ def export_tab() -> None:
                    icon=":material/warning:")
     options = ExportOptions(include_identifying=identifying, withhold_all_ids=hide_all,
                             anonymise_reviewers=anonymise)
-    path, view, session = default_db_path(), query, acting_session()
+    path, view, session, reader = default_db_path(), query, acting_session(), viewer()
 
     def build(kind: str):
-        # Runs on another thread when clicked: it opens its own connection.
+        # Runs on another thread when clicked: it opens its own connection, which reads
+        # only what this reader may (review.team.access: not colleagues' notes and marks).
         def make() -> str:
-            s = open_store(path)
+            s = open_for(path, reader)
             try:
                 s.session_id = session
                 s.require_session()  # a tab left open after Sign out downloads nothing
