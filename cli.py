@@ -591,7 +591,8 @@ def one_run_compared(store, question: str, filters, args: argparse.Namespace) ->
     if not filters.model or filters.run is not None or getattr(args, "pool", False):
         return
     ids = {u.run_id for u in load_answers(store, question, filters).units} - {None}
-    one_run([r for r in load_runs(store.conn) if r.id in ids], f"--model {filters.model!r}")
+    one_run([r for r in load_runs(store.conn, served=False) if r.id in ids],
+            f"--model {filters.model!r}")
 
 
 @command("agreement")

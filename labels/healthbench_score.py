@@ -329,7 +329,7 @@ def healthbench_scores(
             "whose points are not known (a meta-evaluation row imported before its rubric): "
             "not scored by anyone")
     order = {"machine": 0, "reference": 1, "human": 2}
-    known = {r.id: r for r in load_runs(store.conn, "graded_conversation")}
+    known = {r.id: r for r in load_runs(store.conn, "graded_conversation", served=False)}
     for name in sorted(verdicts, key=lambda n: (order.get(kinds[n], 3), n)):
         by_run: dict[int | None, dict[int, dict[int, bool | None]]] = {}
         for item_id, answers in verdicts[name].items():

@@ -46,12 +46,17 @@ class RunRecord:
     """Names the submitter gave it (CARE-Bench `model_alias`)."""
     source: str | None = None
     """The file it comes from, when not the file being imported."""
+    known_key: str | None = field(default=None, repr=False, compare=False)
+    """`key`, once worked out (a reader gives one record for all the items of a run;
+    its identity is not changed after)."""
 
     @property
     def key(self) -> str:
-        from store.runs import run_key
+        if self.known_key is None:
+            from store.runs import run_key
 
-        return run_key(self.identity)
+            self.known_key = run_key(self.identity)
+        return self.known_key
 
 
 @dataclass(slots=True)

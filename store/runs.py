@@ -184,9 +184,11 @@ def run_labels(runs: Iterable[Run]) -> dict[int, str]:
 
 
 def load_runs(conn: sqlite3.Connection, kind: str | None = None,
-              dataset: str | None = None) -> list[Run]:
+              dataset: str | None = None, served: bool = True) -> list[Run]:
     """Every run (of one item kind, of one dataset), labelled, in id order. Labels are
-    worked out among every run of the kind, whatever the dataset asked for."""
+    worked out among every run of the kind, whatever the dataset asked for. `served`:
+    also every model its responses say served them (a read of every response: a screen
+    that only names runs leaves it out)."""
     rows = conn.execute(
         "SELECT r.id, d.name, r.kind, r.key, r.model_requested, r.model_actual, r.provider,"
         " r.protocol, r.prompt_version, r.attempt, r.source, r.meta,"
@@ -197,18 +199,19 @@ def load_runs(conn: sqlite3.Connection, kind: str | None = None,
     aliases: dict[int, list[str]] = {}
     for run_id, alias in conn.execute("SELECT run_id, alias FROM run_aliases ORDER BY id"):
         aliases.setdefault(run_id, []).append(alias)
-    served: dict[int, list[str]] = {}
-    for run_id, model in conn.execute(
-            "SELECT DISTINCT run_id, json_extract(meta, '$.model_actual') FROM items"
-            " WHERE run_id IS NOT NULL AND json_extract(meta, '$.model_actual') IS NOT NULL"
-            + (" AND kind = ?" if kind else ""), (kind,) if kind else ()):
-        served.setdefault(run_id, []).append(str(model))
+    by_run: dict[int, list[str]] = {}
+    if served and kind in (None, "response"):  # only a response names the model served
+        for run_id, model in conn.execute(
+                "SELECT DISTINCT run_id, json_extract(meta, '$.model_actual') FROM items"
+                " WHERE kind = 'response' AND run_id IS NOT NULL"
+                " AND json_extract(meta, '$.model_actual') IS NOT NULL"):
+            by_run.setdefault(run_id, []).append(str(model))
     runs = []
     for r in rows:
         own = [r[5]] if r[5] else []
         runs.append(Run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
                         json.loads(r[11] or "{}"), tuple(aliases.get(r[0], ())),
-                        tuple(dict.fromkeys(own + sorted(served.get(r[0], [])))), r[12]))
+                        tuple(dict.fromkeys(own + sorted(by_run.get(r[0], [])))), r[12]))
     # Told apart among the runs that hold items (a run whose placeholders another run's
     # file filled in holds none, and is no other run's namesake).
     labels = {**run_labels(runs), **run_labels([r for r in runs if r.items])}
@@ -219,7 +222,29 @@ def load_runs(conn: sqlite3.Connection, kind: str | None = None,
 
 def run_label_map(conn: sqlite3.Connection, kind: str | None = None) -> dict[int, str]:
     """run id -> label, for every run (of the kind)."""
-    return {r.id: r.label for r in load_runs(conn, kind)}
+    return {r.id: r.label for r in load_runs(conn, kind, served=False)}
+
+
+_LABELS: dict[tuple, dict[int, str]] = {}
+
+
+def run_label(conn: sqlite3.Connection, run_id: int | None) -> str | None:
+    """One run's label (None for no run), the labels read once until a run or an item
+    is added (a screen names the item it shows by it, item after item)."""
+    if run_id is None:
+        return None
+    state = conn.execute("SELECT (SELECT MAX(id) FROM runs), (SELECT MAX(id) FROM items),"
+                         " (SELECT COUNT(*) FROM run_aliases)").fetchone()
+    db = conn.execute("PRAGMA database_list").fetchone()
+    key = (db[2] if db else "", *tuple(state))
+    labels = _LABELS.get(key)
+    if labels is None or not key[0]:
+        labels = run_label_map(conn)
+        if key[0]:  # an in-memory database has no name to keep its labels under
+            for old in [k for k in _LABELS if k[0] == key[0]]:
+                _LABELS.pop(old, None)
+            _LABELS[key] = labels
+    return labels.get(run_id)
 
 
 class RunChoiceError(ValueError):

@@ -454,3 +454,33 @@ def test_the_agreement_and_browse_screens_offer_each_run_of_a_model_by_its_proto
     assert offered["aster-7b · prompted"] == offered["aster-7b · unprompted"] == prompted
     assert "aster-7b" not in offered
     assert total == prompted
+
+
+def test_a_reply_of_a_models_second_run_is_named_by_its_protocol(demo):
+    from review.reviewing.names import item_name
+
+    prompted = demo.scalar("SELECT id FROM items WHERE uid = ?",
+                           ("demo_case_0001_r01::aster-7b::prompted@demo-prompted-1",))
+    borealis = demo.scalar("SELECT id FROM items WHERE uid = ?",
+                           ("demo_case_0001_r01::borealis-large::unprompted@demo-1",))
+    assert "model aster-7b · prompted" in item_name(demo, prompted).details
+    assert "model borealis-large ·" in item_name(demo, borealis).details + " ·"
+    assert "aster" not in item_name(demo, prompted).blind_details
+
+
+def test_a_labels_file_naming_another_model_for_an_item_is_refused(store, prefixes, tmp_path):
+    import_file(store, prefixes)
+    import_file(store, run_file(tmp_path, "p.jsonl", "prompted", "gpt-4o", "gpt-4o-x")[0])
+    uid = "inv_v1_case_0001_r01::gpt-4o::prompted@care_bench_prompted_v1"
+    good = tmp_path / "labels.csv"
+    good.write_text("item_id,rater,value,model\n"
+                    f"{uid},Dr. Sheet,1B_ESCALATION_URGENT_CARE,gpt-4o\n", encoding="utf-8")
+    assert import_file(store, good).annotations == 1
+    bad = tmp_path / "labels_other.csv"
+    bad.write_text("item_id,rater,value,model\n"
+                   f"{uid},Dr. Other,1B_ESCALATION_URGENT_CARE,claude-x\n", encoding="utf-8")
+    before = table_counts(store)
+    with pytest.raises(InputError, match=rf"{bad}:2: item '{uid}' is of run 1 \(model gpt-4o\),"
+                                         r" not of model 'claude-x'"):
+        import_file(store, bad)
+    assert table_counts(store) == before

@@ -1,8 +1,9 @@
 """CARE-Bench importers: prefixes, raw generations, mapped responses, direct labels.
 
 Items: a *prefix* (`uid` = prefix_id) carries the patient turns so far; a
-*response* (`uid` = prefix_id::model) carries one model's reply and links to
-its prefix. The gold label is an annotation by the reference rater
+*response* (`uid` = prefix_id::model::protocol@prompt_version, `response_uid`)
+carries one model's reply and links to its prefix, in its run (`store.runs`:
+the model requested, provider, protocol, prompt version and attempt). The gold label is an annotation by the reference rater
 `carebench-gold` on the prefix question; mapped labels are annotations by a
 machine rater on the response question; a direct-label CSV is a model's own
 label for the prefix (the model as a machine rater).
@@ -14,11 +15,14 @@ Read as the CARE-Bench release writes them:
 - a mapped-responses file (`mapped_responses.jsonl`: the raw-generation fields
   plus `model_alias`, `mapper_model`, `mapper_prompt_version`,
   `mapper_raw_output` and `predicted_label`, which some writers call
-  `mapped_label`) adds no items: each label goes onto the response already
-  imported for its `prefix_id` and model (`model_requested`, `model_actual` or
-  the submitter's alias, in that order). A label whose response is not in the
-  database is refused, naming it: import the raw generations first (a label
-  on a placeholder reply would be a label on nothing a reviewer can check).
+  `mapped_label`) adds no items: each label goes onto the response to its
+  `prefix_id` of the run the row names (`_MappedRuns`: `model_requested`,
+  `model_alias`, `model_actual` each matched with the same name of each run,
+  narrowed by the row's protocol, prompt version and provider; a name that
+  fits several runs is refused, naming them; the alias is kept with the run).
+  A label whose run or response is not in the database is refused, naming it:
+  import the raw generations first (a label on a placeholder reply would be a
+  label on nothing a reviewer can check).
   The mapper is the machine rater `<mapper_model>@<mapper_prompt_version>`
   (`--rater` names it otherwise; carelens's own mapper raters are named
   `provider:model@prompt_version`: a file that names no provider gives none,
