@@ -39,7 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from review.datasets.sources.readers import mend_surrogates
+from review.datasets.sources.readers import mend_surrogates, read_limited
 from store.writer import InputError
 
 VERSION = re.compile(r"^ATIF-v1\.(\d+)$")
@@ -54,9 +54,10 @@ RUN_TOTALS = ("total_prompt_tokens", "total_completion_tokens", "total_cached_to
 def read_json_file(path: Path, where: str) -> Any:
     """A JSON file's content, or one InputError naming the file and the position.
     A byte-order mark (some editors write one) is skipped; lone surrogates are
-    mended as in JSONL files (`readers.mend_surrogates`)."""
+    mended as in JSONL files (`readers.mend_surrogates`); a file past the import's
+    byte limit is refused before it is read (`readers.read_limited`)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_limited(path, where).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{where}: not UTF-8 text") from None
     try:

@@ -62,7 +62,7 @@ from review.datasets.sources.harbor import (
     sample_trials,
     trial_file,
 )
-from review.datasets.sources.readers import read_rows
+from review.datasets.sources.readers import read_limited, read_rows
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -143,7 +143,8 @@ def find_report(trial: Trial) -> tuple[str, str] | None:
     for path in files:
         if not trial_file(trial.dir, path, trial.where(path.relative_to(trial.dir).as_posix())):
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_limited(path, trial.where(path.relative_to(trial.dir).as_posix())).decode(
+            "utf-8", errors="replace")
         if ANSWER_LINE.search(text):
             return text, str(path.relative_to(trial.dir))
     for step in reversed((trial.atif or {}).get("steps") or []):

@@ -69,7 +69,7 @@ import orjson
 from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import ID_FIELDS, as_bool, id_length
-from review.datasets.sources.readers import quote, read_rows
+from review.datasets.sources.readers import quote, read_limited, read_rows
 from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -262,7 +262,7 @@ def results_model(path: Path) -> str | None:
 
 def _results_document(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
+        return orjson.loads(read_limited(path, str(path)).removeprefix(b"\xef\xbb\xbf"))
     except orjson.JSONDecodeError:
         return read_json_file(path, str(path))  # says where it is not JSON
 
