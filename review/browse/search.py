@@ -89,8 +89,9 @@ def conversation_text(payload: Mapping[str, Any]) -> Iterator[Part]:
 @extractor("trajectory")
 def trajectory_text(payload: Mapping[str, Any]) -> Iterator[Part]:
     """Each step's message, reasoning, tool calls and observations (the system
-    prompt is left out: every run shares it), the final answer and the error.
-    The transcript is read only when there are no steps (it repeats them)."""
+    prompt is left out: every run shares it), an agent's log files (the steps
+    that follow), the final answer and the error. The transcript is read only
+    when there are no steps (it repeats them)."""
     steps = payload.get("steps") or []
     for index, step in enumerate(steps):
         if not isinstance(step, dict) or step.get("source") == "system":
@@ -101,6 +102,10 @@ def trajectory_text(payload: Mapping[str, Any]) -> Iterator[Part]:
         for turn in payload.get("transcript") or []:
             if isinstance(turn, Mapping):
                 yield "", message_text(turn.get("content"))
+    shown = len(steps) or len(payload.get("transcript") or [])
+    for k, log in enumerate(payload.get("logs") or []):
+        if isinstance(log, Mapping):
+            yield f"step:{shown + k + 1}", log.get("text") or ""
     answer = payload.get("final_answer")
     if isinstance(answer, Mapping):
         yield "", str(answer.get("text") or "")
@@ -553,11 +558,18 @@ def search_hits(store: Store, query: TextQuery,
 
 
 def step_of(body: str, parts: str, snippet: str) -> str:
-    """The step ('step:N') the snippet was cut from, or '' when it lies outside the steps."""
-    core = max(snippet.replace(MARK_START, "").replace(MARK_END, "").split(" … "), key=len).strip()
-    at = body.find(core) if core else -1
+    """The step ('step:N') the snippet's first matched word is in, or '' when it lies
+    outside the steps. (The words around it may begin in the text before: a subagent
+    run's text follows the run's last step, and belongs to the step that delegated.)"""
+    pieces = snippet.split(" … ")
+    piece = next((p for p in pieces if MARK_START in p), max(pieces, key=len))
+    lead = len(piece) - len(piece.lstrip())
+    clean = piece.replace(MARK_START, "").replace(MARK_END, "").strip()
+    at = body.find(clean) if clean else -1
     if at < 0:
         return ""
+    if MARK_START in piece:
+        at += len(piece[lead:piece.index(MARK_START)].replace(MARK_END, ""))
     step = ""
     for offset, target in json.loads(parts):
         if offset > at:
