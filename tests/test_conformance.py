@@ -742,3 +742,62 @@ def test_format_auto_written_out_is_detection(tmp_path):
                                      str(line.path)])
                 assert code == 0, (line, err.getvalue())
         assert snapshot(tmp_path / f"{group}-left-out.db") == snapshot(tmp_path / f"{group}-written.db")
+
+
+# -- nothing changed without a word (issue 25, 9) -------------------------------------------
+
+def refusal(db: Path, path: Path, fmt: str | None = None) -> str:
+    """The one line a file is refused with; the database as it was."""
+    from review.datasets.sources import InputError
+    from tests.helpers import table_counts
+
+    with open_store(db) as s:
+        before = table_counts(s)
+        with pytest.raises(InputError) as caught:
+            import_file(s, path, fmt)
+        assert table_counts(s) == before
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_a_cohort_giving_one_task_no_then_yes_is_refused_as_two_gold_labels_are(tmp_path):
+    rows = (CORPUS / "clinicare" / "full750.csv").read_text(encoding="utf-8").splitlines()
+    task = "scenario-12-sepsis-abx-timing-0d4e5f6a7b8c"  # line 4: NO
+    again = tmp_path / "full750.csv"
+    again.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,NO"]) + "\n",
+                     encoding="utf-8")
+    with open_store(tmp_path / "ok.db") as s:
+        assert import_file(s, again).items == 5  # the same verdict again is a repeat
+    contradiction = tmp_path / "full750-yes.csv"
+    contradiction.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,YES"]) + "\n",
+                             encoding="utf-8")
+    assert refusal(tmp_path / "c.db", contradiction) == (
+        f"{contradiction}:7: task {task!r} again, with expected label 'YES'; line 4 gave it 'NO'")
+    # CARE-Bench's gold labels by the same rule (review/datasets/sources/rules.py)
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    twice = tmp_path / "prefixes.jsonl"
+    changed = {**prefixes[0], "gold_label": "1B_ESCALATION_URGENT_CARE"}
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [*prefixes, changed]), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", twice) == (
+        f"{twice}:9: prefix {prefixes[0]['prefix_id']!r} again, with gold label"
+        f" '1B_ESCALATION_URGENT_CARE'; line 1 gave it {prefixes[0]['gold_label']!r}")
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("process_pct", 250.0, "process_pct: 250.0 is outside 0..100, the range 'process_pct' is"
+                           " given in; carelens does not score it"),
+    ("process_pct", -5, "process_pct: -5 is outside 0..100"),
+    ("score", 2, "score: 2 is outside 0..1"),
+])
+def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_path, key, value,
+                                                                        says):
+    import shutil
+
+    job = tmp_path / CC_JOB.name
+    shutil.copytree(CC_JOB, job)
+    trial = "scenario-07-anticoag-bleed-3fa9c__Aa11111"
+    reward = job / trial / "verifier" / "reward.json"
+    rewards = json.loads(reward.read_text(encoding="utf-8"))
+    reward.write_text(json.dumps({**rewards, key: value}), encoding="utf-8")
+    message = refusal(tmp_path / "cc.db", job)
+    assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")

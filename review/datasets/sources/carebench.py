@@ -45,6 +45,7 @@ from typing import Any
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
 from review.datasets.sources.readers import read_rows
+from review.datasets.sources.rules import OneReference
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import MAX_ID_CHARS, InputError
@@ -170,16 +171,12 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
                       meta={"about": "CARE-Bench gold label of each prefix"})
     name = str(path)
-    golds: dict[str, tuple[int, Any]] = {}
-    """The gold label each prefix was given, and on which line."""
+    golds = OneReference("prefix", "gold label")
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         gold = pick(row, "gold_label")
-        first = golds.setdefault(prefix_id, (line, gold))
-        if first[1] != gold:  # one prefix, two gold labels: which one is the reference?
-            raise InputError(f"{where}: prefix {prefix_id!r} again, with gold label {gold!r};"
-                             f" line {first[0]} gave it {first[1]!r}")
+        golds.check(prefix_id, gold, line, where)  # two gold labels: which is the reference?
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
         meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}

@@ -96,6 +96,9 @@ class Measure:
     scale: float = 1.0
     """Divide the raw value by this first (100 for a percentage)."""
     group: str = "verifier"
+    bounds: tuple[float, float] | None = None
+    """The range the raw value is documented in (0..100 for a percentage): a value
+    outside it is refused, naming the key, never scored (250 % is not "met")."""
 
 
 def as_score(value: Any, where: str) -> float | None:
@@ -129,6 +132,10 @@ def measure_records(uid: str, values: Mapping[str, Any], measures: tuple[Measure
         score = as_score(raw, f"{where}: {m.key}")
         if score is None:
             continue
+        if m.bounds is not None and not m.bounds[0] <= score <= m.bounds[1]:
+            low, high = m.bounds
+            raise InputError(f"{where}: {m.key}: {raw!r} is outside {low:g}..{high:g}, the range"
+                             f" {m.key!r} is given in; carelens does not score it")
         score /= m.scale
         yield criterion_question(uid, m.suffix, m.text, {"group": m.group, "measure": m.key})
         yield AnnotationRecord(
