@@ -801,3 +801,82 @@ def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_pat
     reward.write_text(json.dumps({**rewards, key: value}), encoding="utf-8")
     message = refusal(tmp_path / "cc.db", job)
     assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_nan_or_infinity_in_a_kept_field_is_refused_naming_it(tmp_path, token):
+    prefixes = (CB / "evaluation_prefixes_public.jsonl").read_text(encoding="utf-8").splitlines()
+    row = prefixes[1].rstrip("}") + f', "annotator_confidence": {token}}}'
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("\n".join([prefixes[0], row, *prefixes[2:]]) + "\n", encoding="utf-8")
+    message = refusal(tmp_path / "p.db", path)
+    assert message.startswith(f"{path}:2: field 'annotator_confidence' is ")
+    assert message.endswith("which JSON cannot hold (it would be stored as null); write null for a"
+                            " value that is missing, or the number")
+    episode = json.dumps(kb_published_row()).replace('"cost_usd": ', f'"cost_usd": {token}, "x": ')
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(episode + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(f"{path}:1: field 'cost_usd' is ")
+
+
+def test_nan_inside_a_trajectory_or_the_verifiers_detail_is_refused_naming_its_place(tmp_path):
+    import shutil
+
+    job = tmp_path / JOB.name
+    shutil.copytree(JOB, job)
+    trial = job / "xray-dose__MmM0001" / "agent" / "trajectory.json"
+    text = trial.read_text(encoding="utf-8")
+    assert text.count('"harness": "claude-code"') == 1
+    trial.write_text(text.replace('"harness": "claude-code"',
+                                  '"harness": "claude-code", "calibration": NaN'), encoding="utf-8")
+    assert refusal(tmp_path / "h.db", job) == (
+        f"{job.name}/xray-dose__MmM0001/agent/trajectory.json: extra.calibration: NaN is not a"
+        " number JSON can hold (it would be stored as null); write null for a value that is"
+        " missing, or the number")
+    row = kb_published_row()
+    assert row["meta"].endswith("}")
+    row["meta"] = row["meta"][:-1] + ', "temperature": Infinity}'
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(
+        f"{path}:1: field 'meta': temperature: Infinity is not a number JSON can hold")
+
+
+def test_split_true_is_refused_not_turned_into_1(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("".join(json.dumps({**r, "split": True if i == 2 else r["split"]}) + "\n"
+                            for i, r in enumerate(prefixes)), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path) == (
+        f"{path}:3: field 'split': expected text or a whole number (a name), got true/false: True")
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(kb_published_row(split=True)) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number (a name), got true/false" in refusal(
+        tmp_path / "k.db", path)
+    generations = jsonl(CB / "raw_generations.jsonl")
+    path = tmp_path / "raw_generations.jsonl"
+    path.write_text(json.dumps({**generations[0], "split": False}) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number" in refusal(tmp_path / "g.db", path)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("round_id", "1_000", "field 'round_id' must be a whole number, got '1_000'"),
+    ("round_id", "\u0663", "field 'round_id' must be a whole number, got '\u0663'"),
+    ("prefix_id", 36.0, "field 'prefix_id' must be text, got the number 36.0"),
+    ("prefix_id", 1e20, "field 'prefix_id' must be text, got the number 1e+20"),
+])
+def test_a_number_is_never_read_as_another(tmp_path, field, value, says):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], field: value}) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path).startswith(f"{path}:1: {says}")
+
+
+def test_a_whole_number_id_is_read_digit_for_digit(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], "prefix_id": 36, "round_id": "2"}) + "\n",
+                    encoding="utf-8")
+    with open_store(tmp_path / "p.db") as s:
+        import_file(s, path)
+        assert [tuple(r) for r in s.query("SELECT uid, round_id FROM items")] == [("36", 2)]

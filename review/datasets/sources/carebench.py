@@ -43,7 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
+from review.datasets.sources.fields import (
+    Fields,
+    as_bool,
+    as_given,
+    as_int,
+    as_name,
+    has_field,
+    names,
+    pick,
+    require,
+)
 from review.datasets.sources.readers import read_rows
 from review.datasets.sources.rules import OneReference
 from store.db import to_json
@@ -179,11 +189,11 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
         golds.check(prefix_id, gold, line, where)  # two gold labels: which is the reference?
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
-        meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}
+        meta = {k: as_given(v, k, where) for k, v in row.items() if k not in PREFIX_FIELDS}
         yield ItemRecord(
             uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-            case_id=case_id, round_id=round_id, split=pick(row, "split"), meta=meta,
-            replace_stub=True, line=line,
+            case_id=case_id, round_id=round_id, split=as_name(pick(row, "split"), "split", where),
+            meta=meta, replace_stub=True, line=line,
         )
         if gold is not None:
             yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION,
@@ -203,7 +213,8 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
     turns = [] if info is None else _turns(info, where, "patient_information_available_so_far")
     case_id, round_id = _case_and_round(prefix_id, row, where)
     return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-                      case_id=case_id, round_id=round_id, split=pick(row, "split"),
+                      case_id=case_id, round_id=round_id,
+                      split=as_name(pick(row, "split"), "split", where),
                       meta={"stub": True}, line=_line(where))
 
 
@@ -247,16 +258,30 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         elif type(case_id) is not str:
             case_id = _case_text(case_id, f"{name}:{line}")
         if error is not None and type(error) is not str:
-            error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
-        # input_messages repeat the prefix's turns (and the file keeps them);
-        # storing them again per response would double the database.
+            # an error object (e.g. the provider's): kept, shown as text
+            error = to_json(as_given(error, "error_message", f"{name}:{line}"))
+        if split is not None and type(split) is not str:
+            split = as_name(split, "split", f"{name}:{line}")
         meta = {k: v for k in GENERATION_KEEP if (v := row.get(k)) is not None}
         yield ItemRecord(
             response_uid(prefix_id, model), "response", dataset,
-            {"response": response or "", "error": error}, prefix_id,
+            _response_payload(row, response, error, f"{name}:{line}"), prefix_id,
             case_id, round_id, split, model, failed, meta,
             True, line,  # fills in the placeholder a mapped file made of this response
         )
+
+
+def _response_payload(row: dict, response: str | None, error: str | None,
+                      where: str) -> dict[str, Any]:
+    """A response item's payload: the reply and the error that replaced it. Other
+    fields a generation row keeps are the run's (GENERATION_KEEP: its meta), each
+    checked as kept (`as_given`)."""
+    payload: dict[str, Any] = {"response": response or "", "error": error}
+    for key in GENERATION_KEEP:
+        value = row.get(key)
+        if value is not None and type(value) is not str:
+            as_given(value, key, where)
+    return payload
 
 
 def _empty_reply(row: dict) -> bool:
@@ -331,10 +356,11 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
                 meta={k: row[k] for k in ("mapper_model", "mapper_prompt_version",
                                           "mapper_provider") if row.get(k) not in (None, "")})
         uid, model = _mapped_response(row, prefix_id, query, where)
-        extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
+        extra: dict[str, Any] = {k: as_given(row[k], k, where) for k in MAPPER_KEPT
+                                 if row.get(k) not in (None, "")}
         raw = row.get("mapper_raw_output")
         if raw is not None:
-            extra["raw_output"] = raw
+            extra["raw_output"] = as_given(raw, "mapper_raw_output", where)
         if model != row.get("model_requested"):
             extra["matched_model"] = model
         yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,

@@ -549,7 +549,8 @@ def _rewards(path: Path, label: str, result: dict[str, Any], root: Path) -> dict
     `root` is the trial folder, outside which no file is read."""
     reward_json = path / "verifier" / "reward.json"
     if trial_file(root, reward_json, f"{label}/verifier/reward.json"):
-        rewards = read_json_file(reward_json, f"{label}/verifier/reward.json")
+        # Not strict: a NaN reward is "not measured" (`as_score`); an infinite one is refused.
+        rewards = read_json_file(reward_json, f"{label}/verifier/reward.json", strict=False)
         if not isinstance(rewards, dict):
             raise InputError(f"{label}/verifier/reward.json: expected a JSON object of reward keys")
         return rewards

@@ -216,6 +216,58 @@ def _mend(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """(where inside `value`, as `.key` / `[i]`, the number) of the first NaN or
+    ±Infinity in a parsed value, or None. Cheap for the common case: a value
+    with no float in it is walked without building a path."""
+    t = type(value)
+    if t is float:
+        return None if value - value == 0.0 else (path, value)  # inf - inf and nan - nan: nan
+    if t is dict:
+        for key, v in value.items():
+            tv = type(v)
+            if tv is str or tv is int or tv is bool or v is None:
+                continue
+            found = non_finite(v, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif t is list:
+        for i, v in enumerate(value):
+            tv = type(v)
+            if tv is str or tv is int or tv is bool or v is None:
+                continue
+            found = non_finite(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def loads_strict(text: str | bytes, where: str) -> Any:
+    """JSON text as Python's parser reads it, refused in one line naming the place
+    when it holds NaN, Infinity or a number too large for a float (1e999): JSON
+    has no such number, and the database would keep null. (orjson refuses them
+    too: this is the reader for what orjson could not read.)"""
+    odd: list[str] = []
+
+    def constant(name: str) -> float:
+        odd.append(name)
+        return float(name)
+
+    def number(text: str) -> float:
+        value = float(text)
+        if value - value != 0.0:
+            odd.append(text)
+        return value
+
+    value = json.loads(text, parse_constant=constant, parse_float=number)
+    if odd:
+        found = non_finite(value)
+        inner = (found[0].lstrip(".") or "the value") if found else "a value"
+        raise InputError(f"{where}: {inner}: {odd[0]} is not a number JSON can hold (it would be"
+                         " stored as null); write null for a value that is missing, or the number")
+    return value
+
+
 def mend_surrogates(value: Any) -> Any:
     """`value` with every lone surrogate in its text replaced by U+FFFD (the
     replacement character). JSON may escape half of a character (Python's
