@@ -803,6 +803,34 @@ def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_pat
     assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")
 
 
+def test_raw_generations_keep_what_the_model_was_given(groups, monkeypatch):
+    from review.browse.search import search
+    from review.reviewing.items import find_item_id, load_item
+    from tests.helpers import open_app, shown
+
+    rows = jsonl(CB / "raw_generations.jsonl")
+    with store_of(groups, "carebench") as s:
+        responses = items(s, "response")
+        uid = f"{rows[0]['prefix_id']}::{rows[0]['model_requested']}"
+        view = load_item(s, find_item_id(s, uid))
+        hits = search(s, '"patient-facing health assistant"').total
+    for row in rows:
+        payload = responses[f"{row['prefix_id']}::{row['model_requested']}"]["payload"]
+        assert payload["input_messages"] == row["input_messages"]  # as given, message by message
+    assert view.model_input == [(m["role"], m["content"]) for m in rows[0]["input_messages"]]
+    assert hits == len(rows)  # the system prompt each was given is searchable
+    monkeypatch.setenv("CARELENS_DB", str(groups["carebench"]))
+    from review.team.reviewers import ensure_reviewer
+
+    with store_of(groups, "carebench") as s:
+        ensure_reviewer(s, "Dr. Given Test", "emergency medicine", "registrar")
+    at = open_app("pages/review.py", "Dr. Given Test", kind="response", item=uid)
+    assert any(e.label.startswith("What the model was given (2 messages, as sent)")
+               for e in at.expander)
+    texts = shown("\n".join(m.value for m in at.markdown))
+    assert rows[0]["input_messages"][0]["content"] in texts
+
+
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_nan_or_infinity_in_a_kept_field_is_refused_naming_it(tmp_path, token):
     prefixes = (CB / "evaluation_prefixes_public.jsonl").read_text(encoding="utf-8").splitlines()

@@ -71,9 +71,14 @@ def prefix_text(payload: Mapping[str, Any]) -> Iterator[Part]:
 
 @extractor("response")
 def response_text(payload: Mapping[str, Any]) -> Iterator[Part]:
-    """The model's reply, or the error that replaced it."""
+    """The model's reply, or the error that replaced it, and what the model was
+    given beyond the patient's turns (its system prompt: the turns are the
+    prefix's text, searched there and found through it)."""
     yield "", payload.get("response") or ""
     yield "", payload.get("error") or ""
+    for message in payload.get("input_messages") or []:
+        if isinstance(message, Mapping) and message.get("role") != "user":
+            yield "", message_text(message.get("content"))
 
 
 @extractor("graded_conversation")

@@ -273,15 +273,41 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
 
 def _response_payload(row: dict, response: str | None, error: str | None,
                       where: str) -> dict[str, Any]:
-    """A response item's payload: the reply and the error that replaced it. Other
-    fields a generation row keeps are the run's (GENERATION_KEEP: its meta), each
-    checked as kept (`as_given`)."""
+    """A response item's payload: the reply, the error that replaced it, and the
+    model's input as the row gives it (`input_messages`: the system prompt and
+    the patient turns, provider-neutral chat messages), which the reviewer reads
+    as what the model was given. Other fields a generation row keeps are the
+    run's (GENERATION_KEEP: its meta), each checked as kept (`as_given`)."""
     payload: dict[str, Any] = {"response": response or "", "error": error}
+    messages = model_input(row.get("input_messages"), where)
+    if messages is not None:
+        payload["input_messages"] = messages
     for key in GENERATION_KEEP:
         value = row.get(key)
         if value is not None and type(value) is not str:
             as_given(value, key, where)
     return payload
+
+
+def model_input(messages: Any, where: str) -> list[dict[str, Any]] | None:
+    """`input_messages` as given: a list of chat messages {role, content}, the
+    content text or a list of content parts; null or absent gives None. Anything
+    else is refused naming the field and the message: it is shown to the reviewer
+    as what the model was given, so it is kept as written or not at all."""
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise InputError(f"{where}: field 'input_messages' must be a list of chat messages"
+                         f" {{role, content}}, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InputError(f"{where}: field 'input_messages[{i}]' must be a chat message"
+                             " {role, content} with the role as text")
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise InputError(f"{where}: field 'input_messages[{i}].content' must be text or a"
+                             f" list of content parts, got {type(content).__name__}")
+    return as_given(messages, "input_messages", where)
 
 
 def _empty_reply(row: dict) -> bool:
