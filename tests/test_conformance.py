@@ -803,6 +803,32 @@ def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_pat
     assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")
 
 
+def test_a_klinikebench_transcript_is_searchable_beside_the_agents_steps(tmp_path):
+    from review.browse.search import search
+
+    row = kb_published_row(trial_name="t-words")
+    transcript = json.loads(row["transcript"])
+    transcript.append({"role": "user", "content": "Only quinine tonic water, doctor, nothing else."})
+    row["transcript"] = json.dumps(transcript)
+    assert "quinine" not in row["agent_steps"]
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with open_store(tmp_path / "kb.db") as s:
+        import_file(s, path)
+        hits = search(s, "quinine").hits
+    assert [h.uid for h in hits] == ["kb:leaderboard/leaderboard-claude-sonnet-5/t-words"]
+
+
+def test_summarisations_and_subagent_runs_are_searchable(groups):
+    from review.browse.search import search
+
+    with store_of(groups, "harbor") as s:
+        summary = search(s, '"utils.py (line 42)"').hits  # only in the summarisation file
+        guideline = search(s, '"Guideline says 5 mg/kg"').hits  # only in an embedded subagent
+    assert [h.uid for h in summary] == ["harbor:fix-unit-test__AbC1234"]
+    assert [(h.uid, h.target) for h in guideline] == [("harbor:xray-dose__MmM0001", "step:2")]
+
+
 def test_raw_generations_keep_what_the_model_was_given(groups, monkeypatch):
     from review.browse.search import search
     from review.reviewing.items import find_item_id, load_item

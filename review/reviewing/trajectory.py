@@ -466,6 +466,31 @@ def message_text(message: Any) -> str:
     return json.dumps(message, ensure_ascii=False)
 
 
+def subagent_owners(payload: Mapping[str, Any]) -> dict[int, int]:
+    """{index in `subagent_trajectories`: step_id of the run's first step whose
+    results refer to it}; a subagent run no step names (a summarisation file) has
+    no owner."""
+    subagents = payload.get("subagent_trajectories") or []
+    if not isinstance(subagents, list) or not subagents:
+        return {}
+    embedded = _embedded_index(subagents, payload)
+    owners: dict[int, int] = {}
+    for index, raw in enumerate(payload.get("steps") or []):
+        if not isinstance(raw, Mapping):
+            continue
+        observation = raw.get("observation")
+        results = observation.get("results") if isinstance(observation, Mapping) else None
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping):
+                continue
+            for ref in _refs(result.get("subagent_trajectory_ref"), embedded):
+                if ref.embedded_index is not None and ref.embedded_index >= 0:
+                    step_id = raw.get("step_id")
+                    owners.setdefault(ref.embedded_index,
+                                      step_id if isinstance(step_id, int) else index + 1)
+    return owners
+
+
 def _embedded_index(subagents: Sequence[Mapping[str, Any]],
                     payload: Mapping[str, Any] | None = None) -> dict[str, int]:
     """Subagent runs by trajectory_id and session_id; linked files an importer read
