@@ -864,9 +864,10 @@ def test_nan_or_infinity_in_a_kept_field_is_refused_naming_it(tmp_path, token):
     path = tmp_path / "prefixes.jsonl"
     path.write_text("\n".join([prefixes[0], row, *prefixes[2:]]) + "\n", encoding="utf-8")
     message = refusal(tmp_path / "p.db", path)
-    assert message.startswith(f"{path}:2: field 'annotator_confidence' is ")
-    assert message.endswith("which JSON cannot hold (it would be stored as null); write null for a"
-                            " value that is missing, or the number")
+    spelled = {"1e999": "Infinity"}.get(token, token)
+    assert message == (f"{path}:2: field 'annotator_confidence' is {spelled}, which JSON cannot"
+                       " hold (it would be stored as null); write null for a value that is"
+                       " missing, or the number")
     episode = json.dumps(kb_published_row()).replace('"cost_usd": ', f'"cost_usd": {token}, "x": ')
     path = tmp_path / "leaderboard.jsonl"
     path.write_text(episode + "\n", encoding="utf-8")

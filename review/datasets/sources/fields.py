@@ -205,7 +205,8 @@ def as_given(value: Any, field: str, where: str) -> Any:
     found = non_finite(value)
     if found is not None:
         inner, number = found
-        raise InputError(f"{where}: field {field + inner!r} is {number!r}, which JSON cannot"
+        spelled = "NaN" if number != number else "Infinity" if number > 0 else "-Infinity"
+        raise InputError(f"{where}: field {field + inner!r} is {spelled}, which JSON cannot"
                          " hold (it would be stored as null); write null for a value that is"
                          " missing, or the number")
     return value
