@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from review.datasets.sources import InputError, detect_format, import_file
-from review.reviewing.trajectory import load_trajectory, subagent_view, trajectory_view
+from review.reviewing.trajectory import (
+    BLIND_LOG,
+    blind_to_agent,
+    load_trajectory,
+    subagent_view,
+    trajectory_view,
+)
 from tests.helpers import table_counts
 from tests.test_sources_trajectories import atif_doc, item, make_trial
 
@@ -438,6 +444,9 @@ def test_an_agent_without_a_trajectory_is_not_a_failure_and_its_log_is_read(stor
         (1, "log", "agent/aider.chat.history.md"), (2, "log", "agent/aider.txt")]
     assert view.steps[1].message.endswith("fix: the invented typo in the README\n")
     assert [m.kind for m in view.timeline.marks] == ["log", "log"]
+    blind = blind_to_agent(view)  # the log's file name names the agent: not while blind
+    assert [s.log_source for s in blind.steps] == [BLIND_LOG, BLIND_LOG]
+    assert not any("aider" in m.label for m in view.timeline.marks)
     got = dict(store.query("SELECT q.key, a.value FROM annotations a JOIN questions q"
                            " ON q.id = a.question_id"))
     assert got == {"harbor:fix-typo__Ai1:reward": "met"}
@@ -470,7 +479,9 @@ def test_the_trajectories_screen_shows_the_agents_log(tmp_path, monkeypatch):
     monkeypatch.setenv("CARELENS_DB", str(db))
     at = open_app("pages/trajectories.py", "Dr. Log Reader", item="harbor:fix-typo__Ai1", step="2")
     text = shown("\n".join(m.value for m in at.markdown))
-    assert "its log agent/aider.txt" in text and "Applied edit to README.md" in text
+    # blind to the agent (the default, before answering): the log, not its file's name
+    assert f"the agent wrote no trajectory; its log {BLIND_LOG}" in text
+    assert "aider.txt" not in text and "Applied edit to README.md" in text
     assert not any("the run failed" in m.value for m in at.markdown)
 
 

@@ -249,8 +249,15 @@ class TrajectoryView:
 
 def blind_to_agent(view: TrajectoryView) -> TrajectoryView:
     """The run as a reviewer kept blind to the agent reads it (`Sight.model_hidden`):
-    no agent name, version or model, on the run or on any step."""
-    return replace(view, agent={}, steps=[replace(step, model=None) for step in view.steps])
+    no agent name, version or model, on the run or on any step, nor the name of a
+    log file (installed agents name theirs after themselves: `aider.txt`)."""
+    return replace(view, agent={}, steps=[
+        replace(step, model=None, log_source=BLIND_LOG if step.log_source else None)
+        for step in view.steps])
+
+
+BLIND_LOG = "(its file name left out while you are blind to the agent)"
+"""What a log step says of its file while the reviewer is blind to the agent."""
 
 
 def task_requirements(meta: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
@@ -331,8 +338,7 @@ def trajectory_view(payload: Mapping[str, Any],
                       marked=sum(m.marked is not None for m in marks))
     log_steps = _log_steps(payload.get("logs"), len(steps))
     for step in log_steps:
-        mark = TimelineMark(step.index, step.step_id, "log",
-                            _label(step.log_source or "the agent's log"),
+        mark = TimelineMark(step.index, step.step_id, "log", "the agent's log",
                             marked.get(step.step_id))
         counts["marked"] += mark.marked is not None
         steps.append(step)
