@@ -166,7 +166,9 @@ def json_field(row: Mapping[str, Any], name: str, where: str,
         except orjson.JSONDecodeError:
             value = _slow_json(value, name, where)
     elif not isinstance(value, (str, int, float, bool)):
-        value = as_given(_plain(value), name, where)  # parsed already (a nested Parquet column)
+        value = _plain(value)  # parsed already (a nested Parquet column): checked as a string is
+        if name not in SCORED_JSON:
+            as_given(value, name, where)
     if value is not None and not isinstance(value, types):
         raise InputError(f"{where}: field {name!r} must be {what}, got {type(value).__name__}")
     return value

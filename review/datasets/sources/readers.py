@@ -461,7 +461,8 @@ PARQUET_SLICE_BYTES = 64 << 20
 """Bytes of a Parquet batch turned into Python rows at a time: a batch of a few
 thousand large rows is read in slices, so memory holds about this much of it."""
 FIXED_WIDTH = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8}
-"""Bytes a value of each Parquet physical type takes once read (Arrow's, at least)."""
+"""Bytes counted for a value of each Parquet physical type once read (a boolean as a
+byte: more than Arrow's bit, less than Python's object)."""
 
 
 def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -630,7 +631,7 @@ def _array_bytes(array: Any) -> int:
         if (pa.types.is_string(vt) or pa.types.is_large_string(vt) or pa.types.is_binary(vt)
                 or pa.types.is_large_binary(vt)):
             each = pc.binary_length(values)
-        else:  # a value of any other type: as large as the dictionary's largest share
+        else:  # a value of another type: its dictionary's size over its values, each
             each = pa.array([_array_bytes(values) // len(values) + 1] * len(values), pa.int64())
         held = pc.sum(pc.take(each, array.indices)).as_py() or 0
         return int(held) + array.indices.nbytes + 4 * len(array)
