@@ -25,7 +25,9 @@ a database that holds the demo and the corpus, and counted:
 
 - tracebacks: an exit status other than 0 or 2, or stderr holding
   "Traceback" or any line that is not carelens's own `carelens: ...`;
-- hangs: still running after --timeout seconds (then killed);
+- hangs: still running after --timeout seconds (then killed), and again when
+  tried a second time alone (a loaded machine can hold a quick refusal past
+  the timeout once; the summary names every mutant tried twice);
 - changes: a refused file (exit 2) after which any table's rows differ
   (a digest of every row of every table, before and after);
 - messages: a refusal that is not exactly one line, or does not name the file
@@ -913,6 +915,8 @@ class Outcome:
     changed: bool = False
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    retried: bool = False
+    """It ran out of time once and was tried again, alone (this is the second try)."""
 
     @property
     def accepted(self) -> bool:
@@ -1019,6 +1023,16 @@ def run_all(count: int, seed: int = 0, jobs: int = 2, timeout: float = 20.0,
                            f" (exit {outcome.status}): {outcome.stderr.strip()[-400:]}")
                 if not i % 50:
                     report(f"  {i} of {len(mutants)} done")
+        for k, outcome in enumerate(outcomes):
+            if "hangs" in outcome.problems and not in_process:
+                # On a loaded machine a refusal can wait its turn past the timeout: tried
+                # again, alone, it is a hang only if it runs out of time again.
+                again = try_mutant(outcome.mutant, base, base_digest, scratch, timeout, runner)
+                again.retried = True
+                report(f"  tried again alone: {again.mutant.name}: exit {again.status} in"
+                       f" {again.seconds:.1f} s" + (f" ({', '.join(again.problems)})"
+                                                   if again.problems else ""))
+                outcomes[k] = again
         return outcomes
     finally:
         if keep is None:
@@ -1049,6 +1063,9 @@ def main(argv: list[str] | None = None) -> int:
     for fmt, c in sorted(by_format.items()):
         print(f"  {fmt:26} {c['refused']:4} refused, {c['accepted']:3} accepted (valid after all)")
     result = counts(outcomes)
+    retried = [o.mutant.name for o in outcomes if o.retried]
+    if retried:
+        print(f"  out of time once and tried again alone ({len(retried)}): {'; '.join(retried)}")
     print("tracebacks {tracebacks}, hangs over {t:g} s {hangs}, database changes {changes},"
           " messages not one line naming the file {messages}".format(t=args.timeout, **result))
     return 1 if any(result.values()) else 0
