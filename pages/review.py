@@ -49,6 +49,7 @@ from review.reviewing.names import (
     FREE_REVIEW,
     item_in_address,
     item_name,
+    plural,
     rater_name,
     study_round,
     turn,
@@ -543,6 +544,12 @@ def review_item() -> None:
                                     st.chat_message("user", avatar=":material/person:"):
                                 st.caption(f"Patient · {turn(rnd.number)}")
                                 show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
+                if given := item.model_input:
+                    with st.expander(f"What the model was given ({plural(len(given), 'message')},"
+                                     " as sent)", icon=":material/input:"):
+                        for n, (role, text) in enumerate(given):
+                            st.caption(safe_markdown(role))
+                            show_text(text, key=f"given:{item.id}:{n}")
                 with st.container(border=True, key="rv_reply"):
                     with st.chat_message("assistant", avatar=":material/smart_toy:"):
                         st.caption(safe_markdown(name.subject))

@@ -750,6 +750,205 @@ def test_format_auto_written_out_is_detection(tmp_path):
         assert snapshot(tmp_path / f"{group}-left-out.db") == snapshot(tmp_path / f"{group}-written.db")
 
 
+# -- nothing changed without a word (issue 25, 9) -------------------------------------------
+
+def refusal(db: Path, path: Path, fmt: str | None = None) -> str:
+    """The one line a file is refused with; the database as it was."""
+    from review.datasets.sources import InputError
+    from tests.helpers import table_counts
+
+    with open_store(db) as s:
+        before = table_counts(s)
+        with pytest.raises(InputError) as caught:
+            import_file(s, path, fmt)
+        assert table_counts(s) == before
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_a_cohort_giving_one_task_no_then_yes_is_refused_as_two_gold_labels_are(tmp_path):
+    rows = (CORPUS / "clinicare" / "full750.csv").read_text(encoding="utf-8").splitlines()
+    task = "scenario-12-sepsis-abx-timing-0d4e5f6a7b8c"  # line 4: NO
+    again = tmp_path / "full750.csv"
+    again.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,NO"]) + "\n",
+                     encoding="utf-8")
+    with open_store(tmp_path / "ok.db") as s:
+        assert import_file(s, again).items == 5  # the same verdict again is a repeat
+    contradiction = tmp_path / "full750-yes.csv"
+    contradiction.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,YES"]) + "\n",
+                             encoding="utf-8")
+    assert refusal(tmp_path / "c.db", contradiction) == (
+        f"{contradiction}:7: task {task!r} again, with expected label 'YES'; line 4 gave it 'NO'")
+    # CARE-Bench's gold labels by the same rule (review/datasets/sources/rules.py)
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    twice = tmp_path / "prefixes.jsonl"
+    changed = {**prefixes[0], "gold_label": "1B_ESCALATION_URGENT_CARE"}
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [*prefixes, changed]), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", twice) == (
+        f"{twice}:9: prefix {prefixes[0]['prefix_id']!r} again, with gold label"
+        f" '1B_ESCALATION_URGENT_CARE'; line 1 gave it {prefixes[0]['gold_label']!r}")
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("process_pct", 250.0, "process_pct: 250.0 is outside 0..100, the range 'process_pct' is"
+                           " given in; carelens does not score it"),
+    ("process_pct", -5, "process_pct: -5 is outside 0..100"),
+    ("score", 2, "score: 2 is outside 0..1"),
+])
+def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_path, key, value,
+                                                                        says):
+    import shutil
+
+    job = tmp_path / CC_JOB.name
+    shutil.copytree(CC_JOB, job)
+    trial = "scenario-07-anticoag-bleed-3fa9c__Aa11111"
+    reward = job / trial / "verifier" / "reward.json"
+    rewards = json.loads(reward.read_text(encoding="utf-8"))
+    reward.write_text(json.dumps({**rewards, key: value}), encoding="utf-8")
+    message = refusal(tmp_path / "cc.db", job)
+    assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")
+
+
+def test_a_klinikebench_transcript_is_searchable_beside_the_agents_steps(tmp_path):
+    from review.browse.search import search
+
+    row = kb_published_row(trial_name="t-words")
+    transcript = json.loads(row["transcript"])
+    transcript.append({"role": "user", "content": "Only quinine tonic water, doctor, nothing else."})
+    row["transcript"] = json.dumps(transcript)
+    assert "quinine" not in row["agent_steps"]
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with open_store(tmp_path / "kb.db") as s:
+        import_file(s, path)
+        hits = search(s, "quinine").hits
+    assert [h.uid for h in hits] == ["kb:leaderboard/leaderboard-claude-sonnet-5/t-words"]
+
+
+def test_summarisations_and_subagent_runs_are_searchable(groups):
+    from review.browse.search import search
+
+    with store_of(groups, "harbor") as s:
+        summary = search(s, '"utils.py (line 42)"').hits  # only in the summarisation file
+        guideline = search(s, '"Guideline says 5 mg/kg"').hits  # only in an embedded subagent
+    assert [h.uid for h in summary] == ["harbor:fix-unit-test__AbC1234"]
+    assert [(h.uid, h.target) for h in guideline] == [("harbor:xray-dose__MmM0001", "step:2")]
+
+
+def test_raw_generations_keep_what_the_model_was_given(groups, monkeypatch):
+    from review.browse.search import search
+    from review.datasets.sources.carebench import response_uid
+    from review.reviewing.items import find_item_id, load_item
+    from tests.helpers import open_app, shown
+
+    rows = jsonl(CB / "raw_generations.jsonl")
+
+    def uid_of(row: dict) -> str:
+        return response_uid(row["prefix_id"], row["model_requested"], row["protocol"],
+                            row["prompt_version"])
+
+    with store_of(groups, "carebench") as s:
+        responses = items(s, "response")
+        uid = uid_of(rows[0])
+        view = load_item(s, find_item_id(s, uid))
+        hits = search(s, '"patient-facing health assistant"').total
+    for row in rows:
+        payload = responses[uid_of(row)]["payload"]
+        assert payload["input_messages"] == row["input_messages"]  # as given, message by message
+    assert view.model_input == [(m["role"], m["content"]) for m in rows[0]["input_messages"]]
+    assert hits == len(rows)  # the system prompt each was given is searchable
+    monkeypatch.setenv("CARELENS_DB", str(groups["carebench"]))
+    from review.team.reviewers import ensure_reviewer
+
+    with store_of(groups, "carebench") as s:
+        ensure_reviewer(s, "Dr. Given Test", "emergency medicine", "registrar")
+    at = open_app("pages/review.py", "Dr. Given Test", kind="response", item=uid)
+    assert any(e.label.startswith("What the model was given (2 messages, as sent)")
+               for e in at.expander)
+    texts = shown("\n".join(m.value for m in at.markdown))
+    assert rows[0]["input_messages"][0]["content"] in texts
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_nan_or_infinity_in_a_kept_field_is_refused_naming_it(tmp_path, token):
+    prefixes = (CB / "evaluation_prefixes_public.jsonl").read_text(encoding="utf-8").splitlines()
+    row = prefixes[1].rstrip("}") + f', "annotator_confidence": {token}}}'
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("\n".join([prefixes[0], row, *prefixes[2:]]) + "\n", encoding="utf-8")
+    message = refusal(tmp_path / "p.db", path)
+    spelled = {"1e999": "Infinity"}.get(token, token)
+    assert message == (f"{path}:2: field 'annotator_confidence' is {spelled}, which JSON cannot"
+                       " hold (it would be stored as null); write null for a value that is"
+                       " missing, or the number")
+    episode = json.dumps(kb_published_row()).replace('"cost_usd": ', f'"cost_usd": {token}, "x": ')
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(episode + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(f"{path}:1: field 'cost_usd' is ")
+
+
+def test_nan_inside_a_trajectory_or_the_verifiers_detail_is_refused_naming_its_place(tmp_path):
+    import shutil
+
+    job = tmp_path / JOB.name
+    shutil.copytree(JOB, job)
+    trial = job / "xray-dose__MmM0001" / "agent" / "trajectory.json"
+    text = trial.read_text(encoding="utf-8")
+    assert text.count('"harness": "claude-code"') == 1
+    trial.write_text(text.replace('"harness": "claude-code"',
+                                  '"harness": "claude-code", "calibration": NaN'), encoding="utf-8")
+    assert refusal(tmp_path / "h.db", job) == (
+        f"{job.name}/xray-dose__MmM0001/agent/trajectory.json: extra.calibration: NaN is not a"
+        " number JSON can hold (it would be stored as null); write null for a value that is"
+        " missing, or the number")
+    row = kb_published_row()
+    assert row["meta"].endswith("}")
+    row["meta"] = row["meta"][:-1] + ', "temperature": Infinity}'
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(
+        f"{path}:1: field 'meta': temperature: Infinity is not a number JSON can hold")
+
+
+def test_split_true_is_refused_not_turned_into_1(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("".join(json.dumps({**r, "split": True if i == 2 else r["split"]}) + "\n"
+                            for i, r in enumerate(prefixes)), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path) == (
+        f"{path}:3: field 'split': expected text or a whole number (a name), got true/false: True")
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(kb_published_row(split=True)) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number (a name), got true/false" in refusal(
+        tmp_path / "k.db", path)
+    generations = jsonl(CB / "raw_generations.jsonl")
+    path = tmp_path / "raw_generations.jsonl"
+    path.write_text(json.dumps({**generations[0], "split": False}) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number" in refusal(tmp_path / "g.db", path)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("round_id", "1_000", "field 'round_id' must be a whole number, got '1_000'"),
+    ("round_id", "\u0663", "field 'round_id' must be a whole number, got '\u0663'"),
+    ("prefix_id", 36.0, "field 'prefix_id' must be text, got the number 36.0"),
+    ("prefix_id", 1e20, "field 'prefix_id' must be text, got the number 1e+20"),
+])
+def test_a_number_is_never_read_as_another(tmp_path, field, value, says):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], field: value}) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path).startswith(f"{path}:1: {says}")
+
+
+def test_a_whole_number_id_is_read_digit_for_digit(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], "prefix_id": 36, "round_id": "2"}) + "\n",
+                    encoding="utf-8")
+    with open_store(tmp_path / "p.db") as s:
+        import_file(s, path)
+        assert [tuple(r) for r in s.query("SELECT uid, round_id FROM items")] == [("36", 2)]
+
+
 # -- issue 25: a benchmark is a set of runs, kept apart from import to every number ----------
 
 def unprompted(rows: list[dict]) -> list[dict]:

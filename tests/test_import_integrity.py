@@ -150,8 +150,9 @@ def test_a_nan_outcome_or_gate_score_is_not_measured(store, tmp_path):
     ("round_id", math.inf, "must be a whole number"),
     ("round_id", 1.5, "must be a whole number"),
     ("round_id", True, "must be a whole number"),
-    ("split", {"name": "dev"}, "field 'split': expected text or a number, got dict"),
-    ("split", ["dev"], "field 'split': expected text or a number, got list"),
+    ("split", {"name": "dev"}, "field 'split': expected text or a whole number (a name), got an object"),
+    ("split", ["dev"], "field 'split': expected text or a whole number (a name), got a list"),
+    ("split", True, "field 'split': expected text or a whole number (a name), got true/false"),
     ("case_id", {"id": 1}, "field 'case_id' must be text, got dict"),
 ])
 def test_a_prefix_field_of_the_wrong_type_names_its_line(store, tmp_path, field, value, says):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, builtin_codebooks
+from review.reviewing.trajectory import message_text
 from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
@@ -47,6 +48,17 @@ class ItemView:
     codebook: Codebook | None = None
     parent_id: int | None = None
     """A response's prefix."""
+
+    @property
+    def model_input(self) -> list[tuple[str, str]]:
+        """What the model was given, as (role, text), when the generation kept it
+        (CARE-Bench raw generations' `input_messages`: the system prompt and the
+        patient's turns as sent); [] when it did not."""
+        messages = self.payload.get("input_messages")
+        if not isinstance(messages, list):
+            return []
+        return [(str(m.get("role")), message_text(m.get("content")))
+                for m in messages if isinstance(m, dict)]
 
 
 @dataclass

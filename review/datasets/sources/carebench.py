@@ -48,8 +48,19 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
+from review.datasets.sources.fields import (
+    Fields,
+    as_bool,
+    as_given,
+    as_int,
+    as_name,
+    has_field,
+    names,
+    pick,
+    require,
+)
 from review.datasets.sources.readers import read_rows
+from review.datasets.sources.rules import OneReference
 from store.db import to_json
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
 from store.runs import RunNames, RunResolver
@@ -242,23 +253,19 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
                       meta={"about": "CARE-Bench gold label of each prefix"})
     name = str(path)
-    golds: dict[str, tuple[int, Any]] = {}
-    """The gold label each prefix was given, and on which line."""
+    golds = OneReference("prefix", "gold label")
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         gold = pick(row, "gold_label")
-        first = golds.setdefault(prefix_id, (line, gold))
-        if first[1] != gold:  # one prefix, two gold labels: which one is the reference?
-            raise InputError(f"{where}: prefix {prefix_id!r} again, with gold label {gold!r};"
-                             f" line {first[0]} gave it {first[1]!r}")
+        golds.check(prefix_id, gold, line, where)  # two gold labels: which is the reference?
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
-        meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}
+        meta = {k: as_given(v, k, where) for k, v in row.items() if k not in PREFIX_FIELDS}
         yield ItemRecord(
             uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-            case_id=case_id, round_id=round_id, split=pick(row, "split"), meta=meta,
-            replace_stub=True, line=line,
+            case_id=case_id, round_id=round_id, split=as_name(pick(row, "split"), "split", where),
+            meta=meta, replace_stub=True, line=line,
         )
         if gold is not None:
             yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION,
@@ -278,7 +285,8 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
     turns = [] if info is None else _turns(info, where, "patient_information_available_so_far")
     case_id, round_id = _case_and_round(prefix_id, row, where)
     return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-                      case_id=case_id, round_id=round_id, split=pick(row, "split"),
+                      case_id=case_id, round_id=round_id,
+                      split=as_name(pick(row, "split"), "split", where),
                       meta={"stub": True}, line=_line(where))
 
 
@@ -296,8 +304,8 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     read = ("prefix_id", "model", "generation_failed", "raw_model_response", "case_id", "round_id",
             "split", "error_message")
     fields = Fields(*read)
-    # Only these are stored: the rest of a row (its copy of the conversation) is not.
-    kept = names(*read, "patient_information") + GENERATION_KEEP
+    # Only these are stored: the rest of a row is not.
+    kept = names(*read, "patient_information") + GENERATION_KEEP + ("input_messages",)
     for line, row in read_rows(path, kept):
         prefix_id, model, failed, response, case_id, round_id, split, error = fields(row)
         if type(prefix_id) is not str or type(model) is not str \
@@ -324,17 +332,57 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         elif type(case_id) is not str:
             case_id = _case_text(case_id, f"{name}:{line}")
         if error is not None and type(error) is not str:
-            error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
-        # input_messages repeat the prefix's turns (and the file keeps them);
-        # storing them again per response would double the database.
+            # an error object (e.g. the provider's): kept, shown as text
+            error = to_json(as_given(error, "error_message", f"{name}:{line}"))
+        if split is not None and type(split) is not str:
+            split = as_name(split, "split", f"{name}:{line}")
         meta = {k: v for k in GENERATION_KEEP if (v := row.get(k)) is not None}
         uid, run = runs.uid(row, prefix_id, model)
         yield ItemRecord(
             uid, "response", dataset,
-            {"response": response or "", "error": error}, prefix_id,
+            _response_payload(row, response, error, f"{name}:{line}"), prefix_id,
             case_id, round_id, split, model, failed, meta,
             True, line, run,  # fills in a placeholder another file made of this response
         )
+
+
+def _response_payload(row: dict, response: str | None, error: str | None,
+                      where: str) -> dict[str, Any]:
+    """A response item's payload: the reply, the error that replaced it, and the
+    model's input as the row gives it (`input_messages`: the system prompt and
+    the patient turns, provider-neutral chat messages), which the reviewer reads
+    as what the model was given. Other fields a generation row keeps are the
+    run's (GENERATION_KEEP: its meta), each checked as kept (`as_given`)."""
+    payload: dict[str, Any] = {"response": response or "", "error": error}
+    messages = model_input(row.get("input_messages"), where)
+    if messages is not None:
+        payload["input_messages"] = messages
+    for key in GENERATION_KEEP:
+        value = row.get(key)
+        if value is not None and type(value) is not str:
+            as_given(value, key, where)
+    return payload
+
+
+def model_input(messages: Any, where: str) -> list[dict[str, Any]] | None:
+    """`input_messages` as given: a list of chat messages {role, content}, the
+    content text or a list of content parts; null or absent gives None. Anything
+    else is refused naming the field and the message: it is shown to the reviewer
+    as what the model was given, so it is kept as written or not at all."""
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise InputError(f"{where}: field 'input_messages' must be a list of chat messages"
+                         f" {{role, content}}, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InputError(f"{where}: field 'input_messages[{i}]' must be a chat message"
+                             " {role, content} with the role as text")
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise InputError(f"{where}: field 'input_messages[{i}].content' must be text or a"
+                             f" list of content parts, got {type(content).__name__}")
+    return as_given(messages, "input_messages", where)
 
 
 def _empty_reply(row: dict) -> bool:
@@ -435,10 +483,11 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
         uid, run, named = runs.response(row, prefix_id, where)
         if named is not None:
             yield named
-        extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
+        extra: dict[str, Any] = {k: as_given(row[k], k, where) for k in MAPPER_KEPT
+                                 if row.get(k) not in (None, "")}
         raw = row.get("mapper_raw_output")
         if raw is not None:
-            extra["raw_output"] = raw
+            extra["raw_output"] = as_given(raw, "mapper_raw_output", where)
         if run.model_requested != row.get("model_requested"):
             extra["matched_run"] = run.label
         yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,

@@ -74,8 +74,8 @@ import orjson
 
 from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import ID_FIELDS, as_bool, id_length
-from review.datasets.sources.readers import quote, read_rows
+from review.datasets.sources.fields import ID_FIELDS, as_bool, as_given, id_length
+from review.datasets.sources.readers import quote, read_limited, read_rows
 from store.records import (
     AnnotationRecord,
     ItemRecord,
@@ -304,9 +304,11 @@ def results_run(path: Path, options: ImportOptions, model: str | None,
 
 def _results_document(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
+        return orjson.loads(read_limited(path, str(path)).removeprefix(b"\xef\xbb\xbf"))
     except orjson.JSONDecodeError:
-        return read_json_file(path, str(path))  # says where it is not JSON
+        # says where it is not JSON; a NaN in what carelens does not keep (a run's
+        # aggregate metrics) is no matter, and what it keeps is checked as it is read
+        return read_json_file(path, str(path), strict=False)
 
 
 def read_results(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -372,7 +374,8 @@ def _example_records(example: Any, line: int, where: str, dataset: str, model: s
     usage = example.get("usage")
     yield _completion_item(prompt_id, completion_id, payload, dataset, model, line,
                            meta={"source": "simple-evals results",
-                                 **({"usage": usage} if isinstance(usage, dict) else {})},
+                                 **({"usage": as_given(usage, "usage", where)}
+                                    if isinstance(usage, dict) else {})},
                            run=run)
     seen: dict[str, int] = {}
     uid = completion_uid(prompt_id, completion_id)
