@@ -935,6 +935,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
+    from store.key import RecordKeyError
     from store.writer import InputError
 
     try:
@@ -945,7 +946,7 @@ def _main(argv: list[str] | None) -> int:
         if args.command not in NO_DATABASE:
             check_database(args.db, may_make=args.command in MAKE_DATABASE)
         return _run(args)
-    except (InputError, CodebookError, UsageError) as exc:
+    except (InputError, CodebookError, UsageError, RecordKeyError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:

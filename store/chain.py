@@ -1,32 +1,86 @@
-"""The hash chain that seals the record: each answer and each audit entry
-carries a hash of its own content and of the hash of the row before it.
+"""The record's chain: every sealed row (`store.sealed`) takes the next position
+of the record and a hash that follows from the one before it, under the
+record's key.
 
-SQLite has no hash function of its own, so every connection the store opens
-registers `carelens_chain` (`register_functions`); the triggers of migration
-m015 call it as each row is inserted, inside the inserting transaction, so
-no code path can add a row that is not chained. A program without it (the
-sqlite3 shell) cannot append to a chained table at all: it stops at "no such
-function: carelens_chain". `store.verify` recomputes the chain.
+A row's hash is HMAC-SHA256, keyed with the record's key (`store.key`), over
+the previous position's hash, a newline, the row's position (`seq`), a newline,
+its table, a newline, and its fields as SQLite's `json_array` writes them (the
+fields are in `store.sealed.SEALED`). The first position's previous hash is
+empty. A changed row's version (`row_versions`) carries a sha256 digest of the
+row's fields (`carelens_digest`), and is chained like any other row.
 
-A row's hash is sha256 over the previous row's hash, a newline, and the row's
-fields as SQLite's `json_array` writes them (the field lists are in
-`store.migrations.chained_tables()`). The first row's previous hash is empty.
+SQLite has no such function of its own, so every connection the store opens
+registers `carelens_seal` and `carelens_digest` (`register_keyed`); the triggers
+of migration m110 call them as each row is inserted or changed, inside that
+transaction, so no code path can add or change a sealed row that is not
+sealed. A program without them (the sqlite3 shell) cannot write a sealed table
+at all ("no such function: carelens_seal"); a program that registers a function
+of that name without the key writes hashes that `store.verify` finds wrong.
+
+Before m110 the chain was sha256 without a key, one chain per table
+(`carelens_chain`, `chain_hash`): the migrations up to m110 still call it, so it
+is registered too (`register_functions`); no trigger calls it after m110.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import sqlite3
 
+from store.key import RecordKey
+
 CHAIN_FUNCTION = "carelens_chain"
+SEAL_FUNCTION = "carelens_seal"
+DIGEST_FUNCTION = "carelens_digest"
 
 
 def chain_hash(previous: str | None, body: str) -> str:
-    """The hash of a row whose fields, as a JSON array, are `body`, after the row
-    whose hash is `previous` (None for the first row)."""
+    """The hash of a row before m110, unkeyed (m015, m041 and the check m110 makes of
+    the old chains): sha256 of the previous hash, a newline and the row's fields."""
     return hashlib.sha256(f"{previous or ''}\n{body}".encode()).hexdigest()
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
-    """Make the chain's hash function known to this connection."""
+    """The hash function of the chains before m110 (their migrations call it)."""
     conn.create_function(CHAIN_FUNCTION, 2, chain_hash, deterministic=True)
+
+
+class Sealer:
+    """The record's hash under one key."""
+
+    def __init__(self, key: RecordKey):
+        self.key = key
+        self._base = hmac.new(key.secret, digestmod=hashlib.sha256)
+
+    def seal(self, previous: str | None, seq: int, table: str, body: str) -> str:
+        h = self._base.copy()
+        h.update(f"{previous or ''}\n{seq}\n{table}\n{body}".encode())
+        return h.hexdigest()
+
+
+def digest(body: str) -> str:
+    """A row version's digest: sha256 of its fields (the version is chained under the key)."""
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+class _NoKey:
+    def __init__(self, why: str):
+        self.why = why
+
+    def __call__(self, *args: object) -> str:
+        raise sqlite3.OperationalError(self.why)
+
+
+def register_keyed(conn: sqlite3.Connection, key: RecordKey | None, why: str = "",
+                   sealer: Sealer | None = None) -> Sealer | None:
+    """Make the record's keyed hash known to this connection (through `sealer`, or
+    a new one for `key`, which it returns); without a key (None), a function that
+    refuses (`why` says why), so nothing unverifiable is appended."""
+    if key is None:
+        conn.create_function(SEAL_FUNCTION, 4, _NoKey(why or "the record's key is not here"))
+    else:
+        sealer = sealer or Sealer(key)
+        conn.create_function(SEAL_FUNCTION, 4, sealer.seal)
+    conn.create_function(DIGEST_FUNCTION, 1, digest, deterministic=True)
+    return sealer

@@ -20,7 +20,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from store.chain import register_functions
+from store.chain import Sealer, register_functions, register_keyed
+from store.key import RecordKey, RecordKeyError, find, missing
 from store.migrations import migrations
 from store.records import QuestionRecord
 from store.values import to_json, utcnow
@@ -143,13 +144,44 @@ def connect(path: str | Path) -> sqlite3.Connection:
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
     )
     conn.row_factory = sqlite3.Row
-    register_functions(conn)  # the record's hash chain (store.chain)
+    register_functions(conn)  # the chains before m110 (their migrations call it)
+    register_record_key(conn, str(path))  # the record's keyed chain (store.chain, store.key)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     if str(path) != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     return conn
+
+
+def record_of(conn: sqlite3.Connection) -> tuple[str, str] | None:
+    """(the record's id, its key's fingerprint), or None before m110 sealed it."""
+    try:
+        row = conn.execute("SELECT id, key_id FROM record").fetchone()
+    except sqlite3.OperationalError:
+        return None  # no such table: not sealed yet (m110 does it)
+    return None if row is None else (row[0], row[1])
+
+
+def record_key_of(conn: sqlite3.Connection, path: str) -> tuple[RecordKey | None,
+                                                                  str | None]:
+    """(the key that seals this database, None) or (None, why it is not here); (None,
+    None) before the record is sealed."""
+    record = record_of(conn)
+    if record is None:
+        return None, None
+    key = find(record[1])
+    if key is None:
+        return None, missing(record[1], path)
+    return key, None
+
+
+def register_record_key(conn: sqlite3.Connection, path: str) -> RecordKey | None:
+    """Register the record's keyed hash on `conn`, or a function that refuses to
+    write (saying why) when the database's key is not here."""
+    key, why = record_key_of(conn, path)
+    register_keyed(conn, key, why or "the record is not sealed yet: open it with carelens")
+    return key
 
 
 class Store:
@@ -165,6 +197,7 @@ class Store:
         self._key = key
         """The file's resolved path (None in memory): what a background
         checkpoint opens, whatever the working directory is by then."""
+        self._record()
         if key is None or key not in _migrated:
             with _migrate_lock:
                 if key is None or key not in _migrated:
@@ -172,13 +205,29 @@ class Store:
                     if key:
                         _migrated.add(key)
 
+    def _record(self) -> None:
+        """Which record this is and whether its key is here (`store.key`)."""
+        record = record_of(self.conn)
+        self.record_id = record[0] if record else None
+        """The record's id (its witness names it); None before m110 sealed it."""
+        key, self.no_key = record_key_of(self.conn, self.path)
+        """Why the record's key is not here, in one line (None: it is, or the
+        record is not sealed yet): every write is then refused with it."""
+        self.sealer = Sealer(key) if key is not None else None
+        if self.sealer is not None:  # this store's own: it tells whether a write sealed a row
+            register_keyed(self.conn, key, sealer=self.sealer)
+
     def _migrate(self) -> None:
+        if not migrations.pending(self.db):
+            return
         # Hold the write lock while checking and applying, so two processes
         # opening a new file at once cannot both apply the same migration
         # (apply() nests its own transactions as savepoints inside ours).
         with self.transaction():
             if migrations.pending(self.db):
                 migrations.apply(self.db)
+                if self.record_id is None and record_of(self.conn) is not None:
+                    self._record()  # m110 sealed it just now: its key is known
 
     def close(self) -> None:
         self.conn.close()
@@ -210,6 +259,8 @@ class Store:
         survives a killed process."""
         if self._in_tx:
             raise RuntimeError("nested write transaction: each public write is one transaction")
+        if self.no_key is not None:
+            raise RecordKeyError(self.no_key)
         committed = False
         with _write_lock(self.path):
             cache = self.conn.execute("PRAGMA cache_size").fetchone()[0] if bulk else None
