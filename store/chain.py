@@ -52,11 +52,21 @@ class Sealer:
     def __init__(self, key: RecordKey):
         self.key = key
         self._base = hmac.new(key.secret, digestmod=hashlib.sha256)
+        self.moved = False
+        """Set when a trigger sealed a row on the connection it is registered on (the
+        store clears it as a transaction begins: did this one move the head?)."""
 
     def seal(self, previous: str | None, seq: int, table: str, body: str) -> str:
+        self.moved = True
         h = self._base.copy()
         h.update(f"{previous or ''}\n{seq}\n{table}\n{body}".encode())
         return h.hexdigest()
+
+    def mac(self, text: str) -> str:
+        """A keyed hash of other text (a line of the witness file)."""
+        h = self._base.copy()
+        h.update(b"witness\n" + text.encode())
+        return h.hexdigest()[:32]
 
 
 def digest(body: str) -> str:

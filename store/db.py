@@ -25,6 +25,7 @@ from store.key import RecordKey, RecordKeyError, find, missing
 from store.migrations import migrations
 from store.records import QuestionRecord
 from store.values import to_json, utcnow
+from store.witness import Witness, witness_path
 from store.writer import RecordWriter
 
 BUSY_TIMEOUT_MS = 60_000
@@ -197,6 +198,11 @@ class Store:
         self._key = key
         """The file's resolved path (None in memory): what a background
         checkpoint opens, whatever the working directory is by then."""
+        self._witness = Witness(witness_path(key)) if key else None
+        """The database's witness file (`store.witness`)."""
+        self._witness_next = False
+        """Witness the head after the next transaction whatever it sealed (a
+        migration that sealed the record under its key)."""
         self._record()
         if key is None or key not in _migrated:
             with _migrate_lock:
@@ -228,9 +234,12 @@ class Store:
                 migrations.apply(self.db)
                 if self.record_id is None and record_of(self.conn) is not None:
                     self._record()  # m110 sealed it just now: its key is known
+                    self._witness_next = True
 
     def close(self) -> None:
         self.conn.close()
+        if self._witness is not None:
+            self._witness.close()
 
     def __enter__(self) -> Store:
         return self
@@ -262,6 +271,7 @@ class Store:
         if self.no_key is not None:
             raise RecordKeyError(self.no_key)
         committed = False
+        head = None
         with _write_lock(self.path):
             cache = self.conn.execute("PRAGMA cache_size").fetchone()[0] if bulk else None
             try:
@@ -271,7 +281,11 @@ class Store:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
                 try:
+                    if self.sealer is not None:
+                        self.sealer.moved = False
                     yield self.conn
+                    if self._witness_next or (self.sealer is not None and self.sealer.moved):
+                        head = self._head()  # read where this transaction left it
                 except BaseException:
                     # SQLite may have rolled back by itself (a full disk, SQLITE_FULL):
                     # a second ROLLBACK would hide that error behind "no transaction".
@@ -296,8 +310,20 @@ class Store:
                         self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
                     finally:
                         self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        if head is not None and committed and self.sealer is not None:
+            self._witness_next = False
+            if self._witness is not None:
+                self._witness.append(self.sealer, self.record_id, head[0], head[1])
         if bulk and committed and self._key is not None:
             checkpoint_soon(self._key)
+
+    def _head(self) -> tuple[int, str] | None:
+        """The record's head: (its last position, that position's hash)."""
+        if self.record_id is None:
+            return None
+        row = self.conn.execute(
+            "SELECT last_id, hash FROM chain_heads WHERE name = 'record'").fetchone()
+        return None if row is None else (row[0], row[1])
 
     def checkpoint(self, timeout: float = 10) -> None:
         """Copy everything committed into the database file itself and empty

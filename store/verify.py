@@ -15,6 +15,10 @@ Each problem found is one line, in words:
   slipped in shows, and so do hashes recomputed without the key;
 - **each row of a versioned table is as carelens last sealed it**: its fields'
   digest is its last version's (`row_versions`), and every row sealed is there;
+- **the witness agrees** (`store.witness`): its lines carry the record's seal,
+  and the record holds every head witnessed, up to the furthest one, so a
+  record cut short (its head repointed) or an older copy put in its place
+  shows; and so does a head written down elsewhere (`verify(head=...)`);
 - the file reads cleanly (SQLite's quick_check) and every migration is applied.
 
 It reads only, on the connection it is given (`verify_file` opens one without
@@ -37,6 +41,7 @@ from store.chain import Sealer, digest, register_functions
 from store.db import record_key_of, record_of
 from store.migrations import migrations
 from store.sealed import CHAINED, SEALED, body, chained_tables, versioned_tables
+from store.witness import HEAD_CHARS, Witnessed, read, witness_path
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Verdict:
     """Triggers found in place, as the migrations made them."""
     key_id: str | None = None
     """The fingerprint of the key the record is sealed with."""
+    witnessed: Witnessed | None = None
+    """The furthest head the witness file holds."""
 
     @property
     def whole(self) -> bool:
@@ -64,16 +71,18 @@ class Verdict:
         """The head as `verify` prints it and `--head` takes it."""
         if self.head is None:
             return "none"
-        return f"{self.head[0]:,}:{(self.head[1] or '')[:32]}"
+        return f"{self.head[0]:,}:{(self.head[1] or '')[:HEAD_CHARS]}"
 
     def summary(self) -> str:
         """One line: the verdict when the record is whole."""
         answers, entries = self.rows.get("annotations", 0), self.rows.get("audit_log", 0)
         others = sum(n for t, n in self.rows.items() if t not in ("annotations", "audit_log"))
+        seen = (f", witnessed {self.witnessed.at}" if self.witnessed is not None
+                and self.head is not None and self.witnessed.seq == self.head[0] else "")
         return (f"record whole: {answers:,} answers and {entries:,} audit entries chained, and"
                 f" {others:,} other sealed rows, under key {self.key_id}; {self.protections}"
                 f" protections in place and the schema as carelens made it; head"
-                f" {self.head_text}")
+                f" {self.head_text}{seen}")
 
     def lines(self) -> list[str]:
         """What `carelens verify` prints: the problems, or the summary."""
@@ -173,8 +182,9 @@ def expected_triggers() -> dict[str, tuple[str, str]]:
     return {name: v for (kind, name), v in _expected().items() if kind == "trigger"}
 
 
-def verify(conn: sqlite3.Connection) -> Verdict:
-    """Check the database on `conn` (read only; see the module's note)."""
+def verify(conn: sqlite3.Connection, *, head: tuple[int, str] | None = None) -> Verdict:
+    """Check the database on `conn` (read only; see the module's note), and that it
+    holds `head` (position, hash or its first 16+ hex digits) if one is given."""
     register_functions(conn)
     verdict = Verdict()
     _check_file(conn, verdict)
@@ -191,19 +201,26 @@ def verify(conn: sqlite3.Connection) -> Verdict:
     key, why = record_key_of(conn, database or ":memory:")
     verdict.key_id = record[1]
     tables = {name for (kind, name) in found if kind == "table"}
-    _check_chain(conn, Sealer(key) if key else None, verdict, tables)
+    positions = _check_chain(conn, Sealer(key) if key else None, verdict, tables)
     _check_versions(conn, verdict, tables)
     if key is None:
-        verdict.problems.append(f"{why}: its chain was not checked")
+        verdict.problems.append(f"{why}: its chain and its witness were not checked")
+        return verdict
+    sealer = Sealer(key)
+    last = verdict.head[0] if verdict.head else 0
+    if database:
+        _check_witness(Path(database), sealer, record[0], positions, last, verdict)
+    if head is not None:
+        _check_given_head(head, positions, last, verdict)
     return verdict
 
 
-def verify_file(path: str | Path) -> Verdict:
+def verify_file(path: str | Path, *, head: tuple[int, str] | None = None) -> Verdict:
     """Check a database file as it is, without migrating it first."""
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
                            isolation_level=None)
     try:
-        return verify(conn)
+        return verify(conn, head=head)
     finally:
         conn.close()
 
@@ -561,3 +578,53 @@ def _describe(conn: sqlite3.Connection, table: str, rowid: int) -> str:
 _LABELS = {"raters": "name", "items": "uid", "questions": "key", "datasets": "name",
            "review_rounds": "name"}
 """The column that names a row of a versioned table in a verdict."""
+
+
+def _check_witness(database: Path, sealer: Sealer, record: str, positions: dict[int, str],
+                   last: int, verdict: Verdict) -> None:
+    path = witness_path(database)
+    if path is None:
+        return
+    if not path.exists():
+        verdict.problems.append(
+            f"witness: {path} is not there, so a record cut short or an older copy put in its"
+            " place cannot be seen (a copy of a database goes with its witness; or give the"
+            " head you wrote down: verify --head)")
+        return
+    heads, bad = read(path, sealer, record)
+    if bad:
+        verdict.problems.append(
+            f"witness: line{'s' if len(bad) > 1 else ''} {_some(bad)} of {path.name} do"
+            f"{'es' if len(bad) == 1 else ''} not carry the record's seal: changed, written"
+            " without its key, or another record's")
+    if not heads:
+        if not bad:
+            verdict.problems.append(f"witness: {path.name} holds no head of this record")
+        return
+    furthest = max(heads, key=lambda w: (w.seq, w.line))
+    verdict.witnessed = furthest
+    if furthest.seq > last:
+        verdict.problems.append(
+            f"record: it ends at position {last:,}, but position {furthest.seq:,} was witnessed"
+            f" at {furthest.at} ({path.name} line {furthest.line}): rows were cut from its end,"
+            " or lost, or an older copy was put in its place")
+    wrong = [w for w in heads if w.seq in positions and not positions[w.seq].startswith(w.head)]
+    if wrong:
+        w = min(wrong, key=lambda w: w.seq)
+        verdict.problems.append(
+            f"record: position {w.seq:,} is not the one witnessed at {w.at} ({path.name} line"
+            f" {w.line}{f' and {len(wrong) - 1} more' if len(wrong) > 1 else ''}): the record was"
+            " rewritten from there, or another copy was put in its place")
+
+
+def _check_given_head(head: tuple[int, str], positions: dict[int, str], last: int,
+                      verdict: Verdict) -> None:
+    seq, prefix = head
+    if seq > last:
+        verdict.problems.append(
+            f"record: it ends at position {last:,}, before the head you gave ({seq:,}): rows"
+            " were cut from its end, or an older copy was put in its place")
+    elif seq not in positions or not positions[seq].startswith(prefix):
+        verdict.problems.append(
+            f"record: position {seq:,} is not the head you gave: the record was rewritten"
+            " from there, or this is another record")

@@ -117,8 +117,17 @@ def demo_db(tmp_path_factory) -> Path:
 def demo_copy(demo_db, tmp_path) -> Path:
     """A private, writable copy of the demo database."""
     path = tmp_path / "demo.db"
-    shutil.copy(demo_db, path)
+    copy_database(demo_db, path)
     return path
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """A database file copied as a user copies one: with its witness beside it
+    (`store.witness`)."""
+    from store.witness import witness_path
+
+    shutil.copy(source, target)
+    shutil.copy(witness_path(source), witness_path(target))
 
 
 @pytest.fixture

@@ -243,9 +243,12 @@ def test_a_backup_made_while_reviewers_answer_is_whole_and_restores(demo, tmp_pa
     printed = capsys.readouterr().out
     assert "record whole" in printed
     assert not (tmp_path / "backup.db-wal").exists()  # one file, no log beside it
-    # Restore: the backup in the database's place opens and verifies.
+    # Restore: the backup in the database's place, its witness beside it, opens and verifies.
     restored = tmp_path / "restored.db"
     shutil.copy(out, restored)
+    code, lines = verify_cli(restored, capsys)
+    assert code == 1 and "witness" in lines[0] and "is not there" in lines[0], lines
+    shutil.copy(f"{out}.witness", f"{restored}.witness")
     code, lines = verify_cli(restored, capsys)
     assert code == 0, lines
     s = open_store(restored)
