@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from store.chain import Sealer, register_functions, register_keyed
+from store.chain import Sealer, register_functions, register_keyed, seal_versions
 from store.key import RecordKey, RecordKeyError, find, missing
 from store.migrations import migrations
 from store.records import QuestionRecord
@@ -219,9 +219,13 @@ class Store:
         key, self.no_key = record_key_of(self.conn, self.path)
         """Why the record's key is not here, in one line (None: it is, or the
         record is not sealed yet): every write is then refused with it."""
-        self.sealer = Sealer(key) if key is not None else None
-        if self.sealer is not None:  # this store's own: it tells whether a write sealed a row
-            register_keyed(self.conn, key, sealer=self.sealer)
+        sealer = getattr(self.db, "record_sealer", None)  # m110's, if it ran just now
+        if key is None:
+            self.sealer = None
+        elif sealer is not None and sealer.key.id == key.id:
+            self.sealer = sealer
+        else:  # this store's own: it tells whether a write sealed a row, and which to version
+            self.sealer = register_keyed(self.conn, key, sealer=Sealer(key))
 
     def _migrate(self) -> None:
         if not migrations.pending(self.db):
@@ -283,7 +287,10 @@ class Store:
                 try:
                     if self.sealer is not None:
                         self.sealer.moved = False
+                        self.sealer.versions.clear()
                     yield self.conn
+                    if self.sealer is not None and self.sealer.versions:
+                        seal_versions(self.conn, self.sealer)
                     if self._witness_next or (self.sealer is not None and self.sealer.moved):
                         head = self._head()  # read where this transaction left it
                 except BaseException:

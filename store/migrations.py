@@ -1177,12 +1177,12 @@ def _sealed_triggers(table: str, have: set[str]) -> str:
     change but its own chain's write, its chain, and its refusals of DELETE and of
     a replacement where it has none; a versioned table's versions on insert and on
     change."""
-    from store.sealed import CHAINED, SEALED, body
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
 
     seal = SEALED[table]
     if seal.kind == CHAINED:
         words = seal.refusal.replace("'", "''")
-        script = _no_update(table) + (
+        script = _no_update(table) + ("" if table == VERSIONS else
             f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
             "BEGIN\n"
             "    UPDATE chain_heads SET last_id = last_id + 1,\n"
@@ -1202,18 +1202,20 @@ def _sealed_triggers(table: str, have: set[str]) -> str:
                        f"BEGIN SELECT RAISE(ABORT, '{words}: an insert may not take the place"
                        " of a row that exists (INSERT OR REPLACE)'); END;\n")
         return script
-    version = (f"    INSERT INTO row_versions (tbl, row_id, digest)\n"
-               f"    VALUES ('{table}', NEW.rowid, carelens_digest({body(table, 'NEW.')}));\n")
     return (f"CREATE TRIGGER {table}_seal_insert AFTER INSERT ON {table}\n"
-            f"BEGIN\n{version}END;\n"
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid, NULL,"
+            f" carelens_digest({body(table, 'NEW.')})); END;\n"
             f"CREATE TRIGGER {table}_seal_update AFTER UPDATE ON {table}\n"
             f"WHEN {_changed(table)}\n"
-            f"BEGIN\n{version}END;\n")
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid,"
+            f" carelens_digest({body(table, 'OLD.')}), carelens_digest({body(table, 'NEW.')}));"
+            " END;\n")
 
 
 def _no_update(table: str) -> str:
     """A chained table's refusal of UPDATE: the one change it takes is its chain
-    trigger writing the row's position and hash, once, as the row is inserted."""
+    trigger writing the row's position and hash, once, as the row is inserted (a
+    version is inserted with them: it takes none)."""
     from store.sealed import SEALED
 
     words = SEALED[table].refusal.replace("'", "''")
@@ -1228,16 +1230,15 @@ HEAD_GUARDS = ("chain_heads_no_insert", "chain_heads_no_delete", "chain_heads_fo
 
 def _head_guards() -> str:
     """The heads (`chain_heads`: the record's, and each chained table's last row id)
-    move forward only, by the chain triggers: the record's one position at a time."""
+    move forward only, by the chain triggers and the store's sealing of versions."""
     return """
 CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
 BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
 CREATE TRIGGER chain_heads_no_delete BEFORE DELETE ON chain_heads
 BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
 CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
-WHEN NEW.name IS NOT OLD.name OR CASE WHEN OLD.name = 'record'
-    THEN NEW.last_id IS NOT OLD.last_id + 1 OR NEW.hash IS NULL
-    ELSE NEW.last_id <= coalesce(OLD.last_id, 0) OR NEW.hash IS NOT NULL END
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= coalesce(OLD.last_id, 0)
+    OR CASE WHEN OLD.name = 'record' THEN NEW.hash IS NULL ELSE NEW.hash IS NOT NULL END
 BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
 """
 
@@ -1251,7 +1252,8 @@ def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False)
     added to a sealed table's line), every chained row of the record is chained
     again from the first position, and every row of a versioned table named gets
     a new version. Returns the positions written."""
-    from store.sealed import CHAINED, SEALED, body
+    from store.chain import digest, seal_versions
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
     from store.sealed import chained_tables as every_chained
 
     conn = db.conn
@@ -1278,10 +1280,13 @@ def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False)
                              ).fetchone()
     written = 0
     again = fields_changed and any(SEALED[t].kind == CHAINED for t in names)
-    order = every_chained() if again else [t for t in names if SEALED[t].kind == CHAINED]
+    # Versions are sealed by seal_versions alone (one left unsealed was written without
+    # the key, and stays so); in a chain made again, so are rows that never had a place.
+    order = [t for t in (every_chained() if again else names)
+             if SEALED[t].kind == CHAINED and (again or t != VERSIONS)]
     if again:
         seq, head = 0, None
-    sealer = _sealer(conn)
+    sealer = getattr(db, "record_sealer", None) or _sealer(conn)
     present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table in order:
         if table not in present:
@@ -1289,11 +1294,11 @@ def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False)
         if again and table not in names:
             # Their triggers stay; only their hashes follow the new positions.
             run_script(db, f"DROP TRIGGER {table}_no_update;\n")
-        which = "" if again else " WHERE seq IS NULL"
+        which = " WHERE seq IS NOT NULL" if again else " WHERE seq IS NULL"
         hashes = []
         for rowid, fields in conn.execute(
                 f"SELECT rowid, {body(table)} FROM {table}{which}"
-                f" ORDER BY {'seq IS NULL, seq, ' if again else ''}rowid").fetchall():
+                f" ORDER BY {'seq, ' if again else ''}rowid").fetchall():
             seq += 1
             head = sealer.seal(head, seq, table, fields)
             hashes.append((seq, head, rowid))
@@ -1314,10 +1319,9 @@ def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False)
     run_script(db, _head_guards())
     for table in names:
         if SEALED[table].kind != CHAINED and table in present:
-            written += conn.execute(
-                f"INSERT INTO row_versions (tbl, row_id, digest) SELECT '{table}', rowid,"
-                f" carelens_digest({body(table)}) FROM {table} ORDER BY rowid").rowcount
-    return written
+            sealer.versions += [(table, r[0], None, digest(r[1])) for r in conn.execute(
+                f"SELECT rowid, {body(table)} FROM {table} ORDER BY rowid")]
+    return written + seal_versions(conn, sealer)
 
 
 def _sealer(conn: sqlite3.Connection):
@@ -1385,7 +1389,9 @@ def m110_record_keyed(db: Database) -> None:
     old = _old_chains(conn)
     database = _database(conn)
     key = for_new_record(database)
-    register_keyed(conn, key)
+    # The one sealer of this connection: the triggers' and seal_tables', and the store's
+    # after the migrations (a later migration's versions are sealed as they commit).
+    db.record_sealer = register_keyed(conn, key)
     run_script(db, """
 -- The record itself: which key seals it (its fingerprint, never the key) and its
 -- own id, which each line of its witness file names (store.witness).
@@ -1403,13 +1409,15 @@ CREATE TRIGGER record_no_delete BEFORE DELETE ON record
 BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
 
 -- Each version of a row of a table whose rows change (store.sealed: raters, items,
--- questions, ...): written by the table's triggers as the row is inserted or
--- changed, and chained like an answer, so a change made outside carelens shows.
+-- questions, ...): named by the table's triggers as the row is inserted or changed,
+-- and written, sealed and chained like an answer, by the store as that transaction
+-- commits (store.chain.seal_versions), so a change made outside carelens shows.
 CREATE TABLE row_versions (
     id INTEGER PRIMARY KEY,
     tbl TEXT NOT NULL,                    -- the sealed table (a versioned one in store.sealed)
     row_id INTEGER NOT NULL,              -- the row's rowid in it
-    digest TEXT NOT NULL                  -- sha256 of the row's sealed fields as they were then
+    digest TEXT NOT NULL,                 -- sha256 of the row's sealed fields after the change
+    previous TEXT                         -- sha256 of the row's sealed fields before the change; NULL for an insert
 );
 
 -- The heads: the record's (its last position and that position's hash) and, for

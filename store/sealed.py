@@ -11,9 +11,14 @@ of two ways:
   recompute the hashes after a change;
 - **versioned** (tables whose rows change, audited: a rater's role, an item
   filled in, a round's design): each insert and each change appends a version
-  (`row_versions`: the table, the row and a sha256 digest of its fields), and
-  the versions are themselves chained. A row changed, removed or added outside
-  carelens no longer matches its last version.
+  (`row_versions`: the table, the row, a sha256 digest of its fields after the
+  change and, for a change, of its fields before it), and the versions are
+  themselves chained. A row changed, removed or added outside carelens no
+  longer matches its last version, and a change made outside carelens before
+  one made through it no longer matches the version before. The store seals
+  the versions a transaction wrote just before it commits (`store.chain.
+  seal_versions`: one statement for a whole import, not a trigger per row);
+  a version left unsealed (written by a program without the key) shows.
 
 Adding a table: one line in `SEALED` (its fields, in order, and the word for
 one row), and a migration that calls `store.migrations.seal_tables(db, [name])`
@@ -110,9 +115,10 @@ SEALED: dict[str, Sealed] = {
                                "adjudicate_distance", "created_by", "created_at", "design"),
     "round_items": versioned("round item", "rowid", "round_id", "item_id", "answers_needed",
                              "stratum", "position"),
-    # The versions of the versioned tables: chained like any append-only table.
+    # The versions of the versioned tables: chained like any append-only table, by the
+    # store as the transaction that wrote them commits.
     "row_versions": chained("row version", "row versions are append-only",
-                            "id", "tbl", "row_id", "digest"),
+                            "id", "tbl", "row_id", "digest", "previous"),
 }
 """Every sealed table: its kind, the fields sealed and the word for a row. Not
 sealed, on purpose: drafts (work not yet given), reservations (a place held for
@@ -120,6 +126,10 @@ twenty minutes), saved views, the search index (made from sealed rows, rebuilt a
 will), LLM calls and runs (how machine labels were obtained, updated while a run
 goes; the labels themselves are answers), and the record's head and key rows,
 which the chain itself checks."""
+
+
+VERSIONS = "row_versions"
+"""The table of versions: chained, but by `store.chain.seal_versions`, not a trigger."""
 
 
 def chained_tables() -> list[str]:

@@ -40,7 +40,7 @@ from sqlite_utils import Database
 from store.chain import Sealer, digest, register_functions
 from store.db import record_key_of, record_of
 from store.migrations import migrations
-from store.sealed import CHAINED, SEALED, body, chained_tables, versioned_tables
+from store.sealed import CHAINED, SEALED, VERSIONS, body, chained_tables, versioned_tables
 from store.witness import HEAD_CHARS, Witnessed, read, witness_path
 
 
@@ -61,6 +61,8 @@ class Verdict:
     """The fingerprint of the key the record is sealed with."""
     witnessed: Witnessed | None = None
     """The furthest head the witness file holds."""
+    unsealed: set[tuple[str, int]] = field(default_factory=set)
+    """Rows of versioned tables with a version never sealed (named once)."""
 
     @property
     def whole(self) -> bool:
@@ -133,7 +135,8 @@ def required_protections() -> dict[str, tuple[str, str]]:
     for table, seal in SEALED.items():
         if table in tables:
             required.update({f"{table}_{kind}": (table, _PROTECTS[kind])
-                             for kind in SEALED_TRIGGERS[seal.kind]})
+                             for kind in SEALED_TRIGGERS[seal.kind]
+                             if not (table == VERSIONS and kind == "chain")})
     for table, kinds in IDENTITY.items():
         required.update({f"{table}_{kind}": (table, _PROTECTS[kind]) for kind in kinds})
     return required
@@ -378,7 +381,9 @@ def _check_chain(conn: sqlite3.Connection, sealer: Sealer | None, verdict: Verdi
             else:
                 rows.append((seq, table, rowid, stored, fields))
         verdict.rows[table] = n
-        if unchained:
+        if unchained and table == VERSIONS:
+            _report_unsealed_versions(conn, unchained, verdict)
+        elif unchained:
             verdict.problems.append(
                 f"{table}: {_rows_words([(table, r, r) for r in unchained])} have no place in the"
                 " record: added without its chain trigger" if len(unchained) > 1 else
@@ -496,7 +501,7 @@ def _report_broken(conn: sqlite3.Connection, rows: list, broken: list[int], afte
         first = rows[run[0]]
         if len(run) == 1 and first[1] == "row_versions":
             # A version of a row of a versioned table: the row is what was changed.
-            _, tbl, row_id, _ = json.loads(first[4])
+            _, tbl, row_id, *_ = json.loads(first[4])
             verdict.problems.append(
                 f"{tbl}: {_describe(conn, tbl, row_id)} changed outside carelens: its version"
                 f" ({SEALED['row_versions'].word} {first[2]:,}, record position {first[0]:,}) does"
@@ -516,15 +521,39 @@ def _report_broken(conn: sqlite3.Connection, rows: list, broken: list[int], afte
                 " added without it)")
 
 
+def _report_unsealed_versions(conn: sqlite3.Connection, ids: list[int],
+                              verdict: Verdict) -> None:
+    """Versions never sealed (written by a program without the key): one line per row."""
+    rows: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for vid in ids:
+        found = conn.execute("SELECT tbl, row_id FROM row_versions WHERE rowid = ?",
+                             (vid,)).fetchone()
+        rows[(found[0], found[1])].append(vid)
+    for (table, row_id), vids in sorted(rows.items()):
+        verdict.unsealed.add((table, row_id))
+        verdict.problems.append(
+            f"{table}: {_describe(conn, table, row_id)} changed outside carelens: its version"
+            f"{'s' if len(vids) > 1 else ''} ({_rows_words([(VERSIONS, v, v) for v in vids])})"
+            f" {'were' if len(vids) > 1 else 'was'} never sealed under the record's key")
+
+
 def _check_versions(conn: sqlite3.Connection, verdict: Verdict, tables: set[str]) -> None:
-    """Each row of a versioned table is as its last version says; every row sealed
-    is there, and every row there was sealed."""
-    if "row_versions" not in tables:
+    """Each row of a versioned table is as its last sealed version says, and each
+    change started from the row as the version before left it; every row sealed is
+    there, and every row there was sealed. (Rows with a version never sealed are
+    named once, by `_check_chain`.)"""
+    if VERSIONS not in tables:
         return
     latest: dict[tuple[str, int], str] = {}
-    for tbl, row_id, version in conn.execute(
-            "SELECT tbl, row_id, digest FROM row_versions ORDER BY seq, id"):
-        latest[(tbl, row_id)] = version
+    broken: dict[tuple[str, int], int] = {}  # row -> the version whose start was not sealed
+    for vid, tbl, row_id, after, before in conn.execute(
+            "SELECT id, tbl, row_id, digest, previous FROM row_versions WHERE seq IS NOT NULL"
+            " ORDER BY seq, id"):
+        unit = (tbl, row_id)
+        if before is not None and unit in latest and latest[unit] != before \
+                and unit not in broken:
+            broken[unit] = vid
+        latest[unit] = after
     for table in versioned_tables():
         if table not in tables:
             continue
@@ -535,6 +564,8 @@ def _check_versions(conn: sqlite3.Connection, verdict: Verdict, tables: set[str]
                 f"SELECT rowid, {label or 'NULL'}, {body(table)} FROM {table} ORDER BY rowid"):
             n += 1
             sealed = latest.pop((table, rowid), None)
+            if (table, rowid) in verdict.unsealed:
+                continue
             shown = f"{rowid:,} ({name!r})" if label else f"{rowid:,}"
             if sealed is None:
                 unsealed.append(shown)
@@ -556,6 +587,12 @@ def _check_versions(conn: sqlite3.Connection, verdict: Verdict, tables: set[str]
             verdict.problems.append(
                 f"{table}: {word if len(gone) == 1 else words} {_ranges(gone)} removed (sealed,"
                 " and no longer there)")
+        for (t, rowid), vid in sorted(broken.items()):
+            if t == table:
+                verdict.problems.append(
+                    f"{table}: {_describe(conn, table, rowid)} was changed outside carelens"
+                    f" before its change sealed as row version {vid:,} (that change did not start"
+                    " from the row as carelens had sealed it)")
     strays = sorted({t for (t, _) in latest if t not in SEALED})
     if strays:
         verdict.problems.append(f"row_versions: versions of {', '.join(strays)}, which carelens"

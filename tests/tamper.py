@@ -5,7 +5,8 @@ Python's sqlite3, with carelens's source at hand but not the record's key.
 one) on which the functions carelens's triggers call are registered the way
 anyone reading `store/chain.py` could: the hash without the key (the
 three-line sha256 chain of before m110, or an HMAC under a key of their own),
-and the digest (which needs no key)."""
+the digest (which needs no key) and the mark of a version (which the store seals
+as its transaction commits: here nothing does)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def attacker(path, seal=unkeyed) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.create_function("carelens_seal", 4, seal)
     conn.create_function("carelens_digest", 1, digest)
+    conn.create_function("carelens_version", 4, lambda *named: None)
     return conn
 
 
