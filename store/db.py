@@ -198,6 +198,9 @@ class Store:
         self._key = key
         """The file's resolved path (None in memory): what a background
         checkpoint opens, whatever the working directory is by then."""
+        self._write_lock = _write_lock(self.path)
+        """The lock this process's writers to the file queue on (found once: finding
+        it resolves the path, a few system calls)."""
         self._witness = Witness(witness_path(key)) if key else None
         """The database's witness file (`store.witness`)."""
         self._witness_next = False
@@ -276,7 +279,7 @@ class Store:
             raise RecordKeyError(self.no_key)
         committed = False
         head = None
-        with _write_lock(self.path):
+        with self._write_lock:
             cache = self.conn.execute("PRAGMA cache_size").fetchone()[0] if bulk else None
             try:
                 if bulk:
