@@ -187,9 +187,32 @@ def expected_triggers() -> dict[str, tuple[str, str]]:
 
 def verify(conn: sqlite3.Connection, *, head: tuple[int, str] | None = None) -> Verdict:
     """Check the database on `conn` (read only; see the module's note), and that it
-    holds `head` (position, hash or its first 16+ hex digits) if one is given."""
+    holds `head` (position, hash or its first 16+ hex digits) if one is given.
+
+    The witness file is read first, then the database in one read transaction: a
+    line is appended only after its transaction commits, so every head read is in
+    the snapshot, however many reviewers answer meanwhile."""
     register_functions(conn)
     verdict = Verdict()
+    record = record_of(conn)
+    database = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    key, why = record_key_of(conn, database or ":memory:") if record else (None, None)
+    witnessed = _read_witness(Path(database), Sealer(key), record[0], verdict) \
+        if record and key and database else None
+    snapshot = not conn.in_transaction
+    if snapshot:
+        conn.execute("BEGIN")
+    try:
+        _check_all(conn, verdict, record, key, why, witnessed, head)
+    finally:
+        if snapshot and conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return verdict
+
+
+def _check_all(conn: sqlite3.Connection, verdict: Verdict, record: tuple[str, str] | None,
+               key, why: str | None, witnessed: tuple[Path, list[Witnessed]] | None,
+               head: tuple[int, str] | None) -> None:
     _check_file(conn, verdict)
     pending = bool(migrations.pending(Database(conn)))
     found = _schema(conn)
@@ -197,25 +220,20 @@ def verify(conn: sqlite3.Connection, *, head: tuple[int, str] | None = None) -> 
     if not pending:
         _check_schema(verdict, found)
     _check_references(conn, verdict)
-    record = record_of(conn)
-    if record is None:
-        return verdict  # not sealed under a key yet: the schema line says to migrate
-    database = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
-    key, why = record_key_of(conn, database or ":memory:")
+    if record is None or record_of(conn) != record:
+        return  # not sealed under a key yet: the schema line says to migrate
     verdict.key_id = record[1]
     tables = {name for (kind, name) in found if kind == "table"}
     positions = _check_chain(conn, Sealer(key) if key else None, verdict, tables)
     _check_versions(conn, verdict, tables)
     if key is None:
         verdict.problems.append(f"{why}: its chain and its witness were not checked")
-        return verdict
-    sealer = Sealer(key)
+        return
     last = verdict.head[0] if verdict.head else 0
-    if database:
-        _check_witness(Path(database), sealer, record[0], positions, last, verdict)
+    if witnessed is not None:
+        _check_witness(*witnessed, positions, last, verdict)
     if head is not None:
         _check_given_head(head, positions, last, verdict)
-    return verdict
 
 
 def verify_file(path: str | Path, *, head: tuple[int, str] | None = None) -> Verdict:
@@ -617,17 +635,19 @@ _LABELS = {"raters": "name", "items": "uid", "questions": "key", "datasets": "na
 """The column that names a row of a versioned table in a verdict."""
 
 
-def _check_witness(database: Path, sealer: Sealer, record: str, positions: dict[int, str],
-                   last: int, verdict: Verdict) -> None:
+def _read_witness(database: Path, sealer: Sealer, record: str,
+                  verdict: Verdict) -> tuple[Path, list[Witnessed]] | None:
+    """The heads the witness holds (its path and them), its problems in `verdict`;
+    None when it holds none to check the record against."""
     path = witness_path(database)
     if path is None:
-        return
+        return None
     if not path.exists():
         verdict.problems.append(
             f"witness: {path} is not there, so a record cut short or an older copy put in its"
             " place cannot be seen (a copy of a database goes with its witness; or give the"
             " head you wrote down: verify --head)")
-        return
+        return None
     heads, bad = read(path, sealer, record)
     if bad:
         verdict.problems.append(
@@ -637,7 +657,13 @@ def _check_witness(database: Path, sealer: Sealer, record: str, positions: dict[
     if not heads:
         if not bad:
             verdict.problems.append(f"witness: {path.name} holds no head of this record")
-        return
+        return None
+    return path, heads
+
+
+def _check_witness(path: Path, heads: list[Witnessed], positions: dict[int, str], last: int,
+                   verdict: Verdict) -> None:
+    """The record holds every head witnessed, up to the furthest."""
     furthest = max(heads, key=lambda w: (w.seq, w.line))
     verdict.witnessed = furthest
     if furthest.seq > last:

@@ -736,3 +736,38 @@ def test_the_app_opened_without_the_records_key_says_so_in_one_line(db, monkeypa
     assert not at.exception
     assert len(at.error) == 1 and "is not here" in at.error[0].value
     assert db.read_bytes() == before
+
+
+def test_verify_while_reviewers_answer_finds_nothing_amiss(db):
+    """The witness is read first, then the database in one snapshot: heads witnessed
+    after the snapshot are not held against it."""
+    import threading
+
+    s = open_store(db)
+    me = ensure_reviewer(s, "Dr. Busy")
+    qid = s.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
+    items = [r[0] for r in s.query("SELECT id FROM items WHERE kind = 'prefix' LIMIT 150")]
+    s.close()
+    stop, errors = threading.Event(), []
+
+    def answering():
+        local = open_store(db)
+        try:
+            for n, item in enumerate(items * 4):
+                if stop.is_set():
+                    break
+                commit_answer(local, me, item, qid, ("0B", "1A")[n % 2])
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            local.close()
+
+    writer = threading.Thread(target=answering)
+    writer.start()
+    try:
+        verdicts = [verify_file(db) for _ in range(4)]
+    finally:
+        stop.set()
+        writer.join()
+    assert errors == [] and all(v.whole for v in verdicts), [v.problems for v in verdicts]
+    assert verify_file(db).whole
