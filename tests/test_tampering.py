@@ -771,3 +771,30 @@ def test_verify_while_reviewers_answer_finds_nothing_amiss(db):
         writer.join()
     assert errors == [] and all(v.whole for v in verdicts), [v.problems for v in verdicts]
     assert verify_file(db).whole
+
+
+@pytest.mark.parametrize("kind", ["chained", "versioned"])
+def test_a_table_sealed_later_takes_its_line_and_one_call(store, monkeypatch, kind):
+    """What another change does to seal a table of its own (e.g. a run): its line in
+    store/sealed.py, and a migration calling seal_tables after making the table."""
+    from store import sealed
+    from store.migrations import seal_tables
+
+    line = (sealed.chained("run", "runs are append-only", "id", "name") if kind == "chained"
+            else sealed.versioned("run", "id", "name"))
+    monkeypatch.setitem(sealed.SEALED, "runs_later", line)
+    with store.transaction() as conn:
+        conn.execute("CREATE TABLE runs_later (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO runs_later (name) VALUES ('made before it was sealed')")
+        seal_tables(store.db, ["runs_later"])
+        conn.execute("INSERT INTO runs_later (name) VALUES ('made after')")
+    problems = verify_file(store.path).problems
+    # Only that this test's table is not one the migrations make.
+    assert problems and all(p.startswith(("unknown table runs_later", "unknown trigger runs_later_"))
+                            for p in problems), problems
+    conn = sqlite3.connect(store.path, isolation_level=None)
+    with put_back(conn, "runs_later_no_update" if kind == "chained" else "runs_later_seal_update"):
+        conn.execute("UPDATE runs_later SET name = 'forged' WHERE id = 1")
+    conn.close()
+    assert any(p.startswith("runs_later: run 1 ") and "changed" in p
+               for p in verify_file(store.path).problems)
