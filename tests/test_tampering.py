@@ -408,6 +408,7 @@ EDITS = {
     "round_members": "named_by = 'forged'", "round_redraws": "reason = 'forged'",
     "tags": "description = 'forged'", "tag_changes": "note = 'forged'",
     "study_settings": "set_by = 'forged'", "raters": "specialty = 'forged'",
+    "runs": "protocol = 'forged'", "run_aliases": "alias = 'forged'",
     "items": "split = 'forged'", "questions": "text = 'forged'", "datasets": "kind = 'forged'",
     "imports": "actor = 'forged'", "review_rounds": "blinding = 'suggest'",
     "round_items": "answers_needed = 9", "row_versions": "digest = 'forged'",
@@ -465,8 +466,10 @@ def test_every_sealed_table_with_a_row_slipped_in_past_its_seal(db, capsys, tabl
                if r[1] not in ("id", "seq", "chain")]
     unique = {"raters": "name", "items": "uid", "questions": "key", "datasets": "name",
               "review_rounds": "name", "tags": "name", "codebook_versions": "version",
-              "imports": "sha256"}
+              "imports": "sha256", "run_aliases": "alias"}
     picked = [f"{c} || ' again'" if c == unique.get(table) else c for c in columns]
+    if table == "runs":  # its key is JSON, and the run's identity
+        picked[columns.index("key")] = "json_set(key, '$.again', 1)"
     if table in ("round_reviews", "round_frame", "round_items"):
         picked[columns.index("item_id")] = "(SELECT max(id) FROM items)"
     if table == "reveals":
