@@ -141,8 +141,10 @@ with st.sidebar:
         split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
         conv_round = st.selectbox("Patient's turn", kind_choices.rounds, index=None,
                                   format_func=turn, placeholder="All turns")
+        # No model's name, nor a queue of one model's replies, while any waits blind.
         model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
-                 if kind == "response" else None)
+                 if kind == "response" and not what_reviewer_sees(
+                     db, reviewer.id, queue=kind).model_hidden else None)
 filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model)
 round_id = this_round.id if this_round else None
 state_key = f"item:{kind}:{review_round}"

@@ -24,6 +24,7 @@ from store.chain import Sealer, register_functions, register_keyed, seal_version
 from store.key import RecordKey, RecordKeyError, find, missing
 from store.migrations import migrations
 from store.records import QuestionRecord
+from store.sessions import require_in_force
 from store.values import to_json, utcnow
 from store.witness import Witness, witness_path
 from store.writer import RecordWriter
@@ -194,6 +195,10 @@ class Store:
         self.conn = connect(self.path)
         self.db = Database(self.conn)
         self._in_tx = False
+        self.session_id: int | None = None
+        """Server mode: the sign-in (`sessions` row) this store acts in. Every write
+        transaction first checks it is still in force (`store.sessions`) and writes
+        nothing otherwise. None: no session (local mode, the command line)."""
         key = str(Path(self.path).resolve()) if self.path != ":memory:" else None
         self._key = key
         """The file's resolved path (None in memory): what a background
@@ -288,6 +293,8 @@ class Store:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
                 try:
+                    # Under the write lock: a session ended an instant ago writes nothing.
+                    require_in_force(self.conn, self.session_id)
                     if self.sealer is not None:
                         self.sealer.moved = False
                         self.sealer.versions.clear()
@@ -334,6 +341,12 @@ class Store:
         row = self.conn.execute(
             "SELECT last_id, hash FROM chain_heads WHERE name = 'record'").fetchone()
         return None if row is None else (row[0], row[1])
+
+    def require_session(self) -> None:
+        """Raise `store.sessions.SessionEnded` unless the session this store acts in
+        is in force: for a read that hands out data (a download), which no write
+        transaction guards."""
+        require_in_force(self.conn, self.session_id)
 
     def checkpoint(self, timeout: float = 10) -> None:
         """Copy everything committed into the database file itself and empty

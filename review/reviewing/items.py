@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, builtin_codebooks
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -110,6 +111,7 @@ def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
 def flag_item(store: Store, reviewer: Reviewer, item_id: int, raised: bool = True,
               note: str | None = None) -> None:
     """Raise (or clear) this reviewer's flag on an item, for later review."""
+    require_role(reviewer, "review")
     with store.transaction() as conn:
         cur = conn.execute(
             "INSERT INTO flags (item_id, rater_id, raised, note, created_at) VALUES (?,?,?,?,?)",
