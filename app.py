@@ -40,6 +40,7 @@ from pages._shared import (
     current_reviewer,
     login_identity,
     note_page,
+    record_key_problem,
     server_mode,
     sign_in,
     sign_out,
@@ -65,6 +66,10 @@ st.set_page_config(page_title="carelens", page_icon=ICON, layout="wide")
 begin_run()
 st.html(ASSETS / "carelens.css")  # the compact layout for laptop screens: style only
 page_keys()  # the focus back to the page after a choice in any drop-down list
+if (problem := record_key_problem()) is not None:
+    # Nothing can be written that would verify: said once, and nothing else is shown.
+    st.error(safe_markdown(problem), icon=":material/key_off:")
+    st.stop()
 
 
 def reviewer_sidebar() -> None:

@@ -653,8 +653,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Whether the record is whole: protections in place, hash chains unbroken.
     One line per problem (exit 1), or one line saying it is whole (exit 0)."""
     from store.verify import verify_file
+    from store.witness import parse_head
 
-    verdict = verify_file(args.db)
+    try:
+        head = parse_head(args.head) if args.head is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    verdict = verify_file(args.db, head=head)
     for line in verdict.lines():
         print(f"{args.db}: {line}")
     return 0 if verdict.whole else 1
@@ -664,13 +669,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_backup(args: argparse.Namespace) -> int:
     """A consistent copy made while the app serves (SQLite's online backup), verified."""
     from store.backup import BackupError, backup
+    from store.witness import witness_path
 
     out = output_file(args.out)
     try:
         made = backup(args.db, out)
     except BackupError as exc:
         raise UsageError(str(exc)) from None
-    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes"
+          + (f", head {made.verdict.head_text} (witnessed in {witness_path(args.db).name} and"
+             f" {witness_path(out).name})" if made.head is not None else ""))
     for line in made.verdict.lines():
         print(f"{out}: {line}")
     return 0 if made.verdict.whole else 1
@@ -1036,8 +1044,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
 
-    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
-                                  " chains unbroken (exit 1 on any problem)")
+    v = sub.add_parser("verify", help="check that the record is whole: the schema carelens's own,"
+                                      " the keyed chain unbroken, the witness's heads held"
+                                      " (exit 1 on any problem)")
+    v.add_argument("--head", metavar="POSITION:HASH",
+                   help="a head written down earlier (as verify or backup printed it): the"
+                        " record must hold it")
     b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
                                       " the app serves")
     b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
@@ -1081,6 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
+    from store.key import RecordKeyError
     from store.writer import InputError
 
     try:
@@ -1091,7 +1104,7 @@ def _main(argv: list[str] | None) -> int:
         if args.command not in NO_DATABASE:
             check_database(args.db, may_make=args.command in MAKE_DATABASE)
         return _run(args)
-    except (InputError, CodebookError, UsageError) as exc:
+    except (InputError, CodebookError, UsageError, RecordKeyError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:

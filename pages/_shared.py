@@ -28,6 +28,7 @@ from review.team.sessions import sign_out as end_session
 from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
 from store import Store
+from store.key import RecordKeyError, use_secret
 
 _RUN_KEY = "_carelens_run"
 
@@ -35,8 +36,23 @@ _RUN_KEY = "_carelens_run"
 def begin_run() -> None:
     """Called by app.py at the start of every script run: forget the last
     run's connection (a rerun may be on another thread; the old connection
-    is closed when collected)."""
+    is closed when collected), and pass the record's key from the secrets
+    (`[carelens] record_key`) to the store, which reads no secrets itself."""
     st.session_state[_RUN_KEY] = {}
+    try:
+        secret = st.secrets.get("carelens", {}).get("record_key")
+    except Exception:  # no secrets file, or no [carelens] section
+        secret = None
+    use_secret(secret)
+
+
+def record_key_problem() -> str | None:
+    """Why this database cannot be written (its record's key is not here, or the
+    key given is unusable), in one line; None when it can."""
+    try:
+        return store().no_key
+    except RecordKeyError as exc:
+        return str(exc)
 
 
 SESSION = "_carelens_session"

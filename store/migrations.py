@@ -1333,3 +1333,294 @@ CREATE TRIGGER sessions_never_deleted BEFORE DELETE ON sessions
 BEGIN SELECT RAISE(ABORT, 'sessions are never deleted: an ended one is what keeps its cookie out'); END;
 """
     )
+
+
+# -- m110: the record keyed ----------------------------------------------------------
+# seal_tables and its helpers make the triggers of the tables `store.sealed.SEALED`
+# lists. m110 calls them for every sealed table there is; a table sealed later (or a
+# field added to one) is sealed by a later migration calling `seal_tables` again.
+
+def _trigger_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+
+
+def _changed(table: str, new: str = "NEW.", old: str = "OLD.") -> str:
+    from store.sealed import SEALED
+
+    return " OR ".join(f"{new}{c} IS NOT {old}{c}" for c in SEALED[table].fields)
+
+
+def _sealed_triggers(table: str, have: set[str]) -> str:
+    """The SQL that seals `table` (`store.sealed`): a chained table's refusal of any
+    change but its own chain's write, its chain, and its refusals of DELETE and of
+    a replacement where it has none; a versioned table's versions on insert and on
+    change."""
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
+
+    seal = SEALED[table]
+    if seal.kind == CHAINED:
+        words = seal.refusal.replace("'", "''")
+        script = _no_update(table) + ("" if table == VERSIONS else
+            f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+            "BEGIN\n"
+            "    UPDATE chain_heads SET last_id = last_id + 1,\n"
+            f"        hash = carelens_seal(hash, last_id + 1, '{table}', {body(table, 'NEW.')})\n"
+            "    WHERE name = 'record';\n"
+            f"    UPDATE chain_heads SET last_id = NEW.rowid WHERE name = '{table}';\n"
+            f"    UPDATE {table} SET seq = (SELECT last_id FROM chain_heads WHERE name = 'record'),\n"
+            "        chain = (SELECT hash FROM chain_heads WHERE name = 'record')\n"
+            "    WHERE rowid = NEW.rowid;\n"
+            "END;\n")
+        if f"{table}_no_delete" not in have:
+            script += (f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}\n"
+                       f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+        if f"{table}_no_replace" not in have:
+            script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                       f"WHEN EXISTS (SELECT 1 FROM {table} WHERE rowid = NEW.rowid)\n"
+                       f"BEGIN SELECT RAISE(ABORT, '{words}: an insert may not take the place"
+                       " of a row that exists (INSERT OR REPLACE)'); END;\n")
+        return script
+    return (f"CREATE TRIGGER {table}_seal_insert AFTER INSERT ON {table}\n"
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid, NULL,"
+            f" carelens_digest({body(table, 'NEW.')})); END;\n"
+            f"CREATE TRIGGER {table}_seal_update AFTER UPDATE ON {table}\n"
+            f"WHEN {_changed(table)}\n"
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid,"
+            f" carelens_digest({body(table, 'OLD.')}), carelens_digest({body(table, 'NEW.')}));"
+            " END;\n")
+
+
+def _no_update(table: str) -> str:
+    """A chained table's refusal of UPDATE: the one change it takes is its chain
+    trigger writing the row's position and hash, once, as the row is inserted (a
+    version is inserted with them: it takes none)."""
+    from store.sealed import SEALED
+
+    words = SEALED[table].refusal.replace("'", "''")
+    return (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+            "WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR OLD.seq IS NOT NULL"
+            f" OR NEW.seq IS NULL OR {_changed(table)}\n"
+            f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+
+
+HEAD_GUARDS = ("chain_heads_no_insert", "chain_heads_no_delete", "chain_heads_forward_only")
+
+
+def _head_guards() -> str:
+    """The heads (`chain_heads`: the record's, and each chained table's last row id)
+    move forward only, by the chain triggers and the store's sealing of versions."""
+    return """
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_no_delete BEFORE DELETE ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= coalesce(OLD.last_id, 0)
+    OR CASE WHEN OLD.name = 'record' THEN NEW.hash IS NULL ELSE NEW.hash IS NOT NULL END
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+"""
+
+
+def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False) -> int:
+    """Seal these tables (`store.sealed.SEALED`) under the record's key, which the
+    connection has (m110 registers it): make their triggers (remade if there), give
+    each row of a chained table not yet in the record its position and hash (at
+    the record's end, table by table in the order given, each in rowid order), and
+    a version to each row of a versioned table. With `fields_changed` (a field was
+    added to a sealed table's line), every chained row of the record is chained
+    again from the first position, and every row of a versioned table named gets
+    a new version. Returns the positions written."""
+    from store.chain import digest, seal_versions
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
+    from store.sealed import chained_tables as every_chained
+
+    conn = db.conn
+    have = _trigger_names(conn)
+    script = "".join(f"DROP TRIGGER {g};\n" for g in HEAD_GUARDS if g in have)
+    for table in names:
+        if SEALED[table].kind == CHAINED:
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "seq" not in columns:
+                script += (f"ALTER TABLE {table} ADD COLUMN seq INTEGER;  -- the row's position in"
+                           " the record (store.chain); written on insert\n")
+            if "chain" not in columns:
+                script += (f"ALTER TABLE {table} ADD COLUMN chain TEXT;  -- HMAC-SHA256 under the"
+                           " record's key of the previous position's hash and this row"
+                           " (store.chain); written on insert\n")
+        for trigger in ((f"{table}_no_update", f"{table}_chain")
+                        if SEALED[table].kind == CHAINED
+                        else (f"{table}_seal_insert", f"{table}_seal_update")):
+            if trigger in have:
+                script += f"DROP TRIGGER {trigger};\n"
+    if script:
+        run_script(db, script)
+    seq, head = conn.execute("SELECT last_id, hash FROM chain_heads WHERE name = 'record'"
+                             ).fetchone()
+    written = 0
+    again = fields_changed and any(SEALED[t].kind == CHAINED for t in names)
+    # Versions are sealed by seal_versions alone (one left unsealed was written without
+    # the key, and stays so); in a chain made again, so are rows that never had a place.
+    order = [t for t in (every_chained() if again else names)
+             if SEALED[t].kind == CHAINED and (again or t != VERSIONS)]
+    if again:
+        seq, head = 0, None
+    sealer = getattr(db, "record_sealer", None) or _sealer(conn)
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in order:
+        if table not in present:
+            continue
+        if again and table not in names:
+            # Their triggers stay; only their hashes follow the new positions.
+            run_script(db, f"DROP TRIGGER {table}_no_update;\n")
+        which = " WHERE seq IS NOT NULL" if again else " WHERE seq IS NULL"
+        hashes = []
+        for rowid, fields in conn.execute(
+                f"SELECT rowid, {body(table)} FROM {table}{which}"
+                f" ORDER BY {'seq, ' if again else ''}rowid").fetchall():
+            seq += 1
+            head = sealer.seal(head, seq, table, fields)
+            hashes.append((seq, head, rowid))
+        conn.executemany(f"UPDATE {table} SET seq = ?, chain = ? WHERE rowid = ?", hashes)
+        written += len(hashes)
+        if again and table not in names:
+            run_script(db, _no_update(table))
+    conn.execute("UPDATE chain_heads SET last_id = ?, hash = ? WHERE name = 'record'",
+                 (seq, head))
+    for table in names:
+        if SEALED[table].kind == CHAINED and table in present:
+            conn.execute("INSERT INTO chain_heads (name, last_id, hash) SELECT ?, max(rowid), NULL"
+                         f" FROM {table} WHERE NOT EXISTS (SELECT 1 FROM chain_heads WHERE"
+                         " name = ?)", (table, table))
+    for table in names:
+        if table in present:
+            run_script(db, _sealed_triggers(table, _trigger_names(conn)))
+    run_script(db, _head_guards())
+    for table in names:
+        if SEALED[table].kind != CHAINED and table in present:
+            sealer.versions += [(table, r[0], None, digest(r[1])) for r in conn.execute(
+                f"SELECT rowid, {body(table)} FROM {table} ORDER BY rowid")]
+    return written + seal_versions(conn, sealer)
+
+
+def _sealer(conn: sqlite3.Connection):
+    from store.chain import Sealer
+    from store.key import RecordKeyError, find, missing
+
+    key_id = conn.execute("SELECT key_id FROM record").fetchone()[0]
+    key = find(key_id)
+    if key is None:
+        raise RecordKeyError(missing(key_id, _database(conn) or "memory"))
+    return Sealer(key)
+
+
+def _database(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database ('' in memory)."""
+    return next(r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main") or ""
+
+
+def _old_chains(conn: sqlite3.Connection) -> list[str]:
+    """What the chains before m110 (sha256 without a key, m015 and m041) say: one
+    line per table whose rows or head do not follow, none when they are whole."""
+    from store.chain import chain_hash
+
+    problems = []
+    heads = dict(conn.execute("SELECT name, hash FROM chain_heads").fetchall())
+    for table in chained_tables():  # m015's and m041's, as they were
+        broken, previous = 0, None
+        for stored, fields in conn.execute(
+                f"SELECT chain, {chained_body(table)} FROM {table} ORDER BY id"):
+            expected = chain_hash(previous, fields)
+            broken += stored != expected
+            previous = stored
+        if broken:
+            problems.append(f"{table}: {broken} row(s) did not follow from the chain")
+        if heads.get(table) != previous:
+            problems.append(f"{table}: the chain's head was not its last row")
+    return problems
+
+
+@migrations()
+def m110_record_keyed(db: Database) -> None:
+    """The record sealed under a key that is not in the database (`store.key`,
+    `store.chain`, `store.sealed`): one chain over every sealed table, keyed, so
+    that nobody holding only the file can recompute it, and versions of the rows
+    that change (a rater's role, an item filled in). The chains of m015 and m041
+    (sha256 without a key, one per table) are checked first and what they said
+    is written in the audit entry of this change (`record_keyed`); then every row
+    is chained again under the key, table by table, and the chain heads become
+    one: the record's. Runs once: a database whose record is already keyed (its
+    migrations list edited) is refused."""
+    import uuid
+
+    from store.chain import register_keyed
+    from store.key import RecordKeyError, for_new_record
+    from store.sealed import SEALED
+    from store.values import to_json, utcnow
+
+    conn = db.conn
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "record" in tables:
+        raise RecordKeyError(
+            f"{_database(conn) or 'the database'}: the record is already sealed under its key"
+            " (m110 ran), yet its list of migrations says not: it was edited; run carelens"
+            " verify")
+    old = _old_chains(conn)
+    database = _database(conn)
+    key = for_new_record(database)
+    # The one sealer of this connection: the triggers' and seal_tables', and the store's
+    # after the migrations (a later migration's versions are sealed as they commit).
+    db.record_sealer = register_keyed(conn, key)
+    run_script(db, """
+-- The record itself: which key seals it (its fingerprint, never the key) and its
+-- own id, which each line of its witness file names (store.witness).
+CREATE TABLE record (
+    id TEXT NOT NULL,                     -- the record's id (random), named by its witness file
+    key_id TEXT NOT NULL,                 -- the fingerprint of the key that seals it (store.key)
+    sealed_at TEXT NOT NULL               -- when it was first sealed under that key (ISO 8601, UTC)
+);
+CREATE TRIGGER record_no_insert BEFORE INSERT ON record
+WHEN EXISTS (SELECT 1 FROM record)
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+CREATE TRIGGER record_no_update BEFORE UPDATE ON record
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+CREATE TRIGGER record_no_delete BEFORE DELETE ON record
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+
+-- Each version of a row of a table whose rows change (store.sealed: raters, items,
+-- questions, ...): named by the table's triggers as the row is inserted or changed,
+-- and written, sealed and chained like an answer, by the store as that transaction
+-- commits (store.chain.seal_versions), so a change made outside carelens shows.
+CREATE TABLE row_versions (
+    id INTEGER PRIMARY KEY,
+    tbl TEXT NOT NULL,                    -- the sealed table (a versioned one in store.sealed)
+    row_id INTEGER NOT NULL,              -- the row's rowid in it
+    digest TEXT NOT NULL,                 -- sha256 of the row's sealed fields after the change
+    previous TEXT                         -- sha256 of the row's sealed fields before the change; NULL for an insert
+);
+
+-- The heads: the record's (its last position and that position's hash) and, for
+-- each chained table, its last row id (hash NULL), so that a table's last rows
+-- removed are named.
+DROP TRIGGER chain_heads_no_insert;
+DROP TRIGGER chain_heads_no_delete;
+DROP TRIGGER chain_heads_forward_only;
+DELETE FROM chain_heads;
+INSERT INTO chain_heads (name, last_id, hash) VALUES ('record', 0, NULL);
+""")
+    conn.execute("INSERT INTO record (id, key_id, sealed_at) VALUES (?, ?, ?)",
+                 (uuid.uuid4().hex, key.id, utcnow()))
+    present = [t for t in SEALED if t in tables or t == "row_versions"]
+    positions = seal_tables(db, present)
+    conn.execute(
+        "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new)"
+        " VALUES (?, 'system', 'record_keyed', 'record', NULL, ?, ?)",
+        (utcnow(), to_json({"chain": "sha256, one per table", "whole": not old,
+                            "problems": old}),
+         to_json({"chain": "HMAC-SHA256 under the record's key", "key": key.id,
+                  "positions": positions, "migration": "m110"})))
+    if old and database:
+        import sys
+
+        print(f"carelens: {database}: its chains were not whole when the record was sealed"
+              f" under its key ({'; '.join(old)}); written in the audit log (record_keyed)",
+              file=sys.stderr)
