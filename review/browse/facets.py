@@ -26,7 +26,8 @@ GATE_NAMES = {
     "process": "Process rubric", "verifier": "Verifier check",
 }
 KIND_NAMES = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Trajectories",
-              "graded_conversation": "Graded conversations", "task": "Tasks"}
+              "graded_conversation": "Graded conversations", "conversation": "Conversations",
+              "task": "Tasks"}
 
 
 @dataclass
