@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from codebook import Codebook, builtin_codebooks
+from codebook import Codebook, codebook_in_force
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -59,7 +59,10 @@ class Answer:
     created_at: str
 
 
-def load_item(store: Store, item_id: int) -> ItemView | None:
+def load_item(store: Store, item_id: int, question: str | None = None) -> ItemView | None:
+    """The item as the Review screen shows it, with the question asked of it: the one
+    keyed `question`, else the first of its kind; and that question's codebook at the
+    version in force."""
     row = store.query_one(
         "SELECT i.*, d.name AS dataset FROM items i JOIN datasets d ON d.id = i.dataset_id"
         " WHERE i.id = ?",
@@ -75,8 +78,8 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         turns = json.loads(parent["payload"]).get("turns", []) if parent else []
     q = store.query_one(
         "SELECT id, key, text, codebook FROM questions WHERE applies_to = ? AND item_id IS NULL"
-        " ORDER BY id LIMIT 1",
-        (row["kind"],),
+        " AND kind = 'labelset'" + (" AND key = ?" if question else "") + " ORDER BY id LIMIT 1",
+        (row["kind"], question) if question else (row["kind"],),
     )
     return ItemView(
         id=row["id"], uid=row["uid"], kind=row["kind"], dataset=row["dataset"],
@@ -86,7 +89,7 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         response=payload.get("response"), error=payload.get("error"), payload=payload,
         meta=meta, question_id=q["id"] if q else None, question_key=q["key"] if q else None,
         question_text=q["text"] if q else None,
-        codebook=builtin_codebooks().get(q["codebook"]) if q else None,
+        codebook=codebook_in_force(store, q["codebook"]) if q else None,
         parent_id=row["parent_id"],
     )
 

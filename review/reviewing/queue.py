@@ -24,6 +24,9 @@ class QueueFilter:
     model: str | None = None
     include_failed: bool = True
     """Failed generations are shown (as failures) unless excluded."""
+    question: str | None = None
+    """The question answered (its key), where a kind of item is asked several (a
+    study's conversations: a harm scale and an urgency scale); None: the first."""
     after: tuple[int, int, int] | None = None
     """(item id, import id, question id): only items that came after those:
     added after that item, added or completed (a stub replaced) by a later
@@ -83,12 +86,24 @@ class FilterChoices:
     kinds: list[str] = field(default_factory=list)
 
 
-def question_id_for_kind(store: Store, kind: str) -> int | None:
-    """The question asked of every item of a kind (rubric items add their own)."""
+def question_id_for_kind(store: Store, kind: str, question: str | None = None) -> int | None:
+    """The question asked of every item of a kind (rubric items add their own): the one
+    keyed `question`, else the first (a kind may be asked several label questions)."""
+    if question is not None:
+        return store.scalar("SELECT id FROM questions WHERE key = ? AND applies_to = ?"
+                            " AND item_id IS NULL", (question, kind))
     return store.scalar(
-        "SELECT id FROM questions WHERE applies_to = ? AND item_id IS NULL ORDER BY id LIMIT 1",
-        (kind,),
+        "SELECT id FROM questions WHERE applies_to = ? AND item_id IS NULL AND kind = 'labelset'"
+        " ORDER BY id LIMIT 1", (kind,),
     )
+
+
+def kind_questions(store: Store, kind: str) -> list[tuple[str, str]]:
+    """(key, text) of every label question asked of each item of a kind, in the order
+    the questions came (the Review screen's choice of question)."""
+    return [(r[0], r[1]) for r in store.query(
+        "SELECT key, text FROM questions WHERE applies_to = ? AND item_id IS NULL"
+        " AND kind = 'labelset' ORDER BY id", (kind,))]
 
 
 _ANSWERED = (
@@ -100,7 +115,7 @@ _ANSWERED = (
 def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
                          after_id: int | None = None) -> int | None:
     """The first item in the queue (after `after_id`, wrapping around)."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     if qid is None:
         return None
     where, params = filt.where()
@@ -117,7 +132,7 @@ def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
 def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progress:
     """How many items match the filter, and how many of them this reviewer
     has answered (cost grows with the reviewer's answers, not the items)."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     where, params = filt.where()
     total = store.scalar(f"SELECT COUNT(*) FROM items i WHERE {where}", params)
     done = store.scalar(
@@ -136,7 +151,7 @@ def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progres
 def first_skipped_item(store: Store, reviewer_id: int, filt: QueueFilter) -> int | None:
     """The first item (in queue order) whose answer in force from this
     reviewer is a skip: a way back to what they passed over."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     where, params = filt.where()
     return store.scalar(
         f"SELECT i.id FROM current_annotations a JOIN items i ON i.id = a.item_id"
