@@ -855,7 +855,18 @@ def codebooks(db: Any = None) -> dict[str, Codebook]:
     rows = db.query(IN_FORCE_SQL) if hasattr(db, "query") else db.execute(IN_FORCE_SQL).fetchall()
     for key, content in rows:
         books[key] = _stored(key, content)
+    _SEEN.update({k: b for k, b in books.items() if k not in builtin_codebooks()})
     return books
+
+
+_SEEN: dict[str, Codebook] = {}
+"""The study codebooks this process has read from a database, by key (the latest read)."""
+
+
+def known_codebooks() -> list[Codebook]:
+    """For words shown where no database is at hand (a label code's short name): the
+    shipped codebooks first, then the study codebooks this process has read."""
+    return [*builtin_codebooks().values(), *_SEEN.values()]
 
 
 def codebook_in_force(db: Any, key: str) -> Codebook | None:

@@ -77,9 +77,9 @@ from review.team.rounds import (
 from review.text import inline_code, safe_markdown
 
 KINDS = {"prefix": "Conversations", "response": "Model replies", "conversation": "Chats"}
+# A chat message's avatar by its role (any other role: a speech bubble).
 AVATARS = {"user": ":material/person:", "assistant": ":material/smart_toy:",
            "system": ":material/settings:", "tool": ":material/build:"}
-"""A chat message's avatar by its role (any other role: a speech bubble)."""
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
@@ -137,6 +137,24 @@ if st.query_params.get("kind") != kind:
     st.query_params["kind"] = kind
 
 kind_choices = filter_choices(db, kind)
+# The question answered: a round's own; else, where the kind is asked several, the one chosen.
+asked = kind_questions(db, kind)
+if this_round is not None:
+    question = this_round.question_key
+elif len(asked) > 1:
+    texts = dict(asked)
+    wanted_question = st.query_params.get("question")
+    with st.sidebar:
+        question = st.selectbox(
+            "Question to answer", list(texts), format_func=texts.get, key=f"question:{kind}",
+            index=list(texts).index(wanted_question) if wanted_question in texts else 0,
+            help="These items are asked several questions: answer them one at a time")
+else:
+    question = asked[0][0] if asked else None
+if len(asked) > 1 and st.query_params.get("question") != question:
+    st.query_params["question"] = question
+elif len(asked) <= 1:
+    st.query_params.pop("question", None)
 with st.sidebar:
     st.markdown("**Queue filters**")
     if this_round is not None:
@@ -147,26 +165,10 @@ with st.sidebar:
                                placeholder="All datasets")
         split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
         conv_round = st.selectbox("Patient's turn", kind_choices.rounds, index=None,
-                                  format_func=turn, placeholder="All turns")
+                                  format_func=turn, placeholder="All turns") \
+            if kind in ("prefix", "response") else None
         model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
-                 if kind == "response" else None)
-# The question answered: a round's own; else, where the kind is asked several, the one chosen.
-asked = kind_questions(db, kind)
-if this_round is not None:
-    question = this_round.question_key
-elif len(asked) > 1:
-    texts = dict(asked)
-    wanted_question = st.query_params.get("question")
-    question = st.selectbox(
-        "Question", list(texts), format_func=texts.get, key=f"question:{kind}",
-        index=list(texts).index(wanted_question) if wanted_question in texts else 0,
-        help="This kind of item is asked several questions: answer them one at a time")
-else:
-    question = asked[0][0] if asked else None
-if len(asked) > 1 and st.query_params.get("question") != question:
-    st.query_params["question"] = question
-elif len(asked) <= 1:
-    st.query_params.pop("question", None)
+                 if kind in ("response", "conversation") else None)
 filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model,
                    question=question)
 round_id = this_round.id if this_round else None
@@ -379,8 +381,9 @@ def show_chat(item: ItemView, name, sight: Sight) -> None:
             role = str(message.get("role") or "")
             with st.chat_message("assistant" if role == "assistant" else "user",
                                  avatar=AVATARS.get(role.lower(), ":material/chat:")):
-                st.caption(f"{n} · {safe_markdown(role)}"
-                           + (f" ({who})" if role == "assistant" and who else ""))
+                st.caption(f"{safe_markdown(role.capitalize())}"
+                           + (f" ({who})" if role == "assistant" and who else "")
+                           + f" · message {n}")
                 show_text(message.get("content"), key=f"message:{item.id}:{n}",
                           empty="(an empty message)")
 

@@ -14,10 +14,9 @@ answers, their order and so the statistic that fits (see :func:`level_of`):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
+from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, codebook, codebook_in_force
 from store import Store
 
 ITEM_WORDS = {
@@ -25,6 +24,7 @@ ITEM_WORDS = {
     "response": "responses",
     "trajectory": "trajectories",
     "graded_conversation": "graded conversations",
+    "conversation": "chats",
 }
 
 
@@ -95,16 +95,12 @@ def level_of(book: Codebook, question_kind: str) -> str:
 
 
 def codebook_for(store: Store, key: str) -> Codebook:
-    """A codebook by key: shipped with carelens, else its newest version in the database."""
-    book = builtin_codebooks().get(key)
-    if book is not None:
-        return book
-    row = store.query_one(
-        "SELECT content FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1", (key,)
-    )
-    if row is None:
+    """A codebook by key, at its version in force (`codebook.codebooks`: the shipped ones
+    and the study's own in the database)."""
+    book = codebook_in_force(store, key)
+    if book is None:
         raise ValueError(f"codebook {key!r} is neither shipped nor in this database")
-    return parse_codebook(json.loads(row[0]), source=f"database:{key}")
+    return book
 
 
 def _make(store: Store, key: str, where: str, params: tuple, title: str | None) -> QuestionSet:

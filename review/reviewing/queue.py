@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codebook import RUBRIC_KINDS
+from codebook.families import asks_outcome_sql
 from store import Store
 
 
@@ -52,14 +53,12 @@ class QueueFilter:
         if self.after is not None:
             # A question of a kind of item: of every prefix or response; of an agent run or
             # graded conversation only of its benchmark family (`criteria.asks_outcome`).
-            family = "substr(nq.key, 1, instr(nq.key, '.') - 1)"
             rubric = ", ".join(f"'{k}'" for k in RUBRIC_KINDS)
             clauses.append(
                 "(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM questions nq"
                 " WHERE nq.id > ? AND (nq.item_id IN (i.id, coalesce(i.parent_id, i.id))"
                 " OR (nq.item_id IS NULL AND nq.applies_to = i.kind"
-                f" AND (i.kind NOT IN ({rubric}) OR i.uid LIKE {family} || ':%'"
-                f" OR (SELECT kind FROM datasets WHERE id = i.dataset_id) = {family})))))")
+                f" AND (i.kind NOT IN ({rubric}) OR {asks_outcome_sql('nq.key')})))))")
             params.extend(self.after)
         return " AND ".join(clauses), params
 
