@@ -643,6 +643,11 @@ def cmd_triage(args: argparse.Namespace) -> int:
     from labels.report import triage_json
 
     store = open_store(args.db)
+    if args.question:
+        return _question_triage(store, args)
+    if args.reader or args.reference:
+        raise UsageError("--reader and --reference are for a study's own question: give "
+                         "--question too (CARE-Bench's labellings are chosen on their own)")
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
@@ -651,6 +656,29 @@ def cmd_triage(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
+    return 0
+
+
+def _question_triage(store, args: argparse.Namespace) -> int:
+    """`triage-metrics --question Q`: a study's own ordered scale, each reader against a
+    reference on the same items (labels.compare.study_triage)."""
+    import json
+
+    from labels.compare.study_triage import (
+        format_question_triage,
+        question_triage,
+        question_triage_dict,
+    )
+
+    try:
+        report = question_triage(store, args.question, readers=args.reader or None,
+                                 reference=args.reference or "group:majority",
+                                 filters=filters_of(args, TRIAGE_FILTERS),
+                                 n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(question_triage_dict(report), indent=2, ensure_ascii=False,
+                     allow_nan=False) if args.json else format_question_triage(report))
     return 0
 
 
@@ -1003,8 +1031,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "responses and a prompt's completions together: they are correlated), "
                         "unit, or auto (default: cases where the data have them)")
 
-    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
+    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per"
+                                              " label source; or a study's own ordered scale")
     add_filter_options(t, TRIAGE_FILTERS)
+    t.add_argument("--question", help="a study's own label question whose codebook marks a risk"
+                                      " order ([risk]): each reader scored against the reference"
+                                      " on the same items, per model")
+    t.add_argument("--reader", action="append", metavar="RATER",
+                   help="with --question: a rater to score (repeat it; default: every machine"
+                        " rater of the question)")
+    t.add_argument("--reference", metavar="RATER",
+                   help="with --question: what each reading is scored against (default"
+                        " group:majority, the clinicians' majority)")
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--common", action="store_true",
