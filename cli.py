@@ -5,7 +5,7 @@ functions the app's pages call. Errors in the user's input print one line
 naming file, line or field, and exit with status 2 (`import` tries every
 file it is given first, and reports each); so does a database the
 command cannot use (missing, in a missing folder, not a database, locked)
-and an output file in a missing folder. Only `demo`, `import` and `serve`
+and an output file in a missing folder. Only `demo`, `import`, `codebook add` and `serve`
 make a new database; every other command refuses one that does not exist,
 so a mistyped --db is never an empty database.
 """

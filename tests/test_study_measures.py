@@ -1,0 +1,110 @@
+"""A study's own codebook measured like CARE-Bench's: triage-style metrics where it
+marks a risk order, PPI and the label budget on its question, and the demo's own
+study loaded from its three files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli import main
+from labels.compare.study_triage import question_triage
+from labels.ppi_readings import read_metric
+from labels.ppi_report import ppi_report
+from review.datasets.sources import import_file
+from review.team.codebook_versions import add_codebook
+
+STUDY = Path(__file__).parent / "data" / "study"
+REFERENCE = [1, 3, 5, 5, 2, 4]
+JUDGE = [1, 2, 5, 3, 2, 5]
+"""By hand, the judge against the reference: accuracy 3/6; rated higher 1/6 (item 6),
+lower 2/6 (items 2, 4); missed action 1/4 (item 2: reference Moderate, judge Minor);
+unneeded action 0/2; urgent missed 1/2 (item 4); false urgent 1/4 (item 6)."""
+
+
+@pytest.fixture
+def scored(store, tmp_path):
+    for name in ("harm-5.toml", "referral-3.toml"):
+        add_codebook(store, (STUDY / name).read_text(encoding="utf-8"), name)
+    import_file(store, STUDY / "chats.jsonl")
+    rows = ["item_id,rater,value,question,rater_kind"]
+    for n, (ref, judge) in enumerate(zip(REFERENCE, JUDGE, strict=True), start=1):
+        rows += [f"chat-{n:02d},Dr. Ref,{ref},harm.severity,human",
+                 f"chat-{n:02d},acme-judge@v1,{judge},harm.severity,machine"]
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join(rows) + "\n")
+    import_file(store, path)
+    return store
+
+
+def test_the_risk_order_gives_the_triage_metrics_counted_by_hand(scored):
+    report = question_triage(scored, "harm.severity", reference="Dr. Ref", n_boot=0)
+    [reader] = report.readers
+    assert reader.reader == "acme-judge@v1" and set(reader.by_model) == {"acme-chat-2",
+                                                                         "all items"}
+    got = {k: (m.count, m.n) for k, m in reader.by_model["all items"].items() if k != "macro_f1"}
+    assert got == {"accuracy": (3, 6), "over_triage": (1, 6), "under_triage": (2, 6),
+                   "missed_care": (1, 4), "unnecessary_care": (0, 2),
+                   "urgent_false_negative": (1, 2), "false_urgent_escalation": (1, 4),
+                   "coverage": (6, 6)}
+    names = {k: m.name for k, m in reader.by_model["all items"].items()}
+    assert names["missed_care"] == "Missed action (reference Moderate or above, reader below)"
+    assert report.risk["acting"] == "3_MODERATE, 4_SERIOUS, 5_SEVERE"
+
+
+def test_the_command_line_gives_the_same_counts(scored, capsys):
+    assert main(["--db", str(scored.path), "triage-metrics", "--question", "harm.severity",
+                 "--reference", "Dr. Ref", "--json", "--n-boot", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    missed = out["readers"][0]["models"]["all items"]["missed_care"]
+    assert (missed["count"], missed["n"]) == (1, 4)
+    assert out["provenance"]["question"] == "harm.severity"
+    assert main(["--db", str(scored.path), "triage-metrics", "--question", "referral.advised",
+                 "--json"]) == 2
+    assert "marks no risk order" in capsys.readouterr().err
+
+
+def test_ppi_reads_a_study_question_item_by_item(scored):
+    action = read_metric(scored, "action_rate", "Dr. Ref", "acme-judge@v1",
+                         question="harm.severity")
+    [model] = action.by_model.values()
+    assert model.machine == [0.0, 0.0, 1.0, 1.0, 0.0, 1.0]  # items in id order: 1 2 5 3 2 5
+    assert [model.human[i] for i in range(6)] == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    mean = read_metric(scored, "mean_score", "Dr. Ref", "acme-judge@v1",
+                       question="harm.severity")
+    assert next(iter(mean.by_model.values())).machine == [1.0, 2.0, 5.0, 3.0, 2.0, 5.0]
+    report = ppi_report(scored, "action_rate", "Dr. Ref", "acme-judge@v1",
+                        question="harm.severity")
+    [estimate] = report.estimates
+    assert estimate.classical.value == pytest.approx(4 / 6)
+    with pytest.raises(ValueError, match="needs a risk order"):
+        read_metric(scored, "action_rate", "Dr. Ref", "acme-judge@v1",
+                    question="referral.advised")
+
+
+def test_the_label_budget_plans_a_study_question(scored, capsys):
+    assert main(["--db", str(scored.path), "plan-labels", "--metric", "mean_score",
+                 "--question", "harm.severity", "--human", "Dr. Ref", "--target-halfwidth",
+                 "0.5", "--replicates", "20", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["metric"] == "mean_score" and plan["models"][0]["model"] == "acme-chat-2"
+    assert plan["kappa"] is not None
+
+
+def test_the_demo_loads_its_own_study_from_its_three_files(demo):
+    assert demo.scalar("SELECT COUNT(*) FROM items WHERE kind = 'conversation'") == 24
+    version = demo.query_one("SELECT version, note FROM codebook_versions WHERE"
+                             " codebook = 'demo-harm'")
+    assert tuple(version) == ("1.0", "added from demo_study_harm.toml")
+    judge = demo.scalar("SELECT COUNT(*) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+                        " WHERE r.name = 'demo:harm-judge@v1'")
+    clinicians = demo.scalar(
+        "SELECT COUNT(DISTINCT r.name) FROM annotations a JOIN raters r ON r.id = a.rater_id"
+        " JOIN questions q ON q.id = a.question_id WHERE q.key = 'harm.severity'"
+        " AND r.kind = 'human'")
+    assert (judge, clinicians) == (24, 3)
+    report = question_triage(demo, "harm.severity", n_boot=0)
+    urgent = report.readers[0].by_model["all items"]["urgent_false_negative"]
+    assert urgent.count >= 1  # the demo's judge under-reads a severe conversation
