@@ -110,7 +110,12 @@ rounds = screen_rounds(db, tuple(KINDS))
 wanted_round = round_in_address(rounds, st.query_params.get("round"))
 FREE = 0  # "no round": a real option (None would show as an empty choice)
 round_ids = [FREE, *rounds]
-head = st.columns([1.2, 2.6, 2.4], vertical_alignment="center", gap="small")
+# A kind asked several questions (a study's chats) gets its question picker in the header,
+# where it is seen: each question is answered in its own pass, with its codebook's keys.
+asked_of = {k: kind_questions(db, k) for k in kinds}
+several = any(len(q) > 1 for q in asked_of.values())
+head = st.columns([1.0, 2.0, 2.0, 3.2] if several else [1.2, 2.6, 2.4],
+                  vertical_alignment="center", gap="small")
 head[0].title("Review", anchor=False)
 with head[1]:
     review_round = st.selectbox(
@@ -138,17 +143,18 @@ if st.query_params.get("kind") != kind:
 
 kind_choices = filter_choices(db, kind)
 # The question answered: a round's own; else, where the kind is asked several, the one chosen.
-asked = kind_questions(db, kind)
+asked = asked_of.get(kind) or kind_questions(db, kind)
 if this_round is not None:
     question = this_round.question_key
 elif len(asked) > 1:
     texts = dict(asked)
     wanted_question = st.query_params.get("question")
-    with st.sidebar:
-        question = st.selectbox(
-            "Question to answer", list(texts), format_func=texts.get, key=f"question:{kind}",
-            index=list(texts).index(wanted_question) if wanted_question in texts else 0,
-            help="These items are asked several questions: answer them one at a time")
+    question = head[3].selectbox(
+        "Question to answer", list(texts), format_func=texts.get, key=f"question:{kind}",
+        index=list(texts).index(wanted_question) if wanted_question in texts else 0,
+        label_visibility="collapsed",
+        help="These items are asked several questions: answer them one at a time, each "
+             "with its own keys")
 else:
     question = asked[0][0] if asked else None
 if len(asked) > 1 and st.query_params.get("question") != question:
@@ -658,6 +664,28 @@ def review_item() -> None:
         st.markdown(f"**{safe_markdown(item.question_text)}**")
         if sight.notice is not None:
             st.caption(sight.notice)
+        rkey, ckey = rationale_key(item.id), confidence_key(item.id)
+        restored = None
+        if rkey not in st.session_state and ckey not in st.session_state:
+            # Typed but not committed before a reload or a closed tab: bring it back.
+            draft = load_draft(s, reviewer.id, item.id, item.question_id)
+            if draft:
+                st.session_state[rkey] = draft.rationale or ""
+                st.session_state[ckey] = draft.confidence
+                restored = draft.updated_at
+        required = item.codebook.rationale_required
+
+        def rationale_area() -> None:
+            st.text_area("Rationale (required)" if required else "Rationale (optional)",
+                         key=rkey, height=68, on_change=on_draft,
+                         args=(item.id, item.question_id),
+                         placeholder=("This codebook asks why, with every answer: write it "
+                                      "first. " if required else "Why this label? ")
+                         + "Kept as a draft until you answer. "
+                           "Press Tab (or click outside the box) before a number key.")
+
+        if required:  # asked for first, above the answers, where it is seen
+            rationale_area()
         # Every action's key names the item it acts on: a key pressed while the screen
         # still shows this item, as the next one is being made ready, acts on this item
         # (or, once the next is on screen, on nothing), never on one not yet seen.
@@ -688,15 +716,6 @@ def review_item() -> None:
                       type="primary" if flagged else "secondary",
                       on_click=on_flag, args=(item.id, not flagged),
                       help="Mark the item for a second look")
-        rkey, ckey = rationale_key(item.id), confidence_key(item.id)
-        restored = None
-        if rkey not in st.session_state and ckey not in st.session_state:
-            # Typed but not committed before a reload or a closed tab: bring it back.
-            draft = load_draft(s, reviewer.id, item.id, item.question_id)
-            if draft:
-                st.session_state[rkey] = draft.rationale or ""
-                st.session_state[ckey] = draft.confidence
-                restored = draft.updated_at
         with st.container(horizontal=True, gap="small", vertical_alignment="center",
                           key="rv_confidence"):
             st.markdown(":small[Confidence (⇧1–5)]")
@@ -745,13 +764,8 @@ def review_item() -> None:
 
         if restored:
             st.caption(f"Draft restored (typed {restored[:16].replace('T', ' ')} UTC).")
-        required = item.codebook.rationale_required
-        st.text_area("Rationale (required)" if required else "Rationale (optional)", key=rkey,
-                     height=68, on_change=on_draft, args=(item.id, item.question_id),
-                     placeholder=("This codebook asks why, with every answer: write it first. "
-                                  if required else "Why this label? ")
-                     + "Kept as a draft until you answer. "
-                       "Press Tab (or click outside the box) before a number key.")
+        if not required:
+            rationale_area()
 
         if current is not None:
             with st.container(border=True, key="rv_mine"):
