@@ -26,7 +26,8 @@ from review.team.reviewers import can_adjudicate
 from review.text import safe_markdown
 
 ITEM_WORDS = {"prefix": "conversation so far", "response": "model reply",
-              "trajectory": "agent run", "graded_conversation": "graded conversation"}
+              "trajectory": "agent run", "graded_conversation": "graded conversation",
+              "conversation": "chat"}
 GROUPS = (("human", "Clinicians"), ("machine", "Machine raters"), ("reference", "References"))
 
 st.title("Disagreement", anchor=False)
@@ -117,6 +118,17 @@ def show_item() -> None:
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
                 st.caption(f"Reply · {md(item.model or 'model')}")
                 show_text(item.response or item.error, key=f"dis:{item.id}:reply")
+        return
+    if found.kind == "conversation":
+        item = load_item(db, found.item_id)
+        for n, message in enumerate(item.payload.get("messages") or [], start=1):
+            role = str(message.get("role") or "")
+            with st.chat_message("assistant" if role == "assistant" else "user",
+                                 avatar=":material/smart_toy:" if role == "assistant"
+                                 else ":material/person:"):
+                st.caption(f"{md(role.capitalize())} · message {n}")
+                show_text(message.get("content"), key=f"dis:{item.id}:m{n}",
+                          empty="(an empty message)")
         return
     if found.kind == "trajectory":
         view = load_trajectory(db, found.uid)
