@@ -108,3 +108,44 @@ def test_the_demo_loads_its_own_study_from_its_three_files(demo):
     report = question_triage(demo, "harm.severity", n_boot=0)
     urgent = report.readers[0].by_model["all items"]["urgent_false_negative"]
     assert urgent.count >= 1  # the demo's judge under-reads a severe conversation
+
+
+def test_a_round_over_a_studys_chats_is_answered_adjudicated_and_exported(store, tmp_path):
+    """Rounds, blinding, adjudication and the export on a study's own question, as on
+    CARE-Bench's: two reviewers per chat, their disagreement settled by an adjudicator
+    with the study codebook's code."""
+    import csv
+
+    from review.datasets.export import export_annotations
+    from review.reviewing.commit import commit_answer
+    from review.team.adjudication import adjudication_queue, settle
+    from review.team.reviewers import ensure_reviewer
+    from review.team.rounds import RoundSpec, create_round, reserve_next_item
+
+    add_codebook(store, (STUDY / "harm-5.toml").read_text(encoding="utf-8"), "harm-5.toml")
+    import_file(store, STUDY / "chats.jsonl")
+    admin = ensure_reviewer(store, "Dr. Lead", role="admin")
+    judge = ensure_reviewer(store, "Dr. Judge", role="adjudicator")
+    ana, ben = ensure_reviewer(store, "Dr. Ana"), ensure_reviewer(store, "Dr. Ben")
+    round_id = create_round(store, RoundSpec("Harm pilot", "harm.severity", reviewers_per_item=2,
+                                             limit=3, blinding="blind"), admin)
+    question = store.scalar("SELECT id FROM questions WHERE key = 'harm.severity'")
+    given = {}
+    for reviewer, values in ((ana, ["1", "4", "5"]), (ben, ["1", "2", "5"])):
+        for value in values:
+            item = reserve_next_item(store, round_id, reviewer)
+            commit_answer(store, reviewer, item, question, value, round_id=round_id,
+                          mode="blind")
+            given.setdefault(item, []).append(value)
+    assert store.scalar("SELECT kind FROM items WHERE id = ?", (next(iter(given)),)) == \
+        "conversation"
+    queue = adjudication_queue(store, round_id, judge)
+    assert len(queue) == 1 and sorted(a.value for a in queue[0].answers) == ["2_MINOR",
+                                                                             "4_SERIOUS"]
+    settle(store, round_id, queue[0].item_id, judge, "4", "reviewer_error", "missed red flag")
+    out = tmp_path / "answers.csv"
+    export_annotations(store, out)
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    settled = [r for r in rows if r["rater"] == "adjudicated"]
+    assert [(r["question"], r["value"]) for r in settled] == [("harm.severity", "4_SERIOUS")]
+    assert {r["codebook_version"] for r in rows if r["rater"] in ("Dr. Ana", "Dr. Ben")} == {"1.0"}
