@@ -52,9 +52,9 @@ CRITERIA_METRICS = {
     "pass_rate": "Pass rate (every criterion met)",
 }
 LABEL_METRICS = {
-    "action_rate": "Calls for action (share of items, by the codebook's risk order)",
-    "urgent_rate": "Urgent (share of items at the codebook's urgent label)",
-    "mean_score": "Mean score (the label's value, or its place in the scale)",
+    "action_rate": "Calls for action (share)",
+    "urgent_rate": "Urgent (share)",
+    "mean_score": "Mean score",
 }
 """Means over the items of a study's own label question (``question``)."""
 METRICS = {**{k: METRIC_NAMES[k] for k in SHARE_KEYS}, **CRITERIA_METRICS, **LABEL_METRICS}

@@ -555,20 +555,27 @@ def machines_tab() -> None:
 
 # -- Triage and the leaderboard ---------------------------------------------------------
 
-def study_triage() -> None:
+def study_triage(book) -> None:
     """A study's own ordered scale with a risk order: each machine reader against the
     clinicians' majority (or rater B), per model (`labels.compare.study_triage`)."""
-    reference = b if b and b != a else MAJORITY
+    # The machine on screen (rater B, else A) read against the other rater on screen (the
+    # clinicians' majority unless another is chosen); with no machine there, every machine.
+    kinds = {c.spec: c.kind for c in choices}
+    machine = next((r for r in (b, a) if r and kinds.get(r) == "machine"), None)
+    other = next((r for r in (a, b) if r and r != machine and kinds.get(r) != "machine"), None)
+    reference = other or MAJORITY
     try:
-        t = call("question_triage", qkey, None, reference, filters)
+        t = call("question_triage", qkey, [machine] if machine else None, reference, filters)
     except ValueError as exc:
         st.info(md(exc), icon=":material/info:")
         return
     st.subheader("Does a reader miss what calls for action?", anchor=False)
-    st.caption(f"Each machine reader of this question scored against "
-               f"{md(display_name(reference))} on the same items, per model: acting from "
-               f"**{md(t.risk['action_from'])}** up, urgent **{md(t.risk['urgent'])}** (the "
-               "codebook's risk order). After each value, its 95% interval and its count.")
+    st.caption(f"{'The machine reader' if machine else 'Each machine reader'} of this "
+               "question scored against "
+               f"{md(display_name(reference))} on the same items, per model: from "
+               f"**{md(book.label(t.risk['action_from']).short)}** up an answer calls for "
+               f"action, **{md(book.label(t.risk['urgent']).short)}** is urgent (the codebook's "
+               "risk order). After each value, its 95% interval and its count.")
     for reader in t.readers:
         st.markdown(f"**{md(display_name(reader.reader))}**")
         rows = []
@@ -590,7 +597,7 @@ def triage_tab() -> None:
     if qs.codebook != CAREBENCH:
         book = codebook_for(db, qs.codebook) if qs.kind == "labelset" else None
         if book is not None and book.risk is not None:
-            study_triage()
+            study_triage(book)
             return
         st.info("Triage metrics apply to an ordered scale that marks what calls for action: "
                 "the CARE-Bench escalation labels, or a study's own codebook with a risk order "

@@ -19,11 +19,71 @@ from review.team.reviewers import Reviewer, is_admin
 from review.text import inline_code, plural, safe_markdown
 
 FLASH = "codebook_flash"
+EDIT_FLASH = "codebook_edit_flash"
 ADDED = "codebook_added"
 
 st.title("Codebook", anchor=False)
 db = store()
 me = current_reviewer()
+
+
+def add_from_file(admin: Reviewer) -> None:
+    """The upload's add: the file checked as `carelens codebook add` checks it, stored as a
+    new version (the role is checked again in `add_codebook`)."""
+    upload = st.session_state.get("codebook_file")
+    if upload is None:
+        st.session_state[FLASH] = ("warning", "Choose a codebook file (.toml) first.")
+        return
+    raw = upload.getvalue()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        st.session_state[FLASH] = ("error", safe_markdown(
+            f"{upload.name}:{line}: not UTF-8 text (byte {exc.start}); nothing was stored"))
+        return
+    try:
+        added = add_codebook(store(), text, upload.name, by=admin, server=server_mode(),
+                             note=st.session_state.get("codebook_note") or None)
+    except (CodebookError, NotAllowed) as exc:
+        st.session_state[FLASH] = ("error", safe_markdown(f"{exc}; nothing was stored"))
+        return
+    book = added.book
+    if added.stored:
+        st.session_state[ADDED] = book.key
+        asks = [q.text for q in book.questions] + [c.text for c in book.criteria]
+        st.session_state[FLASH] = ("success", safe_markdown(
+            f"Added “{book.title}” (version {book.version}, {plural(len(book.labels), 'label')})."
+            + (f" It asks: {' · '.join(f'“{a}”' for a in asks)}." if asks else "")
+            + " Its questions can now be imported, answered and compared."))
+    else:
+        st.session_state[FLASH] = ("info", safe_markdown(
+            f"{book.title} version {book.version} is the version in force already: "
+            "nothing changed."))
+
+
+may_add = allowed(me, "add_codebook", server=server_mode())
+flash = st.session_state.pop(FLASH, None)
+if flash and may_add:
+    getattr(st, flash[0])(flash[1])
+if may_add and me is not None:
+    # At the top, where an admin looks for it; open while a file is chosen or refused.
+    with st.expander("Add a codebook from a file (this study's own, or a new version)",
+                     icon=":material/upload_file:",
+                     expanded=(flash is not None and flash[0] != "success")
+                     or st.session_state.get("codebook_file") is not None):
+        st.caption("A TOML file in the format carelens's own codebooks use (see "
+                   "`carelens codebook export carebench-escalation`): labels with codes, keys, "
+                   "definitions, rules and examples; a scale; the questions it asks. It is "
+                   "checked whole; a file with a mistake is refused, naming its line, and "
+                   "nothing is stored. `carelens codebook add FILE.toml` does the same.")
+        st.file_uploader("Codebook file", type=["toml"], key="codebook_file")
+        st.text_input("Note (optional)", placeholder="What this version is for",
+                      key="codebook_note")
+        st.button("Check and add", type="primary", icon=":material/add:",
+                  on_click=add_from_file, args=(me,))
+
+
 listed = {x.book.key: x for x in list_codebooks(db)}
 wanted = st.session_state.pop(ADDED, None) or st.query_params.get("codebook")
 keys = list(listed)
@@ -104,65 +164,15 @@ def save_edit(form: str, admin: Reviewer, key: str, label: Label, seen: str) -> 
         version = edit_label(store(), admin, key, label.code, changes,
                              st.session_state.get(f"{form}:note") or "", base_version=seen)
     except CodebookError as exc:
-        st.session_state[FLASH] = ("error", safe_markdown(str(exc)))
+        st.session_state[EDIT_FLASH] = ("error", safe_markdown(str(exc)))
     else:
-        st.session_state[FLASH] = ("success", f"Saved as version {safe_markdown(version)}.")
+        st.session_state[EDIT_FLASH] = ("success", f"Saved as version {safe_markdown(version)}.")
 
-
-def add_from_file(admin: Reviewer) -> None:
-    """The upload's add: the file checked as `carelens codebook add` checks it, stored as a
-    new version (the role is checked again in `add_codebook`)."""
-    upload = st.session_state.get("codebook_file")
-    if upload is None:
-        st.session_state[FLASH] = ("warning", "Choose a codebook file (.toml) first.")
-        return
-    raw = upload.getvalue()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        st.session_state[FLASH] = ("error", safe_markdown(
-            f"{upload.name}:{line}: not UTF-8 text (byte {exc.start}); nothing was stored"))
-        return
-    try:
-        added = add_codebook(store(), text, upload.name, by=admin, server=server_mode(),
-                             note=st.session_state.get("codebook_note") or None)
-    except (CodebookError, NotAllowed) as exc:
-        st.session_state[FLASH] = ("error", safe_markdown(f"{exc}; nothing was stored"))
-        return
-    book = added.book
-    if added.stored:
-        st.session_state[ADDED] = book.key
-        asks = [q.text for q in book.questions] + [c.text for c in book.criteria]
-        st.session_state[FLASH] = ("success", safe_markdown(
-            f"Added {book.title}, version {book.version}: {plural(len(book.labels), 'label')}"
-            + (f"; it asks: {'; '.join(asks)}" if asks else "")
-            + ". Its questions can now be imported, answered and compared."))
-    else:
-        st.session_state[FLASH] = ("info", safe_markdown(
-            f"{book.title} version {book.version} is the version in force already: "
-            "nothing changed."))
-
-
-may_add = allowed(me, "add_codebook", server=server_mode())
-flash = st.session_state.pop(FLASH, None)
-if flash and (may_add or is_admin(me)):
-    getattr(st, flash[0])(flash[1])
-if may_add and me is not None:
-    with st.expander("Add a codebook from a file (this study's own, or a new version)",
-                     icon=":material/upload_file:", expanded=flash is not None and flash[0] != "success"):
-        st.caption("A TOML file in the format carelens's own codebooks use (see "
-                   "`carelens codebook export carebench-escalation`): labels with codes, keys, "
-                   "definitions, rules and examples; a scale; the questions it asks. It is "
-                   "checked whole; a file with a mistake is refused, naming its line, and "
-                   "nothing is stored. `carelens codebook add FILE.toml` does the same.")
-        st.file_uploader("Codebook file", type=["toml"], key="codebook_file")
-        st.text_input("Note (optional)", placeholder="What this version is for",
-                      key="codebook_note")
-        st.button("Check and add", type="primary", icon=":material/add:",
-                  on_click=add_from_file, args=(me,))
 
 if is_admin(me):
+    edited = st.session_state.pop(EDIT_FLASH, None)
+    if edited:
+        getattr(st, edited[0])(edited[1])
     with st.expander("Edit a label's wording (makes a new version)", icon=":material/edit:"):
         st.caption("Codes stay fixed so that earlier answers keep their meaning; each answer keeps "
                    "the version it was given under.")
