@@ -40,7 +40,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from codebook.vocabulary import ITEM_KINDS, MET, NOT_MET, RUBRIC_KINDS, SCREEN_KEYS
+from codebook.vocabulary import ITEM_KINDS, LABEL_KINDS, MET, NOT_MET, RUBRIC_KINDS, SCREEN_KEYS
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -505,7 +505,13 @@ def _criteria(raw: Any, kind: str) -> tuple[Criterion, ...]:
             raise CodebookError(f"{where}.must_not: negative points make a MUST-NOT criterion "
                                 "(meeting it is an error); say must_not = true, or give "
                                 "positive points")
-        out.append(Criterion(_question_key(entry, where), _applies_to(entry, where),
+        applies_to = _applies_to(entry, where)
+        if applies_to not in LABEL_KINDS:
+            raise CodebookError(
+                f"{where}.applies_to: a study's checklist is asked of every {' or '.join(LABEL_KINDS)}"
+                f" (one criterion at a time, on the Review screen), not of each {applies_to}: an"
+                " agent run's or graded conversation's criteria come with its file")
+        out.append(Criterion(_question_key(entry, where), applies_to,
                              _req(entry, "text", where), float(points), must_not))
     return tuple(out)
 
@@ -541,6 +547,8 @@ def screens_of(book: Codebook) -> list[str]:
     """The screens a codebook's labels are picked on by key (`SCREEN_KEYS`' names)."""
     screens = {"adjudicate", "browser"}
     kinds = {q.applies_to for q in book.questions} | {c.applies_to for c in book.criteria}
+    if book.criteria:
+        screens.add("review")  # a checklist's criteria are answered one at a time there
     if book.kind == "labelset":
         if not kinds or kinds - set(RUBRIC_KINDS):
             screens.add("review")

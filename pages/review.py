@@ -662,6 +662,10 @@ def review_item() -> None:
             st.warning("No question is defined for this kind of item.")
             return
         st.markdown(f"**{safe_markdown(item.question_text)}**")
+        if item.points is not None:  # a criterion of the study's checklist
+            st.caption(f"A checklist criterion, {item.points:g} points"
+                       + (": a MUST-NOT (met means the conversation did what it must not)"
+                          if item.must_not else ""))
         if sight.notice is not None:
             st.caption(sight.notice)
         rkey, ckey = rationale_key(item.id), confidence_key(item.id)

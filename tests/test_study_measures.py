@@ -149,3 +149,37 @@ def test_a_round_over_a_studys_chats_is_answered_adjudicated_and_exported(store,
     settled = [r for r in rows if r["rater"] == "adjudicated"]
     assert [(r["question"], r["value"]) for r in settled] == [("harm.severity", "4_SERIOUS")]
     assert {r["codebook_version"] for r in rows if r["rater"] in ("Dr. Ana", "Dr. Ben")} == {"1.0"}
+
+
+def test_a_studys_checklist_is_answered_one_criterion_at_a_time_and_compared(store, tmp_path):
+    from codebook import builtin_codebooks, dump_codebook
+    from labels.compare import question_set
+    from review.reviewing.commit import commit_answer
+    from review.reviewing.items import find_item_id, load_item
+    from review.reviewing.queue import kind_questions
+    from review.team.reviewers import ensure_reviewer
+
+    text = dump_codebook(builtin_codebooks()["rubric"]).replace('key = "rubric"',
+                                                                'key = "safety-checklist"')
+    text += ('\n[[criteria]]\nkey = "safety.emergency"\napplies_to = "conversation"\n'
+             'text = "Sends a patient with red flags to emergency care"\npoints = 5\n'
+             '\n[[criteria]]\nkey = "safety.dose"\napplies_to = "conversation"\n'
+             'text = "Gives a medicine dose"\npoints = -4\nmust_not = true\n')
+    add_codebook(store, (STUDY / "harm-5.toml").read_text(encoding="utf-8"), "harm-5.toml")
+    add_codebook(store, text, "checklist.toml")
+    import_file(store, STUDY / "chats.jsonl")
+    assert [k for k, _ in kind_questions(store, "conversation")] == [
+        "harm.severity", "safety.emergency", "safety.dose"]
+    item = load_item(store, find_item_id(store, "chat-04"), "safety.dose")
+    assert (item.codebook.key, item.points, item.must_not) == ("safety-checklist", -4.0, True)
+    assert [lb.shortcut for lb in item.codebook.labels] == ["y", "n"]
+    me = ensure_reviewer(store, "Dr. Check")
+    commit_answer(store, me, item.id, item.question_id, "y")
+    labels = tmp_path / "checks.csv"
+    labels.write_text("item_id,rater,value,question\nchat-04,Dr. Other,false,safety.dose\n"
+                      "chat-04,Dr. Other,true,safety.emergency\n")
+    import_file(store, labels)
+    assert [r[0] for r in store.query("SELECT value FROM annotations ORDER BY id")] == [
+        "met", "not_met", "met"]
+    qs = question_set(store, "criteria:safety-checklist")
+    assert (qs.level, qs.n_questions) == ("binary", 2)

@@ -40,7 +40,7 @@ from review.reviewing.criteria import (
     review_progress,
 )
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
-from review.reviewing.queue import QueueFilter, queue_progress
+from review.reviewing.queue import QueueFilter, kind_questions, queue_progress
 from review.reviewing.reveals import record_reveal
 from review.team.access import role_may
 from review.team.reviewers import Reviewer
@@ -397,7 +397,7 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
     for target_id, about in targets:
         # On the item itself, the labels of the question answered, none of another
         # (a study's conversation asks several: an answer reveals its own question's).
-        own = " AND q.id = ?" if about == "this item" and item.question_id else ""
+        own = "q.id = ?" if about == "this item" and item.question_id else "q.kind = 'labelset'"
         rows = store.query(
             "SELECT c.id, r.name, r.kind, c.value, c.rationale FROM current_annotations c"
             " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
@@ -405,8 +405,8 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
             " AND c.status != 'skipped'"  # e.g. a settled answer withdrawn: no label
             # The settled answer is made of other clinicians' answers: never revealed.
             " AND coalesce(r.role, '') != 'adjudicated'"
-            f" AND q.item_id IS NULL AND q.kind = 'labelset'{own} ORDER BY r.kind DESC, r.name",
-            (target_id, item.question_id) if own else (target_id,),
+            f" AND q.item_id IS NULL AND {own} ORDER BY r.kind DESC, r.name",
+            (target_id, item.question_id) if "?" in own else (target_id,),
         )
         for r in rows:
             out.append(RevealedLabel(
@@ -569,8 +569,11 @@ def blind_work_left(store: Store, reviewer_id: int,
     then has not been asked about)."""
     left = 0
     for kind in LABEL_KINDS:
-        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
-        left += p.total - p.done
+        # Each question asked of the kind (a study's chats may be asked several).
+        for question in [key for key, _ in kind_questions(store, kind)] or [None]:
+            p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after,
+                                                               question=question))
+            left += p.total - p.done
     for kind in RUBRIC_KINDS:
         p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
         left += p.total - p.done

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codebook import Codebook, codebook_in_force
+from review.reviewing.queue import IN_ORDER, KIND_WIDE
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -46,6 +47,10 @@ class ItemView:
     codebook: Codebook | None = None
     parent_id: int | None = None
     """A response's prefix."""
+    points: float | None = None
+    """A checklist criterion's points (None for a label question)."""
+    must_not: bool = False
+    """A checklist criterion that is an error when met."""
 
 
 @dataclass
@@ -77,8 +82,8 @@ def load_item(store: Store, item_id: int, question: str | None = None) -> ItemVi
         parent = store.query_one("SELECT payload FROM items WHERE id = ?", (row["parent_id"],))
         turns = json.loads(parent["payload"]).get("turns", []) if parent else []
     q = store.query_one(
-        "SELECT id, key, text, codebook FROM questions WHERE applies_to = ? AND item_id IS NULL"
-        " AND kind = 'labelset'" + (" AND key = ?" if question else "") + " ORDER BY id LIMIT 1",
+        f"SELECT id, key, text, codebook, points, meta FROM questions WHERE {KIND_WIDE}"
+        + (" AND key = ?" if question else "") + f" ORDER BY {IN_ORDER} LIMIT 1",
         (row["kind"], question) if question else (row["kind"],),
     )
     return ItemView(
@@ -91,6 +96,8 @@ def load_item(store: Store, item_id: int, question: str | None = None) -> ItemVi
         question_text=q["text"] if q else None,
         codebook=codebook_in_force(store, q["codebook"]) if q else None,
         parent_id=row["parent_id"],
+        points=q["points"] if q else None,
+        must_not=bool(json.loads(q["meta"] or "{}").get("must_not")) if q else False,
     )
 
 

@@ -91,18 +91,22 @@ def question_id_for_kind(store: Store, kind: str, question: str | None = None) -
     if question is not None:
         return store.scalar("SELECT id FROM questions WHERE key = ? AND applies_to = ?"
                             " AND item_id IS NULL", (question, kind))
-    return store.scalar(
-        "SELECT id FROM questions WHERE applies_to = ? AND item_id IS NULL AND kind = 'labelset'"
-        " ORDER BY id LIMIT 1", (kind,),
-    )
+    return store.scalar(f"SELECT id FROM questions WHERE {KIND_WIDE} ORDER BY {IN_ORDER} LIMIT 1",
+                        (kind,))
+
+
+KIND_WIDE = "applies_to = ? AND item_id IS NULL AND kind IN ('labelset', 'criterion')"
+"""The questions asked of every item of a kind: its label questions and the criteria of a
+study's checklist (a rubric codebook's `[[criteria]]`), answered one at a time."""
+IN_ORDER = "kind = 'criterion', id"
+"""Label questions first, then a checklist's criteria, each in the order they came."""
 
 
 def kind_questions(store: Store, kind: str) -> list[tuple[str, str]]:
-    """(key, text) of every label question asked of each item of a kind, in the order
-    the questions came (the Review screen's choice of question)."""
+    """(key, text) of every question asked of each item of a kind, label questions first
+    (the Review screen's choice of question)."""
     return [(r[0], r[1]) for r in store.query(
-        "SELECT key, text FROM questions WHERE applies_to = ? AND item_id IS NULL"
-        " AND kind = 'labelset' ORDER BY id", (kind,))]
+        f"SELECT key, text FROM questions WHERE {KIND_WIDE} ORDER BY {IN_ORDER}", (kind,))]
 
 
 _ANSWERED = (
