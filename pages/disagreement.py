@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, viewer_store
+from pages._shared import (
+    current_reviewer,
+    labels_gate,
+    server_mode,
+    show_messages,
+    show_text,
+    viewer_store,
+)
 from pages._steps import code_span
 from review.browse import item_link
 from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
@@ -120,15 +127,8 @@ def show_item() -> None:
                 show_text(item.response or item.error, key=f"dis:{item.id}:reply")
         return
     if found.kind == "conversation":
-        item = load_item(db, found.item_id)
-        for n, message in enumerate(item.payload.get("messages") or [], start=1):
-            role = str(message.get("role") or "")
-            with st.chat_message("assistant" if role == "assistant" else "user",
-                                 avatar=":material/smart_toy:" if role == "assistant"
-                                 else ":material/person:"):
-                st.caption(f"{md(role.capitalize())} · message {n}")
-                show_text(message.get("content"), key=f"dis:{item.id}:m{n}",
-                          empty="(an empty message)")
+        show_messages(load_item(db, found.item_id).payload.get("messages"),
+                      f"dis:{found.item_id}")
         return
     if found.kind == "trajectory":
         view = load_trajectory(db, found.uid)

@@ -30,6 +30,7 @@ from pages._shared import (
     item_asked_by_address,
     put_item_in_address,
     require_reviewer,
+    show_messages,
     show_text,
     store,
 )
@@ -77,9 +78,6 @@ from review.team.rounds import (
 from review.text import inline_code, safe_markdown
 
 KINDS = {"prefix": "Conversations", "response": "Model replies", "conversation": "Chats"}
-# A chat message's avatar by its role (any other role: a speech bubble).
-AVATARS = {"user": ":material/person:", "assistant": ":material/smart_toy:",
-           "system": ":material/settings:", "tool": ":material/build:"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
@@ -381,17 +379,9 @@ def show_chat(item: ItemView, name, sight: Sight) -> None:
     """A study's own chat, message by message, each with its role as the file gives it
     (the model behind the assistant named by its letter, never by name to a reviewer
     kept blind to it)."""
-    who = f"model {name.model_letter}" if name.model_letter else None
     with st.container(border=True, key="rv_chat"):
-        for n, message in enumerate(item.payload.get("messages") or [], start=1):
-            role = str(message.get("role") or "")
-            with st.chat_message("assistant" if role == "assistant" else "user",
-                                 avatar=AVATARS.get(role.lower(), ":material/chat:")):
-                st.caption(f"{safe_markdown(role.capitalize())}"
-                           + (f" ({who})" if role == "assistant" and who else "")
-                           + f" · message {n}")
-                show_text(message.get("content"), key=f"message:{item.id}:{n}",
-                          empty="(an empty message)")
+        show_messages(item.payload.get("messages"), f"message:{item.id}",
+                      f"model {name.model_letter}" if name.model_letter else None)
 
 
 # This run's blinding decisions, by item (asked once each: `review_item` clears it).
