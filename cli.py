@@ -1035,7 +1035,7 @@ def build_parser() -> argparse.ArgumentParser:
             one.add_argument("--out", help="write to this file (default: print it)")
     r = sub.add_parser("runs", help="list the runs: each model's, agent's or grader's run over"
                                     " a benchmark, with what identifies it")
-    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation"],
+    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation", "conversation"],
                    help="only runs of this kind of item")
     r.add_argument("--dataset", help="only runs of this dataset")
     r.add_argument("--all", action="store_true", help="also runs that hold no item (a run's"

@@ -194,3 +194,21 @@ def test_detection_takes_no_file_of_the_published_formats():
     for path in files:
         assert detect_format(path).name != "conversations", path
     assert detect_format(STUDY / "chats.jsonl").name == "conversations"
+
+
+def test_each_chat_belongs_to_the_run_its_model_and_protocol_name(study, tmp_path):
+    from store.runs import load_runs
+
+    path = write_jsonl(tmp_path / "runs.jsonl", [
+        chat("r-1", model="acme-2", protocol="plain"),
+        chat("r-2", model="acme-2", protocol="with-safety-prompt", model_actual="acme-2-0601"),
+        chat("r-3", model="acme-2", protocol="plain"),
+        chat("r-4"),
+    ])
+    import_file(study, path)
+    runs = {r.label: r for r in load_runs(study.conn, "conversation")}
+    assert len(runs) == 3 and any("with-safety-prompt" in label for label in runs)
+    by_item = dict(study.query("SELECT uid, run_id FROM items WHERE kind = 'conversation'"))
+    assert by_item["r-1"] == by_item["r-3"] != by_item["r-2"] != by_item["r-4"]
+    meta = json.loads(study.scalar("SELECT meta FROM items WHERE uid = 'r-2'"))
+    assert "protocol" not in meta.get("metadata", {})  # a run's field, not metadata

@@ -16,8 +16,12 @@ The format (`conversations`), JSONL or Parquet, one conversation a row:
   assistant, system, tool, or the source's own word) and its `content` (text;
   a message's other fields are kept with it);
 - `model`: the model that wrote the assistant's messages (the item's model, as
-  a CARE-Bench response carries its model); `split`, `case_id` (conversations
-  of one patient or case: intervals resample them together);
+  a CARE-Bench response carries its model); with `provider`, `protocol`,
+  `prompt_version` and `model_actual` (the model served) where the file has
+  them, and `--attempt`, it names the run the chat belongs to (`store.runs`:
+  every per-model figure is per run; a file naming no model gives the run of no
+  model named); `split`, `case_id` (conversations of one patient or case:
+  intervals resample them together);
 - `labels`: machine labels of the conversation, each an answer to a question of
   a codebook in force (`carelens codebook add`), by a machine rater (the
   label's `rater`, else `--rater`); or, with `--rater`, an object
@@ -44,7 +48,7 @@ from typing import Any
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import as_int, id_length
 from review.datasets.sources.readers import file_kind, quote, read_rows
-from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
 from store.writer import InputError
 
 FORMAT = "conversations"
@@ -54,6 +58,9 @@ FIELDS = ("id", "messages", "role", "content", "model", "split", "case_id", "lab
 """carelens's names for the fields a mapping may rename (`--map NAME=FILE_FIELD`)."""
 ROW_FIELDS = ("id", "messages", "model", "split", "case_id", "labels")
 """The fields of a row (the rest is metadata); `role` and `content` are a message's."""
+RUN_FIELDS = ("provider", "protocol", "prompt_version", "model_actual")
+"""The fields that, with the model, name the run a chat belongs to (`store.runs.IDENTITY`;
+`model_actual` is the model served, not part of the identity)."""
 LABEL_FIELDS = ("question", "value", "rater", "rationale", "confidence", "status")
 
 
@@ -115,6 +122,7 @@ def read_conversations(path: Path, options: ImportOptions) -> Iterator[Record]:
                                  " --map id=FIELD,messages=FIELD)")
             first = False
         item = _item(row, names, dataset, where, line)
+        item.run = _run(row, item, dataset, options.attempt, where)
         yield item
         for label in _labels(row, names, options, where, item.uid, line):
             if label.rater not in raters:
@@ -180,11 +188,27 @@ def _item(row: dict[str, Any], names: dict[str, str], dataset: str, where: str,
             if isinstance(case_id, int | float) and not isinstance(case_id, bool) \
             else _text(case_id, names["case_id"], where)
         id_length(case_id, names["case_id"], where)
-    own = {names[f] for f in ROW_FIELDS}
+    own = {names[f] for f in ROW_FIELDS} | set(RUN_FIELDS)
     metadata = {k: v for k, v in row.items() if k not in own}
     return ItemRecord(uid=uid, kind=KIND, dataset=dataset, payload={"messages": turns},
                       case_id=case_id, split=split, model=model,
                       meta={"metadata": metadata} if metadata else {}, line=line)
+
+
+def _run(row: dict[str, Any], item: ItemRecord, dataset: str, attempt: int | None,
+         where: str) -> RunRecord:
+    """The run of a chat: its model as requested, with the row's provider, protocol and
+    prompt version (and the import's attempt) where given; the model served apart."""
+    identity: dict[str, Any] = {"model_requested": item.model}
+    for name in ("provider", "protocol", "prompt_version"):
+        if row.get(name) is not None:
+            identity[name] = id_length(_text(row[name], name, where), name, where)
+    if attempt is not None:
+        identity["attempt"] = attempt
+    served = row.get("model_actual")
+    if served is not None:
+        served = id_length(_text(served, "model_actual", where), "model_actual", where)
+    return RunRecord(dataset, KIND, identity, model_actual=served)
 
 
 def _labels(row: dict[str, Any], names: dict[str, str], options: ImportOptions, where: str,
