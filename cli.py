@@ -939,15 +939,41 @@ def app_dir() -> Path:
                      "reinstall carelens")
 
 
+@command("sessions")
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """Who is signed in (server mode), or end every session of a person (`--end`):
+    each tab and each copy of their sign-in stops at its next request."""
+    from review.team.sessions import sign_out_person, signed_in
+
+    store = open_store(args.db)
+    if args.end:
+        try:
+            ended = sign_out_person(store, None, args.end, operator=f"cli:{_account()}")
+        except LookupError as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+        print(f"{args.end}: signed out ({ended} session{'s' if ended != 1 else ''} ended)")
+        return 0
+    here = signed_in(store)
+    for person in here:
+        print(f"{person.name}\t{person.sessions} session{'s' if person.sessions != 1 else ''}"
+              f"\tlast request {person.last_seen_at[:19].replace('T', ' ')} UTC")
+    if not here:
+        print("nobody is signed in")
+    return 0
+
+
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.max_upload_mb < 1:
+        raise UsageError(f"--max-upload-mb {args.max_upload_mb}: give 1 megabyte or more")
     app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
     # app.py starts the server itself when run as a program (see its top): only the
     # browser face imports Streamlit, and it sets the one switch Streamlit needs first.
     cmd = [sys.executable, str(app / "app.py"), "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
-           "--browser.gatherUsageStats", "false", "--server.headless", "true"]
+           "--browser.gatherUsageStats", "false", "--server.headless", "true",
+           "--server.maxUploadSize", str(args.max_upload_mb)]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
@@ -1180,9 +1206,18 @@ def build_parser() -> argparse.ArgumentParser:
                         ' "examples", "by_tag", ...}], "provenance": {...}}: one entry per'
                         ' rater and run')
 
+    se = sub.add_parser("sessions", help="who is signed in to the app (server mode); --end NAME"
+                                          " signs a person out everywhere")
+    se.add_argument("--end", metavar="NAME",
+                    help="end every session of this person: each open tab and each copy of"
+                         " their sign-in stops at its next request (audited)")
+
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--address", default="127.0.0.1")
+    s.add_argument("--max-upload-mb", type=int, default=200, metavar="MB",
+                   help="the largest file the Data screen takes, in megabytes (default 200;"
+                        " larger files: `carelens import`)")
     return p
 
 

@@ -171,8 +171,10 @@ with st.sidebar:
         conv_round = st.selectbox("Patient's turn", kind_choices.rounds, index=None,
                                   format_func=turn, placeholder="All turns") \
             if kind in ("prefix", "response") else None
+        # No model's name, nor a queue of one model's replies, while any waits blind.
         model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
-                 if kind in ("response", "conversation") else None)
+                 if kind in ("response", "conversation") and not what_reviewer_sees(
+                     db, reviewer.id, queue=kind).model_hidden else None)
 filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model,
                    question=question)
 round_id = this_round.id if this_round else None

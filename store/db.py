@@ -23,6 +23,7 @@ from sqlite_utils import Database
 from store.chain import register_functions
 from store.migrations import migrations
 from store.records import QuestionRecord
+from store.sessions import require_in_force
 from store.values import to_json, utcnow
 from store.writer import RecordWriter
 
@@ -161,6 +162,10 @@ class Store:
         self.conn = connect(self.path)
         self.db = Database(self.conn)
         self._in_tx = False
+        self.session_id: int | None = None
+        """Server mode: the sign-in (`sessions` row) this store acts in. Every write
+        transaction first checks it is still in force (`store.sessions`) and writes
+        nothing otherwise. None: no session (local mode, the command line)."""
         key = str(Path(self.path).resolve()) if self.path != ":memory:" else None
         self._key = key
         """The file's resolved path (None in memory): what a background
@@ -220,6 +225,8 @@ class Store:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
                 try:
+                    # Under the write lock: a session ended an instant ago writes nothing.
+                    require_in_force(self.conn, self.session_id)
                     yield self.conn
                 except BaseException:
                     # SQLite may have rolled back by itself (a full disk, SQLITE_FULL):
@@ -247,6 +254,12 @@ class Store:
                         self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if bulk and committed and self._key is not None:
             checkpoint_soon(self._key)
+
+    def require_session(self) -> None:
+        """Raise `store.sessions.SessionEnded` unless the session this store acts in
+        is in force: for a read that hands out data (a download), which no write
+        transaction guards."""
+        require_in_force(self.conn, self.session_id)
 
     def checkpoint(self, timeout: float = 10) -> None:
         """Copy everything committed into the database file itself and empty

@@ -1298,3 +1298,38 @@ BEGIN SELECT RAISE(ABORT, 'run aliases are append-only: an insert may not take t
     db.conn.executemany("UPDATE items SET run_id = ? WHERE id = ?", assigned)
     if trigger is not None:
         db.conn.execute(trigger[0])
+
+
+@migrations()
+def m120_sessions(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Server mode: one row per sign-in. The browser's identity cookie (Streamlit's
+-- st.login) carries the ID token's claims; a sign-in is known here by a digest of
+-- the claims that change at every sign-in, so ending the row ends every copy of
+-- that cookie. Mutable state, not a sealed record: its events (a sign-in, a
+-- sign-out, an expiry, an admin's sign-out of someone) are in the audit log.
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- who signed in
+    binding TEXT NOT NULL UNIQUE,      -- sha256 of the ID token's issuer, subject, issue time, nonce (and sid, auth_time, jti): the sign-in the cookie carries
+    issued_at TEXT NOT NULL,           -- the ID token's issue time (iat), UTC
+    started_at TEXT NOT NULL,          -- the first request of the sign-in, UTC
+    last_seen_at TEXT NOT NULL,        -- its latest request (noted at most once a minute), UTC
+    expires_at TEXT NOT NULL,          -- last_seen_at plus the idle limit in force then: no request is served after it
+    ended_at TEXT,                     -- NULL while the session is in force
+    end_reason TEXT CHECK (end_reason IN ('signed_out', 'signed_out_by_admin', 'signed_out_by_operator', 'expired')),  -- why it ended
+    ended_by TEXT,                     -- who ended it: the person, the admin, the operator (cli:ACCOUNT), or 'system' (expiry)
+    CHECK ((ended_at IS NULL) = (end_reason IS NULL))
+);
+CREATE INDEX sessions_in_force ON sessions (rater_id) WHERE ended_at IS NULL;
+-- A session ended stays ended, and a session is always the sign-in it was made for.
+CREATE TRIGGER sessions_ended_for_good BEFORE UPDATE ON sessions
+WHEN OLD.ended_at IS NOT NULL OR NEW.binding IS NOT OLD.binding
+    OR NEW.rater_id IS NOT OLD.rater_id OR NEW.started_at IS NOT OLD.started_at
+BEGIN SELECT RAISE(ABORT, 'a session ended is never reopened, and stays the sign-in it was made for'); END;
+CREATE TRIGGER sessions_never_deleted BEFORE DELETE ON sessions
+BEGIN SELECT RAISE(ABORT, 'sessions are never deleted: an ended one is what keeps its cookie out'); END;
+"""
+    )

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import chain, groupby
 
+from store.names import name_problem
 from store.records import (
     AnnotationRecord,
     ItemRecord,
@@ -269,6 +270,10 @@ class RecordWriter:
             return row[0]
         if self.rules is not None:
             self.rules.new_rater(r)
+        problem = name_problem(r.name)  # a new rater's name: shown as it is, or refused
+        if problem is not None:
+            raise InputError(f"{self._loc(None)}rater {r.name!r}: {problem}; no rater is made"
+                             " under such a name")
         cur = self.conn.execute(
             "INSERT INTO raters (name, kind, role, specialty, seniority, provider, model,"
             " prompt_version, meta, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",

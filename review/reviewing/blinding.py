@@ -224,9 +224,10 @@ PREFIX_GOLD = "The prefix's gold label (what the response should have done)"
 
 def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | None = None, *,
                        round_id: int | None = None, mode: str = DEFAULT_MODE,
-                       question: str | None = None) -> Sight:
-    """The blinding decision for this reviewer: on one item, or (`item_id`
-    None) on a screen that shows every rater's labels. `reviewer_id` None: a
+                       queue: str | None = None, question: str | None = None) -> Sight:
+    """The blinding decision for this reviewer: on one item, on a review queue
+    of items of one kind (`queue`: the screen's filters, `queue_sight`), or
+    (neither) on a screen that shows every rater's labels. `reviewer_id` None: a
     visitor who has chosen no name (local mode), asked only about a screen
     (`visitor_sight`); they answer nothing before choosing one.
 
@@ -239,9 +240,11 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
     `question`: the question on screen, where a kind of item is asked several (a
     study's conversations): only its labels are revealed by an answer to it."""
     if reviewer_id is None:
-        if item_id is not None:
+        if item_id is not None or queue is not None:
             raise ValueError("a visitor with no name is shown no item to answer")
         return visitor_sight(store)
+    if queue is not None:
+        return queue_sight(store, reviewer_id, queue, mode)
     if item_id is None:
         return _screen_sight(store, reviewer_id)
     head = item_header(store, item_id)
@@ -287,6 +290,28 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
                        else f"{PREFIX_GOLD} stays hidden until you answer the prefix itself.")
     earlier = earlier_round_golds(store, reviewer_id, item.id, mode) if item.kind == "prefix" else []
     return Sight(mode, True, None, notice, tuple(labels), prefix_held, tuple(earlier))
+
+
+MODELS_HELD = ("Which model or agent made each item stays hidden while items wait for your"
+               " blind answer, so the queue is not narrowed to one of them.")
+
+
+def queue_sight(store: Store, reviewer_id: int, kind: str, mode: str = DEFAULT_MODE) -> Sight:
+    """A review queue of items of `kind` (Review, Trajectories, Graded
+    conversations, outside a round): whether the reviewer is blind to the model
+    there, so that no model's or agent's name reaches the screen, its filters or
+    what the page sends. Blind while any item of the kind waits for their answer
+    (an item of the queue narrowed to one model is known to be that model's), and
+    always under a fully blind mode; never where the labels are shown up front
+    (`suggest`)."""
+    if mode == SUGGEST:
+        return Sight(mode, True, model_held=False)
+    if mode == BLIND:
+        return Sight(mode, False, MODELS_HELD, model_held=True)
+    counted = (queue_progress if kind in LABEL_KINDS else review_progress)(
+        store, reviewer_id, QueueFilter(kind=kind))
+    waiting = counted.total > counted.done
+    return Sight(mode, not waiting, MODELS_HELD if waiting else None, model_held=waiting)
 
 
 def _rounds_owed(owed: list[int], held: str) -> str:

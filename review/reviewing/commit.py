@@ -51,6 +51,7 @@ from review.reviewing.criteria import (
     step_question_id,
 )
 from review.reviewing.drafts import clear_draft
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from review.team.rounds import WITHDRAWAL, claim_answer_slot, complete_review
 from review.team.settlements import (
@@ -166,6 +167,8 @@ def write_answers(store: Store, conn: Any, author: Clinician | Settler, item_id:
     (`reopen_broken`), the review is marked complete in the round once it is
     (`complete_review`), and each answer's draft is cleared. The same answer
     again (a double click) writes nothing and returns the answer in force."""
+    if isinstance(author, Clinician):
+        require_role(author.reviewer, "review")
     _check(answers)
     late = None
     round_id = author.round_id

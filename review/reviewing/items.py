@@ -14,6 +14,7 @@ from typing import Any
 
 from codebook import Codebook, codebook_in_force
 from review.reviewing.queue import IN_ORDER, KIND_WIDE
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -120,6 +121,7 @@ def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
 def flag_item(store: Store, reviewer: Reviewer, item_id: int, raised: bool = True,
               note: str | None = None) -> None:
     """Raise (or clear) this reviewer's flag on an item, for later review."""
+    require_role(reviewer, "review")
     with store.transaction() as conn:
         cur = conn.execute(
             "INSERT INTO flags (item_id, rater_id, raised, note, created_at) VALUES (?,?,?,?,?)",

@@ -22,11 +22,12 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
-from review.team.access import may
+from review.team.access import NotAllowed, may, require_role, role_may
 from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
 from review.team.reviewers import PEOPLE, Reviewer
 from review.text import plural
 from store import Store, from_json, to_json, utcnow
+from store.names import name_problem
 
 STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
@@ -121,6 +122,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
+    if (problem := name_problem(spec.name.strip())) is not None:
+        raise RoundError(f"round {spec.name.strip()!r}: {problem}")
     twin = next((r.name for r in list_rounds(store)
                  if r.name.casefold() == spec.name.strip().casefold()), None)
     if twin is not None:
@@ -449,6 +452,11 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     return True
 
 
+def _role(conn, rater_id: int) -> str | None:
+    row = conn.execute(f"SELECT role FROM raters WHERE id = ? AND {PEOPLE}", (rater_id,)).fetchone()
+    return (row[0] or "reviewer") if row is not None else "not a person"
+
+
 def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -> bool:
     """Renew the reviewer's live reservation of the item for the round's
     reservation time from now: they are working on it (a draft saved, a
@@ -456,6 +464,8 @@ def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -
     kept outside the round for outlasting one reservation. False when they
     hold none (it lapsed, or the item is not reserved for them)."""
     with store.transaction() as conn:
+        if not role_may(_role(conn, rater_id), "review"):
+            raise NotAllowed("only someone with a role here may answer items")
         row = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
                            (round_id,)).fetchone()
         if row is None:
@@ -602,6 +612,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     answered outside the round meanwhile (another tab) is given back, and the
     next item reserved instead. In a label round a skip does not count (it reveals nothing);
     in a round over agent runs or graded conversations any answer does."""
+    require_role(reviewer, "review")
     info = store.query_one(
         "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
         (round_id,))
