@@ -5,7 +5,7 @@ functions the app's pages call. Errors in the user's input print one line
 naming file, line or field, and exit with status 2 (`import` tries every
 file it is given first, and reports each); so does a database the
 command cannot use (missing, in a missing folder, not a database, locked)
-and an output file in a missing folder. Only `demo`, `import` and `serve`
+and an output file in a missing folder. Only `demo`, `import`, `codebook add` and `serve`
 make a new database; every other command refuses one that does not exist,
 so a mistyped --db is never an empty database.
 """
@@ -168,10 +168,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from review.datasets.hub import is_hub_name
     from review.datasets.sources import ImportOptions, InputError, Limits
+    from review.datasets.sources.conversations import parse_mapping
 
+    try:
+        mapping = parse_mapping(args.map)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
-                            replace=args.replace, attempt=args.attempt,
+                            replace=args.replace, attempt=args.attempt, mapping=mapping,
                             limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
@@ -296,6 +301,87 @@ def _size(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4000000000, 4G, 500M)")\
             from None
+
+
+@command("codebook")
+def cmd_codebook(args: argparse.Namespace) -> int:
+    """A study's own codebooks: add one from a TOML file (a new version in the
+    database), list them, show one, export one as TOML (which `add` takes back)."""
+    from review.team.codebook_versions import (
+        add_codebook,
+        codebook_history,
+        current_codebook,
+        export_codebook,
+        list_codebooks,
+    )
+
+    store = open_store(args.db)
+    if args.action == "add":
+        path = Path(args.file)
+        from codebook import load_codebook_file
+
+        load_codebook_file(path)  # the file's own checks first: missing, not UTF-8, too large
+        result = add_codebook(store, path.read_text(encoding="utf-8"), str(path),
+                              actor=args.actor, note=args.note)
+        print(result.summary())
+        return 0
+    if args.action == "list":
+        listed = list_codebooks(store)
+        if args.json:
+            import json
+
+            print(json.dumps([{"key": x.book.key, "version": x.book.version,
+                               "title": x.book.title, "kind": x.book.kind, "scale": x.book.scale,
+                               "choice": x.book.choice, "shipped": x.shipped,
+                               "versions": x.versions, "answers": x.answers,
+                               "labels": x.book.codes,
+                               "questions": [q.key for q in x.book.questions],
+                               "criteria": [c.key for c in x.book.criteria]} for x in listed],
+                             indent=2, ensure_ascii=False))
+        else:
+            for x in listed:
+                print(x.line())
+        return 0
+    book = current_codebook(store, args.key)
+    if book is None:
+        from codebook import codebooks
+
+        raise UsageError(f"no codebook {args.key!r}; known: {', '.join(codebooks(store))}")
+    if args.action == "export":
+        text = export_codebook(store, args.key, args.version)
+        if args.out:
+            out = output_file(args.out)
+            if out.exists():
+                raise UsageError(f"{out}: exists already; give a new file name")
+            out.write_text(text, encoding="utf-8")
+            print(f"{out}: {args.key} version {args.version or book.version}", file=sys.stderr)
+        else:
+            print(text, end="")
+        return 0
+    print(f"{book.title}\n{book.key} version {book.version} · {book.kind} · {book.scale}"
+          + (" · multiple choice" if book.multi else "")
+          + (" · rationale required" if book.rationale_required else ""))
+    if book.description:
+        print(f"\n{book.description}")
+    print()
+    for label in book.labels:
+        key = f"[{label.shortcut}] " if label.shortcut else ""
+        value = f" = {label.value:g}" if label.value is not None else ""
+        print(f"{key}{label.code}{value}: {label.short}. {label.definition}")
+        for rule in label.rules:
+            print(f"    - {rule}")
+    if book.risk:
+        print(f"\nrisk order: action from {book.risk.action_from}; urgent {book.risk.urgent}")
+    for q in book.questions:
+        print(f"\nquestion {q.key} (of each {q.applies_to}): {q.text}")
+    for c in book.criteria:
+        print(f"criterion {c.key} (of each {c.applies_to}, {c.points:g} points"
+              f"{', MUST NOT' if c.must_not else ''}): {c.text}")
+    print("\nversions:")
+    for v in codebook_history(store, args.key):
+        print(f"  {v.version}: {v.answers:,} answers, by {v.created_by} at {v.created_at[:16]}"
+              + (f": {v.note}" if v.note else ""))
+    return 0
 
 
 @command("formats")
@@ -637,6 +723,11 @@ def cmd_triage(args: argparse.Namespace) -> int:
     from labels.report import triage_json
 
     store = open_store(args.db)
+    if args.question:
+        return _question_triage(store, args)
+    if args.reader or args.reference:
+        raise UsageError("--reader and --reference are for a study's own question: give "
+                         "--question too (CARE-Bench's labellings are chosen on their own)")
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
@@ -645,6 +736,29 @@ def cmd_triage(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(triage_json(report) if args.json else format_triage_text(report))
+    return 0
+
+
+def _question_triage(store, args: argparse.Namespace) -> int:
+    """`triage-metrics --question Q`: a study's own ordered scale, each reader against a
+    reference on the same items (labels.compare.study_triage)."""
+    import json
+
+    from labels.compare.study_triage import (
+        format_question_triage,
+        question_triage,
+        question_triage_dict,
+    )
+
+    try:
+        report = question_triage(store, args.question, readers=args.reader or None,
+                                 reference=args.reference or "group:majority",
+                                 filters=filters_of(args, TRIAGE_FILTERS),
+                                 n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(question_triage_dict(report), indent=2, ensure_ascii=False,
+                     allow_nan=False) if args.json else format_question_triage(report))
     return 0
 
 
@@ -916,6 +1030,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the files replace answers in force of raters who already exist"
                         " (each audited with its old and new value); without it such a row is"
                         " refused: an import adds answers")
+    i.add_argument("--map", metavar="NAME=FIELD,...",
+                   help="plain conversations of another shape: which of the file's fields is"
+                        " each of carelens's (id, messages, role, content, model, split,"
+                        " case_id, labels), e.g. --map id=conversation_id,messages=turns")
     i.add_argument("--attempt", type=_attempt, metavar="N",
                    help="the files hold attempt N of runs imported before (a run's identity:"
                         " model, protocol, prompt version, provider and attempt); without it,"
@@ -931,9 +1049,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("formats", help="list the import formats")
 
+    cb = sub.add_parser("codebook", help="a study's own codebooks: add, list, show, export",
+                        description="A codebook written in the TOML carelens ships (labels with"
+                                    " codes, keys, definitions, rules, examples; a scale;"
+                                    " questions) kept in the database, versioned.")
+    cbs = cb.add_subparsers(dest="action", required=True)
+    add = cbs.add_parser("add", help="check a codebook file and store it as a new version")
+    add.add_argument("file", metavar="FILE.toml")
+    add.add_argument("--note", help="what this version changes (kept with it)")
+    add.add_argument("--actor", default=f"cli:{_account()}",
+                     help="who adds it, as the audit log names them (default: cli:ACCOUNT)")
+    ls = cbs.add_parser("list", help="every codebook in force: shipped and added")
+    ls.add_argument("--json", action="store_true")
+    for name, what in (("show", "one codebook in words, with its versions"),
+                       ("export", "a codebook as TOML (what `codebook add` takes back)")):
+        one = cbs.add_parser(name, help=what)
+        one.add_argument("key", help="the codebook's key (see `carelens codebook list`)")
+        if name == "export":
+            one.add_argument("--version", help="an earlier version (default: the one in force)")
+            one.add_argument("--out", help="write to this file (default: print it)")
     r = sub.add_parser("runs", help="list the runs: each model's, agent's or grader's run over"
                                     " a benchmark, with what identifies it")
-    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation"],
+    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation", "conversation"],
                    help="only runs of this kind of item")
     r.add_argument("--dataset", help="only runs of this dataset")
     r.add_argument("--all", action="store_true", help="also runs that hold no item (a run's"
@@ -1033,8 +1170,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "responses and a prompt's completions together: they are correlated), "
                         "unit, or auto (default: cases where the data have them)")
 
-    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
+    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per"
+                                              " label source; or a study's own ordered scale")
     add_filter_options(t, TRIAGE_FILTERS)
+    t.add_argument("--question", help="a study's own label question whose codebook marks a risk"
+                                      " order ([risk]): each reader scored against the reference"
+                                      " on the same items, per model")
+    t.add_argument("--reader", action="append", metavar="RATER",
+                   help="with --question: a rater to score (repeat it; default: every machine"
+                        " rater of the question)")
+    t.add_argument("--reference", metavar="RATER",
+                   help="with --question: what each reading is scored against (default"
+                        " group:majority, the clinicians' majority)")
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--common", action="store_true",
@@ -1102,7 +1249,8 @@ def _main(argv: list[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         if args.command not in NO_DATABASE:
-            check_database(args.db, may_make=args.command in MAKE_DATABASE)
+            check_database(args.db, may_make=args.command in MAKE_DATABASE
+                           or (args.command, getattr(args, "action", None)) == ("codebook", "add"))
         return _run(args)
     except (InputError, CodebookError, UsageError, RecordKeyError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)

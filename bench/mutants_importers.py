@@ -107,6 +107,17 @@ class Seed:
         return {".parquet": "parquet", ".csv": "csv", ".json": "json"}.get(suffix, "jsonl")
 
 
+def _chats_parquet(jsonl: Path, out: Path) -> Path:
+    """The demo study's chats as Parquet (messages a list of structs), without labels."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != "labels"}
+                                         for r in rows]), out)
+    return out
+
+
 def seeds(work: Path) -> list[Seed]:
     """Valid files of every format: the corpus in place, the demo's and the generators'."""
     sys.path.insert(0, str(ROOT))
@@ -145,6 +156,9 @@ def seeds(work: Path) -> list[Seed]:
         Seed("label-csv", c / "carebench" / "predictions.csv", ("--rater", "my-direct-model")),
         Seed("labels-long", demo["labels"]),
         Seed("labels-long", demo["run_verdicts"]),
+        Seed("labels-long", demo["study_labels"]),
+        Seed("conversations", demo["study_chats"]),
+        Seed("conversations", _chats_parquet(demo["study_chats"], gen / "chats.parquet")),
         Seed("klinikebench", c / "klinikebench" / "leaderboard.jsonl"),
         Seed("klinikebench", c / "klinikebench" / "leaderboard-00000-of-00001.parquet"),
         Seed("klinikebench", demo["runs"]),

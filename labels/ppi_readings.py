@@ -17,7 +17,13 @@ Every metric here is a mean over items of a value each reader gives each item:
   of them they answered;
 - ``pass_rate``: 1 when the reader marked every criterion of the item met (a
   judge's pass rate); a clinician's reading counts only when they answered
-  every criterion the machine answered.
+  every criterion the machine answered;
+- on a study's own label question (``question``, any codebook): ``mean_score``,
+  an item's label as a number (its value on an interval scale, else its place
+  1..K in the codebook's order); and where the codebook marks a risk order,
+  ``action_rate`` (1 when the label calls for action: `action_from` or above)
+  and ``urgent_rate`` (1 when it is the urgent label): "what share of this
+  chatbot's conversations could do moderate harm or worse?".
 
 A clinician's reading is one rater's answer or one derived label per item
 (``group:majority``, ``group:adjudicated``). Which of their answers is decided
@@ -45,7 +51,13 @@ CRITERIA_METRICS = {
     "met_rate": "Criteria met (share of an item's criteria)",
     "pass_rate": "Pass rate (every criterion met)",
 }
-METRICS = {**{k: METRIC_NAMES[k] for k in SHARE_KEYS}, **CRITERIA_METRICS}
+LABEL_METRICS = {
+    "action_rate": "Calls for action (share)",
+    "urgent_rate": "Urgent (share)",
+    "mean_score": "Mean score",
+}
+"""Means over the items of a study's own label question (``question``)."""
+METRICS = {**{k: METRIC_NAMES[k] for k in SHARE_KEYS}, **CRITERIA_METRICS, **LABEL_METRICS}
 """Every metric PPI estimates: key -> name."""
 PHASES = {phase: describe_phase(phase) for phase in (BLIND, CURRENT)}
 """The clinicians' answers a reading may rest on (``labels.phases``)."""
@@ -253,6 +265,67 @@ def _criteria_readings(store, metric, human, machine, filters, phase, question):
     return result
 
 
+def label_values(book, metric: str) -> dict[str, float]:
+    """Each code's value under a label metric (`LABEL_METRICS`) of this codebook; a
+    ValueError in words when the codebook cannot give it (no risk order)."""
+    codes = list(book.codes)
+    if metric == "mean_score":
+        numbers = book.values or tuple(float(n) for n in range(1, len(codes) + 1))
+        return dict(zip(codes, numbers, strict=True))
+    if book.risk is None:
+        raise ValueError(f"{metric} needs a risk order: {book.title} ({book.key}) marks none "
+                         "([risk] action_from = \"CODE\" in its next version)")
+    from labels.triage import escalation_split
+
+    acting, urgent = escalation_split(codes, book.risk)
+    if metric == "action_rate":
+        return {c: float(c in acting) for c in codes}
+    return {c: float(c == urgent) for c in codes}
+
+
+def _label_readings(store, metric, human, machine, filters, phase, question):
+    """A study's label question read item by item (`LABEL_METRICS`), per model."""
+    from labels.compare.questions import codebook_for
+
+    if not question:
+        raise ValueError(f"{metric} is a mean over the items of a label question: give "
+                         "--question-set, e.g. harm.severity")
+    qs = question_set(store, question)
+    if qs.kind != "labelset":
+        raise ValueError(f"{metric} is for a label question; {question!r} is a set of rubric "
+                         "criteria (met_rate or pass_rate there)")
+    value_of = label_values(codebook_for(store, qs.codebook), metric)
+    answers = load_readings(store, qs, replace(filters, include_cannot_assess=False), phase)
+    said, _ = one_column(answers, machine, "machine")
+    read, notes = one_column(answers, human, "human")
+    rounds = _answer_rounds(store, answers, human)
+    result = MetricReadings(metric, METRICS[metric], human, machine, qs.key, None, phase, {},
+                            list(notes))
+    ids = item_ids_of(store, {answers.units[u].item_uid for u in said})
+    outside = 0
+    for unit_index in sorted(said, key=lambda u: answers.units[u].item_uid):
+        unit = answers.units[unit_index]
+        if unit.target != "":
+            continue
+        if said[unit_index] not in value_of:
+            outside += 1
+            continue
+        model = unit.model or "(no model)"
+        if filters.model and model != filters.model:
+            continue
+        r = result.by_model.setdefault(model, Readings(model))
+        position = len(r.item_ids)
+        r.item_ids.append(ids[unit.item_uid])
+        r.item_uids.append(unit.item_uid)
+        r.machine.append(value_of[said[unit_index]])
+        if read.get(unit_index) in value_of:
+            r.human[position] = value_of[read[unit_index]]
+            r.rounds[position] = rounds.get(unit_index, frozenset())
+    if outside:
+        result.notes.append(f"{outside} labels outside the codebook left out")
+    return result
+
+
 def read_metric(
     store: Store,
     metric: str,
@@ -275,6 +348,8 @@ def read_metric(
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     if metric in CRITERIA_METRICS:
         return _criteria_readings(store, metric, human, machine, filters, phase, question)
+    if metric in LABEL_METRICS:
+        return _label_readings(store, metric, human, machine, filters, phase, question)
     return _triage_readings(store, metric, human, machine, filters, phase, reference)
 
 
@@ -290,10 +365,11 @@ def default_machine(store: Store, metric: str, question: str | None = None) -> s
             answered = load_answers(store, question).values
             rows = [r for r in rows if r["name"] in answered]
     else:
+        key = question if metric in LABEL_METRICS and question else carebench_questions()[1]
         rows = store.query(
             "SELECT r.name, COUNT(*) AS n FROM annotations a JOIN raters r ON r.id = a.rater_id"
             " JOIN questions q ON q.id = a.question_id WHERE r.kind = 'machine' AND q.key = ?"
-            " GROUP BY r.name", (carebench_questions()[1],))
+            " GROUP BY r.name", (key,))
     if not rows:
         raise ValueError(f"no machine rater has read anything {metric} is computed from: "
                          "name one with --machine")

@@ -15,10 +15,17 @@ import streamlit as st
 from labels import compare as cmp
 from labels.budget import label_plan
 from labels.compare.leaderboard import PPIColumn
-from labels.compare.questions import QuestionSet, carebench_questions
+from labels.compare.questions import QuestionSet, carebench_questions, codebook_for
 from labels.compare.raters import ADJUDICATED, MAJORITY, display_name
 from labels.compare.text import with_ci
-from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
+from labels.ppi_readings import (
+    CRITERIA_METRICS,
+    LABEL_METRICS,
+    METRICS,
+    PHASES,
+    SHARE_KEYS,
+    default_machine,
+)
 from labels.ppi_report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
 from labels.sampling import MODES
 from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
@@ -59,25 +66,36 @@ def _plan(path: str, version: tuple, metric, human, target, question):
         return machine, plan
 
 
-def metrics_for(qs: QuestionSet) -> list[str]:
+def label_metrics(db, codebook_key: str) -> list[str]:
+    """The means PPI can estimate on a study's own label question: its mean score, and
+    where its codebook marks a risk order, the shares calling for action and urgent."""
+    book = codebook_for(db, codebook_key)
+    return [m for m in LABEL_METRICS if m == "mean_score" or book.risk is not None]
+
+
+def metrics_for(db, qs: QuestionSet) -> list[str]:
     """The means PPI can estimate on a question set: the triage shares on the CARE-Bench
-    response question, the met and pass rates on rubric criteria."""
+    response question, the met and pass rates on rubric criteria, a study's own label
+    question's mean score and risk shares (CARE-Bench's prefix question has no machine
+    reading of its own)."""
     if qs.key == carebench_questions()[1]:
         return list(SHARE_KEYS)
     if qs.kind == "criterion":
         return list(CRITERIA_METRICS)
-    return []
+    if qs.key == carebench_questions()[0]:
+        return []
+    return label_metrics(db, qs.codebook)
 
 
 def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
                     rater_b: str | None) -> None:
     """The Agreement screen's PPI tab: each model's metric from the machine's labels on
     every item corrected by the clinicians', beside each alone."""
-    metrics = metrics_for(qs)
+    metrics = metrics_for(db, qs)
     if not metrics:
-        st.info("Prediction-powered estimates are for a metric that is a mean over responses "
-                "or rubric criteria: choose the CARE-Bench responses question or a criteria "
-                "set.", icon=":material/info:")
+        st.info("Prediction-powered estimates are for a metric that is a mean over items a "
+                "machine has read: choose the CARE-Bench responses question, a criteria set, "
+                "or a study's own question.", icon=":material/info:")
         return
     humans = [c.spec for c in choices
               if c.kind == "human" or c.spec in (MAJORITY, ADJUDICATED)]
@@ -101,7 +119,7 @@ def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
     latest = st.toggle("Use each clinician's latest answer (some were given after seeing a "
                        "machine label)", key="ppi_latest")
     phase = "current" if latest else "blind"
-    question = qs.key if qs.kind == "criterion" else None
+    question = qs.key if qs.kind == "criterion" or metric in LABEL_METRICS else None
     try:
         report = _ppi(default_db_path(), cmp.data_version(db), metric, human, machine,
                       replace(filters, phase=None, include_cannot_assess=False), phase,
@@ -178,13 +196,18 @@ def round_design(db, question_key: str | None) -> dict:
 
 
 def _budget(db, question_key: str | None) -> None:
-    response_q = carebench_questions()[1]
+    prefix_q, response_q = carebench_questions()
     rubric = bool(question_key) and question_key.startswith("criteria@")
-    if question_key != response_q and not rubric:
+    codebook = db.scalar("SELECT codebook FROM questions WHERE key = ? AND kind = 'labelset'",
+                         (question_key,)) if question_key and not rubric else None
+    study = codebook is not None and question_key not in (prefix_q, response_q)
+    if question_key != response_q and not rubric and not study:
         st.caption("The budget plans rounds whose items a machine has read: the CARE-Bench "
-                   "responses, or the criteria of agent runs and graded conversations.")
+                   "responses, the criteria of agent runs and graded conversations, or a "
+                   "study's own question.")
         return
-    metrics = list(CRITERIA_METRICS) if rubric else list(SHARE_KEYS)
+    metrics = (list(CRITERIA_METRICS) if rubric else label_metrics(db, codebook) if study
+               else list(SHARE_KEYS))
     row = st.columns(3, vertical_alignment="bottom")
     metric = row[0].selectbox("Metric", metrics, format_func=METRICS.get, key="budget_metric")
     target = row[1].number_input("Target 95% half-width", 0.01, 0.5, 0.05, step=0.01,
@@ -198,7 +221,7 @@ def _budget(db, question_key: str | None) -> None:
     try:
         with st.spinner("Simulating rounds from the labels so far…"):
             machine, plan = _plan(default_db_path(), cmp.data_version(db), metric, human,
-                                  float(target), None)
+                                  float(target), question_key if study else None)
     except ValueError as exc:
         st.info(md(exc), icon=":material/info:")
         return

@@ -324,6 +324,25 @@ def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:
             _show_blocks(rest)
 
 
+CHAT_AVATARS = {"user": ":material/person:", "assistant": ":material/smart_toy:",
+                "system": ":material/settings:", "tool": ":material/build:"}
+"""A chat message's avatar by its role (any other role: a speech bubble)."""
+
+
+def show_messages(messages, key: str, assistant: str | None = None) -> None:
+    """A study's chat message by message, each role as the file gives it and each
+    message's text exactly as written; `assistant`: who the assistant is, in words a
+    reviewer may read ("model A")."""
+    for n, message in enumerate(messages or [], start=1):
+        role = str(message.get("role") or "")
+        with st.chat_message("assistant" if role == "assistant" else "user",
+                             avatar=CHAT_AVATARS.get(role.lower(), ":material/chat:")):
+            st.caption(safe_markdown(role.capitalize())
+                       + (f" ({safe_markdown(assistant)})" if role == "assistant" and assistant
+                          else "") + f" · message {n}")
+            show_text(message.get("content"), key=f"{key}:m{n}", empty="(an empty message)")
+
+
 def _show_blocks(text: str) -> None:
     for kind, language, body in text_blocks(text):
         if kind == "code":

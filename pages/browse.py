@@ -70,7 +70,7 @@ LIST_FACETS = ("kinds", "datasets", "splits", "models", "rounds", "labels", "gat
 PILL_FACETS = {"kinds", "splits", "rounds", "severities"}  # few values: pills, not a drop-down
 APP_PARAMS = ("reviewer",)  # URL parameters of the whole app, kept when the view changes
 KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "trajectory",
-              "graded_conversation": "graded conversation"}
+              "graded_conversation": "graded conversation", "conversation": "chat"}
 
 db = store()
 reviewer = current_reviewer()

@@ -40,6 +40,7 @@ from review.datasets.export import (
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
+from review.datasets.sources.conversations import parse_mapping
 from review.reviewing.blinding import what_reviewer_sees
 from review.reviewing.names import plural
 from review.team.access import NotAllowed, allowed, open_for, permit
@@ -61,7 +62,7 @@ counts_box = st.container()  # filled after any import below, so it shows the ne
 
 
 KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agent trajectories",
-              "graded_conversation": "Graded conversations"}
+              "graded_conversation": "Graded conversations", "conversation": "Chats"}
 
 
 def show_counts() -> None:
@@ -92,6 +93,13 @@ with st.form("import", clear_on_submit=False):
                                type=["jsonl", "json", "csv", "tsv", "parquet"]) if manages else None
     fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP)
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
+    mapping_text = st.text_input(
+        "Field mapping (conversations of another shape)",
+        placeholder="e.g. id=conversation_id,messages=turns,role=from,content=value",
+        help="For the plain conversations format: which of the file's fields is each of "
+             "carelens's (id, messages, role, content, model, split, case_id, labels). "
+             "Leave it empty for a file written as {id, messages: [{role, content}]}, or for "
+             "any published format.")
     go = st.form_submit_button("Import", type="primary", disabled=not manages)
 with st.form("hub", clear_on_submit=False):
     hub_name = st.text_input(
@@ -116,7 +124,7 @@ limits = Limits(max_rows=int(max_rows), max_bytes=int(max_mb) * 10 ** 6)
 
 
 def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
-               recorded: str | None = None) -> None:
+               recorded: str | None = None, mapping: dict | None = None) -> None:
     """One file, in its own transaction, with its own status line: what went wrong
     with one file is said on its line, and the next file is still imported.
     `name` is how the user knows the file; `recorded`, how the imports record it."""
@@ -130,7 +138,8 @@ def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
     try:
         result = import_file(db, path, None if chosen == DETECT else chosen,
                              ImportOptions(rater=rater_name, actor=actor, name=recorded or name,
-                                           limits=limits, by=reviewer, server=server_mode()),
+                                           limits=limits, by=reviewer, server=server_mode(),
+                                           mapping=mapping or {}),
                              progress=progress)
     except NotAllowed as exc:
         status.update(label=f"{shown_name}: nothing was imported", state="error")
@@ -155,13 +164,20 @@ elif go and not uploads:
     st.warning("Choose one or more files to import first (drop them on the box above).",
                icon=":material/upload_file:")
 elif go and uploads:
-    with tempfile.TemporaryDirectory() as tmp:
-        for up in uploads:
-            path = spooled_path(up)  # on disk already under `carelens serve` (pages/_uploads)
-            if path is None:
-                path = Path(tmp) / Path(up.name).name
-                path.write_bytes(up.getvalue())
-            import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}")
+    try:
+        mapping = parse_mapping(mapping_text)
+    except ValueError as exc:
+        st.error(safe_markdown(f"{exc}; nothing was imported"), icon=":material/error:")
+        mapping = None
+    if mapping is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            for up in uploads:
+                path = spooled_path(up)  # on disk already under `carelens serve` (pages/_uploads)
+                if path is None:
+                    path = Path(tmp) / Path(up.name).name
+                    path.write_bytes(up.getvalue())
+                import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}",
+                           mapping=mapping)
 elif fetch_go and not hub_name.strip():
     st.warning("Write the dataset's hub name first, e.g. hf:ningkko/CARE-Bench:evaluation_prefixes.",
                icon=":material/cloud_download:")

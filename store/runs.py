@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RUN_KINDS = ("response", "trajectory", "graded_conversation")
+RUN_KINDS = ("response", "trajectory", "graded_conversation", "conversation")
 """Item kinds whose items belong to a run (a graded conversation only as a
 completion, i.e. with a parent prompt: the prompt itself belongs to none)."""
 
@@ -51,8 +51,8 @@ NO_MODEL = "(no model named)"
 
 def belongs_to_run(kind: str, parent: object) -> bool:
     """Whether an item of this kind (with or without a parent) belongs to a run."""
-    return kind in ("response", "trajectory") or (kind == "graded_conversation"
-                                                  and parent is not None)
+    return kind in ("response", "trajectory", "conversation") or (
+        kind == "graded_conversation" and parent is not None)
 
 
 def _text(value: Any) -> str:

@@ -155,6 +155,7 @@ class RecordWriter:
         file would otherwise hold the write lock while its text is indexed)."""
         self.validate = validate
         self._question_info: dict[int, tuple[str, str]] = {}
+        self._versions: dict[str, str | None] = {}
         self.source = source
         self.import_id = import_id
         self.where = where
@@ -678,21 +679,32 @@ class RecordWriter:
         pending = self._pending_questions.get(key) if held else None
         question_id = None if pending is not None else self.question_id(key, a.line)
         rater_id = self.rater_id(a.rater, a.line)
+        if pending is not None:
+            book, kind = pending.codebook, pending.kind
+        else:
+            if question_id not in self._question_info:
+                row = self.conn.execute(
+                    "SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)
+                ).fetchone()
+                self._question_info[question_id] = (row[0], row[1])
+            book, kind = self._question_info[question_id]
         if a.status == "answered" and self.validate is not None:
-            if pending is not None:
-                book, kind = pending.codebook, pending.kind
-            else:
-                if question_id not in self._question_info:
-                    row = self.conn.execute(
-                        "SELECT codebook, kind FROM questions WHERE id = ?", (question_id,)
-                    ).fetchone()
-                    self._question_info[question_id] = (row[0], row[1])
-                book, kind = self._question_info[question_id]
             try:
                 a.value = self.validate(book, kind, a.value)
             except ValueError as exc:
                 raise InputError(f"{self._loc(a.line)}{exc}") from None
+        if a.codebook_version is None:
+            a.codebook_version = self._version_in_force(book)
         return question_id, rater_id
+
+    def _version_in_force(self, codebook: str) -> str | None:
+        """The codebook's version in force (its newest in `codebook_versions`): what an
+        answer a file brings is recorded under, as an answer given here is."""
+        if codebook not in self._versions:
+            row = self.conn.execute("SELECT version FROM codebook_versions WHERE codebook = ?"
+                                    " ORDER BY id DESC LIMIT 1", (codebook,)).fetchone()
+            self._versions[codebook] = row[0] if row else None
+        return self._versions[codebook]
 
     _ANNOTATION_COLUMNS = (
         "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"

@@ -39,6 +39,13 @@ def fresh(capsys, demo_files, tmp_path) -> Path:
     db = tmp_path / "fresh.db"
     code, _, err = run_cli(capsys, "--db", str(db), "import", *(str(demo_files / f) for f in ITEM_FILES))
     assert code == 0, err
+    # The demo's own study: its codebook, then its chats (with the file's machine labels).
+    code, _, err = run_cli(capsys, "--db", str(db), "codebook", "add",
+                           str(demo_files / "demo_study_harm.toml"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "--db", str(db), "import",
+                           str(demo_files / "demo_study_chats.jsonl"))
+    assert code == 0, err
     return db
 
 
@@ -239,8 +246,11 @@ def test_annotations_jsonl_export_goes_back_in_like_the_csv(capsys, demo_copy, d
     assert in_force(fresh, raters) == in_force(demo_copy, raters)
     # and from a CSV, the same
     again = tmp_path / "again.db"
+    code, _, err = run_cli(capsys, "--db", str(again), "codebook", "add",
+                           str(demo_files / "demo_study_harm.toml"))
+    assert code == 0, err
     code, err = import_(capsys, again, *(str(demo_files / f) for f in ITEM_FILES),
-                        str(tmp_path / "ann.csv"))
+                        str(demo_files / "demo_study_chats.jsonl"), str(tmp_path / "ann.csv"))
     assert code == 0, err
     assert in_force(again) == in_force(fresh)
 

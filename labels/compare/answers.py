@@ -386,7 +386,7 @@ ORDER BY x.item_id, x.question_id, x.target
         if name not in raters:
             raters[name] = RaterInfo(name, row["rater_kind"], row["role"])
         if row["status"] == "answered" and row["value"] is not None:
-            value = row["value"]
+            value = qs.read(row["value"])
         elif row["status"] == CANNOT_ASSESS and filters.include_cannot_assess:
             value = CANNOT_ASSESS
         else:

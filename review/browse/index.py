@@ -28,11 +28,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 
 import numpy as np
 
-from codebook import builtin_codebooks
+from codebook import codebooks
 from review.browse.facts import (
     failed_criteria_facts,
     flagged_facts,
@@ -102,11 +101,14 @@ class StepMarks:
         return keep
 
 
-@cache
-def _label_info() -> dict[str, tuple[str, int]]:
-    """code -> (codebook, ordinal rank or -1) for every label of the shipped codebooks."""
-    return {code: (book.key, rank if book.ordinal else -1)
-            for book in builtin_codebooks().values() for rank, code in enumerate(book.codes)}
+def _label_info(store: Store) -> dict[str, tuple[str, int]]:
+    """code -> (codebook, ordinal rank or -1) for every label of the codebooks in force
+    (the shipped ones and the study's own; a code two codebooks share is the first's)."""
+    info: dict[str, tuple[str, int]] = {}
+    for book in codebooks(store).values():
+        for rank, code in enumerate(book.codes):
+            info.setdefault(code, (book.key, rank if book.ordinal else -1))
+    return info
 
 
 class FacetIndex:
@@ -213,7 +215,7 @@ class FacetIndex:
     def _load_answers(self, store: Store) -> None:
         rows = store.query(*label_facts())
         pos, known = self.locate(r[0] for r in rows)
-        info = _label_info()
+        info = _label_info(store)
         self.values = sorted({r[2] for r in rows})
         code = {v: k for k, v in enumerate(self.values)}
         books = {b: k for k, b in enumerate(sorted({info.get(v, (v, -1))[0] for v in self.values}))}

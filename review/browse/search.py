@@ -91,6 +91,14 @@ def conversation_text(payload: Mapping[str, Any]) -> Iterator[Part]:
             yield "", payload[key]
 
 
+@extractor("conversation")
+def chat_text(payload: Mapping[str, Any]) -> Iterator[Part]:
+    """A study's own conversation: every message, whoever wrote it."""
+    for message in payload.get("messages") or []:
+        if isinstance(message, Mapping):
+            yield "", message_text(message.get("content"))
+
+
 @extractor("trajectory")
 def trajectory_text(payload: Mapping[str, Any]) -> Iterator[Part]:
     """Everything a reviewer can read of a run: each step's message, reasoning,

@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from codebook import builtin_codebooks
+from codebook import codebooks
 from review.browse.facets import label_name
 from review.reviewing.trajectory import message_text
 from store import Store
@@ -63,13 +63,13 @@ class SideBySide:
         return len(tops) > 1
 
 
-def _ranks() -> dict[str, int]:
-    return {code: rank for book in builtin_codebooks().values() if book.ordinal
+def _ranks(store: Store) -> dict[str, int]:
+    return {code: rank for book in codebooks(store).values() if book.ordinal
             for rank, code in enumerate(book.codes)}
 
 
 def _labels(store: Store, item_id: int, gold: str | None) -> list[LabelCell]:
-    ranks = _ranks()
+    ranks = _ranks(store)
     rows = store.query(
         "SELECT r.name, r.kind, c.value, c.rationale FROM current_annotations c"
         " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"

@@ -9,7 +9,11 @@ anchoring view has something to show. Beside them (`review.datasets.demo_rubrics
 eight agent runs of four invented consultations, with a judge the
 clinicians catch out, and eight rubric-graded conversations with a grader
 and physicians' labels, so the trajectory, graded-conversation, rubric
-adjudication and meta-evaluation screens have something to show too.
+adjudication and meta-evaluation screens have something to show too. And a
+study of the demo's own (`review.datasets.demo_study`): a made-up 5-point harm
+scale added as a codebook file, invented chatbot conversations with a
+fictional machine rater's labels, and the clinicians' labels of them, so a
+newcomer sees a team's own study go from files to agreement.
 
 The demo is written as ordinary files and loaded through the real importers,
 so it exercises exactly the code path a user's files take.
@@ -24,9 +28,11 @@ from pathlib import Path
 
 from codebook import CAREBENCH, codebook
 from review.datasets.demo_rubrics import build_rubric_files
+from review.datasets.demo_study import build_study_files
 from review.datasets.sources import ImportOptions, import_file
 from review.datasets.sources.carebench import response_uid
 from review.team.access import require
+from review.team.codebook_versions import add_codebook
 from review.team.reviewers import Reviewer, ensure_reviewer
 from store import Store
 
@@ -227,6 +233,7 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
         w.writerows(clinician_rows)
     rubric_files, run_rows = build_rubric_files(out_dir, [c[0] for c in CLINICIANS], seed)
     files.update(rubric_files)
+    files.update(build_study_files(out_dir, [c[0] for c in CLINICIANS], seed))
     files["run_verdicts"] = out_dir / "demo_clinician_run_verdicts.csv"
     with files["run_verdicts"].open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -298,7 +305,14 @@ def load_demo(store: Store, out_dir: Path, actor: str = "demo", *, by: Reviewer 
     order = ["prefixes", "generations", "generations_prompted", "mapped_v1", "mapped_v2",
              "labels", "runs",
              "healthbench_rubrics", "healthbench_completions", *results,
-             "healthbench_meta", "run_verdicts"]
+             "healthbench_meta", "run_verdicts", "study_chats", "study_labels"]
+    # The study's own codebook first, from its file, as `carelens codebook add` adds it: it
+    # is part of the demo's data, loaded by whoever may load the demo (checked above).
+    added = add_codebook(store, files["study_codebook"].read_text(encoding="utf-8"),
+                         files["study_codebook"].name, actor=actor)
+    summaries.append(added.summary() if added.stored else
+                     f"{files['study_codebook'].name}: already imported as codebook "
+                     f"{added.book.key} version {added.book.version}; nothing changed")
     for key in order:
         # The demo's grader is fictional: its results files are not simple-evals' own grader.
         rater = DEMO_GRADER if key in results else None

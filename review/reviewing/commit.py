@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from codebook import CANNOT_ASSESS, NO_ERROR, RUBRIC_KINDS, STATUSES
+from codebook import CANNOT_ASSESS, NO_ERROR, RUBRIC_KINDS, STATUSES, codebook_in_force
 from review.reviewing.answers import normalise_value
 from review.reviewing.blinding import (
     DEFAULT_MODE,
@@ -285,9 +285,15 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
                      (question_id,)).fetchone()
     if q is None:
         raise ValueError(f"no question {question_id}")
-    value = normalise_value(q["codebook"], q["kind"], answer.value) if status == "answered" \
-        else None
+    book = codebook_in_force(conn, q["codebook"])
+    value = normalise_value(q["codebook"], q["kind"], answer.value,
+                            {book.key: book} if book is not None else {}) \
+        if status == "answered" else None
     clinician = isinstance(author, Clinician)
+    if clinician and status == "answered" and book is not None and book.rationale_required \
+            and not rationale:
+        raise ValueError(f"{book.title} asks for a rationale with every answer: say why, "
+                         "then answer")
     rater_id = author.reviewer.id if clinician else adjudicated_rater(conn)
     prev = conn.execute(
         "SELECT id, status, value, rationale, confidence, round_id, extra FROM annotations"
@@ -313,11 +319,8 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
                                                               question_id, _kind(conn, item_id))) \
             or _labels_seen_before(store, conn, reviewer, item_id, question_id, target,
                                    own_reveals=not held)
-        version = conn.execute(
-            "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
-            (q["codebook"],)).fetchone()
-        phase, codebook_version = phase_for_commit(mode, seen), version["version"] if version \
-            else None
+        # The version in force, which the reviewer was shown: recorded with the answer.
+        phase, codebook_version = phase_for_commit(mode, seen), book.version if book else None
         seconds, source, actor = author.seconds_on_task, author.source, reviewer.name
         extra = {"blinding": mode, **(answer.extra or {}),
                  **({"late_for_round": late} if late else {})}

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from codebook import Codebook, builtin_codebooks
+from codebook import Codebook, codebook_in_force
+from review.reviewing.queue import IN_ORDER, KIND_WIDE
 from review.reviewing.trajectory import message_text
 from review.team.access import require_role
 from review.team.reviewers import Reviewer
@@ -48,6 +49,10 @@ class ItemView:
     codebook: Codebook | None = None
     parent_id: int | None = None
     """A response's prefix."""
+    points: float | None = None
+    """A checklist criterion's points (None for a label question)."""
+    must_not: bool = False
+    """A checklist criterion that is an error when met."""
 
     @property
     def model_input(self) -> list[tuple[str, str]]:
@@ -72,7 +77,10 @@ class Answer:
     created_at: str
 
 
-def load_item(store: Store, item_id: int) -> ItemView | None:
+def load_item(store: Store, item_id: int, question: str | None = None) -> ItemView | None:
+    """The item as the Review screen shows it, with the question asked of it: the one
+    keyed `question`, else the first of its kind; and that question's codebook at the
+    version in force."""
     row = store.query_one(
         "SELECT i.*, d.name AS dataset FROM items i JOIN datasets d ON d.id = i.dataset_id"
         " WHERE i.id = ?",
@@ -87,9 +95,9 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         parent = store.query_one("SELECT payload FROM items WHERE id = ?", (row["parent_id"],))
         turns = json.loads(parent["payload"]).get("turns", []) if parent else []
     q = store.query_one(
-        "SELECT id, key, text, codebook FROM questions WHERE applies_to = ? AND item_id IS NULL"
-        " ORDER BY id LIMIT 1",
-        (row["kind"],),
+        f"SELECT id, key, text, codebook, points, meta FROM questions WHERE {KIND_WIDE}"
+        + (" AND key = ?" if question else "") + f" ORDER BY {IN_ORDER} LIMIT 1",
+        (row["kind"], question) if question else (row["kind"],),
     )
     return ItemView(
         id=row["id"], uid=row["uid"], kind=row["kind"], dataset=row["dataset"],
@@ -99,8 +107,10 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         response=payload.get("response"), error=payload.get("error"), payload=payload,
         meta=meta, question_id=q["id"] if q else None, question_key=q["key"] if q else None,
         question_text=q["text"] if q else None,
-        codebook=builtin_codebooks().get(q["codebook"]) if q else None,
+        codebook=codebook_in_force(store, q["codebook"]) if q else None,
         parent_id=row["parent_id"],
+        points=q["points"] if q else None,
+        must_not=bool(json.loads(q["meta"] or "{}").get("must_not")) if q else False,
     )
 
 

@@ -213,6 +213,14 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
             subject = f"Model {mark}'s completion" if mark else "The completion"
         return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
                         mark, **ids)
+    if kind == "conversation":
+        # A study's own chat: numbered among the study's chats, in the order they came.
+        number = store.scalar("SELECT COUNT(*) FROM items WHERE kind = 'conversation'"
+                              " AND id <= ?", (row["id"],))
+        place = f"Chat {number}"
+        subject = f"Model {mark}'s chat" if mark else "The chat"
+        return ItemName(f"{place}" + (f", model {mark}" if mark else ""), subject, place,
+                        details, mark, **ids)
     return ItemName(row["uid"], row["uid"], row["uid"], details, **ids)
 
 

@@ -71,6 +71,8 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
     Action("read_codebook", "read the codebook and its versions", EVERYONE, EVERYONE, "Codebook"),
     Action("edit_codebook", "edit a label's wording (a new codebook version)", ADMINS, ADMINS,
            "Codebook"),
+    Action("add_codebook", "add a study's own codebook from a file (or its next version)",
+           ADMINS, ADMINS, "Codebook; `carelens codebook add`"),
     Action("adjudicate", "settle disagreements", ADJUDICATORS, ADJUDICATORS, "Adjudicate"),
     # Not asked before the labels show (their opening is recorded all the same:
     # review.reviewing.blinding).

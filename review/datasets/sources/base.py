@@ -96,6 +96,9 @@ class ImportOptions:
     it to find which of a row's names the item was imported under."""
     limits: Limits = field(default_factory=Limits)
     """Rows and bytes one file may bring in (see `readers.Limits`)."""
+    mapping: dict[str, str] = field(default_factory=dict)
+    """carelens's field name -> the file's, for a format that reads other shapes
+    (`Format.mapped`: the plain conversations, `--map id=conversation_id`)."""
     attempt: int | None = None
     """Which attempt of its run(s) the file holds, when it repeats a run imported before
     (`store.runs`): part of each run's identity. None: what the file says, else the first."""
@@ -110,6 +113,9 @@ class Format:
     detect: Detector
     description: str
     takes_directory: bool = False
+    mapped: bool = False
+    """Reads other shapes through a field mapping (`ImportOptions.mapping`); its
+    `detect(path, fields, mapping)` takes the mapping too."""
 
 
 @dataclass
@@ -171,17 +177,23 @@ def register(fmt: Format) -> Format:
     return fmt
 
 
-def detect_format(path: Path) -> Format:
+def detect_format(path: Path, mapping: dict[str, str] | None = None) -> Format:
+    """The format of a file, from its content; with a field mapping, among the formats
+    that read one (`Format.mapped`)."""
     from review.datasets.sources.readers import header_fields
 
     fields = set() if path.is_dir() else header_fields(path)
     if not fields and not path.is_dir() and _blank(path):
         raise InputError(f"{path}: empty file: it holds no rows")
     for fmt in FORMATS.values():
-        if fmt.takes_directory != path.is_dir():
+        if fmt.takes_directory != path.is_dir() or (mapping and not fmt.mapped):
             continue
-        if fmt.detect(path, fields):
+        if fmt.detect(path, fields, mapping) if fmt.mapped else fmt.detect(path, fields):
             return fmt
+    if mapping:
+        shown = ", ".join(sorted(fields)) or "none"
+        raise InputError(f"{path}: the fields --map names are not in its first row (fields: "
+                         f"{shown}); --map is for {', '.join(f.name for f in FORMATS.values() if f.mapped)}")
     shown = ", ".join(sorted(fields)) or "none"
     raise InputError(
         f"{path}: cannot tell the format from its content (fields: {shown}); "
@@ -461,13 +473,14 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     check_path(path, FORMATS.get(fmt) if fmt else None)
     if fmt is None:
-        format_ = detect_format(path)
+        format_ = detect_format(path, options.mapping)
     else:
         format_ = FORMATS[fmt]
+        if options.mapping and not format_.mapped:
+            raise InputError(f"--map is for the {', '.join(f.name for f in FORMATS.values() if f.mapped)}"
+                             f" format, not {format_.name}: its files are read as published")
         if path.is_file() and _blank(path):
             raise InputError(f"{path}: empty file: it holds no rows")
-    if validate is None:
-        from review.reviewing.answers import normalise_value as validate
 
     if options.rater is not None and len(options.rater) > MAX_ID_CHARS:
         raise InputError(f"{path}: the rater named for the file: "
@@ -502,6 +515,12 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             guard = _Guard(seen_before, digest.done)
             rules = ImportRules(store, conn, import_id, str(path), options.actor,
                                 replace=options.replace, format_name=format_.name)
+            if validate is None:
+                # Answers are checked against the codebooks in force in this database: the
+                # shipped ones and the study's own (`carelens codebook add`).
+                from review.reviewing.answers import answer_validator
+
+                validate = answer_validator(conn)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
                                   validate=validate, index_later=True, rules=rules,
                                   source_name=shown)

@@ -72,11 +72,10 @@ file, only granted by an admin (`review.team.reviewers.grant_role`)."""
 def _is_no_error(value: str) -> bool:
     """Whether a step mark says the step has no error, in any spelling the
     trajectory-errors codebook takes."""
-    from codebook import builtin_codebooks
+    from codebook import NO_ERROR, STEP_CODEBOOK, codebook
 
-    book = builtin_codebooks().get("trajectory-errors")
-    try:
-        return book is not None and book.normalise(value) == "no_error"
+    try:  # a version of it keeps its codes: the shipped file's are the ones in force
+        return codebook(STEP_CODEBOOK).normalise(value) == NO_ERROR
     except (KeyError, ValueError):
         return False
 
