@@ -596,7 +596,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if made.verdict.whole else 1
 
 
-# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+# -- prediction-powered estimates and the label budget (labels.ppi.report, labels.ppi.budget) --
 
 PPI_FILTERS = ("dataset", "split", "model")
 
@@ -610,7 +610,7 @@ def _ppi_filters(args: argparse.Namespace):
 @command("ppi")
 def cmd_ppi(args: argparse.Namespace) -> int:
     """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
-    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+    from labels.ppi.report import format_ppi_text, ppi_json, ppi_report
 
     store = open_store(args.db)
     try:
@@ -628,8 +628,8 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
     """How many more clinician labels each sampling design needs for a target half-width."""
     import json
 
-    from labels.budget import format_plan_text, label_plan, plan_dict
-    from labels.ppi_readings import default_machine
+    from labels.ppi.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi.readings import default_machine
     from review.team.designs import planning_designs
 
     store = open_store(args.db)
@@ -654,8 +654,8 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
 
 def add_ppi_commands(sub) -> None:
     """The `ppi` and `plan-labels` subcommands."""
-    from labels.ppi_readings import METRICS, PHASES
-    from labels.sampling import MODES
+    from labels.ppi.readings import METRICS, PHASES
+    from labels.ppi.sampling import MODES
 
     for name, what in (
         ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "

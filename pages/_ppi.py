@@ -1,8 +1,8 @@
 """Few clinicians, valid numbers: the Agreement screen's PPI panel and the Rounds
 screen's sampling design and label budget.
 
-Layout and widgets only: the estimates come from ``labels.ppi_report``, the plan
-from ``labels.budget``, the designs from ``review.team.designs``. Each is called
+Layout and widgets only: the estimates come from ``labels.ppi.report``, the plan
+from ``labels.ppi.budget``, the designs from ``review.team.designs``. Each is called
 with one line from its screen (``pages/agreement.py``, ``pages/rounds.py``).
 """
 
@@ -13,14 +13,14 @@ from dataclasses import replace
 import streamlit as st
 
 from labels import compare as cmp
-from labels.budget import label_plan
 from labels.compare.leaderboard import PPIColumn
 from labels.compare.questions import QuestionSet, carebench_questions
 from labels.compare.raters import ADJUDICATED, MAJORITY, display_name
 from labels.compare.text import with_ci
-from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
-from labels.ppi_report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
-from labels.sampling import MODES
+from labels.ppi.budget import label_plan
+from labels.ppi.readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
+from labels.ppi.report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
+from labels.ppi.sampling import MODES
 from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store

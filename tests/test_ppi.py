@@ -13,14 +13,14 @@ import pytest
 
 import cli
 from labels.phases import describe_phase
-from labels.ppi import (
+from labels.ppi.estimators import (
     classical_mean,
     design_classical_mean,
     design_ppi_mean,
     machine_mean,
     ppi_mean,
 )
-from labels.ppi_report import format_ppi_text, ppi_dict, ppi_report
+from labels.ppi.report import format_ppi_text, ppi_dict, ppi_report
 from review.reviewing.commit import commit_answer
 from review.reviewing.items import load_item
 from review.team.reviewers import ensure_reviewer
@@ -361,8 +361,8 @@ def test_plan_labels_asks_more_for_a_narrower_interval(store, capsys):
 def test_the_plan_learns_from_the_pilot_where_the_machine_errs():
     """A score that flags the items the machine gets wrong makes a weighted round need
     fewer labels than a uniform one; a score that flags nothing does not."""
-    from labels.budget import PlanDesign, plan_model, uniform_design
-    from labels.ppi_readings import Readings
+    from labels.ppi.budget import PlanDesign, plan_model, uniform_design
+    from labels.ppi.readings import Readings
     from review.team.designs import weighted_probabilities
 
     rng = np.random.default_rng(8)

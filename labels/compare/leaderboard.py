@@ -542,7 +542,7 @@ def _correlations(report: TriageReport) -> None:
         ))
 
 
-# -- the PPI column (labels.ppi_report), kept apart: one call from triage_comparison ---------
+# -- the PPI column (labels.ppi.report), kept apart: one call from triage_comparison ---------
 
 @dataclass(frozen=True)
 class PPICell:
@@ -554,7 +554,7 @@ class PPICell:
     n_labeled: int
     n_unlabeled: int
     sampling: str
-    """How the clinicians' labels were sampled (``labels.sampling``)."""
+    """How the clinicians' labels were sampled (``labels.ppi.sampling``)."""
 
 
 @dataclass
@@ -576,8 +576,8 @@ def add_ppi_column(store: Store, report: TriageReport) -> None:
     as macro-F1 is not) estimated by PPI from the busiest machine reader and the
     clinicians' majority, blind answers, under the report's filters (not its phase:
     PPI uses blind answers)."""
-    from labels.ppi_readings import SHARE_KEYS, default_machine
-    from labels.ppi_report import ppi_report
+    from labels.ppi.readings import SHARE_KEYS, default_machine
+    from labels.ppi.report import ppi_report
 
     if report.explanation:
         return

@@ -2,7 +2,7 @@
 candidate item's chance of being drawn.
 
 An estimate that corrects the machine's labels with the clinicians' (the
-prediction-powered estimates of ``labels.ppi``) is valid when the clinicians'
+prediction-powered estimates of ``labels.ppi.estimators``) is valid when the clinicians'
 items are a random sample with known inclusion probabilities. Every round
 records them (table ``round_frame``: every candidate item that matched the
 round's filter, with its probability and stratum; ``review_rounds.design``:
@@ -32,7 +32,7 @@ the design in words), whatever the design:
 
 The drawn items are offered to reviewers in a random order (interleaved by
 stratum), so the items reviewed so far in a half-done round are a random
-part of those drawn; ``labels.sampling`` scales the probabilities by the share
+part of those drawn; ``labels.ppi.sampling`` scales the probabilities by the share
 reviewed, stratum by stratum.
 """
 
@@ -308,7 +308,7 @@ def describe(design: Mapping | None) -> str:
 
 @dataclass(frozen=True)
 class PlanningDesign:
-    """A weighted design to plan a round with (``labels.budget``): its inclusion
+    """A weighted design to plan a round with (``labels.ppi.budget``): its inclusion
     probabilities over given items for a round of n, and the score behind them."""
 
     key: str

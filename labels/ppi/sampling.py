@@ -36,7 +36,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from labels.ppi_readings import Readings
+from labels.ppi.readings import Readings
 from store import Store
 
 MODES = ("auto", "assume-uniform", "design")

@@ -7,8 +7,8 @@
 For each model: the PPI++ estimate (machine labels on every item, corrected
 by the clinicians' labels), the clinicians-only estimate and the machine-only
 estimate, each with its 95% interval; how many items were labelled and how the
-labels were sampled (``labels.sampling``). Labels drawn uniformly (or assumed
-to be) use ``labels.ppi.ppi_mean`` and ``classical_mean`` (``ppi-python``'s
+labels were sampled (``labels.ppi.sampling``). Labels drawn uniformly (or assumed
+to be) use ``labels.ppi.estimators.ppi_mean`` and ``classical_mean`` (``ppi-python``'s
 formulas); labels from a round with unequal inclusion probabilities use the
 design estimators, weighting each label by 1/probability.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from labels.compare.answers import Filters
-from labels.ppi import (
+from labels.ppi.estimators import (
     MeanEstimate,
     classical_mean,
     design_classical_mean,
@@ -29,9 +29,9 @@ from labels.ppi import (
     machine_mean,
     ppi_mean,
 )
-from labels.ppi_readings import METRICS, PHASES, MetricReadings, Readings, read_metric
+from labels.ppi.readings import METRICS, PHASES, MetricReadings, Readings, read_metric
+from labels.ppi.sampling import MODES, Sampling, resolve_sampling, round_designs
 from labels.provenance import Digest, provenance
-from labels.sampling import MODES, Sampling, resolve_sampling, round_designs
 from store import Store
 
 METHOD = ("PPI++ (Angelopoulos, Duchi & Zrnic 2023): the machine's labels on every item, "
@@ -128,7 +128,7 @@ def ppi_report(
     intervals. ``human``: a clinician, ``group:majority`` or ``group:adjudicated``;
     ``machine``: a machine rater; ``phase``: ``blind`` (default: answers given before any
     machine label was seen) or ``current``; ``sampling``: auto | assume-uniform | design
-    (``labels.sampling``). ValueError with a message for the user on bad input."""
+    (``labels.ppi.sampling``). ValueError with a message for the user on bad input."""
     # The phase used is the one every output names (the filters' words included).
     filters = replace(filters or Filters(), phase=phase)
     if sampling not in MODES:

@@ -43,9 +43,9 @@ import numpy as np
 from labels.agreement import agreement_weights, cohen_kappa_batch
 from labels.compare.answers import Filters
 from labels.compare.questions import question_set
-from labels.ppi import design_ppi_mean, ppi_mean, z_value
-from labels.ppi_readings import Readings, item_ids_of, load_readings, one_column, read_metric
-from labels.ppi_report import readings_digest
+from labels.ppi.estimators import design_ppi_mean, ppi_mean, z_value
+from labels.ppi.readings import Readings, item_ids_of, load_readings, one_column, read_metric
+from labels.ppi.report import readings_digest
 from labels.provenance import Digest
 from store import Store
 
