@@ -226,6 +226,56 @@ def systematic_draw(probabilities: Mapping[int, float], rng: random.Random) -> l
     return drawn
 
 
+@dataclass(frozen=True)
+class Succession:
+    """A successive draw: each next item drawn, among those not drawn yet, with
+    probability proportional to its size (sampling without replacement with unequal
+    probabilities, one at a time; ``labels.ppi.sequential`` estimates from it)."""
+
+    order: np.ndarray
+    """Indices (into the sizes) in the order drawn."""
+    probabilities: np.ndarray
+    """Each draw's chance at its turn: its size over the sizes not drawn before it."""
+    left: np.ndarray
+    """The share of the whole size still undrawn before each draw (1 at the first)."""
+
+
+def successive_draw(sizes: Sequence[float], rng: np.random.Generator,
+                    count: int | None = None) -> Succession:
+    """The first ``count`` (default: every) items of a successive draw by size: the
+    order of the exponential keys -log(U) / size (Efraimidis & Spirakis 2006), the same
+    law as drawing one at a time with probability proportional to size."""
+    s = np.asarray(sizes, dtype=float)
+    if not len(s) or np.any(~(s > 0)):
+        raise DesignError("every candidate needs a size above 0")
+    count = len(s) if count is None else min(count, len(s))
+    keys = -np.log(1 - rng.random(len(s))) / s
+    order = np.argsort(keys, kind="stable")[:count]
+    total = float(s.sum())
+    before = np.concatenate([[0.0], np.cumsum(s[order])[:-1]])
+    remaining = np.maximum(total - before, s[order])
+    return Succession(order, s[order] / remaining, remaining / total)
+
+
+def successive_inclusion(sizes: Sequence[float], n: int) -> np.ndarray:
+    """Each item's approximate chance of being among the first n of a successive draw
+    (Rosen 1997: 1 - exp(-size x tau), tau such that the chances sum to n)."""
+    s = np.asarray(sizes, dtype=float)
+    n = min(n, len(s))
+    if n >= len(s):
+        return np.ones(len(s))
+    low, high = 0.0, 1.0
+    while (1 - np.exp(-s * high)).sum() < n:
+        high *= 2
+    for _ in range(100):
+        mid = (low + high) / 2
+        if (1 - np.exp(-s * mid)).sum() < n:
+            low = mid
+        else:
+            high = mid
+    return np.clip(1 - np.exp(-s * high), 1e-9, 1.0)
+
+
 def sampling_design(store: Store, spec, keys: Mapping[int, str],
                     order: list[tuple[int, str]]) -> Draw:
     """The round's draw as a sampling design. ``keys``: every candidate's stratum;
