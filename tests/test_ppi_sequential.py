@@ -32,7 +32,7 @@ def judged(rng, big_n: int, prevalence: float, error: float, sharp: bool = False
 
 
 def draws(succession) -> Draws:
-    return Draws(succession.order, succession.probabilities, succession.left)
+    return Draws(succession.order, succession.probabilities, succession.variances)
 
 
 def test_a_successive_draw_takes_items_in_proportion_to_their_size():
@@ -42,7 +42,7 @@ def test_a_successive_draw_takes_items_in_proportion_to_their_size():
     shares = np.bincount(first, minlength=4) / 20000
     assert shares == pytest.approx(sizes / sizes.sum(), abs=0.015)
     s = successive_draw(sizes, rng)
-    assert sorted(s.order) == [0, 1, 2, 3] and s.left[0] == 1.0
+    assert sorted(s.order) == [0, 1, 2, 3]
     assert s.probabilities[-1] == pytest.approx(1.0)
     # Rosen's approximation of the chance of being among the first two
     counts = np.zeros(4)
@@ -98,10 +98,9 @@ def test_labels_known_before_the_round_count_exactly():
     rng = np.random.default_rng(8)
     y, verdict, _, _ = judged(rng, 200, 0.4, 0.2)
     known = np.arange(198)
-    d = Draws(np.array([199, 198]), np.array([0.5, 1.0]), np.array([1.0, 0.5]))
+    d = Draws(np.array([199, 198]), np.array([0.5, 1.0]), np.array([2.0, 1.0]))
     values = y[d.positions]
-    e = sequential_ppi_mean(verdict, known, y[known], Draws(d.positions, d.probabilities,
-                                                               d.left), values).fixed
+    e = sequential_ppi_mean(verdict, known, y[known], d, values).fixed
     assert e.value == pytest.approx(y.mean(), abs=1e-12)
     errors = {0: [], 150: []}
     for _ in range(400):
@@ -109,7 +108,7 @@ def test_labels_known_before_the_round_count_exactly():
         for count in errors:
             known = np.arange(count)
             s = successive_draw(np.ones(200 - count), rng, 30)
-            d = Draws(count + s.order, s.probabilities, s.left)
+            d = Draws(count + s.order, s.probabilities, s.variances)
             est = sequential_ppi_mean(verdict, known, y[known], d, y[d.positions]).fixed
             errors[count].append(est.value - y.mean())
     assert np.std(errors[150]) < 0.6 * np.std(errors[0])

@@ -20,8 +20,9 @@ lambda and g are, as long as they were fixed before the t-th answer was seen
 (they are refitted from the labels so far at 10, 20, 40, ... answers). So:
 
 - the **estimate** after T answers is the weighted mean of z_1..z_T, each
-  weighted by 1 / L_t^2, L_t the share of the sizes left undrawn (the uniform
-  case's inverse variance, which recovers the finite-population correction), its variance
+  weighted by the inverse of its variance as foreseen when it was drawn (for a
+  uniform draw, (N - t + 1)^-2, which recovers the finite-population
+  correction), its variance
   sum w^2 (z - estimate)^2 / (sum w)^2 x T / (T - 1), and a Student t interval
   with Satterthwaite's degrees of freedom (``labels.ppi.finite``);
 - the **anytime interval** (a confidence sequence) is valid at every number of
@@ -73,9 +74,9 @@ class Draws:
     model's response in a round over several)."""
     probabilities: np.ndarray
     """q_t: the t-th draw's chance among the items not drawn before it."""
-    left: np.ndarray
-    """The share of the draw's size mass still undrawn before the t-th draw (1 at the
-    first): each draw's weight is 1 / left^2."""
+    variances: np.ndarray
+    """Each draw's foreseen contribution to the error, as the draw foresaw it
+    (``review.team.designs.Succession``): it is weighted by the inverse."""
 
 
 @dataclass(frozen=True)
@@ -197,13 +198,14 @@ def sequential_ppi_mean(
     known_y = np.asarray(known_values, dtype=float)
     pos = np.asarray(draws.positions, dtype=int)
     q = np.asarray(draws.probabilities, dtype=float)
-    share = np.asarray(draws.left, dtype=float)
+    foreseen = np.asarray(draws.variances, dtype=float)
     values = np.asarray(draw_values, dtype=float)
     inside = pos >= 0
     missing = inside & np.isnan(values)
     stop = int(np.argmax(missing)) if missing.any() else len(pos)
     waiting = int((inside[stop:] & ~np.isnan(values[stop:])).sum())
-    pos, q, share, values, inside = pos[:stop], q[:stop], share[:stop], values[:stop], inside[:stop]
+    pos, q, foreseen = pos[:stop], q[:stop], foreseen[:stop]
+    values, inside = values[:stop], inside[:stop]
     answered = int(inside.sum())
     if reason := too_few_labels(answered):
         return SequentialEstimate(undefined_estimate(answered, big_n - answered, reason),
@@ -236,7 +238,7 @@ def sequential_ppi_mean(
             done_y.append(float(values[t]))
         else:
             z[t] = lam * g_mean + past / big_n
-    w = 1 / share ** 2
+    w = foreseen.min() / foreseen
     if q[-1] >= 1 - 1e-12 and (len(known_pos) + answered) == big_n:
         # the last item left was drawn: every item is known, the mean is exact
         exact = float(z[-1])
