@@ -47,7 +47,7 @@ import numpy as np
 
 from store import Store, from_json, to_json
 
-DESIGNS = ("uniform", "weighted")
+DESIGNS = ("uniform", "weighted", "active")
 MORE_STRATA = ("model", "machine_label", "case")
 """Strata beside the round's own (none, gold, category): the responding model, a
 machine rater's label on the item (e.g. the mapper's), the CARE-Bench case."""
@@ -57,6 +57,7 @@ FLOOR = 0.5
 DESIGN_WORDS = {
     "uniform": "uniform random sample (in proportion within strata)",
     "weighted": "weighted toward items where the machine is likely wrong",
+    "active": "active: one batch at a time where a clinician's label tells most",
 }
 WEIGHT_WORDS = {
     "machine_disagreement": "machine raters disagree",
@@ -97,7 +98,9 @@ def _machine_answers(store: Store, question_key: str, ids: Sequence[int]) -> lis
     else:
         which, params = "q.key = ?", (_ids_json(ids), question_key)
     return store.query(
-        f"""SELECT a.item_id, a.question_id, r.name AS rater, a.value, a.confidence
+        f"""SELECT a.item_id, a.question_id, r.name AS rater, a.value, a.confidence,
+                   json_extract(a.extra, '$.score') AS score,
+                   json_extract(a.extra, '$.threshold') AS threshold
             FROM annotations a JOIN raters r ON r.id = a.rater_id
             JOIN questions q ON q.id = a.question_id
             WHERE a.item_id IN (SELECT value FROM json_each(?1)) AND {which}
@@ -226,124 +229,6 @@ def systematic_draw(probabilities: Mapping[int, float], rng: random.Random) -> l
     return drawn
 
 
-ACTIVE_FLOOR = 0.25
-"""An active round's size of an item is ACTIVE_FLOOR x the mean spread + its own spread:
-no item's chance falls below a quarter of the average one (a confident item the machine
-gets wrong still has a fair chance to be seen, and no label carries an extreme weight)."""
-PRIOR_WRONG = (0.05, 0.45)
-"""Before any clinician's label: the chance the machine is wrong on an item it is sure of,
-and on one it is wholly unsure of (or where the machines disagree)."""
-
-
-def prior_error_chance(unsure: np.ndarray | None = None,
-                       disagree: np.ndarray | None = None) -> np.ndarray | None:
-    """How likely the machine is wrong on each item before any clinician's label, from
-    its own uncertainty (0 sure .. 1 unsure: its confidence, or its score's distance
-    from the threshold) and the machines' disagreement (0..1); None when neither is
-    known."""
-    signals = [np.asarray(x, dtype=float) for x in (unsure, disagree) if x is not None]
-    if not signals:
-        return None
-    worst = np.clip(np.max(signals, axis=0), 0.0, 1.0)
-    low, high = PRIOR_WRONG
-    return low + (high - low) * worst
-
-
-def learned_error_chance(features: np.ndarray, wrong: np.ndarray, labelled: np.ndarray,
-                         prior: np.ndarray | None = None, ridge: float = 1.0) -> np.ndarray:
-    """How likely the machine is wrong on each item, learnt from the clinicians' labels
-    so far: a logistic regression of "the machine was wrong" on the items' features
-    (uncertainty, disagreement, one column per model), ridge-penalised, with the prior's
-    logit as an offset where there is one (so few labels move it little)."""
-    x = np.column_stack([np.ones(len(features)), features])
-    offset = (np.zeros(len(x)) if prior is None else
-              np.log(np.clip(prior, 1e-3, 1 - 1e-3) / (1 - np.clip(prior, 1e-3, 1 - 1e-3))))
-    xl, yl, ol = x[labelled], np.asarray(wrong, dtype=float), offset[labelled]
-    beta = np.zeros(x.shape[1])
-    penalty = np.full(x.shape[1], ridge)
-    penalty[0] = 1e-3 if prior is None else ridge
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-np.clip(xl @ beta + ol, -30, 30)))
-        grad = xl.T @ (yl - p) - penalty * beta
-        hess = (xl * (p * (1 - p))[:, None]).T @ xl + np.diag(penalty)
-        step = np.linalg.solve(hess, grad)
-        beta += step
-        if np.abs(step).max() < 1e-9:
-            break
-    return 1 / (1 + np.exp(-np.clip(x @ beta + offset, -30, 30)))
-
-
-def active_sizes(error_chance: np.ndarray) -> np.ndarray:
-    """Each item's size in an active round: the spread of the machine's error on it,
-    sqrt(q (1 - q)) for a chance q of being wrong (a clinician's label tells most where
-    that is largest: Neyman's allocation, the variance-optimal one of Zrnic & Candes),
-    plus a floor (:data:`ACTIVE_FLOOR`)."""
-    q = np.clip(np.asarray(error_chance, dtype=float), 0.0, 1.0)
-    spread = np.sqrt(q * (1 - q))
-    return ACTIVE_FLOOR * max(float(spread.mean()), 1e-6) + spread
-
-
-@dataclass(frozen=True)
-class Succession:
-    """A successive draw: each next item drawn, among those not drawn yet, with
-    probability proportional to its size (sampling without replacement with unequal
-    probabilities, one at a time; ``labels.ppi.sequential`` estimates from it)."""
-
-    order: np.ndarray
-    """Indices (into the sizes) in the order drawn."""
-    probabilities: np.ndarray
-    """Each draw's chance at its turn: its size over the sizes not drawn before it."""
-    variances: np.ndarray
-    """Each draw's expected contribution to the error, as foreseen when drawn: the sizes
-    left times the sum over the items left of spread^2 / size (an item's spread the
-    machine's chance of being wrong q as q (1 - q), or 1 when none is known). The
-    estimate weights each draw by its inverse: a draw where the machine's errors are
-    foreseen well counts more."""
-
-
-def successive_draw(sizes: Sequence[float], rng: np.random.Generator, count: int | None = None,
-                    error_chance: Sequence[float] | None = None) -> Succession:
-    """The first ``count`` (default: every) items of a successive draw by size: the
-    order of the exponential keys -log(U) / size (Efraimidis & Spirakis 2006), the same
-    law as drawing one at a time with probability proportional to size."""
-    s = np.asarray(sizes, dtype=float)
-    if not len(s) or np.any(~(s > 0)):
-        raise DesignError("every candidate needs a size above 0")
-    count = len(s) if count is None else min(count, len(s))
-    keys = -np.log(1 - rng.random(len(s))) / s
-    order = np.argsort(keys, kind="stable")[:count]
-    if error_chance is None:
-        spread = np.ones(len(s))
-    else:
-        q = np.clip(np.asarray(error_chance, dtype=float), 0.0, 1.0)
-        spread = np.maximum(q * (1 - q), 1e-4)
-    ratio = spread / s
-    before = np.concatenate([[0.0], np.cumsum(s[order])[:-1]])
-    before_ratio = np.concatenate([[0.0], np.cumsum(ratio[order])[:-1]])
-    remaining = np.maximum(s.sum() - before, s[order])
-    remaining_ratio = np.maximum(ratio.sum() - before_ratio, ratio[order])
-    return Succession(order, s[order] / remaining, remaining * remaining_ratio)
-
-
-def successive_inclusion(sizes: Sequence[float], n: int) -> np.ndarray:
-    """Each item's approximate chance of being among the first n of a successive draw
-    (Rosen 1997: 1 - exp(-size x tau), tau such that the chances sum to n)."""
-    s = np.asarray(sizes, dtype=float)
-    n = min(n, len(s))
-    if n >= len(s):
-        return np.ones(len(s))
-    low, high = 0.0, 1.0
-    while (1 - np.exp(-s * high)).sum() < n:
-        high *= 2
-    for _ in range(100):
-        mid = (low + high) / 2
-        if (1 - np.exp(-s * mid)).sum() < n:
-            low = mid
-        else:
-            high = mid
-    return np.clip(1 - np.exp(-s * high), 1e-9, 1.0)
-
-
 def sampling_design(store: Store, spec, keys: Mapping[int, str],
                     order: list[tuple[int, str]]) -> Draw:
     """The round's draw as a sampling design. ``keys``: every candidate's stratum;
@@ -416,6 +301,10 @@ def describe(design: Mapping | None) -> str:
     if not design:
         return "no design recorded (drawn before designs were kept)"
     kind = design.get("kind", "uniform")
+    if kind == "active":
+        return (f"active: drawn a batch at a time where the machine is likely wrong "
+                f"({design.get('signals') or 'nothing known yet: uniform'}), up to "
+                f"{design.get('limit')} of {design.get('frame')} candidates")
     if kind == "weighted":
         return (f"weighted toward items where {WEIGHT_WORDS.get(design.get('weight_by'), '?')}:"
                 f" {design.get('drawn')} of {design.get('frame')} candidates")
