@@ -616,10 +616,11 @@ def cmd_ppi(args: argparse.Namespace) -> int:
     try:
         report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
                             phase=args.phase, sampling=args.sampling, reference=args.reference,
-                            question=args.question)
+                            question=args.question, estimand=args.estimand,
+                            calibrate=args.calibrate, target=args.target)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(ppi_json(report) if args.json else format_ppi_text(report))
+    print(ppi_json(report) if args.json else format_ppi_text(report, anytime=args.anytime))
     return 0
 
 
@@ -655,6 +656,7 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
 def add_ppi_commands(sub) -> None:
     """The `ppi` and `plan-labels` subcommands."""
     from labels.ppi.readings import METRICS, PHASES
+    from labels.ppi.report import CALIBRATIONS, ESTIMANDS
     from labels.ppi.sampling import MODES
 
     for name, what in (
@@ -693,6 +695,21 @@ def add_ppi_commands(sub) -> None:
                                 "else every label assumed a uniform random sample (said in "
                                 "the output); assume-uniform: every label as uniform; design: "
                                 "designed labels only")
+            p.add_argument("--estimand", choices=ESTIMANDS, default="finite",
+                           help="finite (default): the mean over these items, with the "
+                                "finite-population correction of the draw; superpopulation: "
+                                "ppi-python's estimand and formulas")
+            p.add_argument("--calibrate", choices=CALIBRATIONS, default="auto",
+                           help="auto (default): where the machine gives a confidence or "
+                                "score, calibrate it against the clinicians (cross-fitted) "
+                                "and correct that; off: correct its reading; isotonic or "
+                                "logistic: that calibration")
+            p.add_argument("--anytime", action="store_true",
+                           help="also the interval valid at every look (a confidence "
+                                "sequence), and whether it is enough for --target")
+            p.add_argument("--target", type=float, metavar="H",
+                           help="the half-width that is enough (default: the round's, else "
+                                "0.05)")
         else:
             p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
                            help="the 95%% half-width to reach, e.g. 0.05")

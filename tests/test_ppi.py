@@ -173,7 +173,7 @@ ACCURACY = {"model-a": 0.75, "model-b": 0.55}
 
 
 def write_study(store, *, n_prefixes: int = 150, labelled: float = 0.3, seed: int = 5,
-                second_mapper: bool = False) -> dict:
+                second_mapper: bool = False, confidence: bool = False) -> dict:
     """Prefixes with gold labels, two models' replies, a mapper's reading of every reply
     (wrong 20% of the time, more often on model-b) and, for a uniform random share of
     the replies, a clinician's blind reading (the truth). Returns per model the
@@ -199,8 +199,12 @@ def write_study(store, *, n_prefixes: int = 150, labelled: float = 0.3, seed: in
         for index, (reply, prefix, model) in enumerate(replies):
             truth = gold[prefix] if rng.random() < ACCURACY[model] else rng.choice(CODES)
             miss = 0.3 if model == "model-b" else 0.1
+            if confidence:  # unsure (1-2) on most of the replies it gets wrong
+                sure = rng.choice([1, 2, 2, 3, 4, 5, 5, 5])
+                miss = {1: 0.6, 2: 0.45, 3: 0.2, 4: 0.08, 5: 0.03}[sure]
             said = truth if rng.random() > miss else rng.choice(CODES)
-            w.annotation(AnnotationRecord(reply, RESPONSE_Q, MAPPER, said))
+            w.annotation(AnnotationRecord(reply, RESPONSE_Q, MAPPER, said,
+                                          confidence=sure if confidence else None))
             if second_mapper:
                 other = said if rng.random() > 0.15 else rng.choice(CODES)
                 w.annotation(AnnotationRecord(reply, RESPONSE_Q, MAPPER_2, other))
@@ -224,7 +228,8 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 def test_carelens_ppi_json_equals_ppi_python_on_a_uniformly_labelled_study(store, capsys):
     expected = write_study(store)
     code, out, err = run_cli(capsys, "--db", store.path, "ppi", "--metric", "accuracy",
-                             "--human", CLINICIAN, "--machine", MAPPER, "--json")
+                             "--human", CLINICIAN, "--machine", MAPPER, "--json",
+                             "--estimand", "superpopulation", "--calibrate", "off")
     assert code == 0, err
     report = json.loads(out)
     assert set(report) >= {"estimates", "provenance"}

@@ -183,6 +183,7 @@ def sequential_ppi_mean(
     scores: Sequence[float] | None = None,
     calibration: str = "isotonic",
     planned: int | None = None,
+    lam: float | None = None,
     alpha: float = ALPHA,
 ) -> SequentialEstimate:
     """The population's mean from a sequential design (see the module): ``predicted``,
@@ -190,7 +191,8 @@ def sequential_ppi_mean(
     labelled before the first draw; ``draws`` and ``draw_values`` (NaN: not answered
     yet) in the order drawn; ``scores``: the machine's score of every item, calibrated
     along the way (``calibration``: isotonic or logistic); ``planned``: the number of
-    answers the anytime interval is narrowest at (default: the draws so far)."""
+    answers the anytime interval is narrowest at (default: the draws so far); ``lam``
+    fixes the machine's weight (0: the clinicians alone) instead of tuning it."""
     g0 = np.asarray(predicted, dtype=float).reshape(-1)
     big_n = len(g0)
     score = None if scores is None else np.asarray(scores, dtype=float)
@@ -211,6 +213,7 @@ def sequential_ppi_mean(
         return SequentialEstimate(undefined_estimate(answered, big_n - answered, reason),
                                   None, answered, waiting)
     steps = len(pos)
+    fixed_lam = lam
     z = np.empty(steps)
     g, lam, method = g0, 1.0, None
     done_pos: list[int] = []
@@ -226,7 +229,7 @@ def sequential_ppi_mean(
             g, method = _predictor(score, known_pos, known_y, lab_pos, lab_y, g0, calibration)
             all_pos = np.concatenate([known_pos, lab_pos])
             all_y = np.concatenate([known_y, lab_y])
-            lam = _lambda(all_y, g[all_pos])
+            lam = _lambda(all_y, g[all_pos]) if fixed_lam is None else fixed_lam
             past = float((all_y - lam * g[all_pos]).sum())
             g_mean = float(g.mean())
         i = pos[t]
@@ -249,13 +252,18 @@ def sequential_ppi_mean(
     run = _Running(z, w)
     theta, se_last, df = float(run.estimate[-1]), float(run.se[-1]), float(run.df[-1])
     half = float(stdtrit(df, 1 - alpha / 2)) * se_last
-    note = (f"only {answered} answers: the interval is approximate" if answered < 30
-            else None)
+    notes = []
+    if se_last < 1e-12:
+        notes.append("every answer so far agrees with its correction, so the interval has zero "
+                     "width: it understates the uncertainty")
+    if answered < 30:
+        notes.append(f"only {answered} answers: the interval is approximate")
+    note = "; ".join(notes) or None
     fixed = MeanEstimate(theta, theta - half, theta + half, answered, big_n - answered, lam,
                          note=note, population=big_n, design="sequential", se=se_last)
     anytime = None
     so_far = np.cumsum(inside)
-    if answered >= ANYTIME_FROM:
+    if answered >= ANYTIME_FROM and se_last > 1e-12:
         target = planned or answered
         # the normal-mixture multiplier, widened as Student's t widens the normal where the
         # variance rests on few labels' worth of information (early, or where the machine
