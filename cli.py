@@ -617,7 +617,8 @@ def cmd_ppi(args: argparse.Namespace) -> int:
         report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
                             phase=args.phase, sampling=args.sampling, reference=args.reference,
                             question=args.question, estimand=args.estimand,
-                            calibrate=args.calibrate, target=args.target)
+                            calibrate=args.calibrate, target=args.target,
+                            round_name=args.round_name)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(ppi_json(report) if args.json else format_ppi_text(report, anytime=args.anytime))
@@ -710,6 +711,8 @@ def add_ppi_commands(sub) -> None:
             p.add_argument("--target", type=float, metavar="H",
                            help="the half-width that is enough (default: the round's, else "
                                 "0.05)")
+            p.add_argument("--in-round", dest="round_name", metavar="NAME",
+                           help="only the labels of this review round, drawn by its design")
         else:
             p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
                            help="the 95%% half-width to reach, e.g. 0.05")

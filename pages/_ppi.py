@@ -32,7 +32,9 @@ SAMPLING_WORDS = {
 }
 DESIGN_CHOICES = {"uniform": "Uniform: every item the same chance (within strata)",
                   **{f"weighted:{w}": f"Weighted toward items where {WEIGHT_WORDS[w]}"
-                     for w in WEIGHT_BY}}
+                     for w in WEIGHT_BY},
+                  "active": "Active: the next items where a clinician's label tells most "
+                            "(drawn a batch at a time, learning as answers come in)"}
 
 
 def md(value: object) -> str:
@@ -127,6 +129,9 @@ def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
     st.caption(f"{md(METRICS[metric])} per model. Clinicians' answers: {md(PHASES[phase])}. "
                f"{md(METHOD)} λ: how much the machine's labels count (0: not at all, 1: fully). "
                f"Machine only: {md(MACHINE_ONLY_NOTE)}.")
+    for e in report.estimates:
+        st.caption(f"{md(e.model)}: {md(e.population_words)}; {md(e.design_words)}; "
+                   f"corrected: {md(e.prediction)}.")
     notes = [n for e in report.estimates for n in (e.ppi.note, *e.sampling.notes) if n]
     if any(past_the_edge(e.ppi, e.classical, e.machine_only) for e in report.estimates):
         notes.append(EDGE_NOTE)
@@ -161,6 +166,47 @@ def leaderboard_caption(column: PPIColumn | None) -> None:
                                                   for c in column.cells.values()) else ""))
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _round_status(path: str, version: tuple, round_name: str, metric: str, machine: str | None,
+                  question: str | None):
+    with open_store(path) as s:
+        machine = machine or default_machine(s, metric, question)
+        report = ppi_report(s, metric, MAJORITY, machine, round_name=round_name,
+                            question=question)
+        return machine, [(e.model, e.anytime.words() if e.anytime else "", e.anytime.enough
+                          if e.anytime else False, _estimate(e.ppi)) for e in report.estimates]
+
+
+def round_status(db, round_name: str, question_key: str, design: dict | None) -> None:
+    """Inside a round's details: is it enough? The interval valid whenever the lead looks,
+    per model, from the clinicians' majority (blind answers) against the machine."""
+    if not design or design.get("kind") not in ("active", "uniform") or (
+            design.get("kind") == "uniform" and design.get("stratify_by", "none") != "none"):
+        return
+    rubric = question_key.startswith("criteria@")
+    if question_key != carebench_questions()[1] and not rubric:
+        return
+    metric = "met_rate" if rubric else "accuracy"
+    try:
+        machine, rows = _round_status(default_db_path(), cmp.data_version(db), round_name, metric,
+                                      design.get("machine"), None)
+    except ValueError as exc:
+        st.caption(f"Is it enough? {md(exc)}")
+        return
+    if not rows:
+        st.caption("Is it enough? No answer of this round yet.")
+        return
+    for model, words, enough, estimate in rows:
+        text = f"**{md(model)}** · {md(METRICS[metric])} {estimate} · {md(words)}"
+        if enough:
+            st.success(text, icon=":material/flag:")
+        else:
+            st.caption(text)
+    st.caption(f"From the clinicians' majority (blind answers) against {md(machine)}, in the "
+               "order the round drew its items; valid however often you look (a confidence "
+               "sequence). `carelens ppi --anytime --in-round` gives the same.")
+
+
 def round_design(db, question_key: str | None) -> dict:
     """Inside *Create a round*: how the round draws its items, and the label budget that
     says how many it needs. Returns the round's design fields (``RoundSpec``)."""
@@ -174,6 +220,15 @@ def round_design(db, question_key: str | None) -> dict:
         _budget(db, question_key)
     if choice == "uniform":
         return {"design": "uniform"}
+    if choice == "active":
+        target = st.number_input(
+            "Half-width you aim for (95%)", 0.005, 0.5, 0.05, step=0.005, format="%.3f",
+            key="round_target", help="The round's screen says when the interval, valid "
+                                     "whenever you look, is this narrow: you may stop then.")
+        st.caption("An active round needs a number of items (its most) and no strata: its "
+                   "first items are where the machine is unsure or the machines disagree, the "
+                   "next where the clinicians' answers so far show it errs.")
+        return {"design": "active", "target_halfwidth": float(target)}
     return {"design": "weighted", "weight_by": choice.split(":", 1)[1]}
 
 

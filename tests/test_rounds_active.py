@@ -98,3 +98,48 @@ def test_the_sequence_is_append_only(demo):
                 f" WHERE round_id = {rid} AND position = 0"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             demo.conn.execute(sql)
+
+
+def test_a_lead_creates_an_active_round_and_sees_when_it_is_enough(store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from review.reviewing.commit import commit_answer
+    from review.reviewing.items import load_item
+    from tests.conftest import ROOT
+    from tests.helpers import CODES, shown
+    from tests.test_ppi import MAPPER, write_study
+
+    write_study(store, n_prefixes=120, labelled=0.0, second_mapper=True)
+    ensure_reviewer(store, "Jordan Lee", role="admin")
+    monkeypatch.setenv("CARELENS_DB", str(store.path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["reviewer"] = "Jordan Lee"
+    at.run()
+    at.switch_page("pages/rounds.py").run()
+    next(s for s in at.selectbox if s.label == "What each reviewer answers").set_value(
+        RESPONSE_Q).run()
+    at.radio(key="round_design").set_value("active").run()
+    next(n for n in at.number_input if n.key == "round_target").set_value(0.3)
+    next(t for t in at.text_input if t.label == "Name").input("Where it tells most")
+    next(n for n in at.number_input if n.label.startswith("Items")).set_value(100)
+    next(n for n in at.number_input if n.label.startswith("Reviewers per item")).set_value(1)
+    next(b for b in at.button if b.label == "Create round").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    rid = store.scalar("SELECT id FROM review_rounds WHERE name = 'Where it tells most'")
+    assert design(store, rid)["kind"] == "active"
+    assert design(store, rid)["target_halfwidth"] == 0.3
+    said = dict(store.query("SELECT a.item_id, a.value FROM annotations a JOIN raters r"
+                            " ON r.id = a.rater_id WHERE r.name = ?", (MAPPER,)))
+    reader = ensure_reviewer(store, "Dr. Active Reader")
+    while (item := reserve_next_item(store, rid, reader)) is not None:
+        answer = said[item] if item % 5 else CODES[(CODES.index(said[item]) + 1) % 4]
+        commit_answer(store, reader, item, load_item(store, item).question_id, answer,
+                      round_id=rid)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    words = [shown(x.value) for x in (*at.caption, *at.success)]
+    assert any("drawn: active: drawn a batch at a time" in w for w in words)
+    assert any("valid however often you look" in w for w in words)
+    assert any("enough for \u00b1 " in w and "you may stop" in w for w in words), words

@@ -75,6 +75,9 @@ class Readings:
     first_answer: dict[int, int] = field(default_factory=dict)
     """Position -> the earliest clinician's answer (annotation id) behind its value: the
     order labels given outside any round arrived in."""
+    unsettled: set[int] = field(default_factory=set)
+    """Positions clinicians answered whose reading is not settled (their majority ties,
+    or a pass needs criteria they did not answer)."""
 
     @property
     def scored(self) -> bool:
@@ -190,6 +193,11 @@ def _machine_scores(store: Store, answers: Answers, machine: str) -> MachineSure
     return out
 
 
+def _answered_by_clinicians(answers: Answers, unit: int) -> bool:
+    return any(unit in answers.values.get(name, {}) for name, rater in answers.raters.items()
+               if rater.kind == "human")
+
+
 def item_ids_of(store: Store, uids: set[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     ordered = sorted(uids)
@@ -253,6 +261,8 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
             r.human[position] = share_reading(metric, g, read[unit_index], order)
             r.rounds[position] = rounds.get(unit_index, frozenset())
             r.first_answer[position] = first.get(unit_index, 0)
+        elif _answered_by_clinicians(responses, unit_index):
+            r.unsettled.add(position)
     if without_gold:
         result.notes.append(f"{without_gold} responses the machine read have no reference label "
                             f"on their prefix from {reference}: left out")
@@ -323,6 +333,8 @@ def _criteria_readings(store, metric, human, machine, filters, phase, question):
             r.first_answer[position] = entry["first"] or 0
         if h and not complete:
             partial += 1
+        if h and position not in r.human:
+            r.unsettled.add(position)
     if partial:
         result.notes.append(
             f"{partial} items have a clinician's verdict on only some of the criteria the "

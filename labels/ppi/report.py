@@ -63,6 +63,9 @@ class AnytimeReading:
     """Why there is none (too few answers in order, a design without a sequence)."""
     waiting: int = 0
     """Answers given out of order, waiting for an earlier draw's answer."""
+    unsettled: int = 0
+    """1 when the sequence stops at an item the clinicians answered without a settled value
+    (their answers tie): adjudicating it lets the answers after it count."""
 
     @property
     def enough(self) -> bool:
@@ -72,6 +75,9 @@ class AnytimeReading:
         """What the Rounds screen and ``carelens ppi --anytime`` say."""
         wait = (f" ({self.waiting} answers given out of order wait for an earlier one)"
                 if self.waiting else "")
+        if self.unsettled:
+            wait += (" (the sequence waits at an item the clinicians answered without a "
+                     "settled value: their answers tie; adjudicate it)")
         if self.interval is None:
             return f"no interval valid at every look yet: {self.reason}{wait}"
         a = self.interval
@@ -178,6 +184,14 @@ def _sequential(readings: Readings, sampling: Sampling, population: list[int],
                                calibration="logistic" if calibrate == "logistic" else "isotonic")
 
 
+def _stuck_unsettled(readings: Readings, sampling: Sampling, run) -> int:
+    """1 when the sequence stops at a draw whose clinicians' answers tie, else 0."""
+    inside = [p for p in sampling.sequence.positions if p >= 0]
+    if run.answered < len(inside):
+        return int(inside[run.answered] in readings.unsettled)
+    return 0
+
+
 def _why_no_anytime(run, order: str) -> str:
     if run.answered < ANYTIME_FROM:
         return (f"{run.answered} answers in the order {order}; it is drawn from "
@@ -208,7 +222,8 @@ def estimate_model(readings: Readings, sampling: Sampling, *, estimand: str = "f
         clinicians = _sequential(readings, sampling, population, "off", planned, lam=0.0).fixed
         ppi = run.fixed
         anytime = AnytimeReading(run.anytime, target, None if run.anytime else
-                                 _why_no_anytime(run, "drawn"), run.waiting)
+                                 _why_no_anytime(run, "drawn"), run.waiting,
+                                 _stuck_unsettled(readings, sampling, run))
         n_lab = run.answered
         return ModelEstimate(readings.model, ppi, clinicians, machine, n_lab,
                              len(population) - n_lab, sampling, words, "finite", anytime)
@@ -240,7 +255,8 @@ def estimate_model(readings: Readings, sampling: Sampling, *, estimand: str = "f
             run = _sequential(readings, sampling, population, calibrate,
                               planned or len(labelled))
             anytime = AnytimeReading(run.anytime, target, None if run.anytime else
-                                     _why_no_anytime(run, "offered"), run.waiting)
+                                     _why_no_anytime(run, "offered"), run.waiting,
+                                     _stuck_unsettled(readings, sampling, run))
         else:
             anytime = AnytimeReading(None, target, "the labels are not one sequence (a "
                                      "stratified or weighted round, or several rounds): the "
@@ -290,6 +306,7 @@ def ppi_report(
     estimand: str = "finite",
     calibrate: str = "auto",
     target: float | None = None,
+    round_name: str | None = None,
 ) -> PPIReport:
     """The metric per model: PPI, clinicians-only and machine-only estimates with 95%
     intervals. ``human``: a clinician, ``group:majority`` or ``group:adjudicated``;
@@ -299,7 +316,8 @@ def ppi_report(
     default) or superpopulation (ppi-python's); ``calibrate``: auto (calibrate the
     machine's confidence or score where it gives one) | off | isotonic | logistic;
     ``target``: the half-width the anytime interval is "enough" at (default: the round's,
-    else 0.05). ValueError with a message for the user on bad input."""
+    else 0.05); ``round_name``: the labels of that review round alone, drawn by its design.
+    ValueError with a message for the user on bad input."""
     # The phase used is the one every output names (the filters' words included).
     filters = replace(filters or Filters(), phase=phase)
     if sampling not in MODES:
@@ -313,11 +331,19 @@ def ppi_report(
     readings = read_metric(store, metric, human, machine, filters, phase=phase,
                            reference=reference, question=question)
     designs = round_designs(store)
+    round_id = None
+    if round_name is not None:
+        round_id = next((d.round_id for d in designs.values() if d.name == round_name), None)
+        if round_id is None:
+            known = ", ".join(sorted(repr(d.name) for d in designs.values())) or "none"
+            raise ValueError(f"no review round named {round_name!r} with a recorded design "
+                             f"(rounds with one: {known})")
     report = PPIReport(metric, METRICS[metric], human, machine, readings.question,
                        readings.reference, phase, filters, sampling, [], list(readings.notes),
                        estimand=estimand, calibrate=calibrate)
     for _, r in sorted(readings.by_model.items()):
-        report.estimates.append(estimate_model(r, resolve_sampling(r, designs, sampling),
+        report.estimates.append(estimate_model(r, resolve_sampling(r, designs, sampling,
+                                                                   round_id),
                                                estimand=estimand, calibrate=calibrate,
                                                target=target))
     if not report.estimates:

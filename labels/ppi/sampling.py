@@ -186,10 +186,15 @@ def _active(readings: Readings, d: RoundDesign, others: list[str]) -> Sampling:
 
 
 def resolve_sampling(readings: Readings, designs: dict[int, RoundDesign],
-                     mode: str = "auto") -> Sampling:
-    """The labels and probabilities one model's estimate rests on (see the module)."""
+                     mode: str = "auto", round_id: int | None = None) -> Sampling:
+    """The labels and probabilities one model's estimate rests on (see the module);
+    ``round_id``: that round's design alone (its labels only)."""
     if mode not in MODES:
         raise ValueError(f"sampling is one of {', '.join(MODES)}, not {mode!r}")
+    if round_id is not None:
+        if round_id not in designs:
+            raise ValueError("that round has no recorded sampling design")
+        designs, mode = {round_id: designs[round_id]}, "design"
     designed = {p: readings.rounds.get(p, frozenset()) & designs.keys() for p in readings.human}
     designed = {p: rounds for p, rounds in designed.items() if rounds}
     if mode == "assume-uniform" or (mode == "auto" and not designed):

@@ -350,3 +350,9 @@ def design_words(store: Store) -> dict[int, str]:
     """Each round's design in words, by round id (Rounds and people)."""
     return {r["id"]: describe(from_json(r["design"]) if r["design"] else None)
             for r in store.query("SELECT id, design FROM review_rounds")}
+
+
+def round_record(store: Store, round_id: int) -> dict | None:
+    """A round's recorded design (None before designs were kept)."""
+    raw = store.scalar("SELECT design FROM review_rounds WHERE id = ?", (round_id,))
+    return from_json(raw) if raw else None
