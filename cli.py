@@ -654,6 +654,77 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- review rounds (review.team.rounds): a lead draws one from the terminal ----------------
+
+
+@command("round")
+def cmd_round(args: argparse.Namespace) -> int:
+    """Create a review round (an active one included), or list the rounds."""
+    from review.team.designs import design_words
+    from review.team.reviewers import find_reviewer
+    from review.team.rounds import RoundError, RoundSpec, create_round, list_rounds
+
+    store = open_store(args.db)
+    if args.action == "list":
+        words = design_words(store)
+        for r in list_rounds(store):
+            print(f"{r.id}\t{r.name}\t{r.question_key}\t{r.answers_given} of "
+                  f"{r.answers_needed} reviews\t{words.get(r.id, '')}")
+        return 0
+    if not args.name or not args.question:
+        raise UsageError("round create needs --name and --question")
+    lead = find_reviewer(store, args.lead)
+    if lead is None:
+        raise UsageError(f"--as {args.lead!r}: no such person here (an admin creates rounds)")
+    spec = RoundSpec(
+        name=args.name, question_key=args.question, reviewers_per_item=args.reviewers_per_item,
+        overlap_share=args.overlap_share, dataset=args.dataset, split=args.split,
+        model=args.model, stratify_by=args.stratify_by, blinding=args.blinding,
+        limit=args.limit, seed=args.seed, design=args.design, weight_by=args.weight_by,
+        machine=args.machine, target_halfwidth=args.target)
+    try:
+        rid = create_round(store, spec, lead)
+    except RoundError as exc:
+        raise UsageError(str(exc)) from None
+    drawn = store.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,))
+    print(f"round {rid} {args.name!r}: {design_words(store)[rid]}; {drawn} items to review now")
+    return 0
+
+
+def add_round_command(sub) -> None:
+    from codebook import BLINDING_MODES
+    from review.team.designs import DESIGNS, WEIGHT_BY
+    from review.team.rounds import STRATA
+
+    what = "create a review round (uniform, stratified, weighted or active), or list them"
+    r = sub.add_parser("round", help=what, description=what)
+    r.add_argument("action", choices=("create", "list"))
+    r.add_argument("--as", dest="lead", default="",
+                   help="create: the admin creating it, as named here")
+    r.add_argument("--name", help="create: the round's name")
+    r.add_argument("--question", help="create: what each reviewer answers: a label question's "
+                                      "key, or criteria@trajectory / criteria@graded_conversation")
+    r.add_argument("--design", choices=DESIGNS, default="uniform",
+                   help="uniform (default; within strata), weighted, or active: the next items "
+                        "where a clinician's label tells most, drawn a batch at a time")
+    r.add_argument("--limit", type=int, help="the most items it draws (weighted and active "
+                                             "need one)")
+    r.add_argument("--target", type=float, metavar="H",
+                   help="active: the 95%% half-width you aim for (the anytime interval says "
+                        "when it is reached)")
+    r.add_argument("--weight-by", choices=WEIGHT_BY, help="weighted: what to weight by")
+    r.add_argument("--stratify-by", choices=STRATA, default="none")
+    r.add_argument("--machine", help="the machine rater whose answers it weighs (default: "
+                                     "the busiest)")
+    r.add_argument("--reviewers-per-item", type=int, default=1,
+                   help="answers each item needs (default 1)")
+    r.add_argument("--overlap-share", type=float, help="share of items that get them all")
+    r.add_argument("--blinding", choices=BLINDING_MODES, default="reveal_after_commit")
+    r.add_argument("--seed", type=int, default=0)
+    for option in ("dataset", "split", "model"):
+        r.add_argument(f"--{option}", help=f"only items of this {option}")
+
+
 def add_ppi_commands(sub) -> None:
     """The `ppi` and `plan-labels` subcommands."""
     from labels.ppi.readings import METRICS, PHASES
@@ -932,6 +1003,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     add_ppi_commands(sub)
+    add_round_command(sub)
 
 
     h = sub.add_parser("healthbench-score",

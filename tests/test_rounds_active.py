@@ -143,3 +143,23 @@ def test_a_lead_creates_an_active_round_and_sees_when_it_is_enough(store, monkey
     assert any("drawn: active: drawn a batch at a time" in w for w in words)
     assert any("valid however often you look" in w for w in words)
     assert any("enough for \u00b1 " in w and "you may stop" in w for w in words), words
+
+
+def test_a_lead_creates_an_active_round_from_the_command_line(demo, capsys):
+    import cli
+
+    code = cli.main(["--db", str(demo.path), "round", "create", "--as", "Jordan Lee",
+                     "--name", "Tells most", "--question", RESPONSE_Q, "--design", "active",
+                     "--limit", "40", "--target", "0.05"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "'Tells most': active: drawn a batch at a time" in out and "20 items to review" in out
+    code = cli.main(["--db", str(demo.path), "round", "list"])
+    out, _ = capsys.readouterr()
+    assert "Tells most" in out and "up to 40 of 252 candidates" in out
+    ensure_reviewer(demo, "Dr. Not Admin")
+    code = cli.main(["--db", str(demo.path), "round", "create", "--as", "Dr. Not Admin",
+                     "--name", "x", "--question", RESPONSE_Q, "--design", "active",
+                     "--limit", "40"])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "only an admin" in err
