@@ -12,8 +12,8 @@ inference), plus a floor so that no item is out of reach.
 The round draws a batch (:data:`BATCH` items) when it is created and the next
 whenever its places run low, each batch's chances q learnt afresh from the
 clinicians' labels so far (a ridge logistic regression of "the clinicians'
-answer differed from the machine's" on the item's signals, the prior below as
-its offset): what is known before each batch decides it, which keeps every
+answer differed from the machine's" on the item's signals, its run and the
+machine's label, the prior below as its offset): what is known before each batch decides it, which keeps every
 step of the sequence a fair draw. Every draw is recorded as it is made (table
 ``round_sequence``: its turn, its chance at that turn among the items left,
 the error it was foreseen to add) and ``labels.ppi.sequential`` estimates from
@@ -43,7 +43,7 @@ BATCH = 20
 MIN_LEARN = 20
 """Items with a clinician's answer before the chances are learnt from them."""
 SIGNAL_WORDS = {"unsure": "the machine was unsure", "disagree": "machine raters disagree",
-                "model": "per model", "label": "per machine label",
+                "model": "per run", "label": "per machine label",
                 "labels": "learnt from clinicians' answers"}
 
 
@@ -180,6 +180,7 @@ class Signals:
     disagree: np.ndarray | None = None
     """The share of the item's questions where machine raters answered differently."""
     models: list[str] = field(default_factory=list)
+    """The run each item belongs to (the model where it belongs to none)."""
     labels: list[str] = field(default_factory=list)
     """The machine's answer (a label question's label), '' elsewhere."""
     wrong: dict[int, float] = field(default_factory=dict)
@@ -245,8 +246,9 @@ def item_signals(store: Store, question_key: str, ids: Sequence[int],
         for (item, _), values in said.items():
             per_item.setdefault(item, []).append(float(len(values) > 1))
         signals.disagree = np.array([np.mean(per_item.get(i, [0.0])) for i in ids])
-    models = dict(store.query("SELECT id, COALESCE(model, '') FROM items"
-                              " WHERE id IN (SELECT value FROM json_each(?))", (_ids_json(ids),)))
+    models = dict(store.query(  # each run apart (store.runs), else the model
+        "SELECT id, COALESCE('run ' || run_id, model, '') FROM items"
+        " WHERE id IN (SELECT value FROM json_each(?))", (_ids_json(ids),)))
     signals.models = [models.get(i, "") for i in ids]
     signals.labels = labels
     differs: dict[int, list[float]] = {}
