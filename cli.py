@@ -710,7 +710,7 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
 
     from labels.ppi.budget import format_plan_text, label_plan, plan_dict
     from labels.ppi.readings import default_machine
-    from review.team.designs import planning_designs
+    from review.team.active import plan_designs
 
     store = open_store(args.db)
     try:
@@ -718,7 +718,8 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
         plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
                           _ppi_filters(args, store), phase=args.phase, question=args.question,
                           reference=args.reference, replicates=args.replicates,
-                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+                          designs_for=lambda key, ids: plan_designs(store, key, ids),
+                          assurance=args.assurance)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from labels.provenance import provenance as provenance_of
@@ -727,7 +728,7 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
                                filters=_ppi_filters(args, store),
                                what="label budget", metric=args.metric, human=args.human,
                                machine=machine, target_halfwidth=args.target_halfwidth,
-                               replicates=args.replicates, seed=0)
+                               replicates=args.replicates, assurance=args.assurance, seed=0)
     print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
           else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
     return 0
@@ -867,7 +868,10 @@ def add_ppi_commands(sub) -> None:
             p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
                            help="the 95%% half-width to reach, e.g. 0.05")
             p.add_argument("--replicates", type=int, default=120,
-                           help="simulated studies per design and size (default 120)")
+                           help="kappa: simulated studies per design and size (default 120)")
+            p.add_argument("--assurance", type=float, default=0.9,
+                           help="the share of pilots like yours the figure must suffice for "
+                                "(default 0.9; the pilot is resampled 200 times)")
         p.add_argument("--json", action="store_true")
 
 

@@ -21,7 +21,8 @@ from labels.ppi.budget import label_plan
 from labels.ppi.readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
 from labels.ppi.report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
 from labels.ppi.sampling import MODES
-from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
+from review.team.active import plan_designs
+from review.team.designs import WEIGHT_BY, WEIGHT_WORDS
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
@@ -57,7 +58,7 @@ def _plan(path: str, version: tuple, metric, human, target, question):
     with open_store(path) as s:
         machine = default_machine(s, metric, question)
         plan = label_plan(s, metric, human, machine, target, question=question,
-                          designs_for=lambda key, ids: planning_designs(s, key, ids))
+                          designs_for=lambda key, ids: plan_designs(s, key, ids))
         return machine, plan
 
 
@@ -264,14 +265,18 @@ def _budget(db, question_key: str | None) -> None:
         row_ = {"": part.model, "Labelled so far": f"{part.n_labeled} of {part.n_items}"}
         for need in part.needs:
             row_[names[need.design]] = ("not reachable" if need.labels_needed is None
-                                        else f"{need.labels_needed} ({need.more} more)")
+                                        else f"{need.labels_needed} ({need.more} more)"
+                                        + ("" if need.typical is None else
+                                           f"; typical {need.typical}"))
         if part.reason:
             row_["Note"] = part.reason
         rows.append(row_)
     st.dataframe(rows, hide_index=True, width="stretch")
     st.caption(f"Labels each design needs for a 95% half-width of at most {target:g}: each "
                f"model's PPI interval of {md(METRICS[metric].lower())} ({md(machine)} corrected "
-               "by the clinicians), and the judge-vs-clinician kappa. Method: "
-               f"{md(plan.method)}.")
+               "by the clinicians), and the judge-vs-clinician kappa. Each figure suffices for "
+               "90% of pilots like the labels so far (the pilot resampled); 'typical' is the "
+               "median one; 'stopping by the anytime interval': the lead stops as soon as the "
+               f"interval valid at every look is narrow enough. Method: {md(plan.method)}.")
     for note in plan.notes:
         st.caption(f"Note: {md(note)}")

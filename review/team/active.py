@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from review.team.designs import DesignError, _busiest_machine, _ids_json, _machine_answers
+from review.team.designs import (
+    DesignError,
+    PlanningDesign,
+    _busiest_machine,
+    _ids_json,
+    _machine_answers,
+    planning_designs,
+)
 from store import Store, from_json, utcnow
 
 BATCH = 20
@@ -424,3 +431,27 @@ def round_sequence(store: Store, round_id: int) -> list[SequenceRow]:
                         r["foreseen_variance"]) for r in store.query(
         "SELECT position, item_id, draw_probability, foreseen_variance FROM round_sequence"
         " WHERE round_id = ? ORDER BY position", (round_id,))]
+
+
+def plan_designs(store: Store, question_key: str, item_ids: Sequence[int]) -> list:
+    """The designs a label budget plans beside uniform (``labels.ppi.budget``): the
+    weighted ones the items allow (``review.team.designs.planning_designs``) and the
+    active round, its chances learnt from the answers so far (its probabilities for n
+    labels: Rosen's approximation of the successive draw)."""
+    out = list(planning_designs(store, question_key, item_ids))
+    distinct = list(dict.fromkeys(int(i) for i in item_ids))
+    try:
+        signals = item_signals(store, question_key, distinct)
+    except DesignError:
+        return out
+    chance, learnt = error_chances(signals)
+    index = {item: k for k, item in enumerate(signals.ids)}
+    order = np.array([index[int(i)] for i in item_ids])
+    sizes = active_sizes(chance)[order]
+
+    def probabilities(n: int, sizes: np.ndarray = sizes) -> np.ndarray:
+        return successive_inclusion(sizes, n)
+
+    out.append(PlanningDesign("active", "active: where a clinician's label tells most",
+                              probabilities, chance[order]))
+    return out
