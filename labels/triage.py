@@ -218,12 +218,14 @@ def _parts(key: str, t, order: Sequence[str], escalating: Collection[str] | None
 
 
 def _macro_f1_tables(t, k: int, missing: str):
-    """Macro-F1 of summed tables over the codebook's labels: on the predicted prefixes
-    (``left_out``), or with a missing prediction as a prediction that is never right
-    (``wrong``: it lowers the recall of its gold label; the average stays over the
-    codebook's labels present in gold or predictions, as scikit-learn's
-    ``f1_score(..., labels=those labels, average="macro")`` scores a missing prediction
-    written as an invalid label)."""
+    """Macro-F1 of summed tables over every one of the codebook's labels, a label that
+    neither gold nor the predictions use counting 0 (scikit-learn's ``f1_score(...,
+    labels=the codebook's labels, average="macro", zero_division=0)``): a model scored on
+    a subset without one of the labels is averaged over the same four as every other,
+    not over the three it has (which read 0.50 where the four give 0.375, and reordered
+    the models). On the predicted prefixes (``left_out``), or with a missing prediction
+    as a prediction that is never right (``wrong``: it lowers the recall of its gold
+    label)."""
     import numpy as np
 
     from labels.agreement import macro_f1_batch
@@ -231,8 +233,8 @@ def _macro_f1_tables(t, k: int, missing: str):
     if missing == "wrong":
         square = np.zeros((t.shape[0], k + 1, k + 1))
         square[:, :k, :] = t
-        return macro_f1_batch(square, categories=k)
-    return macro_f1_batch(t[:, :, :k])
+        return macro_f1_batch(square, categories=k, every_category=True)
+    return macro_f1_batch(t[:, :, :k], every_category=True)
 
 
 def triage_metric_batch(key: str, t, order: Sequence[str],
@@ -283,7 +285,8 @@ def triage_metrics(
     :func:`escalation_split`.
 
     - accuracy: predicted == gold, share of scored prefixes;
-    - macro_f1: mean per-label F1 over labels present in gold or predictions;
+    - macro_f1: mean per-label F1 over the codebook's labels (one neither gold nor the
+      predictions use counts 0);
     - over_triage / under_triage: predicted rank > / < gold rank, share of scored;
     - missed_care: gold escalates, predicted does not (share of gold escalating);
     - unnecessary_care: gold does not escalate, predicted does (share of gold non-escalating);
