@@ -128,13 +128,16 @@ def test_a_direct_label_submission_appears_in_triage_metrics(store, tmp_path, ca
     board = next(x for x in report["labellings"] if x["short"] == "map@v1 · gold")
     assert board["sources"]["model-x"] == "direct labels"
     cover = board["coverage"]["model-x"]
-    assert (cover["total"], cover["scored"], cover["failed"]) == (12, 11, 1)
+    # the prefix the file left out is reported as that, not as a failed generation
+    assert (cover["total"], cover["scored"], cover["failed"], cover["not_submitted"]) == (
+        12, 11, 0, 1)
     # right on p00..p08; p09 (B) and p10 (C) read as A: 9 of 11
     assert board["metrics"]["model-x"]["accuracy"]["value"] == pytest.approx(9 / 11)
     assert "model-x" in [r["model"] for r in board["ranking"]]
     assert report["provenance"]["phase"] == "blind"
     code, out, _ = run_cli(capsys, "--db", str(db), "triage-metrics", "--n-boot", "0")
     assert "model-x" in out and "direct-label submission (model-x)" in out
+    assert "1 not in the submitted file" in out and "1 failed" not in out
 
 
 def test_missing_counted_as_wrong_by_hand():
