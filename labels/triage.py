@@ -261,6 +261,13 @@ _WHAT = {  # what a metric's denominator counts, for the reason it is undefined
 }
 
 
+def denominator_words(key: str, order: Sequence[str]) -> str:
+    """What a share's denominator counts, in words ("a gold label that escalates care")."""
+    _, urgent = escalation_split(order)
+    return _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
+                              else f"a gold label other than {urgent}")
+
+
 def triage_metrics(
     gold: Sequence[str],
     predicted: Sequence[str | None],
@@ -309,9 +316,8 @@ def triage_metrics(
             continue
         count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing))
         if n == 0:
-            what = _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
-                                      else f"a gold label other than {urgent}")
-            out[key] = TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
+            out[key] = TriageMetric(key, name, None, 0, 0,
+                                    f"no scored prefix has {denominator_words(key, order)}")
             continue
         if clusters is None or not n_boot:
             low, high = wilson_interval(count, n)

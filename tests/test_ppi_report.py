@@ -146,3 +146,33 @@ def test_bad_options_are_one_line(store, capsys, option, value, words):
     assert code == 2 and out == "" and words in err
     assert "Traceback" not in err
     json.dumps({})  # the module's import of json is used by the report checks above
+
+
+def test_a_metric_no_gold_label_counts_in_says_so_not_that_the_machine_read_nothing(
+        store, capsys):
+    """Urgent false negatives count the responses to prefixes whose gold label is urgent
+    (1B): with no such prefix, the output says that, not that the mapper read no item."""
+    from store.records import AnnotationRecord, ItemRecord, RaterRecord
+    from store.writer import RecordWriter
+    from tests.helpers import write_prefixes
+
+    prefixes = write_prefixes(store, 12)
+    with store.transaction() as conn:
+        w = RecordWriter(conn, source="test")
+        w.rater(RaterRecord(MAPPER, "machine", role="mapper"))
+        w.rater(RaterRecord(CLINICIAN, "human", role="reviewer"))
+        for i, uid in enumerate(prefixes):
+            if i % 4 == 3:  # leave out the urgent prefixes' replies: no urgent gold
+                continue
+            w.item(ItemRecord(f"{uid}::m", "response", "test", {"response": "Invented."},
+                              parent_uid=uid, model="m", split="validation"))
+            w.annotation(AnnotationRecord(f"{uid}::m", RESPONSE_Q, MAPPER, CODES[0]))
+            w.annotation(AnnotationRecord(f"{uid}::m", RESPONSE_Q, CLINICIAN, CODES[0],
+                                          phase="blind"))
+        w.flush()
+    code, out, err = run_cli(capsys, "--db", store.path, "ppi", "--metric",
+                             "urgent_false_negative", "--human", CLINICIAN, "--machine", MAPPER)
+    assert code == 0, err
+    assert "read no item" not in out
+    assert "9 responses do not count in urgent false negative:" in out.lower()
+    assert "no item is left to estimate from" in out

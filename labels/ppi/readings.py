@@ -38,7 +38,13 @@ from labels.compare.answers import Answers, Filters, load_answers
 from labels.compare.questions import QuestionSet, carebench_questions, question_set, question_sets
 from labels.compare.raters import CLINICIANS, columns_for, normalise_spec, references
 from labels.phases import BLIND, CURRENT, describe_phase
-from labels.triage import METRIC_KEYS, METRIC_NAMES, triage_metric_batch, triage_tables
+from labels.triage import (
+    METRIC_KEYS,
+    METRIC_NAMES,
+    denominator_words,
+    triage_metric_batch,
+    triage_tables,
+)
 from store import Store
 
 SHARE_KEYS = tuple(k for k in METRIC_KEYS if k not in ("macro_f1", "coverage"))
@@ -232,7 +238,7 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
                             phase, {}, list(notes))
     uids = {responses.units[u].item_uid for u in said}
     ids = item_ids_of(store, uids)
-    without_gold = outside_codebook = 0
+    without_gold = outside_codebook = outside_denominator = 0
     for unit_index in sorted(said, key=lambda u: responses.units[u].item_uid):
         unit = responses.units[unit_index]
         if unit.target != "":
@@ -246,6 +252,7 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
             continue
         machine_value = share_reading(metric, g, said[unit_index], order)
         if machine_value is None:  # not in this metric's denominator
+            outside_denominator += 1
             continue
         model = unit.model or "(no model)"  # the run's label: each run apart (store.runs)
         r = result.by_model.setdefault(model, Readings(model))
@@ -266,6 +273,12 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
                             f"on their prefix from {reference}: left out")
     if outside_codebook:
         result.notes.append(f"{outside_codebook} labels outside the codebook left out")
+    if outside_denominator:
+        counted = sum(len(r.item_ids) for r in result.by_model.values())
+        result.notes.append(
+            f"{outside_denominator} responses do not count in {METRICS[metric].lower()}: it is "
+            f"over the responses to prefixes with {denominator_words(metric, order)}"
+            + ("" if counted else f", and no prefix's reference label ({reference}) is one"))
     return result
 
 

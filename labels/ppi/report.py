@@ -361,7 +361,8 @@ def ppi_report(
 def nothing_read(readings: MetricReadings, machine: str) -> str:
     """Why no model has an estimate: what the readings left out, in words."""
     if readings.notes:
-        return ("no item is left to estimate from: " + "; ".join(readings.notes))
+        return ("no item is left to estimate from: every one the machine read is left out, "
+                "as the notes above say")
     return f"{machine} read no item for this metric under these filters"
 
 
