@@ -73,7 +73,7 @@ sys.path.insert(0, str(ROOT))
 from labels.ppi.calibration import cross_fitted  # noqa: E402
 from labels.ppi.finite import finite_ppi_mean, uniform_labels  # noqa: E402
 from labels.ppi.sequential import Draws, sequential_ppi_mean  # noqa: E402
-from review.team.designs import (  # noqa: E402
+from review.team.active import (  # noqa: E402
     active_sizes,
     learned_error_chance,
     prior_error_chance,
