@@ -20,10 +20,17 @@ four-label one (the mean of a four-point scale, 0, 1/3, 2/3, 1).
 Per setting and method, over ``--replicates`` studies (default 500) at a fixed
 number of labels n0 (100 of 300, 250 of 5,000): the coverage of the 95%
 interval and its mean width; and the clinician labels the method needs for a
-mean half-width of 0.05, read off two label counts (n0 and the count its
-widths at n0 point to) by the curve half-width^2 = a / n - b (b = 0 unless the
-method corrects for the finite population), ``--grid-replicates`` studies at
-the second (default 200).
+mean half-width of 0.05: the count its widths at n0 point to, where it is run
+again (``--grid-replicates`` studies, default 200), its width there read by its
+own curve (half-width proportional to sqrt(1/n - 1/N) for a method that
+corrects for the finite population, sqrt(1/n) for one that does not), with its
+coverage there.
+
+Then the label budget's honesty (``carelens plan-labels``, ``labels.ppi.budget``):
+for one population per chosen setting, ``--pilots`` pilots of 40 uniform labels
+(default 40); each plans the uniform and the active round, each also stopping by
+the anytime interval, and the plan counts as reaching its target when the mean
+half-width at its figure, simulated on that population, is at most 0.05.
 
 Methods. carelens (labels/ppi):
   uniform                 the finite-population PPI on a uniform sample, the verdict as prediction
@@ -31,13 +38,13 @@ Methods. carelens (labels/ppi):
   active                  an active round: items drawn one by one where the judge is unsure
                           (review.team.designs), the martingale estimate, calibrated along the way
   active anytime          the same round's confidence sequence, valid at every look (coverage
-                          here: the share of studies whose intervals held at *every* answer from 40)
+                          here: the share of studies whose intervals held at *every* answer from 60)
 the others (their documented calls, on the same uniform samples unless said):
   ppi-python              ppi_mean_ci(Y, Yhat, Yhat_unlabeled, alpha=0.05): Yhat the verdict, or the confidence
   truescore               ppi_estimate(judge, gold, gold_index): the verdict, or the confidence
   fewhumans E3            estimators.ppi_plus_mean (PPI++, t quantile): the verdict, or the confidence
-  fewhumans E5 active     routing.Uncertainty (its own Poisson draw by the judge's uncertainty, budget n)
-                          + estimators.active_mean
+  fewhumans E5 active     routing.Uncertainty (its own Poisson draw by the judge's uncertainty, budget n;
+                          its labels counted as drawn) + estimators.active_mean
   cje                     calibrated_mean_ci(judge_scores, oracle_labels): default, and correction_weight="tuned"
 
 The verdict: for every setting, carelens's best method at coverage >= 94% must be at
@@ -45,7 +52,7 @@ least as narrow as the best of the others at coverage >= 94% (a Monte Carlo erro
 coverage near 95% over 500 studies is about 1%).
 
     .venv/bin/python bench/bench_few_clinicians.py [--replicates 500] [--grid-replicates 200]
-        [--quick] [--settings binary-fair-0.1-300,...]
+        [--pilots 40] [--quick] [--settings binary-fair-0.1-300,...]
 
 A full run takes about an hour on two shared cores (the child process runs the
 libraries while carelens's methods run here); ``--quick`` (100 studies, four
@@ -184,20 +191,31 @@ BATCH = 40
 the labels before it (review.team.designs: the machine's chance of being wrong)."""
 
 
-def active_draws(studies: Studies, r: int, n: int, rng: np.random.Generator) -> Draws:
-    """An active round's draws, batch by batch, as review.team.rounds draws them: the
-    first from the judge's stated uncertainty alone, each next from the error model
-    learnt on the labels so far (uncertainty and verdict as features)."""
+def error_chance(studies: Studies, r: int, labelled: np.ndarray) -> np.ndarray:
+    """The machine's chance of being wrong on each item, as an active round learns it
+    from the labels so far (review.team.active: the prior from the judge's stated
+    uncertainty, moved by the labels once there are BATCH of them)."""
     y, verdict, unsure = studies.y[r], studies.verdict[r], studies.unsure[r]
-    big_n = len(y)
-    features = np.column_stack([unsure, verdict])
     prior = prior_error_chance(unsure=unsure)
+    if len(labelled) < BATCH:
+        return prior
+    return learned_error_chance(np.column_stack([unsure, verdict]),
+                                (y[labelled] != verdict[labelled]).astype(float), labelled,
+                                prior=prior)
+
+
+def active_draws(studies: Studies, r: int, n: int, rng: np.random.Generator,
+                 known: np.ndarray | None = None) -> Draws:
+    """An active round's draws, batch by batch, as review.team.rounds draws them: the
+    first from the judge's stated uncertainty alone (or from labels ``known`` before the
+    round, a pilot), each next from the error model learnt on the labels so far."""
+    big_n = len(studies.y[r])
+    known = np.array([], dtype=int) if known is None else np.asarray(known, dtype=int)
     drawn = np.zeros(big_n, dtype=bool)
     positions, probabilities, variances = [], [], []
     while drawn.sum() < n:
-        labelled = np.flatnonzero(drawn)
-        chance = prior if len(labelled) < BATCH else learned_error_chance(
-            features, (y[labelled] != verdict[labelled]).astype(float), labelled, prior=prior)
+        labelled = np.union1d(np.flatnonzero(drawn), known)
+        chance = error_chance(studies, r, labelled)
         rest = np.flatnonzero(~drawn)
         batch = successive_draw(active_sizes(chance[rest]), rng, min(BATCH, n - int(drawn.sum())),
                                 error_chance=chance[rest])
@@ -250,7 +268,7 @@ def run_carelens(studies: Studies, n: int, seed: int, which=CARELENS) -> dict:
 # -- the other libraries, in their own environment -----------------------------------------
 
 WORKER = r'''
-import json, logging, sys, warnings
+import json, logging, sys, time, warnings
 import numpy as np
 logging.disable(logging.WARNING)
 warnings.filterwarnings("ignore")
@@ -263,55 +281,57 @@ from cje import calibrated_mean_ci
 job = json.load(open(sys.argv[1]))
 data = np.load(job["data"])
 y, verdict, score, perm = data["y"], data["verdict"], data["score"], data["permutation"]
-n, seed = job["n"], job["seed"]
-methods = job["methods"]
+seed = job["seed"]
 reps, big_n = y.shape
-out = {m: np.full((reps, 2), np.nan) for m in methods}
-labels_used = {m: np.full(reps, float(n)) for m in methods}
-timing = {m: 0.0 for m in methods}
-import time
-for r in range(reps):
-    drawn = perm[r, :n]
-    rest = perm[r, n:]
+ids = [str(i) for i in range(big_n)]
+found, timing = {}, {}
+
+
+def one(m, r, n):
+    drawn, rest = perm[r, :n], perm[r, n:]
     Y = y[r, drawn]
-    for m in methods:
+    pred = verdict[r] if m.endswith("verdict") else score[r]
+    if m.startswith("ppi-python"):
+        lo, hi = ppi_mean_ci(Y, pred[drawn], pred[rest], alpha=0.05)
+        return float(np.squeeze(lo)), float(np.squeeze(hi)), n
+    if m.startswith("truescore"):
+        e = ppi_estimate(pred, Y, drawn, alpha=0.05)
+        return e.low, e.high, n
+    if m.startswith("fewhumans E3"):
+        e = ppi_plus_mean(pred[rest], Y, pred[drawn], 0.95)
+        return e.lo, e.hi, n
+    if m == "fewhumans E5 active":
+        conf = np.maximum(score[r], 1 - score[r])
+        feats = compute_features({i: {"judge": float(verdict[r, k])} for k, i in enumerate(ids)},
+                                 {i: {"judge": float(conf[k])} for k, i in enumerate(ids)})
+        probs = Uncertainty(budget=n, seed=seed + r).select(ids, n, 0, {"features": feats})
+        chosen = [int(i) for i in probs]
+        e = active_mean({i: float(verdict[r, k]) for k, i in enumerate(ids)},
+                        {str(i): float(y[r, i]) for i in chosen},
+                        {str(i): probs[str(i)] for i in chosen}, 0.95)
+        return e.lo, e.hi, len(chosen)
+    if m.startswith("cje"):
+        labels = np.full(big_n, np.nan)
+        labels[drawn] = Y
+        res = calibrated_mean_ci(score[r], labels, seed=seed + r,
+                                 correction_weight="tuned" if m.endswith("tuned") else "one")
+        return float(res.ci[0]), float(res.ci[1]), n
+    raise ValueError(m)
+
+
+for run in job["runs"]:
+    for m in run["methods"]:
+        key = f"{m}@{run['n']}"
+        out = np.full((reps, 3), np.nan)
         start = time.perf_counter()
-        try:
-            if m.startswith("ppi-python"):
-                pred = verdict[r] if m.endswith("verdict") else score[r]
-                lo, hi = ppi_mean_ci(Y, pred[drawn], pred[rest], alpha=0.05)
-                out[m][r] = (float(np.squeeze(lo)), float(np.squeeze(hi)))
-            elif m.startswith("truescore"):
-                pred = verdict[r] if m.endswith("verdict") else score[r]
-                e = ppi_estimate(pred, Y, drawn, alpha=0.05)
-                out[m][r] = (e.low, e.high)
-            elif m.startswith("fewhumans E3"):
-                pred = verdict[r] if m.endswith("verdict") else score[r]
-                e = ppi_plus_mean(pred[rest], Y, pred[drawn], 0.95)
-                out[m][r] = (e.lo, e.hi)
-            elif m == "fewhumans E5 active":
-                ids = [str(i) for i in range(big_n)]
-                conf = np.maximum(score[r], 1 - score[r])
-                feats = compute_features({i: {"judge": float(verdict[r, k])} for k, i in enumerate(ids)},
-                                         {i: {"judge": float(conf[k])} for k, i in enumerate(ids)})
-                probs = Uncertainty(budget=n, seed=seed + r).select(ids, n, 0, {"features": feats})
-                chosen = [int(i) for i in probs]
-                e = active_mean({i: float(verdict[r, k]) for k, i in enumerate(ids)},
-                                {str(i): float(y[r, i]) for i in chosen},
-                                {str(i): probs[str(i)] for i in chosen}, 0.95)
-                out[m][r] = (e.lo, e.hi)
-                labels_used[m][r] = len(chosen)
-            elif m.startswith("cje"):
-                labels = np.full(big_n, np.nan)
-                labels[drawn] = Y
-                weight = "tuned" if m.endswith("tuned") else "one"
-                res = calibrated_mean_ci(score[r], labels, correction_weight=weight, seed=seed + r)
-                out[m][r] = res.ci
-        except Exception as exc:  # a library refusing a study counts as no interval
-            out[m][r] = (np.nan, np.nan)
-        timing[m] += time.perf_counter() - start
-np.savez(job["out"], **{m: out[m] for m in methods},
-         **{"labels::" + m: labels_used[m] for m in methods})
+        for r in range(reps):
+            try:
+                out[r] = one(m, r, run["n"])
+            except Exception:  # a library refusing a study: no interval from it
+                out[r] = (np.nan, np.nan, run["n"])
+        timing[key] = time.perf_counter() - start
+        found[key] = out
+np.savez(job["out"], **found)
 json.dump(timing, open(job["out"] + ".json", "w"))
 '''
 
@@ -333,15 +353,16 @@ def library_python() -> Path:
     return python
 
 
-def start_libraries(python: Path, studies: Studies, n: int, seed: int, folder: Path,
-                    tag: str, methods=OTHERS) -> tuple[subprocess.Popen, str]:
+def start_libraries(python: Path, studies: Studies, runs: list[tuple[int, list[str]]],
+                    seed: int, folder: Path, tag: str) -> tuple[subprocess.Popen, str]:
+    """One child process for the libraries' runs of a setting: (labels, methods) pairs."""
     data = folder / f"{tag}.npz"
     np.savez(data, y=studies.y, verdict=studies.verdict, score=studies.score,
              permutation=studies.permutation)
     out = str(folder / f"{tag}-out.npz")
     job = folder / f"{tag}.json"
-    job.write_text(json.dumps({"data": str(data), "n": int(n), "seed": int(seed),
-                               "methods": list(methods), "out": out}))
+    job.write_text(json.dumps({"data": str(data), "seed": int(seed), "out": out,
+                               "runs": [{"n": int(n), "methods": list(ms)} for n, ms in runs]}))
     worker = folder / "worker.py"
     if not worker.exists():
         worker.write_text(WORKER)
@@ -352,14 +373,14 @@ def start_libraries(python: Path, studies: Studies, n: int, seed: int, folder: P
     return proc, out
 
 
-def finish_libraries(proc: subprocess.Popen, out: str, methods=OTHERS) -> dict:
+def finish_libraries(proc: subprocess.Popen, out: str) -> dict:
+    """{(method, labels asked): (R x 3: low, high, labels used)} and the seconds each took."""
     _, err = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"the libraries' worker failed: {err[-2000:]}")
     found = np.load(out)
     timing = json.loads(Path(out + ".json").read_text())
-    return {"intervals": {m: found[m] for m in methods},
-            "labels": {m: found["labels::" + m] for m in methods}, "timing": timing}
+    return {tuple(k.rsplit("@", 1)): found[k] for k in found.files}, timing
 
 
 # -- figures --------------------------------------------------------------------------------
@@ -373,36 +394,28 @@ def coverage_and_width(intervals: np.ndarray, truth: np.ndarray) -> tuple[float,
     return covered, float(np.mean(high - low)), int((~ok).sum())
 
 
-def labels_for(n0: int, half0: float, n1: int, half1: float, big_n: int,
-               finite: bool) -> float:
-    """The label count at which the mean half-width reaches TARGET, from two counts: the
-    curve h^2 = a / n - b through both (b from the two points when the method corrects
-    for the finite population, else 0 and a from the nearer point)."""
-    if not (half0 > 0 and half1 > 0):
+def scale(n: float, big_n: int, finite: bool) -> float:
+    """How a method's half-width grows with fewer labels: sqrt(1/n - 1/N) when it corrects
+    for the finite population, sqrt(1/n) when it does not."""
+    return math.sqrt(max(1 / n - (1 / big_n if finite else 0.0), 1e-12))
+
+
+def labels_for(n: float, half: float, big_n: int, finite: bool) -> float:
+    """The labels at which the mean half-width reaches TARGET, read from its value at n
+    labels by the method's own curve (``scale``)."""
+    if not half > 0:
         return float("nan")
-    if finite and n1 != n0:
-        a = (half0 ** 2 - half1 ** 2) / (1 / n0 - 1 / n1)
-        b = a / n0 - half0 ** 2
-        if a <= 0:
-            return float("nan")
-        needed = a / (TARGET ** 2 + b) if TARGET ** 2 + b > 0 else float("inf")
-    else:
-        n_near, h_near = (n1, half1) if abs(math.log(half1 / TARGET)) < abs(
-            math.log(half0 / TARGET)) else (n0, half0)
-        needed = n_near * (h_near / TARGET) ** 2
-    return needed
+    a = half / scale(n, big_n, finite)
+    inverse = (TARGET / a) ** 2 + (1 / big_n if finite else 0.0)
+    return 1 / inverse if inverse > 0 else float("inf")
 
 
 def next_count(n0: int, half0: float, big_n: int, finite: bool) -> int:
-    """Where the method's widths at n0 point for the target."""
-    if not half0 > 0:
-        return n0
-    if finite:
-        a = half0 ** 2 / (1 / n0 - 1 / big_n)
-        n = a / (TARGET ** 2 + a / big_n)
-    else:
-        n = n0 * (half0 / TARGET) ** 2
-    return int(np.clip(round(n), 20, big_n - 5))
+    """Where a method's widths at n0 point for the target: its second count."""
+    needed = labels_for(n0, half0, big_n, finite)
+    if not np.isfinite(needed):
+        return big_n - 5
+    return int(np.clip(round(needed), 20, big_n - 5))
 
 
 FINITE = {m: True for m in CARELENS} | {m: False for m in OTHERS}
@@ -416,10 +429,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="100 studies and four settings: a few minutes")
     parser.add_argument("--settings", help="comma-separated setting keys (see the table)")
+    parser.add_argument("--pilots", type=int, default=40,
+                        help="pilots per setting for the label budget's check (0: none)")
     args = parser.parse_args()
     chosen = settings()
     if args.quick:
-        args.replicates, args.grid_replicates = 100, 60
+        args.replicates, args.grid_replicates, args.pilots = 100, 60, 10
         chosen = [s for s in chosen if s.quality == "fair" and s.prevalence == 0.4]
     if args.settings:
         wanted = set(args.settings.split(","))
@@ -433,61 +448,158 @@ def main() -> int:
         folder = Path(tmp)
         for index, setting in enumerate(chosen):
             seed = args.seed + 1000 * index
-            big_n = setting.population
-            n0 = BASE_LABELS[big_n]
-            studies = simulate(setting, args.replicates, np.random.default_rng(seed))
-            truth = studies.y.mean(axis=1)
-            proc, out = start_libraries(python, studies, n0, seed, folder, f"{index}-a")
-            ours = run_carelens(studies, n0, seed + 1)
-            theirs = finish_libraries(proc, out)
-            rows = {}
-            for m, iv in {**ours["intervals"], **theirs["intervals"]}.items():
-                cover, width, failed = coverage_and_width(iv, truth)
-                if m == "carelens active anytime":
-                    cover = float(ours["held"].mean())
-                rows[m] = {"coverage": cover, "width": width, "failed": failed,
-                           "labels_n0": float(np.mean(theirs["labels"][m]))
-                           if m in theirs["labels"] else float(n0)}
-            # the second count, per method, on fewer studies
-            grid = simulate(setting, args.grid_replicates, np.random.default_rng(seed + 7))
-            grid_truth = grid.y.mean(axis=1)
-            counts = {m: next_count(n0, r["width"] / 2, big_n, FINITE[m]) for m, r in rows.items()}
-            others_by_n: dict[int, list[str]] = {}
-            for m in OTHERS:
-                others_by_n.setdefault(counts[m], []).append(m)
-            procs = [(start_libraries(python, grid, n, seed + 11, folder, f"{index}-b{n}", ms), ms)
-                     for n, ms in others_by_n.items()]
-            for m in CARELENS:
-                found = run_carelens(grid, counts[m], seed + 13, which=(m,))
-                iv = found["intervals"][m]
-                rows[m]["width1"] = coverage_and_width(iv, grid_truth)[1]
-                rows[m]["n1"] = counts[m]
-            for (proc, out), ms in procs:
-                found = finish_libraries(proc, out, ms)
-                for m in ms:
-                    rows[m]["width1"] = coverage_and_width(found["intervals"][m], grid_truth)[1]
-                    rows[m]["n1"] = counts[m]
-                    if m == "fewhumans E5 active":
-                        rows[m]["labels_n1"] = float(np.mean(found["labels"][m]))
-            for m, r in rows.items():
-                n_a = r["labels_n0"]
-                n_b = r.get("labels_n1", r["n1"])
-                needed = labels_for(n_a, r["width"] / 2, n_b, r["width1"] / 2, big_n, FINITE[m])
-                r["needed"] = needed
-            verdicts.append(report(setting, n0, rows))
+            rows = measure(setting, args, python, folder, index, seed)
+            verdicts.append(report(setting, BASE_LABELS[setting.population], rows))
             print(f"  ({time.perf_counter() - start:.0f} s so far)", flush=True)
     print("\n== verdict: carelens's best at coverage >= 94% against the others' best")
     met = sum(v for v in verdicts)
-    print(f"{met} of {len(verdicts)} settings met")
+    print(f"{met} of {len(verdicts)} settings met", flush=True)
+    for key in PLAN_SETTINGS if args.pilots else ():
+        setting = next((s for s in settings() if s.key == key), None)
+        if setting is not None and (not args.settings or key in args.settings):
+            plan_check(setting, args.pilots, args.seed + 77)
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0 if met == len(verdicts) else 1
+
+
+def _figures(intervals: np.ndarray, truth: np.ndarray, held: np.ndarray | None) -> dict:
+    cover, width, failed = coverage_and_width(intervals[:, :2], truth)
+    if held is not None:
+        cover = float(held.mean())
+    used = float(np.mean(intervals[:, 2])) if intervals.shape[1] > 2 else float("nan")
+    return {"coverage": cover, "width": width, "failed": failed, "labels": used}
+
+
+def _carelens_runs(studies: Studies, counts: dict[str, int], seed: int) -> dict:
+    """carelens's methods, each at its own count: {method: (intervals R x 3, held)}."""
+    out = {}
+    by_count: dict[int, list[str]] = {}
+    for m, n in counts.items():
+        by_count.setdefault(n, []).append(m)
+    for n, methods in by_count.items():  # one active run serves its fixed and anytime reads
+        found = run_carelens(studies, n, seed, which=tuple(methods))
+        for m in methods:
+            iv = np.column_stack([found["intervals"][m], np.full(len(studies.y), float(n))])
+            out[m] = (iv, found["held"] if m == "carelens active anytime" else None)
+    return out
+
+
+def measure(setting: Setting, args, python: Path, folder: Path, index: int, seed: int) -> dict:
+    """Every method's coverage and mean width at n0 labels (``args.replicates`` studies),
+    and the labels it needs for a half-width of TARGET, read at a second count near it
+    (``args.grid_replicates`` studies), with its coverage there."""
+    big_n = setting.population
+    n0 = BASE_LABELS[big_n]
+    studies = simulate(setting, args.replicates, np.random.default_rng(seed))
+    truth = studies.y.mean(axis=1)
+    proc, out = start_libraries(python, studies, [(n0, list(OTHERS))], seed, folder,
+                                f"{index}-a")
+    ours = _carelens_runs(studies, {m: n0 for m in CARELENS}, seed + 1)
+    theirs, _ = finish_libraries(proc, out)
+    rows = {m: _figures(iv, truth, held) for m, (iv, held) in ours.items()}
+    rows.update({m: _figures(theirs[(m, str(n0))], truth, None) for m in OTHERS})
+    grid = simulate(setting, args.grid_replicates, np.random.default_rng(seed + 7))
+    grid_truth = grid.y.mean(axis=1)
+    counts = {m: next_count(r["labels"], r["width"] / 2, big_n, FINITE[m])
+              for m, r in rows.items()}
+    by_count: dict[int, list[str]] = {}
+    for m in OTHERS:
+        by_count.setdefault(counts[m], []).append(m)
+    proc, out = start_libraries(python, grid, sorted(by_count.items()), seed + 11, folder,
+                                f"{index}-b")
+    second = _carelens_runs(grid, {m: counts[m] for m in CARELENS}, seed + 13)
+    found, _ = finish_libraries(proc, out)
+    second.update({m: (found[(m, str(counts[m]))], None) for m in OTHERS})
+    for m, (iv, held) in second.items():
+        there = _figures(iv, grid_truth, held)
+        rows[m]["coverage_there"] = there["coverage"]
+        rows[m]["needed"] = labels_for(there["labels"], there["width"] / 2, big_n, FINITE[m])
+    return rows
+
+
+PLAN_SETTINGS = ("binary-fair-0.4-300", "binary-good-0.1-5000", "four-label-fair-0.4-5000")
+"""The settings the label budget's honesty is checked on."""
+PILOT = 40
+
+
+def _true_half_width(studies: Studies, design: str, n: int, rng, pilot: np.ndarray,
+                     replicates: int) -> float:
+    """The mean half-width a design has at n labels on this one population (study 0):
+    uniform or active, the fixed interval or the anytime one."""
+    y, verdict, score = studies.y[0], studies.verdict[0], studies.score[0]
+    big_n = len(y)
+    widths = []
+    for _ in range(replicates):
+        if design == "uniform":
+            drawn = rng.choice(big_n, n, replace=False)
+            widths.append(finite_ppi_mean(verdict, uniform_labels(drawn, y[drawn], big_n))
+                          .half_width)
+            continue
+        if design.startswith("active"):
+            d = active_draws(studies, 0, n, rng, known=pilot)
+        else:
+            step = successive_draw(np.ones(big_n), rng, n)
+            d = Draws(step.order, step.probabilities, step.variances)
+        e = sequential_ppi_mean(verdict, [], [], d, y[d.positions], scores=score, planned=n)
+        if design.endswith("anytime"):
+            widths.append(e.anytime.half_width if e.anytime else np.inf)
+        else:
+            widths.append(e.fixed.half_width)
+    return float(np.mean(widths))
+
+
+def plan_check(setting: Setting, pilots: int, seed: int) -> None:
+    """How often plan-labels' figure from a 40-label pilot reaches the target, per design."""
+    from labels.ppi.budget import PlanDesign, anytime_design, plan_model, uniform_design
+    from labels.ppi.readings import Readings
+    from review.team.active import successive_inclusion
+
+    rng = np.random.default_rng(seed)
+    studies = simulate(setting, 1, rng)
+    y, verdict = studies.y[0], studies.verdict[0]
+    big_n = len(y)
+    reached: dict[str, list[bool]] = {}
+    planned: dict[str, list[int]] = {}
+    uniform_cache: dict[tuple[str, int], float] = {}
+    for k in range(pilots):
+        pilot = rng.choice(big_n, PILOT, replace=False)
+        readings = Readings("m", list(range(big_n)), [str(i) for i in range(big_n)],
+                            list(verdict), {int(i): float(y[i]) for i in pilot})
+        chance = error_chance(studies, 0, pilot)
+        sizes = active_sizes(chance)
+        active = PlanDesign("active", "active",
+                            lambda n, sizes=sizes: successive_inclusion(sizes, n), chance)
+        designs = [uniform_design(), active, uniform_design(anytime=True), anytime_design(active)]
+        plan = plan_model(readings, TARGET, designs, seed=k)
+        for need in plan.needs:
+            n = need.labels_needed
+            planned.setdefault(need.design, []).append(n if n is not None else big_n)
+            if n is None:
+                reached.setdefault(need.design, []).append(True)  # it said: not reachable
+                continue
+            key = {"uniform": "uniform", "uniform:anytime": "uniform anytime",
+                   "active": "active", "active:anytime": "active anytime"}[need.design]
+            if key.startswith("uniform"):
+                if (key, n) not in uniform_cache:
+                    uniform_cache[(key, n)] = _true_half_width(studies, key, n, rng, pilot, 60)
+                width = uniform_cache[(key, n)]
+            else:
+                width = _true_half_width(studies, key, n, rng, pilot, 30)
+            reached.setdefault(need.design, []).append(width <= TARGET)
+    print(f"\n== plan-labels from {pilots} pilots of {PILOT} uniform labels: {setting.key} "
+          f"(target {TARGET}, assurance 90%)")
+    for design, hits in reached.items():
+        print(f"{design:18} reaches the target in {sum(hits)} of {len(hits)} pilots "
+              f"({np.mean(hits):.0%}); planned labels: median {int(np.median(planned[design]))}"
+              f", range {min(planned[design])}-{max(planned[design])}")
 
 
 def report(setting: Setting, n0: int, rows: dict) -> bool:
     big_n = setting.population
     print(f"\n== {setting.key}: {setting.metric} metric, {setting.quality} judge, prevalence "
           f"{setting.prevalence:g}, N = {big_n}, n0 = {n0} labels")
-    print(f"{'method':30} {'coverage':>8} {'mean width':>10} {'labels for +-0.05':>18}")
+    print(f"{'method':30} {'coverage':>8} {'mean width':>10} {'labels for +-0.05':>18} "
+          f"{'coverage there':>14}")
 
     def needed_text(x: float) -> str:
         if not np.isfinite(x):
@@ -496,8 +608,8 @@ def report(setting: Setting, n0: int, rows: dict) -> bool:
 
     for m, r in rows.items():
         mark = "" if r["coverage"] >= COVERAGE_FLOOR else "  (below 94%)"
-        print(f"{m:30} {r['coverage']:8.1%} {r['width']:10.4f} {needed_text(r['needed']):>18}"
-              f"{mark}")
+        print(f"{m:30} {r['coverage']:8.1%} {r['width']:10.4f} {needed_text(r['needed']):>18} "
+              f"{r['coverage_there']:14.1%}{mark}")
     valid = {m: r for m, r in rows.items() if r["coverage"] >= COVERAGE_FLOOR}
     ours = {m: r for m, r in valid.items() if m.startswith("carelens")}
     theirs = {m: r for m, r in valid.items() if not m.startswith("carelens")}

@@ -12,7 +12,7 @@ import pytest
 
 from labels.ppi.calibration import cross_fitted, fit_calibration
 from labels.ppi.sequential import ANYTIME_FROM, Draws, boundary, sequential_ppi_mean
-from review.team.designs import successive_draw, successive_inclusion
+from review.team.active import successive_draw, successive_inclusion
 
 
 def bound(replicates: int) -> float:
@@ -126,7 +126,7 @@ def test_the_sequence_stops_at_the_first_unanswered_draw_and_counts_the_waiting(
 
 
 def test_the_anytime_interval_holds_at_every_look_at_once():
-    """Looked at after every answer from the 40th to the 400th, the intervals miss the
+    """Looked at after every answer from the 60th to the 400th, the intervals miss the
     truth in at most 5% of studies, for about 1.5 times the fixed look's width."""
     rng = np.random.default_rng(10)
     big_n, n, replicates = 4000, 400, 500
@@ -144,7 +144,7 @@ def test_the_anytime_interval_holds_at_every_look_at_once():
         ratio.append(a.half_width / e.fixed.half_width)
     assert missed / replicates <= 0.05 + bound(replicates) / 2
     assert 1.3 < np.mean(ratio) < 1.8
-    assert ANYTIME_FROM == 40
+    assert ANYTIME_FROM == 60
 
 
 def test_the_boundary_is_narrowest_near_the_planned_answers():

@@ -111,7 +111,7 @@ def test_a_lead_creates_an_active_round_and_sees_when_it_is_enough(store, monkey
     from tests.helpers import CODES, shown
     from tests.test_ppi import MAPPER, write_study
 
-    write_study(store, n_prefixes=120, labelled=0.0, second_mapper=True)
+    write_study(store, n_prefixes=150, labelled=0.0, second_mapper=True)
     ensure_reviewer(store, "Jordan Lee", role="admin")
     monkeypatch.setenv("CARELENS_DB", str(store.path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
@@ -123,7 +123,7 @@ def test_a_lead_creates_an_active_round_and_sees_when_it_is_enough(store, monkey
     at.radio(key="round_design").set_value("active").run()
     next(n for n in at.number_input if n.key == "round_target").set_value(0.3)
     next(t for t in at.text_input if t.label == "Name").input("Where it tells most")
-    next(n for n in at.number_input if n.label.startswith("Items")).set_value(100)
+    next(n for n in at.number_input if n.label.startswith("Items")).set_value(160)
     next(n for n in at.number_input if n.label.startswith("Reviewers per item")).set_value(1)
     next(b for b in at.button if b.label == "Create round").click()
     at.run()

@@ -463,5 +463,5 @@ def format_ppi_text(report: PPIReport, anytime: bool = False) -> str:
         if report.estimand == "finite" else "normal approximation (ppi-python's)."))
     if anytime:
         lines.append("anytime: a confidence sequence (Waudby-Smith et al. 2024), valid however "
-                     "often it is looked at; drawn from 40 answers in the order drawn or offered.")
+                     "often it is looked at; drawn from 60 answers in the order drawn or offered.")
     return "\n".join(lines)

@@ -54,10 +54,11 @@ from scipy.special import stdtrit
 from labels.ppi.calibration import MIN_LABELS, fit_calibration
 from labels.ppi.estimators import ALPHA, MeanEstimate, too_few_labels, undefined_estimate
 
-ANYTIME_FROM = 40
+ANYTIME_FROM = 60
 """Answers before the anytime interval is drawn: its guarantee is asymptotic, and with
-fewer its variance is too uncertain (from 20 answers on, 5-10% of simulated studies
-were missed at some look, where 5% are allowed; from 40 on, 2-5%)."""
+fewer its variance is too uncertain. In simulated active rounds with a good judge, 5-7%
+of studies were missed at some look from 40 answers on, where 5% are allowed; from 60
+on, about 2% (bench/bench_few_clinicians.py's settings, 400 studies each)."""
 CALIBRATE_FROM = 40
 """Answers before the score is calibrated along the way (a map fitted on fewer is too
 rough to help)."""

@@ -139,7 +139,11 @@ def successive_draw(sizes: Sequence[float], rng: np.random.Generator, count: int
         raise DesignError("every candidate needs a size above 0")
     count = len(s) if count is None else min(count, len(s))
     keys = -np.log(1 - rng.random(len(s))) / s
-    order = np.argsort(keys, kind="stable")[:count]
+    if count < len(s):  # the count smallest keys, in order, without sorting them all
+        first = np.argpartition(keys, count - 1)[:count]
+        order = first[np.argsort(keys[first], kind="stable")]
+    else:
+        order = np.argsort(keys, kind="stable")
     if error_chance is None:
         spread = np.ones(len(s))
     else:
