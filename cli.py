@@ -798,7 +798,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if made.verdict.whole else 1
 
 
-# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+# -- prediction-powered estimates and the label budget (labels.ppi.report, labels.ppi.budget) --
 
 PPI_FILTERS = ("dataset", "split", "model", "run")
 
@@ -811,16 +811,18 @@ def _ppi_filters(args: argparse.Namespace, store=None):
 @command("ppi")
 def cmd_ppi(args: argparse.Namespace) -> int:
     """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
-    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+    from labels.ppi.report import format_ppi_text, ppi_json, ppi_report
 
     store = open_store(args.db)
     try:
         report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args, store),
                             phase=args.phase, sampling=args.sampling, reference=args.reference,
-                            question=args.question)
+                            question=args.question, estimand=args.estimand,
+                            calibrate=args.calibrate, target=args.target,
+                            round_name=args.round_name)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(ppi_json(report) if args.json else format_ppi_text(report))
+    print(ppi_json(report) if args.json else format_ppi_text(report, anytime=args.anytime))
     return 0
 
 
@@ -829,9 +831,9 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
     """How many more clinician labels each sampling design needs for a target half-width."""
     import json
 
-    from labels.budget import format_plan_text, label_plan, plan_dict
-    from labels.ppi_readings import default_machine
-    from review.team.designs import planning_designs
+    from labels.ppi.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi.readings import default_machine
+    from review.team.active import plan_designs
 
     store = open_store(args.db)
     try:
@@ -839,7 +841,8 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
         plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
                           _ppi_filters(args, store), phase=args.phase, question=args.question,
                           reference=args.reference, replicates=args.replicates,
-                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+                          designs_for=lambda key, ids: plan_designs(store, key, ids),
+                          assurance=args.assurance)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from labels.provenance import provenance as provenance_of
@@ -848,16 +851,88 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
                                filters=_ppi_filters(args, store),
                                what="label budget", metric=args.metric, human=args.human,
                                machine=machine, target_halfwidth=args.target_halfwidth,
-                               replicates=args.replicates, seed=0)
+                               replicates=args.replicates, assurance=args.assurance, seed=0)
     print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
           else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
     return 0
 
 
+# -- review rounds (review.team.rounds): a lead draws one from the terminal ----------------
+
+
+@command("round")
+def cmd_round(args: argparse.Namespace) -> int:
+    """Create a review round (an active one included), or list the rounds."""
+    from review.team.designs import design_words
+    from review.team.reviewers import find_reviewer
+    from review.team.rounds import RoundError, RoundSpec, create_round, list_rounds
+
+    store = open_store(args.db)
+    if args.action == "list":
+        words = design_words(store)
+        for r in list_rounds(store):
+            print(f"{r.id}\t{r.name}\t{r.question_key}\t{r.answers_given} of "
+                  f"{r.answers_needed} reviews\t{words.get(r.id, '')}")
+        return 0
+    if not args.name or not args.question:
+        raise UsageError("round create needs --name and --question")
+    lead = find_reviewer(store, args.lead)
+    if lead is None:
+        raise UsageError(f"--as {args.lead!r}: no such person here (an admin creates rounds)")
+    spec = RoundSpec(
+        name=args.name, question_key=args.question, reviewers_per_item=args.reviewers_per_item,
+        overlap_share=args.overlap_share, dataset=args.dataset, split=args.split,
+        model=args.model, stratify_by=args.stratify_by, blinding=args.blinding,
+        limit=args.limit, seed=args.seed, design=args.design, weight_by=args.weight_by,
+        machine=args.machine, target_halfwidth=args.target)
+    try:
+        rid = create_round(store, spec, lead)
+    except RoundError as exc:
+        raise UsageError(str(exc)) from None
+    drawn = store.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,))
+    print(f"round {rid} {args.name!r}: {design_words(store)[rid]}; {drawn} items to review now")
+    return 0
+
+
+def add_round_command(sub) -> None:
+    from codebook import BLINDING_MODES
+    from review.team.designs import DESIGNS, WEIGHT_BY
+    from review.team.rounds import STRATA
+
+    what = "create a review round (uniform, stratified, weighted or active), or list them"
+    r = sub.add_parser("round", help=what, description=what)
+    r.add_argument("action", choices=("create", "list"))
+    r.add_argument("--as", dest="lead", default="",
+                   help="create: the admin creating it, as named here")
+    r.add_argument("--name", help="create: the round's name")
+    r.add_argument("--question", help="create: what each reviewer answers: a label question's "
+                                      "key, or criteria@trajectory / criteria@graded_conversation")
+    r.add_argument("--design", choices=DESIGNS, default="uniform",
+                   help="uniform (default; within strata), weighted, or active: the next items "
+                        "where a clinician's label tells most, drawn a batch at a time")
+    r.add_argument("--limit", type=int, help="the most items it draws (weighted and active "
+                                             "need one)")
+    r.add_argument("--target", type=float, metavar="H",
+                   help="active: the 95%% half-width you aim for (the anytime interval says "
+                        "when it is reached)")
+    r.add_argument("--weight-by", choices=WEIGHT_BY, help="weighted: what to weight by")
+    r.add_argument("--stratify-by", choices=STRATA, default="none")
+    r.add_argument("--machine", help="the machine rater whose answers it weighs (default: "
+                                     "the busiest)")
+    r.add_argument("--reviewers-per-item", type=int, default=1,
+                   help="answers each item needs (default 1)")
+    r.add_argument("--overlap-share", type=float, help="share of items that get them all")
+    r.add_argument("--blinding", choices=BLINDING_MODES, default="reveal_after_commit")
+    r.add_argument("--seed", type=int, default=0)
+    for option in ("dataset", "split", "model"):
+        r.add_argument(f"--{option}", help=f"only items of this {option}")
+
+
 def add_ppi_commands(sub) -> None:
     """The `ppi` and `plan-labels` subcommands."""
-    from labels.ppi_readings import METRICS, PHASES
-    from labels.sampling import MODES
+    from labels.ppi.readings import METRICS, PHASES
+    from labels.ppi.report import CALIBRATIONS, ESTIMANDS
+    from labels.ppi.sampling import MODES
 
     for name, what in (
         ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
@@ -895,11 +970,31 @@ def add_ppi_commands(sub) -> None:
                                 "else every label assumed a uniform random sample (said in "
                                 "the output); assume-uniform: every label as uniform; design: "
                                 "designed labels only")
+            p.add_argument("--estimand", choices=ESTIMANDS, default="finite",
+                           help="finite (default): the mean over these items, with the "
+                                "finite-population correction of the draw; superpopulation: "
+                                "ppi-python's estimand and formulas")
+            p.add_argument("--calibrate", choices=CALIBRATIONS, default="auto",
+                           help="auto (default): where the machine gives a confidence or "
+                                "score, calibrate it against the clinicians (cross-fitted) "
+                                "and correct that; off: correct its reading; isotonic or "
+                                "logistic: that calibration")
+            p.add_argument("--anytime", action="store_true",
+                           help="also the interval valid at every look (a confidence "
+                                "sequence), and whether it is enough for --target")
+            p.add_argument("--target", type=float, metavar="H",
+                           help="the half-width that is enough (default: the round's, else "
+                                "0.05)")
+            p.add_argument("--in-round", dest="round_name", metavar="NAME",
+                           help="only the labels of this review round, drawn by its design")
         else:
             p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
                            help="the 95%% half-width to reach, e.g. 0.05")
             p.add_argument("--replicates", type=int, default=120,
-                           help="simulated studies per design and size (default 120)")
+                           help="kappa: simulated studies per design and size (default 120)")
+            p.add_argument("--assurance", type=float, default=0.9,
+                           help="the share of pilots like yours the figure must suffice for "
+                                "(default 0.9; the pilot is resampled 200 times)")
         p.add_argument("--json", action="store_true")
 
 
@@ -1203,6 +1298,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     add_ppi_commands(sub)
+    add_round_command(sub)
 
 
     h = sub.add_parser("healthbench-score",

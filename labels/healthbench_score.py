@@ -148,9 +148,14 @@ class ExampleScore:
     item_uid: str = ""
 
 
+NOT_EVERY = "not graded on every criterion"
+NO_POSITIVE = "its rubric has no positive points: simple-evals cannot score it"
+ODD_POINTS = "a criterion's points are not a number (or overflow)"
+
+
 @dataclass(frozen=True)
 class Incomplete:
-    """An example a rater did not grade on every criterion: left out of their score."""
+    """An example left out of a rater's score, and why (``reason``)."""
 
     prompt_id: str
     completion_id: str | None
@@ -158,6 +163,9 @@ class Incomplete:
     """Criteria with a met / not met answer from the rater."""
     criteria: int
     item_uid: str = ""
+    reason: str = NOT_EVERY
+    """Why: not graded on every criterion (:data:`NOT_EVERY`), a rubric with no positive
+    points (:data:`NO_POSITIVE`), or points that are not numbers (:data:`ODD_POINTS`)."""
 
 
 @dataclass
@@ -374,20 +382,21 @@ def _rater_score(name, kind, graded, examples, n_boot, seed, graded_on=None) -> 
         ex = examples[item_id]
         rubric = graded_criteria(ex, answers, (graded_on or {}).get((name, item_id)))
         done = {q: m for q, m in answers.items() if m is not None and q in rubric}
-        if len(done) < len(rubric) or ex.odd_points \
-                or any(p is None for p, _ in rubric.values()):
+        odd = ex.odd_points or any(p is None for p, _ in rubric.values())
+        if not odd and not any(float(p) > 0 for p, _ in rubric.values()):
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(rubric), ex.uid))
+                                         len(rubric), ex.uid, NO_POSITIVE))
+            continue
+        if len(done) < len(rubric) or odd:
+            incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
+                                         len(rubric), ex.uid,
+                                         ODD_POINTS if odd else NOT_EVERY))
             continue
         criteria = [Graded(float(p), done[q], tags) for q, (p, tags) in rubric.items()]
-        if example_score(criteria) is None:
-            incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(rubric), ex.uid))
-            continue
         metrics = example_metrics(criteria, ex.example_tags)
         if not all(math.isfinite(v) for v in metrics.values()):  # a quotient that overflows
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(rubric), ex.uid))
+                                         len(rubric), ex.uid, ODD_POINTS))
             continue
         scores.append(ExampleScore(ex.prompt_id, ex.completion_id, metrics["overall_score"],
                                    ex.uid))
@@ -423,7 +432,8 @@ def scores_dict(report: HealthBenchScores, provenance: Mapping | None = None) ->
                           "score": e.score} for e in r.examples],
             "by_tag": {tag: stats(s, full=False) for tag, s in r.by_tag.items()},
             "incomplete": [{"prompt_id": i.prompt_id, "completion_id": i.completion_id,
-                            "graded": i.graded, "criteria": i.criteria} for i in r.incomplete],
+                            "graded": i.graded, "criteria": i.criteria, "reason": i.reason}
+                           for i in r.incomplete],
         } for r in report.raters],
         "method": METHOD.format(n_boot=report.n_boot, seed=report.seed),
         "notes": report.notes,
@@ -470,17 +480,18 @@ def format_scores_text(report: HealthBenchScores) -> str:
         ci = "—" if o.ci_low is None else f"{o.ci_low:.3f} to {o.ci_high:.3f}"
         ci += "*" if o.warnings else ""
         lines.append(f"{r.rater:<{width}}  {r.run:<{run_width}}  {_num(o.value):>6}  {ci:>16}  "
-                     f"{_num(o.std):>6}  {o.n:>4}  {len(r.incomplete)} not graded on every"
-                     " criterion")
+                     f"{_num(o.std):>6}  {o.n:>4}  {len(r.incomplete)} left out")
     if any(r.overall.warnings for r in report.raters):
         lines.append("* this interval means little: the warning is under the rater's name")
     for r in report.raters:
         block = [f"  warning: {w}" for w in r.overall.warnings]
-        if r.incomplete:
-            named = ", ".join(f"{i.prompt_id}/{i.completion_id or 'ideal'} ({i.graded} of "
-                              f"{i.criteria})" for i in r.incomplete[:10])
-            more = f" and {len(r.incomplete) - 10} more" if len(r.incomplete) > 10 else ""
-            block.append(f"  left out, not graded on every criterion: {named}{more}")
+        for reason in dict.fromkeys(i.reason for i in r.incomplete):
+            these = [i for i in r.incomplete if i.reason == reason]
+            named = ", ".join(f"{i.prompt_id}/{i.completion_id or 'ideal'}"
+                              + (f" ({i.graded} of {i.criteria})" if reason == NOT_EVERY
+                                 else "") for i in these[:10])
+            more = f" and {len(these) - 10} more" if len(these) > 10 else ""
+            block.append(f"  left out, {reason}: {named}{more}")
         if r.by_tag:
             block.append("  by tag:")
             block += [f"    {tag}: {_num(s.value)} (n = {s.n})" for tag, s in r.by_tag.items()]

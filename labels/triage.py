@@ -223,12 +223,14 @@ def _parts(key: str, t, order: Sequence[str], escalating: Collection[str] | None
 
 
 def _macro_f1_tables(t, k: int, missing: str):
-    """Macro-F1 of summed tables over the codebook's labels: on the predicted prefixes
-    (``left_out``), or with a missing prediction as a prediction that is never right
-    (``wrong``: it lowers the recall of its gold label; the average stays over the
-    codebook's labels present in gold or predictions, as scikit-learn's
-    ``f1_score(..., labels=those labels, average="macro")`` scores a missing prediction
-    written as an invalid label)."""
+    """Macro-F1 of summed tables over every one of the codebook's labels, a label that
+    neither gold nor the predictions use counting 0 (scikit-learn's ``f1_score(...,
+    labels=the codebook's labels, average="macro", zero_division=0)``): a model scored on
+    a subset without one of the labels is averaged over the same four as every other,
+    not over the three it has (which read 0.50 where the four give 0.375, and reordered
+    the models). On the predicted prefixes (``left_out``), or with a missing prediction
+    as a prediction that is never right (``wrong``: it lowers the recall of its gold
+    label)."""
     import numpy as np
 
     from labels.agreement import macro_f1_batch
@@ -236,8 +238,8 @@ def _macro_f1_tables(t, k: int, missing: str):
     if missing == "wrong":
         square = np.zeros((t.shape[0], k + 1, k + 1))
         square[:, :k, :] = t
-        return macro_f1_batch(square, categories=k)
-    return macro_f1_batch(t[:, :, :k])
+        return macro_f1_batch(square, categories=k, every_category=True)
+    return macro_f1_batch(t[:, :, :k], every_category=True)
 
 
 def triage_metric_batch(key: str, t, order: Sequence[str],
@@ -263,6 +265,13 @@ _WHAT = {  # what a metric's denominator counts, for the reason it is undefined
     "unnecessary_care": "a gold label that does not escalate care",
     "coverage": "a gold label",
 }
+
+
+def denominator_words(key: str, order: Sequence[str]) -> str:
+    """What a share's denominator counts, in words ("a gold label that escalates care")."""
+    _, urgent = escalation_split(order)
+    return _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
+                              else f"a gold label other than {urgent}")
 
 
 def triage_metrics(
@@ -293,7 +302,8 @@ def triage_metrics(
     in that study's words.
 
     - accuracy: predicted == gold, share of scored prefixes;
-    - macro_f1: mean per-label F1 over labels present in gold or predictions;
+    - macro_f1: mean per-label F1 over the codebook's labels (one neither gold nor the
+      predictions use counts 0);
     - over_triage / under_triage: predicted rank > / < gold rank, share of scored;
     - missed_care: gold escalates, predicted does not (share of gold escalating);
     - unnecessary_care: gold does not escalate, predicted does (share of gold non-escalating);
@@ -316,9 +326,8 @@ def triage_metrics(
             continue
         count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing, risk))
         if n == 0:
-            what = _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
-                                      else f"a gold label other than {urgent}")
-            out[key] = TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
+            out[key] = TriageMetric(key, name, None, 0, 0,
+                                    f"no scored prefix has {denominator_words(key, order)}")
             continue
         if clusters is None or not n_boot:
             low, high = wilson_interval(count, n)

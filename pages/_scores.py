@@ -69,7 +69,7 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
         else f"{r.overall.ci_low:.3f} to {r.overall.ci_high:.3f}",
         "Std (bootstrap)": _number(r.overall.std), "Examples": r.overall.n,
         "Raw mean": _number(r.overall.raw_mean),
-        "Left out (not graded on every criterion)": len(r.incomplete),
+        "Left out": len(r.incomplete),
         "Interval warning": "; ".join(r.overall.warnings),
     } for r in report.raters], hide_index=True, width="stretch",
         column_config={"Interval warning": st.column_config.TextColumn(width="large")})
@@ -87,7 +87,8 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
         with st.expander(f"Examples left out of a rater's score ({len(left_out)})"):
             st.dataframe([{"Rater": who, "Prompt": i.prompt_id,
                            "Completion": i.completion_id or "ideal",
-                           "Criteria graded": f"{i.graded} of {i.criteria}"}
+                           "Criteria graded": f"{i.graded} of {i.criteria}",
+                           "Why": i.reason}
                           for who, i in left_out[:500]], hide_index=True, width="stretch")
     st.download_button("JSON", json.dumps(scores_dict(report, provenance), indent=2,
                                           ensure_ascii=False, allow_nan=False),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from codebook import BLINDING_MODES
-from pages._ppi import round_design
+from pages._ppi import round_design, round_status
 from pages._shared import require_reviewer, server_mode, store
 from review.reviewing.names import item_name, plural
 from review.reviewing.queue import filter_choices
 from review.team.access import NotAllowed
-from review.team.designs import design_words
+from review.team.designs import design_words, round_record
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
     RoundError,
@@ -87,6 +87,7 @@ def round_details() -> None:
                f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
                f"{r.created_at[:10]}"
                + (f" · drawn: {safe_markdown(designs[rid])}" if designs.get(rid) else ""))
+    round_status(db, r.name, r.question_key, round_record(db, rid))
     people = [p.name for p in list_reviewers(db)]
     key = f"rounds_members:{rid}"
     if key not in st.session_state:

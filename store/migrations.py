@@ -1624,3 +1624,39 @@ INSERT INTO chain_heads (name, last_id, hash) VALUES ('record', 0, NULL);
         print(f"carelens: {database}: its chains were not whole when the record was sealed"
               f" under its key ({'; '.join(old)}); written in the audit log (record_keyed)",
               file=sys.stderr)
+
+
+@migrations()
+def m100_round_sequence(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- An active review round's draws, in order (review.team.active): each next item drawn
+-- among the round's candidates not drawn before it, with probability proportional to
+-- its size (where the machine is likely wrong), the sizes learnt afresh before each
+-- batch from the clinicians' answers so far. labels.ppi.sequential estimates from this
+-- record. Append-only: the sequence grows a batch at a time as reviewers reach its end.
+CREATE TABLE round_sequence (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    position INTEGER NOT NULL,            -- the draw's turn, 0 first (its round_items position)
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    batch INTEGER NOT NULL CHECK (batch >= 0),  -- the batch it was drawn in, 0 first
+    draw_probability REAL NOT NULL
+        CHECK (draw_probability > 0 AND draw_probability <= 1),  -- its chance at its turn, among the candidates not drawn before it
+    foreseen_variance REAL NOT NULL CHECK (foreseen_variance > 0),  -- the error the draw was foreseen to add when drawn (the estimate weights it by the inverse)
+    error_chance REAL,                    -- how likely the machine was thought wrong on it when drawn, 0..1
+    drawn_at TEXT NOT NULL,               -- when it was drawn (UTC)
+    PRIMARY KEY (round_id, position),
+    UNIQUE (round_id, item_id)
+);
+CREATE TRIGGER round_sequence_no_delete BEFORE DELETE ON round_sequence
+BEGIN SELECT RAISE(ABORT, 'a round''s sequence is append-only'); END;
+CREATE TRIGGER round_sequence_no_replace BEFORE INSERT ON round_sequence
+WHEN EXISTS (SELECT 1 FROM round_sequence WHERE rowid = NEW.rowid
+             OR (round_id = NEW.round_id AND (position = NEW.position OR item_id = NEW.item_id)))
+BEGIN SELECT RAISE(ABORT, 'a round''s sequence is append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    )
+    # Sealed (store.sealed): each draw chained into the record as it is written, so a
+    # draw changed, removed or slipped in (and with it the round's estimate) shows.
+    seal_tables(db, ["round_sequence"])

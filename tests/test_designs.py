@@ -181,7 +181,7 @@ def test_an_admin_draws_a_weighted_round_and_plans_it_from_the_screen(demo_copy,
     assert list(plan[""])[:4] == ["aster-7b · prompted", "aster-7b · unprompted", "borealis-large",
                                   "cobalt-mini"]  # each run apart
     assert {"uniform random sample", "weighted: machine raters disagree"} <= set(plan.columns)
-    assert any("simulated from the data at hand" in c.value for c in at.caption)
+    assert any("resamplings of the pilot" in c.value for c in at.caption)
     at.radio(key="round_design").set_value("weighted:machine_disagreement")
     next(t for t in at.text_input if t.label == "Name").input("Where the mappers disagree")
     next(n for n in at.number_input if n.label.startswith("Items")).set_value(30)

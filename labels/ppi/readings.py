@@ -37,12 +37,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from codebook import CAREBENCH, codebook
 from labels.compare.answers import Answers, Filters, load_answers
 from labels.compare.questions import QuestionSet, carebench_questions, question_set, question_sets
 from labels.compare.raters import CLINICIANS, columns_for, normalise_spec, references
 from labels.phases import BLIND, CURRENT, describe_phase
-from labels.triage import METRIC_KEYS, METRIC_NAMES, triage_metric_batch, triage_tables
+from labels.triage import (
+    METRIC_KEYS,
+    METRIC_NAMES,
+    denominator_words,
+    triage_metric_batch,
+    triage_tables,
+)
 from store import Store
 
 SHARE_KEYS = tuple(k for k in METRIC_KEYS if k not in ("macro_f1", "coverage"))
@@ -78,6 +86,21 @@ class Readings:
     """Position -> the clinicians' value, on the items they read."""
     rounds: dict[int, frozenset[int]] = field(default_factory=dict)
     """Position -> the review rounds the clinicians' answers on it were given in."""
+    score: list[float | None] = field(default_factory=list)
+    """The machine's own expectation of each item's value, where its answers carry a
+    confidence (1-5) or a score (a verifier's 0..1): what a calibration reads
+    (``labels.ppi.calibration``); None where they carry neither."""
+    first_answer: dict[int, int] = field(default_factory=dict)
+    """Position -> the earliest clinician's answer (annotation id) behind its value: the
+    order labels given outside any round arrived in."""
+    unsettled: set[int] = field(default_factory=set)
+    """Positions clinicians answered whose reading is not settled (their majority ties,
+    or a pass needs criteria they did not answer)."""
+
+    @property
+    def scored(self) -> bool:
+        """Whether the machine gave a confidence or score on any item."""
+        return any(x is not None for x in self.score)
 
 
 @dataclass
@@ -121,9 +144,10 @@ def one_column(answers: Answers, spec: str, side: str) -> tuple[dict[int, str], 
     return columns[0], notes
 
 
-def _answer_rounds(store: Store, answers: Answers, spec: str) -> dict[int, frozenset[int]]:
+def _answer_rounds(store: Store, answers: Answers,
+                   spec: str) -> tuple[dict[int, frozenset[int]], dict[int, int]]:
     """Unit -> the review rounds of the clinicians' answers behind the reading (a group's:
-    its members')."""
+    its members'), and unit -> the earliest of those answers (annotation id)."""
     spec = normalise_spec(spec)
     names = [spec] if not spec.startswith("group:") else [
         n for n, r in answers.raters.items() if r.kind == "human"]
@@ -131,6 +155,10 @@ def _answer_rounds(store: Store, answers: Answers, spec: str) -> dict[int, froze
     for name in names:
         for unit, annotation in answers.answer_ids.get(name, {}).items():
             wanted.setdefault(annotation, []).append(unit)
+    first: dict[int, int] = {}
+    for annotation, units in wanted.items():
+        for unit in units:
+            first[unit] = min(first.get(unit, annotation), annotation)
     out: dict[int, set[int]] = {}
     ids = list(wanted)
     for start in range(0, len(ids), 5000):
@@ -141,7 +169,51 @@ def _answer_rounds(store: Store, answers: Answers, spec: str) -> dict[int, froze
         for row in rows:
             for unit in wanted[row["id"]]:
                 out.setdefault(unit, set()).add(row["round_id"])
-    return {u: frozenset(r) for u, r in out.items()}
+    return {u: frozenset(r) for u, r in out.items()}, first
+
+
+@dataclass
+class MachineSureness:
+    """What the machine said beside its answers, by unit."""
+
+    scores: dict[int, float] = field(default_factory=dict)
+    """A score kept with the answer (a verifier's 0..1: higher, the condition holds)."""
+    sure: dict[int, float] = field(default_factory=dict)
+    """How sure it was of its answer, from its confidence 1-5: 0.5 + confidence / 10."""
+
+    def __contains__(self, unit: int) -> bool:
+        return unit in self.scores or unit in self.sure
+
+    def holds(self, unit: int, said: float) -> float:
+        """Its expectation that the condition holds, where its answer ``said`` (1: holds)."""
+        if unit in self.scores:
+            return self.scores[unit]
+        sure = self.sure[unit]
+        return said * sure + (1 - said) * (1 - sure)
+
+
+def _machine_scores(store: Store, answers: Answers, machine: str) -> MachineSureness:
+    """The machine's score or confidence on each unit it answered, where it gave one."""
+    ids = answers.answer_ids.get(normalise_spec(machine), {})
+    by_annotation = {a: u for u, a in ids.items()}
+    out = MachineSureness()
+    keys = list(by_annotation)
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        for row in store.query(
+                "SELECT id, confidence, json_extract(extra, '$.score') AS score FROM annotations"
+                " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(chunk),)):
+            score = row["score"]
+            if isinstance(score, (int, float)) and 0 <= score <= 1:
+                out.scores[by_annotation[row["id"]]] = float(score)
+            elif row["confidence"] is not None:
+                out.sure[by_annotation[row["id"]]] = 0.5 + float(row["confidence"]) / 10
+    return out
+
+
+def _answered_by_clinicians(answers: Answers, unit: int) -> bool:
+    return any(unit in answers.values.get(name, {}) for name, rater in answers.raters.items()
+               if rater.kind == "human")
 
 
 def item_ids_of(store: Store, uids: set[str]) -> dict[str, int]:
@@ -172,12 +244,13 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
             if prefixes.units[u].target == ""}
     said, _ = one_column(responses, machine, "machine")
     read, notes = one_column(responses, human, "human")
-    rounds = _answer_rounds(store, responses, human)
+    rounds, first = _answer_rounds(store, responses, human)
+    sure = _machine_scores(store, responses, machine)
     result = MetricReadings(metric, METRICS[metric], human, machine, response_q, reference,
                             phase, {}, list(notes))
     uids = {responses.units[u].item_uid for u in said}
     ids = item_ids_of(store, uids)
-    without_gold = outside_codebook = 0
+    without_gold = outside_codebook = outside_denominator = 0
     for unit_index in sorted(said, key=lambda u: responses.units[u].item_uid):
         unit = responses.units[unit_index]
         if unit.target != "":
@@ -191,6 +264,7 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
             continue
         machine_value = share_reading(metric, g, said[unit_index], order)
         if machine_value is None:  # not in this metric's denominator
+            outside_denominator += 1
             continue
         model = unit.model or "(no model)"  # the run's label: each run apart (store.runs)
         r = result.by_model.setdefault(model, Readings(model))
@@ -198,14 +272,25 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
         r.item_ids.append(ids[unit.item_uid])
         r.item_uids.append(unit.item_uid)
         r.machine.append(machine_value)
+        # sure of its label: as sure that the metric's reading from it is right
+        r.score.append(sure.holds(unit_index, machine_value) if unit_index in sure else None)
         if unit_index in read and read[unit_index] in order:
             r.human[position] = share_reading(metric, g, read[unit_index], order)
             r.rounds[position] = rounds.get(unit_index, frozenset())
+            r.first_answer[position] = first.get(unit_index, 0)
+        elif _answered_by_clinicians(responses, unit_index):
+            r.unsettled.add(position)
     if without_gold:
         result.notes.append(f"{without_gold} responses the machine read have no reference label "
                             f"on their prefix from {reference}: left out")
     if outside_codebook:
         result.notes.append(f"{outside_codebook} labels outside the codebook left out")
+    if outside_denominator:
+        counted = sum(len(r.item_ids) for r in result.by_model.values())
+        result.notes.append(
+            f"{outside_denominator} responses do not count in {METRICS[metric].lower()}: it is "
+            f"over the responses to prefixes with {denominator_words(metric, order)}"
+            + ("" if counted else f", and no prefix's reference label ({reference}) is one"))
     return result
 
 
@@ -226,18 +311,27 @@ def _criteria_readings(store, metric, human, machine, filters, phase, question):
     answers = load_readings(store, qs, replace(filters, include_cannot_assess=False), phase)
     said, _ = one_column(answers, machine, "machine")
     read, notes = one_column(answers, human, "human")
-    rounds = _answer_rounds(store, answers, human)
+    rounds, first = _answer_rounds(store, answers, human)
+    sure = _machine_scores(store, answers, machine)
     items: dict[str, dict] = {}
     for unit_index, value in said.items():
         unit = answers.units[unit_index]
         if unit.target != "":
             continue
         entry = items.setdefault(unit.item_uid, {"model": unit.model or "(no model)",
-                                                 "machine": [], "human": [], "rounds": set()})
+                                                 "machine": [], "human": [], "rounds": set(),
+                                                 "sure": [], "first": None})
         entry["machine"].append(value == MET)
+        # its expectation that the criterion is met: a score as it is, a confidence in
+        # its verdict turned toward it; none: its verdict
+        met = float(value == MET)
+        entry["sure"].append(sure.holds(unit_index, met) if unit_index in sure else met)
+        entry["scored"] = entry.get("scored", False) or unit_index in sure
         if unit_index in read:
             entry["human"].append(read[unit_index] == MET)
             entry["rounds"] |= rounds.get(unit_index, frozenset())
+            if unit_index in first:
+                entry["first"] = min(entry["first"] or first[unit_index], first[unit_index])
     result = MetricReadings(metric, METRICS[metric], human, machine, qs.key, None, phase, {},
                             list(notes))
     ids = item_ids_of(store, set(items))
@@ -250,12 +344,18 @@ def _criteria_readings(store, metric, human, machine, filters, phase, question):
         r.item_uids.append(uid)
         m, h = entry["machine"], entry["human"]
         r.machine.append(sum(m) / len(m) if metric == "met_rate" else float(all(m)))
+        r.score.append(None if not entry.get("scored") else
+                       float(np.mean(entry["sure"])) if metric == "met_rate"
+                       else float(np.prod(entry["sure"])))
         complete = len(h) == len(m)
         if h and (complete or metric == "met_rate"):
             r.human[position] = sum(h) / len(h) if metric == "met_rate" else float(all(h))
             r.rounds[position] = frozenset(entry["rounds"])
+            r.first_answer[position] = entry["first"] or 0
         if h and not complete:
             partial += 1
+        if h and position not in r.human:
+            r.unsettled.add(position)
     if partial:
         result.notes.append(
             f"{partial} items have a clinician's verdict on only some of the criteria the "
