@@ -26,7 +26,10 @@ if __name__ == "__main__" and not st.runtime.exists():  # pragma: no cover - a n
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli as streamlit_cli
 
+    from pages._uploads import install as spool_uploads
+
     PagesManager.uses_pages_directory = False
+    spool_uploads()  # uploads kept on disk, not in the server's memory (pages/_uploads.py)
     sys.argv[0] = "streamlit"
     sys.exit(streamlit_cli.main())
 
@@ -38,8 +41,10 @@ from pages._shared import (
     current_reviewer,
     login_identity,
     note_page,
+    record_key_problem,
     server_mode,
     sign_in,
+    sign_out,
     store,
 )
 from pages._steps import code_span
@@ -52,6 +57,7 @@ from review.team.reviewers import (
 )
 from review.text import safe_markdown
 from review.workspace import default_db_path
+from store.sessions import SessionEnded
 
 # A local icon: a Material icon name as page_icon makes the browser fetch
 # the favicon from a font CDN, and nothing may call out unasked.
@@ -61,6 +67,10 @@ st.set_page_config(page_title="carelens", page_icon=ICON, layout="wide")
 begin_run()
 st.html(ASSETS / "carelens.css")  # the compact layout for laptop screens: style only
 page_keys()  # the focus back to the page after a choice in any drop-down list
+if (problem := record_key_problem()) is not None:
+    # Nothing can be written that would verify: said once, and nothing else is shown.
+    st.error(safe_markdown(problem), icon=":material/key_off:")
+    st.stop()
 
 
 def reviewer_sidebar() -> None:
@@ -123,19 +133,33 @@ def signed_in_sidebar() -> None:
         st.write("Sign in to review.")
         st.button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
         st.stop()
-    reviewer = sign_in()
+    try:
+        entry = sign_in()
+    except ValueError as exc:  # a session idle limit that is not a duration
+        st.error(safe_markdown(str(exc)), icon=":material/settings:")
+        st.stop()
     identity = login_identity()
-    if reviewer is None or identity is None:
+    if entry is None or identity is None:
         st.title("carelens", anchor=False)
         st.error("Your login did not say who you are (no issuer and subject): sign in again, or"
                  " ask whoever runs carelens to check the login provider.",
                  icon=":material/person_off:")
         st.button("Sign out", on_click=st.logout, icon=":material/logout:")
         st.stop()
+    if entry.reviewer is None:  # signed out, expired, or not on record: nothing is served
+        st.title("carelens", anchor=False)
+        st.warning(safe_markdown(f"{entry.refused} Sign in again to review."),
+                   icon=":material/lock_clock:")
+        cols = st.columns([1, 1, 3])
+        cols[0].button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
+        cols[1].button("Forget this sign-in", on_click=st.logout, icon=":material/logout:",
+                       help="Remove the ended sign-in from this browser")
+        st.stop()
+    reviewer = entry.reviewer
     with st.sidebar:
         st.markdown(f"**{safe_markdown(reviewer.name)}**")
         st.caption(f"{reviewer.role} · signed in as {safe_markdown(identity.shown)}")
-        st.button("Sign out", on_click=st.logout, icon=":material/logout:")
+        st.button("Sign out", on_click=sign_out, icon=":material/logout:")
 
 
 if server_mode():
@@ -179,5 +203,8 @@ page = st.navigation(PAGES, position="sidebar")
 note_page(page.url_path or "review")
 try:
     page.run()
+except SessionEnded as exc:  # ended while this run was under way: nothing was written
+    st.warning(safe_markdown(f"{exc}."), icon=":material/lock_clock:")
+    st.button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
 finally:
     address_follows()  # the address names the item drawn, once it is drawn

@@ -5,7 +5,7 @@ functions the app's pages call. Errors in the user's input print one line
 naming file, line or field, and exit with status 2 (`import` tries every
 file it is given first, and reports each); so does a database the
 command cannot use (missing, in a missing folder, not a database, locked)
-and an output file in a missing folder. Only `demo`, `import` and `serve`
+and an output file in a missing folder. Only `demo`, `import`, `codebook add` and `serve`
 make a new database; every other command refuses one that does not exist,
 so a mistyped --db is never an empty database.
 """
@@ -130,6 +130,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_run_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--model` and `--run`: which runs (`store.runs.select_runs`)."""
+    parser.add_argument("--model", help=f"only the {what} of this model (as requested, served"
+                        " or aliased): each of its runs apart")
+    parser.add_argument("--run", help="only this run: its number or its label (carelens runs)")
+
+
+def _chosen_runs(store, kind: str, args: argparse.Namespace):
+    """The runs `--model` and `--run` name (None: no choice made, every run)."""
+    from store.runs import select_runs
+
+    if not getattr(args, "model", None) and not getattr(args, "run", None):
+        return None
+    return select_runs(store.conn, kind, model=args.model, run=args.run,
+                       dataset=getattr(args, "dataset", None))
+
+
+def _attempt(text: str) -> int:
+    """`--attempt`: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"an attempt is a whole number from 1, not {text!r}")
+    return value
+
+
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
@@ -140,10 +168,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from review.datasets.hub import is_hub_name
     from review.datasets.sources import ImportOptions, InputError, Limits
+    from review.datasets.sources.conversations import parse_mapping
 
+    try:
+        mapping = parse_mapping(args.map)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
-                            replace=args.replace,
+                            replace=args.replace, attempt=args.attempt, mapping=mapping,
                             limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
@@ -270,6 +303,87 @@ def _size(text: str) -> int:
             from None
 
 
+@command("codebook")
+def cmd_codebook(args: argparse.Namespace) -> int:
+    """A study's own codebooks: add one from a TOML file (a new version in the
+    database), list them, show one, export one as TOML (which `add` takes back)."""
+    from review.team.codebook_versions import (
+        add_codebook,
+        codebook_history,
+        current_codebook,
+        export_codebook,
+        list_codebooks,
+    )
+
+    store = open_store(args.db)
+    if args.action == "add":
+        path = Path(args.file)
+        from codebook import load_codebook_file
+
+        load_codebook_file(path)  # the file's own checks first: missing, not UTF-8, too large
+        result = add_codebook(store, path.read_text(encoding="utf-8"), str(path),
+                              actor=args.actor, note=args.note)
+        print(result.summary())
+        return 0
+    if args.action == "list":
+        listed = list_codebooks(store)
+        if args.json:
+            import json
+
+            print(json.dumps([{"key": x.book.key, "version": x.book.version,
+                               "title": x.book.title, "kind": x.book.kind, "scale": x.book.scale,
+                               "choice": x.book.choice, "shipped": x.shipped,
+                               "versions": x.versions, "answers": x.answers,
+                               "labels": x.book.codes,
+                               "questions": [q.key for q in x.book.questions],
+                               "criteria": [c.key for c in x.book.criteria]} for x in listed],
+                             indent=2, ensure_ascii=False))
+        else:
+            for x in listed:
+                print(x.line())
+        return 0
+    book = current_codebook(store, args.key)
+    if book is None:
+        from codebook import codebooks
+
+        raise UsageError(f"no codebook {args.key!r}; known: {', '.join(codebooks(store))}")
+    if args.action == "export":
+        text = export_codebook(store, args.key, args.version)
+        if args.out:
+            out = output_file(args.out)
+            if out.exists():
+                raise UsageError(f"{out}: exists already; give a new file name")
+            out.write_text(text, encoding="utf-8")
+            print(f"{out}: {args.key} version {args.version or book.version}", file=sys.stderr)
+        else:
+            print(text, end="")
+        return 0
+    print(f"{book.title}\n{book.key} version {book.version} · {book.kind} · {book.scale}"
+          + (" · multiple choice" if book.multi else "")
+          + (" · rationale required" if book.rationale_required else ""))
+    if book.description:
+        print(f"\n{book.description}")
+    print()
+    for label in book.labels:
+        key = f"[{label.shortcut}] " if label.shortcut else ""
+        value = f" = {label.value:g}" if label.value is not None else ""
+        print(f"{key}{label.code}{value}: {label.short}. {label.definition}")
+        for rule in label.rules:
+            print(f"    - {rule}")
+    if book.risk:
+        print(f"\nrisk order: action from {book.risk.action_from}; urgent {book.risk.urgent}")
+    for q in book.questions:
+        print(f"\nquestion {q.key} (of each {q.applies_to}): {q.text}")
+    for c in book.criteria:
+        print(f"criterion {c.key} (of each {c.applies_to}, {c.points:g} points"
+              f"{', MUST NOT' if c.must_not else ''}): {c.text}")
+    print("\nversions:")
+    for v in codebook_history(store, args.key):
+        print(f"  {v.version}: {v.answers:,} answers, by {v.created_by} at {v.created_at[:16]}"
+              + (f": {v.note}" if v.note else ""))
+    return 0
+
+
 @command("formats")
 def cmd_formats(args: argparse.Namespace) -> int:
     from review.datasets.sources import AUTO, FORMATS
@@ -277,6 +391,27 @@ def cmd_formats(args: argparse.Namespace) -> int:
     for fmt in FORMATS.values():
         print(f"{fmt.name:26} {fmt.description}")
     print(f"{AUTO:26} detect the format from the file (the default)")
+    return 0
+
+
+@command("runs")
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Every run, with what identifies it and how many items it holds (`store.runs`)."""
+    import json
+
+    from store.runs import load_runs
+
+    store = open_store(args.db)
+    runs = [r for r in load_runs(store.conn, args.kind, args.dataset) if r.items or args.all]
+    if args.json:
+        print(json.dumps({"runs": [r.as_dict() for r in runs]}, ensure_ascii=False, indent=2))
+        return 0
+    if not runs:
+        print("no runs yet: import responses, trajectories or graded completions")
+        return 0
+    for r in runs:
+        print(f"{r.id:>4}  {r.label}  ({r.kind}, {r.items:,} item{'' if r.items == 1 else 's'}):"
+              f" {r.details()}")
     return 0
 
 
@@ -307,9 +442,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"{out}: {plural(n, 'annotation')}")
         else:
             n, ties = export_carebench_labels(store, out, args.rater, args.phase,
-                                              model=args.model)
+                                              model=args.model, run=args.run)
             phase = args.phase
-            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model),
+                                         ("run", args.run)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -337,6 +473,7 @@ def _run_llm(task: str, args: argparse.Namespace) -> int:
     from labels.llm import MissingKeyError, PromptError, RunAborted, plan_run, run_plan
 
     filters = {k: v for k, v in (("dataset", args.dataset), ("model", getattr(args, "model_filter", None)),
+                                 ("run", getattr(args, "run_filter", None)),
                                  ("split", getattr(args, "split", None)),
                                  ("question", getattr(args, "question", None)),
                                  ("answered_by", getattr(args, "answered_by", None)))
@@ -464,7 +601,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-AGREEMENT_FILTERS = ("dataset", "split", "model", "round", "category", "phase",
+AGREEMENT_FILTERS = ("dataset", "split", "model", "run", "pool", "round", "category", "phase",
                      "include_cannot_assess")
 """The Agreement screen's sidebar filters, as `carelens agreement` options."""
 TRIAGE_FILTERS = ("dataset", "split", "round", "category", "phase")
@@ -477,7 +614,14 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
     helps = {
         "dataset": ("--dataset", dict(help="only items of this dataset")),
         "split": ("--split", dict(help="only items of this split, e.g. validation")),
-        "model": ("--model", dict(help="only responses of this responding model")),
+        "model": ("--model", dict(help="only the responses (trajectories, completions) of this"
+                                       " model, by its name as requested, served or aliased, or"
+                                       " a run's label: every run of it (carelens runs)")),
+        "run": ("--run", dict(help="only this run: its number or its label (carelens runs)")),
+        "pool": ("--pool", dict(action="store_true",
+                                help="with --model naming several runs: take them together"
+                                     " (by default a single figure over several runs is"
+                                     " refused, naming them)")),
         "round": ("--round", dict(type=int, metavar="N",
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
@@ -508,12 +652,33 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
                              "intervals (default 0)")
 
 
-def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
+def filters_of(args: argparse.Namespace, names: tuple[str, ...], store=None):
     """The options' filters, read by the same code as the screen's
-    (``labels.compare.filters_from``)."""
+    (``labels.compare.filters_from``). `--run` (a number or label) is resolved on `store`
+    to one run: its number, and its label as the model filter (as the screen names it);
+    a label several runs share (one per kind of item) is refused, naming them."""
     from labels.compare import filters_from
+    from store.runs import one_run, select_runs
 
-    return filters_from({name: getattr(args, name) for name in names})
+    values = {name: getattr(args, name) for name in names if name not in ("run", "pool")}
+    model, run = getattr(args, "model", None), getattr(args, "run", None)
+    if store is not None and run:
+        (chosen,) = one_run(select_runs(store.conn, model=model, run=run), f"--run {run!r}")
+        values["run"], values["model"] = chosen.id, chosen.label
+    return filters_from(values)
+
+
+def one_run_compared(store, question: str, filters, args: argparse.Namespace) -> None:
+    """A single figure over several runs is refused unless `--pool`: the runs the
+    compared items belong to, under a `--model` that names several, are named."""
+    from labels.compare import load_answers
+    from store.runs import load_runs, one_run
+
+    if not filters.model or filters.run is not None or getattr(args, "pool", False):
+        return
+    ids = {u.run_id for u in load_answers(store, question, filters).units} - {None}
+    one_run([r for r in load_runs(store.conn, served=False) if r.id in ids],
+            f"--model {filters.model!r}")
 
 
 @command("agreement")
@@ -529,7 +694,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
-        filters = filters_of(args, AGREEMENT_FILTERS)
+        filters = filters_of(args, AGREEMENT_FILTERS, store)
+        one_run_compared(store, args.question, filters, args)
         boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
@@ -557,6 +723,11 @@ def cmd_triage(args: argparse.Namespace) -> int:
     from labels.report import triage_json
 
     store = open_store(args.db)
+    if args.question:
+        return _question_triage(store, args)
+    if args.reader or args.reference:
+        raise UsageError("--reader and --reference are for a study's own question: give "
+                         "--question too (CARE-Bench's labellings are chosen on their own)")
     try:
         # A dataset no CARE-Bench answer is in gives a report that says so (exit 0).
         report = triage_comparison(store, filters_of(args, TRIAGE_FILTERS),
@@ -568,13 +739,41 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _question_triage(store, args: argparse.Namespace) -> int:
+    """`triage-metrics --question Q`: a study's own ordered scale, each reader against a
+    reference on the same items (labels.compare.study_triage)."""
+    import json
+
+    from labels.compare.study_triage import (
+        format_question_triage,
+        question_triage,
+        question_triage_dict,
+    )
+
+    try:
+        report = question_triage(store, args.question, readers=args.reader or None,
+                                 reference=args.reference or "group:majority",
+                                 filters=filters_of(args, TRIAGE_FILTERS),
+                                 n_boot=args.n_boot, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(json.dumps(question_triage_dict(report), indent=2, ensure_ascii=False,
+                     allow_nan=False) if args.json else format_question_triage(report))
+    return 0
+
+
 @command("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     """Whether the record is whole: protections in place, hash chains unbroken.
     One line per problem (exit 1), or one line saying it is whole (exit 0)."""
     from store.verify import verify_file
+    from store.witness import parse_head
 
-    verdict = verify_file(args.db)
+    try:
+        head = parse_head(args.head) if args.head is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    verdict = verify_file(args.db, head=head)
     for line in verdict.lines():
         print(f"{args.db}: {line}")
     return 0 if verdict.whole else 1
@@ -584,42 +783,46 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_backup(args: argparse.Namespace) -> int:
     """A consistent copy made while the app serves (SQLite's online backup), verified."""
     from store.backup import BackupError, backup
+    from store.witness import witness_path
 
     out = output_file(args.out)
     try:
         made = backup(args.db, out)
     except BackupError as exc:
         raise UsageError(str(exc)) from None
-    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes")
+    print(f"{out}: backup of {args.db}, {made.bytes:,} bytes"
+          + (f", head {made.verdict.head_text} (witnessed in {witness_path(args.db).name} and"
+             f" {witness_path(out).name})" if made.head is not None else ""))
     for line in made.verdict.lines():
         print(f"{out}: {line}")
     return 0 if made.verdict.whole else 1
 
 
-# -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
+# -- prediction-powered estimates and the label budget (labels.ppi.report, labels.ppi.budget) --
 
-PPI_FILTERS = ("dataset", "split", "model")
+PPI_FILTERS = ("dataset", "split", "model", "run")
 
 
-def _ppi_filters(args: argparse.Namespace):
-    from labels.compare import filters_from
-
-    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+def _ppi_filters(args: argparse.Namespace, store=None):
+    """The items PPI reads: `--model` (each of its runs an estimate of its own) or `--run`."""
+    return filters_of(args, PPI_FILTERS, store)
 
 
 @command("ppi")
 def cmd_ppi(args: argparse.Namespace) -> int:
     """A metric per model: PPI, clinicians-only and machine-only estimates, 95% intervals."""
-    from labels.ppi_report import format_ppi_text, ppi_json, ppi_report
+    from labels.ppi.report import format_ppi_text, ppi_json, ppi_report
 
     store = open_store(args.db)
     try:
-        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args, store),
                             phase=args.phase, sampling=args.sampling, reference=args.reference,
-                            question=args.question)
+                            question=args.question, estimand=args.estimand,
+                            calibrate=args.calibrate, target=args.target,
+                            round_name=args.round_name)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(ppi_json(report) if args.json else format_ppi_text(report))
+    print(ppi_json(report) if args.json else format_ppi_text(report, anytime=args.anytime))
     return 0
 
 
@@ -628,34 +831,108 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
     """How many more clinician labels each sampling design needs for a target half-width."""
     import json
 
-    from labels.budget import format_plan_text, label_plan, plan_dict
-    from labels.ppi_readings import default_machine
-    from review.team.designs import planning_designs
+    from labels.ppi.budget import format_plan_text, label_plan, plan_dict
+    from labels.ppi.readings import default_machine
+    from review.team.active import plan_designs
 
     store = open_store(args.db)
     try:
         machine = args.machine or default_machine(store, args.metric, args.question)
         plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
-                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          _ppi_filters(args, store), phase=args.phase, question=args.question,
                           reference=args.reference, replicates=args.replicates,
-                          designs_for=lambda key, ids: planning_designs(store, key, ids))
+                          designs_for=lambda key, ids: plan_designs(store, key, ids),
+                          assurance=args.assurance)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from labels.provenance import provenance as provenance_of
 
-    provenance = provenance_of(plan.data, store=store, phase=args.phase, filters=_ppi_filters(args),
+    provenance = provenance_of(plan.data, store=store, phase=args.phase,
+                               filters=_ppi_filters(args, store),
                                what="label budget", metric=args.metric, human=args.human,
                                machine=machine, target_halfwidth=args.target_halfwidth,
-                               replicates=args.replicates, seed=0)
+                               replicates=args.replicates, assurance=args.assurance, seed=0)
     print(json.dumps(plan_dict(plan, provenance), indent=2, ensure_ascii=False) if args.json
           else f"clinicians: {args.human}; machine: {machine}\n" + format_plan_text(plan))
     return 0
 
 
+# -- review rounds (review.team.rounds): a lead draws one from the terminal ----------------
+
+
+@command("round")
+def cmd_round(args: argparse.Namespace) -> int:
+    """Create a review round (an active one included), or list the rounds."""
+    from review.team.designs import design_words
+    from review.team.reviewers import find_reviewer
+    from review.team.rounds import RoundError, RoundSpec, create_round, list_rounds
+
+    store = open_store(args.db)
+    if args.action == "list":
+        words = design_words(store)
+        for r in list_rounds(store):
+            print(f"{r.id}\t{r.name}\t{r.question_key}\t{r.answers_given} of "
+                  f"{r.answers_needed} reviews\t{words.get(r.id, '')}")
+        return 0
+    if not args.name or not args.question:
+        raise UsageError("round create needs --name and --question")
+    lead = find_reviewer(store, args.lead)
+    if lead is None:
+        raise UsageError(f"--as {args.lead!r}: no such person here (an admin creates rounds)")
+    spec = RoundSpec(
+        name=args.name, question_key=args.question, reviewers_per_item=args.reviewers_per_item,
+        overlap_share=args.overlap_share, dataset=args.dataset, split=args.split,
+        model=args.model, stratify_by=args.stratify_by, blinding=args.blinding,
+        limit=args.limit, seed=args.seed, design=args.design, weight_by=args.weight_by,
+        machine=args.machine, target_halfwidth=args.target)
+    try:
+        rid = create_round(store, spec, lead)
+    except RoundError as exc:
+        raise UsageError(str(exc)) from None
+    drawn = store.scalar("SELECT COUNT(*) FROM round_items WHERE round_id = ?", (rid,))
+    print(f"round {rid} {args.name!r}: {design_words(store)[rid]}; {drawn} items to review now")
+    return 0
+
+
+def add_round_command(sub) -> None:
+    from codebook import BLINDING_MODES
+    from review.team.designs import DESIGNS, WEIGHT_BY
+    from review.team.rounds import STRATA
+
+    what = "create a review round (uniform, stratified, weighted or active), or list them"
+    r = sub.add_parser("round", help=what, description=what)
+    r.add_argument("action", choices=("create", "list"))
+    r.add_argument("--as", dest="lead", default="",
+                   help="create: the admin creating it, as named here")
+    r.add_argument("--name", help="create: the round's name")
+    r.add_argument("--question", help="create: what each reviewer answers: a label question's "
+                                      "key, or criteria@trajectory / criteria@graded_conversation")
+    r.add_argument("--design", choices=DESIGNS, default="uniform",
+                   help="uniform (default; within strata), weighted, or active: the next items "
+                        "where a clinician's label tells most, drawn a batch at a time")
+    r.add_argument("--limit", type=int, help="the most items it draws (weighted and active "
+                                             "need one)")
+    r.add_argument("--target", type=float, metavar="H",
+                   help="active: the 95%% half-width you aim for (the anytime interval says "
+                        "when it is reached)")
+    r.add_argument("--weight-by", choices=WEIGHT_BY, help="weighted: what to weight by")
+    r.add_argument("--stratify-by", choices=STRATA, default="none")
+    r.add_argument("--machine", help="the machine rater whose answers it weighs (default: "
+                                     "the busiest)")
+    r.add_argument("--reviewers-per-item", type=int, default=1,
+                   help="answers each item needs (default 1)")
+    r.add_argument("--overlap-share", type=float, help="share of items that get them all")
+    r.add_argument("--blinding", choices=BLINDING_MODES, default="reveal_after_commit")
+    r.add_argument("--seed", type=int, default=0)
+    for option in ("dataset", "split", "model"):
+        r.add_argument(f"--{option}", help=f"only items of this {option}")
+
+
 def add_ppi_commands(sub) -> None:
     """The `ppi` and `plan-labels` subcommands."""
-    from labels.ppi_readings import METRICS, PHASES
-    from labels.sampling import MODES
+    from labels.ppi.readings import METRICS, PHASES
+    from labels.ppi.report import CALIBRATIONS, ESTIMANDS
+    from labels.ppi.sampling import MODES
 
     for name, what in (
         ("ppi", "prediction-powered estimates of a metric per model: the machine's labels "
@@ -693,11 +970,31 @@ def add_ppi_commands(sub) -> None:
                                 "else every label assumed a uniform random sample (said in "
                                 "the output); assume-uniform: every label as uniform; design: "
                                 "designed labels only")
+            p.add_argument("--estimand", choices=ESTIMANDS, default="finite",
+                           help="finite (default): the mean over these items, with the "
+                                "finite-population correction of the draw; superpopulation: "
+                                "ppi-python's estimand and formulas")
+            p.add_argument("--calibrate", choices=CALIBRATIONS, default="auto",
+                           help="auto (default): where the machine gives a confidence or "
+                                "score, calibrate it against the clinicians (cross-fitted) "
+                                "and correct that; off: correct its reading; isotonic or "
+                                "logistic: that calibration")
+            p.add_argument("--anytime", action="store_true",
+                           help="also the interval valid at every look (a confidence "
+                                "sequence), and whether it is enough for --target")
+            p.add_argument("--target", type=float, metavar="H",
+                           help="the half-width that is enough (default: the round's, else "
+                                "0.05)")
+            p.add_argument("--in-round", dest="round_name", metavar="NAME",
+                           help="only the labels of this review round, drawn by its design")
         else:
             p.add_argument("--target-halfwidth", type=float, required=True, metavar="H",
                            help="the 95%% half-width to reach, e.g. 0.05")
             p.add_argument("--replicates", type=int, default=120,
-                           help="simulated studies per design and size (default 120)")
+                           help="kappa: simulated studies per design and size (default 120)")
+            p.add_argument("--assurance", type=float, default=0.9,
+                           help="the share of pilots like yours the figure must suffice for "
+                                "(default 0.9; the pilot is resampled 200 times)")
         p.add_argument("--json", action="store_true")
 
 
@@ -717,8 +1014,10 @@ def cmd_healthbench_score(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     try:
+        runs = _chosen_runs(store, "graded_conversation", args)
         report = healthbench_scores(store, dataset=args.dataset, split=args.split,
-                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed,
+                                    runs=runs, pool=args.pool)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -744,15 +1043,41 @@ def app_dir() -> Path:
                      "reinstall carelens")
 
 
+@command("sessions")
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """Who is signed in (server mode), or end every session of a person (`--end`):
+    each tab and each copy of their sign-in stops at its next request."""
+    from review.team.sessions import sign_out_person, signed_in
+
+    store = open_store(args.db)
+    if args.end:
+        try:
+            ended = sign_out_person(store, None, args.end, operator=f"cli:{_account()}")
+        except LookupError as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+        print(f"{args.end}: signed out ({ended} session{'s' if ended != 1 else ''} ended)")
+        return 0
+    here = signed_in(store)
+    for person in here:
+        print(f"{person.name}\t{person.sessions} session{'s' if person.sessions != 1 else ''}"
+              f"\tlast request {person.last_seen_at[:19].replace('T', ' ')} UTC")
+    if not here:
+        print("nobody is signed in")
+    return 0
+
+
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.max_upload_mb < 1:
+        raise UsageError(f"--max-upload-mb {args.max_upload_mb}: give 1 megabyte or more")
     app = app_dir()
     env = dict(os.environ, CARELENS_DB=str(Path(args.db).resolve()))
     # app.py starts the server itself when run as a program (see its top): only the
     # browser face imports Streamlit, and it sets the one switch Streamlit needs first.
     cmd = [sys.executable, str(app / "app.py"), "run", str(app / "app.py"),
            "--server.port", str(args.port), "--server.address", args.address,
-           "--browser.gatherUsageStats", "false", "--server.headless", "true"]
+           "--browser.gatherUsageStats", "false", "--server.headless", "true",
+           "--server.maxUploadSize", str(args.max_upload_mb)]
     print(f"carelens: serving {args.db} at http://{args.address}:{args.port}", flush=True)
     # Become the server rather than wait for it: a stop signal (a service manager's
     # SIGTERM, a test's) then reaches Streamlit itself, and no server is left behind.
@@ -800,6 +1125,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the files replace answers in force of raters who already exist"
                         " (each audited with its old and new value); without it such a row is"
                         " refused: an import adds answers")
+    i.add_argument("--map", metavar="NAME=FIELD,...",
+                   help="plain conversations of another shape: which of the file's fields is"
+                        " each of carelens's (id, messages, role, content, model, split,"
+                        " case_id, labels), e.g. --map id=conversation_id,messages=turns")
+    i.add_argument("--attempt", type=_attempt, metavar="N",
+                   help="the files hold attempt N of runs imported before (a run's identity:"
+                        " model, protocol, prompt version, provider and attempt); without it,"
+                        " the first attempt")
     i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
                    help=f"refuse a file of more rows (default {Limits.max_rows:,})")
     i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
@@ -811,6 +1144,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("formats", help="list the import formats")
 
+    cb = sub.add_parser("codebook", help="a study's own codebooks: add, list, show, export",
+                        description="A codebook written in the TOML carelens ships (labels with"
+                                    " codes, keys, definitions, rules, examples; a scale;"
+                                    " questions) kept in the database, versioned.")
+    cbs = cb.add_subparsers(dest="action", required=True)
+    add = cbs.add_parser("add", help="check a codebook file and store it as a new version")
+    add.add_argument("file", metavar="FILE.toml")
+    add.add_argument("--note", help="what this version changes (kept with it)")
+    add.add_argument("--actor", default=f"cli:{_account()}",
+                     help="who adds it, as the audit log names them (default: cli:ACCOUNT)")
+    ls = cbs.add_parser("list", help="every codebook in force: shipped and added")
+    ls.add_argument("--json", action="store_true")
+    for name, what in (("show", "one codebook in words, with its versions"),
+                       ("export", "a codebook as TOML (what `codebook add` takes back)")):
+        one = cbs.add_parser(name, help=what)
+        one.add_argument("key", help="the codebook's key (see `carelens codebook list`)")
+        if name == "export":
+            one.add_argument("--version", help="an earlier version (default: the one in force)")
+            one.add_argument("--out", help="write to this file (default: print it)")
+    r = sub.add_parser("runs", help="list the runs: each model's, agent's or grader's run over"
+                                    " a benchmark, with what identifies it")
+    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation", "conversation"],
+                   help="only runs of this kind of item")
+    r.add_argument("--dataset", help="only runs of this dataset")
+    r.add_argument("--all", action="store_true", help="also runs that hold no item (a run's"
+                   " placeholders all filled in by another run's file)")
+    r.add_argument("--json", action="store_true")
+
     e = sub.add_parser("export", help="export annotations or CARE-Bench labels")
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
@@ -818,7 +1179,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "answer, else the clinicians' majority); a mapper's labels of"
                                    " one model's responses are that model's scorer submission")
     e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
-                                   " labels to write, when the rater labelled several")
+                                   " labels to write, when the rater labelled several (a model"
+                                   " with several runs, e.g. two protocols: choose with --run)")
+    e.add_argument("--run", help="carebench-labels with --rater: the run (its number or label,"
+                                 " carelens runs) whose responses' labels to write")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
     e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
@@ -849,8 +1213,16 @@ def build_parser() -> argparse.ArgumentParser:
         m.add_argument("--again", action="store_true",
                        help="also items this rater answered (repeated requests come from the cache)")
         m.add_argument("--dataset")
+        if task in ("map", "judge"):
+            what = "responses" if task == "map" else "items"
+            m.add_argument("--responses-of" if task == "map" else "--items-of",
+                           dest="model_filter", help=f"only the {what} of this model (every run"
+                           " of it, by its name as requested, served or aliased, or a run's"
+                           " label)")
+            m.add_argument("--benchmark-run", dest="run_filter",
+                           help=f"only the {what} of this run: its number or label (carelens"
+                                " runs)")
         if task == "map":
-            m.add_argument("--responses-of", dest="model_filter", help="only this responding model")
             m.add_argument("--split")
         if task in ("judge", "extract"):
             m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
@@ -893,8 +1265,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "responses and a prompt's completions together: they are correlated), "
                         "unit, or auto (default: cases where the data have them)")
 
-    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per label source")
+    t = sub.add_parser("triage-metrics", help="CARE-Bench triage metrics and model ranking per"
+                                              " label source; or a study's own ordered scale")
     add_filter_options(t, TRIAGE_FILTERS)
+    t.add_argument("--question", help="a study's own label question whose codebook marks a risk"
+                                      " order ([risk]): each reader scored against the reference"
+                                      " on the same items, per model")
+    t.add_argument("--reader", action="append", metavar="RATER",
+                   help="with --question: a rater to score (repeat it; default: every machine"
+                        " rater of the question)")
+    t.add_argument("--reference", metavar="RATER",
+                   help="with --question: what each reading is scored against (default"
+                        " group:majority, the clinicians' majority)")
     t.add_argument("--rank-by", default="macro_f1", choices=METRIC_KEYS, metavar="METRIC",
                    help=f"the metric models are ranked by: {', '.join(METRIC_KEYS)} (default macro_f1)")
     t.add_argument("--common", action="store_true",
@@ -904,28 +1286,47 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap_options(t)
     t.add_argument("--json", action="store_true")
 
-    sub.add_parser("verify", help="check that the record is whole: protections in place, hash"
-                                  " chains unbroken (exit 1 on any problem)")
+    v = sub.add_parser("verify", help="check that the record is whole: the schema carelens's own,"
+                                      " the keyed chain unbroken, the witness's heads held"
+                                      " (exit 1 on any problem)")
+    v.add_argument("--head", metavar="POSITION:HASH",
+                   help="a head written down earlier (as verify or backup printed it): the"
+                        " record must hold it")
     b = sub.add_parser("backup", help="a consistent, verified copy of the database, made while"
                                       " the app serves")
     b.add_argument("--out", required=True, help="the backup file to write (must not exist)")
 
 
     add_ppi_commands(sub)
+    add_round_command(sub)
 
 
     h = sub.add_parser("healthbench-score",
                        help="HealthBench scores as simple-evals computes them, for every rater "
                             "that graded (the grader, each physician, each clinician)")
     add_filter_options(h, ("dataset", "split", "phase"))
+    add_run_options(h, "HealthBench runs")
+    h.add_argument("--pool", action="store_true",
+                   help="one score per rater over every run chosen, pooled (by default one per"
+                        " rater and run)")
     add_bootstrap_options(h)
     h.add_argument("--json", action="store_true",
-                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
-                        '"provenance": {...}}')
+                   help='print {"raters": [{"rater", "run", "run_id", "model", "overall",'
+                        ' "examples", "by_tag", ...}], "provenance": {...}}: one entry per'
+                        ' rater and run')
+
+    se = sub.add_parser("sessions", help="who is signed in to the app (server mode); --end NAME"
+                                          " signs a person out everywhere")
+    se.add_argument("--end", metavar="NAME",
+                    help="end every session of this person: each open tab and each copy of"
+                         " their sign-in stops at its next request (audited)")
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--address", default="127.0.0.1")
+    s.add_argument("--max-upload-mb", type=int, default=200, metavar="MB",
+                   help="the largest file the Data screen takes, in megabytes (default 200;"
+                        " larger files: `carelens import`)")
     return p
 
 
@@ -935,6 +1336,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from codebook import CodebookError
+    from store.key import RecordKeyError
     from store.writer import InputError
 
     try:
@@ -943,9 +1345,10 @@ def _main(argv: list[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         if args.command not in NO_DATABASE:
-            check_database(args.db, may_make=args.command in MAKE_DATABASE)
+            check_database(args.db, may_make=args.command in MAKE_DATABASE
+                           or (args.command, getattr(args, "action", None)) == ("codebook", "add"))
         return _run(args)
-    except (InputError, CodebookError, UsageError) as exc:
+    except (InputError, CodebookError, UsageError, RecordKeyError) as exc:
         print(f"carelens: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:

@@ -21,7 +21,7 @@ designs, as carelens rounds draw them (``review.team.designs``):
   at most 3 times as often; systematic PPS draw).
 
 and each model's accuracy is estimated as ``carelens ppi`` does
-(``labels.ppi``): PPI++ and the clinicians alone (uniform: ppi-python's
+(``labels.ppi.estimators``): PPI++ and the clinicians alone (uniform: ppi-python's
 formulas; unequal probabilities: the 1/probability-weighted estimators), and
 the machine alone. Printed:
 
@@ -32,7 +32,7 @@ the machine alone. Printed:
 3. labels per model each design needs for a mean 95% half-width of at most
    ``--target`` (0.06), found by bisection over n (``--plan-studies`` studies at
    each n), for PPI and the clinicians alone;
-4. what ``carelens plan-labels`` (``labels.budget``) predicts from one
+4. what ``carelens plan-labels`` (``labels.ppi.budget``) predicts from one
    40-label uniform pilot per model, beside the simulated answer.
 
     .venv/bin/python bench/bench_ppi_simulation.py [--studies 600] [--labels 50] [--target 0.06]
@@ -50,15 +50,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labels.budget import PlanDesign, plan_model, uniform_design  # noqa: E402
-from labels.ppi import (  # noqa: E402
+from labels.ppi.budget import PlanDesign, plan_model, uniform_design  # noqa: E402
+from labels.ppi.estimators import (  # noqa: E402
     classical_mean,
     design_classical_mean,
     design_ppi_mean,
     machine_mean,
     ppi_mean,
 )
-from labels.ppi_readings import Readings  # noqa: E402
+from labels.ppi.readings import Readings  # noqa: E402
 from review.team.designs import systematic_draw, weighted_probabilities  # noqa: E402
 
 MODELS = {"model-a": (0.80, 0.15), "model-b": (0.65, 0.25), "model-c": (0.50, 0.40)}
@@ -181,7 +181,7 @@ def labels_needed(model: str, design: str, which: int, target: float, studies: i
 
 
 def planner_prediction(model: str, target: float, seed: int) -> dict[str, int | None]:
-    """What labels.budget predicts from one uniform pilot of 40 labels of this model."""
+    """What labels.ppi.budget predicts from one uniform pilot of 40 labels of this model."""
     rng = np.random.default_rng(seed)
     pop = population(model, rng)
     pilot = rng.choice(ITEMS, size=40, replace=False)

@@ -10,15 +10,24 @@ given another type (at the top or deep inside, also inside JSON held in a
 string), a field removed, NUL characters, huge values, deep nesting, other
 encodings (UTF-16, Latin-1, bytes that are no encoding), empty, blank and
 header-only files, lines that are not objects, conflicting repeated rows,
-damaged Parquet pages and footers, a Parquet file of a million repeated rows,
-folders, FIFOs and links to nothing in place of a file (and inside a Harbor
-job), a file given to a folder format. Each is imported with `carelens
+NaN / Infinity / 1e999 where a value is kept, gzipped files, damaged Parquet
+pages and footers, a Parquet file of a million repeated rows, decompression
+bombs (an extra column repeating a 1 MB dictionary value in 5,000 rows, a list
+column of thousands of references to it, one row of a list of 4,500 of them,
+one huge compressed value past a lowered --max-bytes, a run of one number a
+list at a time), folders, FIFOs and links to nothing in place of a file (and
+inside a Harbor job), a file given to a folder format, and Harbor and
+CliniCARE trials as Harbor writes them when things go wrong (a step that
+raised, an agent that wrote only a log, counts in reward.json, a judge's
+percentage past 100, a file past a lowered --max-bytes). Each is imported with `carelens
 import` in its own process (at most --timeout seconds) into a fresh copy of
 a database that holds the demo and the corpus, and counted:
 
 - tracebacks: an exit status other than 0 or 2, or stderr holding
   "Traceback" or any line that is not carelens's own `carelens: ...`;
-- hangs: still running after --timeout seconds (then killed);
+- hangs: still running after --timeout seconds (then killed), and again when
+  tried a second time alone (a loaded machine can hold a quick refusal past
+  the timeout once; the summary names every mutant tried twice);
 - changes: a refused file (exit 2) after which any table's rows differ
   (a digest of every row of every table, before and after);
 - messages: a refusal that is not exactly one line, or does not name the file
@@ -98,6 +107,17 @@ class Seed:
         return {".parquet": "parquet", ".csv": "csv", ".json": "json"}.get(suffix, "jsonl")
 
 
+def _chats_parquet(jsonl: Path, out: Path) -> Path:
+    """The demo study's chats as Parquet (messages a list of structs), without labels."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != "labels"}
+                                         for r in rows]), out)
+    return out
+
+
 def seeds(work: Path) -> list[Seed]:
     """Valid files of every format: the corpus in place, the demo's and the generators'."""
     sys.path.insert(0, str(ROOT))
@@ -116,6 +136,10 @@ def seeds(work: Path) -> list[Seed]:
                   encoding="utf-8")
     grades = _grades(demo["healthbench_rubrics"], demo["healthbench_completions"],
                      gen / "healthbench_grades.jsonl")
+    examples = gen / "healthbench_gpt-4.1_20260314_examples.jsonl"  # one record a line
+    examples.write_text("".join(json.dumps(e) + "\n" for e in json.loads(
+        (CONFORMANCE / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json")
+        .read_text(encoding="utf-8"))["metadata"]["example_level_metadata"]), encoding="utf-8")
     c = CONFORMANCE
     job = c / "harbor" / "jobs" / "2026-03-14__09-30-00"
     return [
@@ -132,6 +156,9 @@ def seeds(work: Path) -> list[Seed]:
         Seed("label-csv", c / "carebench" / "predictions.csv", ("--rater", "my-direct-model")),
         Seed("labels-long", demo["labels"]),
         Seed("labels-long", demo["run_verdicts"]),
+        Seed("labels-long", demo["study_labels"]),
+        Seed("conversations", demo["study_chats"]),
+        Seed("conversations", _chats_parquet(demo["study_chats"], gen / "chats.parquet")),
         Seed("klinikebench", c / "klinikebench" / "leaderboard.jsonl"),
         Seed("klinikebench", c / "klinikebench" / "leaderboard-00000-of-00001.parquet"),
         Seed("klinikebench", demo["runs"]),
@@ -142,6 +169,7 @@ def seeds(work: Path) -> list[Seed]:
         Seed("healthbench-results", c / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json"),
         *(Seed("healthbench-results", demo[k], ("--rater", "healthbench-grader"))
           for k in sorted(demo) if k.startswith("healthbench_results_")),
+        Seed("healthbench-examples", examples),
         Seed("healthbench-completions", demo["healthbench_completions"]),
         Seed("healthbench-completions", c / "healthbench" / "completions_msglist.jsonl"),
         Seed("healthbench-grades", grades),
@@ -208,10 +236,12 @@ class Mutant:
     """What is imported (a file, a folder, a FIFO, a link)."""
     operator: str
     use_format: bool = True
+    args: tuple[str, ...] = ()
+    """Further import arguments of this mutant (a lowered --max-bytes)."""
 
     def argv(self) -> list[str]:
         fmt = ["--format", self.seed.format] if self.use_format else []
-        return [*fmt, *self.seed.args, str(self.path)]
+        return [*fmt, *self.seed.args, *self.args, str(self.path)]
 
 
 def _leaves(value: object, path: tuple = ()) -> Iterator[tuple]:
@@ -451,6 +481,28 @@ def _repeated(data: bytes, rng: random.Random, kind: str) -> bytes:
     return _json_bytes([*rows, copy], lines)
 
 
+@text_operator("a number JSON cannot hold")
+def _non_finite(data: bytes, rng: random.Random, kind: str) -> bytes:
+    """NaN, Infinity or 1e999 where a value is kept (as Python's json writes them)."""
+    if kind == "csv":
+        return _change_csv(data, rng, lambda r: r.choice(["NaN", "inf", "-Infinity", "1e999"]))
+    token = rng.choice(("NaN", "Infinity", "-Infinity", "1e999"))
+    marker = '"__not_finite__"'
+    changed = _change_json(data, rng, lambda _row, r: "__not_finite__",
+                           inner=rng.random() < 0.4).decode()
+    escaped = '\\"__not_finite__\\"'  # the marker inside a JSON string held by a field
+    return changed.replace(escaped, token, 1).replace(marker, token, 1).encode()
+
+
+@text_operator("gzipped")
+def _gzipped(data: bytes, rng: random.Random, kind: str) -> bytes:
+    """The file gzipped under its own name: no reader decompresses (a bomb could not
+    pass), each refuses it as not UTF-8 text."""
+    import gzip
+
+    return gzip.compress(data, mtime=0)
+
+
 @text_operator("line ends and byte-order mark")
 def _line_ends(data: bytes, rng: random.Random, kind: str) -> bytes:
     return rng.choice((b"\xef\xbb\xbf" + data, data.replace(b"\n", b"\r\n"),
@@ -563,8 +615,98 @@ def _pq_bomb(src: Path, rng: random.Random, out: Path) -> None:
     pq.write_table(table.take(indices), out, compression="zstd")
 
 
+MB = 1_000_000
+BOMB_ROWS = 1000
+"""Rows of a dictionary bomb, each holding BOMB_VALUE bytes once read: 5 GB (the issue's
+file had 5,000 rows of 1 MB; tests/test_sources_bombs.py imports that one)."""
+BOMB_VALUE = 5 * MB
+
+
+def _bomb_table(src: Path, rows: int):
+    """The seed's rows, repeated to `rows` rows (what a bomb adds a column to)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src)
+    return table.take(pa.array([i % table.num_rows for i in range(rows)]))
+
+
+def _repeated(value: str, n: int):
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array([value]))
+
+
+@parquet_operator("bomb: dictionary value in an extra column")
+def _pq_dictionary_bomb(src: Path, rng: random.Random, out: Path) -> None:
+    """One value repeated by its dictionary in every row of an extra column
+    (kilobytes on disk, 5 GB of rows)."""
+    import pyarrow.parquet as pq
+
+    table = _bomb_table(src, BOMB_ROWS)
+    pq.write_table(table.append_column("notes", _repeated("n" * BOMB_VALUE, BOMB_ROWS)), out,
+                   compression="zstd", store_schema=rng.random() < 0.5)
+
+
+@parquet_operator("bomb: list of dictionary references")
+def _pq_nested_bomb(src: Path, rng: random.Random, out: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src)
+    per = 1 + 4_500 // table.num_rows
+    n = table.num_rows * per
+    notes = pa.ListArray.from_arrays(pa.array(range(0, n + 1, per), pa.int32()),
+                                     _repeated("m" * MB, n))
+    pq.write_table(table.append_column("notes", notes), out, compression="zstd")
+
+
+@parquet_operator("bomb: one row of 4,500 references")
+def _pq_row_bomb(src: Path, rng: random.Random, out: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src).slice(0, 1)
+    notes = pa.ListArray.from_arrays(pa.array([0, 4500], pa.int32()), _repeated("r" * MB, 4500))
+    pq.write_table(table.append_column("notes", notes), out, compression="zstd")
+
+
+@parquet_operator("bomb: one huge compressed value")
+def _pq_value_bomb(src: Path, rng: random.Random, out: Path) -> None:
+    """60 MB of one letter, compressed to kilobytes; imported with --max-bytes 50M."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src).slice(0, 1)
+    pq.write_table(table.append_column("blob", pa.array(["z" * (60 * MB)])), out,
+                   compression="zstd")
+
+
+@parquet_operator("bomb: a run of one number")
+def _pq_run_bomb(src: Path, rng: random.Random, out: Path) -> None:
+    """Three million zeros a row, run-length encoded; imported with --max-bytes 50M."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src)
+    per = 3_000_000
+    n = table.num_rows * per
+    zeros = pa.ListArray.from_arrays(pa.array(range(0, n + 1, per), pa.int32()),
+                                     pa.array([0] * n, pa.int64()))
+    pq.write_table(table.append_column("samples", zeros), out, compression="zstd")
+
+
+LOWERED_LIMIT = {"bomb: one huge compressed value": ("--max-bytes", "50M"),
+                 "bomb: a run of one number": ("--max-bytes", "50M"),
+                 "a file past a lowered limit": ("--max-bytes", "2K")}
+"""Mutants imported with a lower byte limit than the default (what they exceed)."""
+BOMBS = {op for op in PARQUET_OPERATORS if op.startswith("bomb")} | {"a million repeated rows"}
+"""Operators made once per seed (each is the same file every time)."""
+
 DIR_OPERATORS = ("json file damaged", "file as a FIFO", "file as a folder", "file as a link to nothing",
-                 "file removed", "FIFO beside the files", "empty folder", "reward not a number")
+                 "file removed", "FIFO beside the files", "empty folder", "reward not a number",
+                 "a step raised", "only a log, no trajectory", "counts in reward.json",
+                 "a percentage past 100", "a file past a lowered limit")
 PATH_OPERATORS = ("folder for a file format", "FIFO for the file", "link to nothing for the file",
                   "file for a folder format")
 
@@ -592,14 +734,15 @@ def make_mutant(seed: Seed, operator: str, rng: random.Random, out_dir: Path, n:
             p.chmod(0o755 if p.is_dir() else 0o644)
         target.chmod(0o755)
         _mutate_dir(target, operator, rng)
-        return Mutant(f"{stem} {seed.format} {operator}", seed, target, operator)
+        return Mutant(f"{stem} {seed.format} {operator}", seed, target, operator,
+                      args=LOWERED_LIMIT.get(operator, ()))
     target = out_dir / f"{stem}{''.join(seed.path.suffixes[-1:])}"
     if seed.kind == "parquet":
         PARQUET_OPERATORS[operator](seed.path, rng, target)
     else:
         target.write_bytes(TEXT_OPERATORS[operator](seed.path.read_bytes(), rng, seed.kind))
     return Mutant(f"{stem} {seed.format} {operator}", seed, target, operator,
-                  use_format=rng.random() < 0.75)
+                  use_format=rng.random() < 0.75, args=LOWERED_LIMIT.get(operator, ()))
 
 
 def _mutate_dir(root: Path, operator: str, rng: random.Random) -> None:
@@ -624,6 +767,9 @@ def _mutate_dir(root: Path, operator: str, rng: random.Random) -> None:
             old.unlink()
         (trial / "verifier" / "reward.txt").write_text(rng.choice(("", "one", "nan", "1e999", "\x00")))
         return
+    if operator in HARBOR_TROUBLES:
+        HARBOR_TROUBLES[operator](root, rng)
+        return
     victim = rng.choice(json_files or files)
     if operator == "json file damaged":
         data = victim.read_bytes()
@@ -645,6 +791,87 @@ def _mutate_dir(root: Path, operator: str, rng: random.Random) -> None:
     # "file removed": gone
 
 
+def _trials(root: Path) -> list[Path]:
+    """The trial folders of a job (or the trial) that have a result.json."""
+    return sorted(p.parent for p in root.rglob("result.json")
+                  if (p.parent / "config.json").is_file() or (p.parent / "agent").is_dir()
+                  or (p.parent / "steps").is_dir())
+
+
+def _step_raised(root: Path, rng: random.Random) -> None:
+    """A multi-step trial's step raised (Harbor records it on the step), or a trial did."""
+    trials = _trials(root) or [root]
+    trial = rng.choice(trials)
+    result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
+    info = {"exception_type": "AgentTimeoutError",
+            "exception_message": "Agent execution timed out after 600.0 seconds",
+            "exception_traceback": "Traceback (most recent call last):\n  ...\n",
+            "occurred_at": "2026-03-14T09:39:00Z"}
+    steps = result.get("step_results") if isinstance(result, dict) else None
+    if isinstance(steps, list) and steps and isinstance(steps[-1], dict):
+        steps[-1]["exception_info"] = rng.choice([info, "not an object", {**info,
+                                                  "exception_message": 7}])
+    elif isinstance(result, dict):
+        result["exception_info"] = info
+    (trial / "result.json").write_text(json.dumps(result), encoding="utf-8")
+
+
+def _only_a_log(root: Path, rng: random.Random) -> None:
+    """An agent that writes no ATIF trajectory: its console log instead."""
+    found = sorted(root.rglob("trajectory.json"))
+    if not found:
+        return
+    victim = rng.choice(found)
+    victim.unlink()
+    log = rng.choice((b"Aider v0.86.1\nApplied edit to README.md\n", b"progress \xe2\x96\x88\xe2\n",
+                      b"a NUL \x00 in a log\n", b""))
+    (victim.parent / rng.choice(("aider.txt", "codex.txt", "aider.chat.history.md"))).write_bytes(log)
+
+
+def _counts(root: Path, rng: random.Random) -> None:
+    """Counts beside the reward, as a test harness writes them."""
+    found = sorted(root.rglob("reward.json")) or []
+    if not found:
+        return
+    path = rng.choice(found)
+    try:
+        rewards = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return
+    if isinstance(rewards, dict):
+        rewards.update({"tests_passed": rng.choice((0, 1, 7)), "tests_total": rng.choice((0, 1, 9)),
+                        "duration_sec": 12.5})
+        path.write_text(json.dumps(rewards), encoding="utf-8")
+
+
+def _percentage(root: Path, rng: random.Random) -> None:
+    """A judge's percentage past 100 (or a score past 1, or below 0)."""
+    found = sorted(root.rglob("reward.json"))
+    if not found:
+        return
+    path = rng.choice(found)
+    rewards = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(rewards, dict):
+        key, value = rng.choice((("process_pct", 250.0), ("process_pct", -5), ("score", 2),
+                                 ("reward", 1.5)))
+        rewards[key] = value
+        path.write_text(json.dumps(rewards), encoding="utf-8")
+
+
+def _past_the_limit(root: Path, rng: random.Random) -> None:
+    """Nothing wrong with the files: imported with --max-bytes 2K, which they pass (a
+    note beside the trials, which no importer reads, makes it another folder than
+    the one imported before)."""
+    (root / "carelens-mutant-note.txt").write_text(f"mutant {rng.random()}\n", encoding="utf-8")
+
+
+HARBOR_TROUBLES: dict[str, Callable[[Path, random.Random], None]] = {
+    "a step raised": _step_raised, "only a log, no trajectory": _only_a_log,
+    "counts in reward.json": _counts, "a percentage past 100": _percentage,
+    "a file past a lowered limit": _past_the_limit,
+}
+
+
 def operators_for(seed: Seed) -> list[str]:
     if seed.kind == "dir":
         ops = list(DIR_OPERATORS)
@@ -660,7 +887,7 @@ def operators_for(seed: Seed) -> list[str]:
 
 def build_mutants(seed_list: list[Seed], count: int, rng: random.Random, out_dir: Path) -> list[Mutant]:
     """At least `count` mutants, every format and every operator that applies to it
-    in turn (the bomb of a million rows once per Parquet seed)."""
+    in turn (each bomb once per Parquet seed)."""
     by_format: dict[str, list[Seed]] = defaultdict(list)
     for seed in seed_list:
         by_format[seed.format].append(seed)
@@ -672,7 +899,7 @@ def build_mutants(seed_list: list[Seed], count: int, rng: random.Random, out_dir
             for seed in by_format[fmt]:
                 ops = operators_for(seed)
                 if cycle:
-                    ops = [o for o in ops if o != "a million repeated rows"]
+                    ops = [o for o in ops if o not in BOMBS]
                 for op in rng.sample(ops, len(ops)):
                     yield seed, op
             cycle += 1
@@ -702,6 +929,8 @@ class Outcome:
     changed: bool = False
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    retried: bool = False
+    """It ran out of time once and was tried again, alone (this is the second try)."""
 
     @property
     def accepted(self) -> bool:
@@ -808,6 +1037,16 @@ def run_all(count: int, seed: int = 0, jobs: int = 2, timeout: float = 20.0,
                            f" (exit {outcome.status}): {outcome.stderr.strip()[-400:]}")
                 if not i % 50:
                     report(f"  {i} of {len(mutants)} done")
+        for k, outcome in enumerate(outcomes):
+            if "hangs" in outcome.problems and not in_process:
+                # On a loaded machine a refusal can wait its turn past the timeout: tried
+                # again, alone, it is a hang only if it runs out of time again.
+                again = try_mutant(outcome.mutant, base, base_digest, scratch, timeout, runner)
+                again.retried = True
+                report(f"  tried again alone: {again.mutant.name}: exit {again.status} in"
+                       f" {again.seconds:.1f} s" + (f" ({', '.join(again.problems)})"
+                                                   if again.problems else ""))
+                outcomes[k] = again
         return outcomes
     finally:
         if keep is None:
@@ -838,6 +1077,9 @@ def main(argv: list[str] | None = None) -> int:
     for fmt, c in sorted(by_format.items()):
         print(f"  {fmt:26} {c['refused']:4} refused, {c['accepted']:3} accepted (valid after all)")
     result = counts(outcomes)
+    retried = [o.mutant.name for o in outcomes if o.retried]
+    if retried:
+        print(f"  out of time once and tried again alone ({len(retried)}): {'; '.join(retried)}")
     print("tracebacks {tracebacks}, hangs over {t:g} s {hangs}, database changes {changes},"
           " messages not one line naming the file {messages}".format(t=args.timeout, **result))
     return 1 if any(result.values()) else 0

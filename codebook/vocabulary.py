@@ -8,11 +8,13 @@ they answered.
 
 from __future__ import annotations
 
-ITEM_KINDS = ("prefix", "response", "trajectory", "graded_conversation")
+ITEM_KINDS = ("prefix", "response", "trajectory", "graded_conversation", "conversation")
 """What a reviewer looks at: a prefix (patient turns so far), a response (one
-model's reply to a prefix), a trajectory (an agent run), a graded conversation."""
-LABEL_KINDS = ("prefix", "response")
-"""Item kinds asked one label question each (the CARE-Bench escalation labels)."""
+model's reply to a prefix), a trajectory (an agent run), a graded conversation,
+a conversation (a study's own: any chat, from the plain conversation format)."""
+LABEL_KINDS = ("prefix", "response", "conversation")
+"""Item kinds answered on the Review screen, one label question at a time (the
+CARE-Bench escalation labels; a study's own questions of its conversations)."""
 RUBRIC_KINDS = ("trajectory", "graded_conversation")
 """Item kinds answered criterion by criterion (gates, must-ask topics, verifier
 checks, process and HealthBench rubrics, the CliniCARE verdict)."""
@@ -41,3 +43,16 @@ SUGGEST = "suggest"
 BLINDING_MODES = (BLIND, REVEAL_AFTER_COMMIT, SUGGEST)
 """How labels are shown to a reviewer: recorded with each answer (`extra.blinding`)
 and set per review round. What each allows is `review.reviewing.blinding`'s rule."""
+
+SCREEN_KEYS = {
+    "review": {"0": "cannot assess", "f": "flag", "s": "skip", "z": "change the last answer"},
+    "trajectories": {"f": "flag", "m": "save a step's mark", "y": "met", "n": "not met",
+                     "u": "cannot assess"},
+    "adjudicate": {"a": "ambiguous item", "g": "codebook gap", "h": "reviewer error",
+                   "m": "machine error"},
+    "browser": {"c": "Streamlit's clear cache", "r": "Streamlit's rerun"},
+}
+"""The single keys carelens (and Streamlit) use on each screen where a codebook's labels
+are picked by key: a label's `shortcut` may not be one of them there (checked when a
+codebook is loaded or added, `codebook.loader`). Keys ignore capitals. Digits with
+Shift, arrows and Ctrl+Enter are never a label's (a shortcut is one letter or digit)."""

@@ -821,14 +821,20 @@ def f1_per_category_batch(t: np.ndarray) -> np.ndarray:
     return np.where(present, 2 * tp / np.where(present, denom, 1), np.nan)
 
 
-def macro_f1_batch(t: np.ndarray, categories: int | None = None) -> np.ndarray:
+def macro_f1_batch(t: np.ndarray, categories: int | None = None, *,
+                   every_category: bool = False) -> np.ndarray:
     """Mean F1 over the categories either rater used (as sklearn's f1_score(average="macro")),
     for each K x K table of a batch; NaN when no category was used. ``categories``: average
     over the first that many only (the last rows and columns then stand for something that
-    is not a label, e.g. a missing prediction: it lowers recall but has no F1 of its own)."""
+    is not a label, e.g. a missing prediction: it lowers recall but has no F1 of its own).
+    ``every_category``: over every one of them, a category neither rater used counting 0
+    (sklearn's f1_score with ``labels=`` the codebook's, ``zero_division=0``): a model's
+    subset that lacks a label is then scored on the same labels as every other."""
     f1 = f1_per_category_batch(t)[:, :categories]
     used = np.isfinite(f1).sum(axis=1)
     total = np.where(np.isfinite(f1), f1, 0.0).sum(axis=1)
+    if every_category:
+        return np.where(used > 0, total / f1.shape[1], np.nan)
     return np.where(used > 0, total / np.where(used > 0, used, 1), np.nan)
 
 

@@ -184,8 +184,16 @@ def triage_json(report: TriageReport) -> str:
     """``carelens triage-metrics --json``: every labelling's metrics per model, the
     rankings, their rank correlations and each mapper's own triage against clinicians."""
     out = plain(report)
-    out["provenance"] = report_provenance(report, interval=triage_interval_method(report))
+    out["provenance"] = triage_provenance(report)
     return json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def triage_provenance(report: TriageReport) -> dict[str, Any]:
+    """The triage report's stamp: with the ranking's metric (``--rank-by``) and whether
+    every labelling scored the same responses (``--common``), the stamp alone reproduces
+    the figures."""
+    return report_provenance(report, interval=triage_interval_method(report),
+                             rank_by=report.rank_by, common=report.common)
 
 
 def triage_interval_method(report: TriageReport) -> str:

@@ -123,13 +123,18 @@ class RankCorrelation:
     undefined_reason: str | None = None
 
 
-def escalation_split(order: Sequence[str]) -> tuple[frozenset[str], str]:
-    """Which codes escalate care, and which one is urgent.
+def escalation_split(order: Sequence[str], risk=None) -> tuple[frozenset[str], str]:
+    """Which codes escalate care (call for action), and which one is urgent.
 
-    Assumption (FORMATS.md: inferred from the naming, not published): a code
-    escalates when its name starts with "1"; the urgent code is the highest in
-    the order. This is the only place that reads meaning into the code names.
-    """
+    A codebook that marks its risk order (`[risk]`: `codebook.Risk`, given as `risk`)
+    says so itself: every code from `action_from` up acts, `urgent` is urgent.
+    CARE-Bench's codebook marks none, and for it the assumption stands
+    (FORMATS.md: inferred from the naming, not published): a code escalates when
+    its name starts with "1"; the urgent code is the highest in the order. This is
+    the only place that reads meaning into the code names."""
+    if risk is not None:
+        order = list(order)
+        return frozenset(order[order.index(risk.action_from):]), risk.urgent
     return frozenset(c for c in order if c.startswith("1")), order[-1]
 
 
@@ -181,12 +186,12 @@ def triage_tables(gold: Sequence[str], predicted: Sequence[str | None],
 
 
 def _parts(key: str, t, order: Sequence[str], escalating: Collection[str] | None,
-           missing: str):
+           missing: str, risk=None):
     """(numerator, denominator) arrays of a share metric on summed tables (B x K x K+1)."""
     import numpy as np
 
     k = len(order)
-    esc_codes, urgent = escalation_split(list(order))
+    esc_codes, urgent = escalation_split(list(order), risk)
     esc_codes = frozenset(escalating) if escalating is not None else esc_codes
     esc = np.array([c in esc_codes for c in order])
     urg = np.array([c == urgent for c in order])
@@ -218,12 +223,14 @@ def _parts(key: str, t, order: Sequence[str], escalating: Collection[str] | None
 
 
 def _macro_f1_tables(t, k: int, missing: str):
-    """Macro-F1 of summed tables over the codebook's labels: on the predicted prefixes
-    (``left_out``), or with a missing prediction as a prediction that is never right
-    (``wrong``: it lowers the recall of its gold label; the average stays over the
-    codebook's labels present in gold or predictions, as scikit-learn's
-    ``f1_score(..., labels=those labels, average="macro")`` scores a missing prediction
-    written as an invalid label)."""
+    """Macro-F1 of summed tables over every one of the codebook's labels, a label that
+    neither gold nor the predictions use counting 0 (scikit-learn's ``f1_score(...,
+    labels=the codebook's labels, average="macro", zero_division=0)``): a model scored on
+    a subset without one of the labels is averaged over the same four as every other,
+    not over the three it has (which read 0.50 where the four give 0.375, and reordered
+    the models). On the predicted prefixes (``left_out``), or with a missing prediction
+    as a prediction that is never right (``wrong``: it lowers the recall of its gold
+    label)."""
     import numpy as np
 
     from labels.agreement import macro_f1_batch
@@ -231,12 +238,13 @@ def _macro_f1_tables(t, k: int, missing: str):
     if missing == "wrong":
         square = np.zeros((t.shape[0], k + 1, k + 1))
         square[:, :k, :] = t
-        return macro_f1_batch(square, categories=k)
-    return macro_f1_batch(t[:, :, :k])
+        return macro_f1_batch(square, categories=k, every_category=True)
+    return macro_f1_batch(t[:, :, :k], every_category=True)
 
 
 def triage_metric_batch(key: str, t, order: Sequence[str],
-                        escalating: Collection[str] | None = None, missing: str = "left_out"):
+                        escalating: Collection[str] | None = None, missing: str = "left_out",
+                        risk=None):
     """One triage metric of each summed table in a batch (B x K x K+1), NaN where its
     denominator is 0: the one definition the point estimate, its bootstrap and the
     paired comparison of two models all use."""
@@ -245,7 +253,7 @@ def triage_metric_batch(key: str, t, order: Sequence[str],
     t = np.asarray(t, dtype=float)
     if key == "macro_f1":
         return _macro_f1_tables(t, len(order), missing)
-    count, n = _parts(key, t, order, escalating, missing)
+    count, n = _parts(key, t, order, escalating, missing, risk)
     return np.where(n > 0, count / np.where(n > 0, n, 1), np.nan)
 
 
@@ -259,6 +267,13 @@ _WHAT = {  # what a metric's denominator counts, for the reason it is undefined
 }
 
 
+def denominator_words(key: str, order: Sequence[str]) -> str:
+    """What a share's denominator counts, in words ("a gold label that escalates care")."""
+    _, urgent = escalation_split(order)
+    return _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
+                              else f"a gold label other than {urgent}")
+
+
 def triage_metrics(
     gold: Sequence[str],
     predicted: Sequence[str | None],
@@ -269,6 +284,8 @@ def triage_metrics(
     seed: int = 0,
     clusters: Sequence | None = None,
     missing: str = "left_out",
+    risk=None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, TriageMetric]:
     """The CARE-Bench scorer's numbers for one model, keyed by metric, each with
     its 95% interval: given ``clusters`` (each response's case) where a case holds more
@@ -280,10 +297,13 @@ def triage_metrics(
     ``missing="left_out"`` (the default) scores the predicted prefixes only and shows
     the missing ones in ``coverage``; ``missing="wrong"`` counts them against the model
     in the metrics of :data:`MISSING_SENSITIVE`. ``escalating`` overrides
-    :func:`escalation_split`.
+    :func:`escalation_split`; ``risk`` is a codebook's own risk order (`codebook.Risk`:
+    what acts and what is urgent on a study's scale); ``names`` the metrics' names
+    in that study's words.
 
     - accuracy: predicted == gold, share of scored prefixes;
-    - macro_f1: mean per-label F1 over labels present in gold or predictions;
+    - macro_f1: mean per-label F1 over the codebook's labels (one neither gold nor the
+      predictions use counts 0);
     - over_triage / under_triage: predicted rank > / < gold rank, share of scored;
     - missed_care: gold escalates, predicted does not (share of gold escalating);
     - unnecessary_care: gold does not escalate, predicted does (share of gold non-escalating);
@@ -295,20 +315,19 @@ def triage_metrics(
     order = list(order)
     tables = triage_tables(gold, predicted, order)
     total = tables.sum(axis=0)[None]
-    _, urgent = escalation_split(order)
+    _, urgent = escalation_split(order, risk)
     if clusters is not None and len(set(clusters)) == len(tables):
         clusters = None  # every response its own case: nothing correlated to keep together
     out: dict[str, TriageMetric] = {}
     for key in METRIC_KEYS:
-        name = METRIC_NAMES[key]
+        name = (names or METRIC_NAMES).get(key, METRIC_NAMES[key])
         if key == "macro_f1":
             out[key] = _macro_f1_metric(tables, order, missing, n_boot, seed, clusters)
             continue
-        count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing))
+        count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing, risk))
         if n == 0:
-            what = _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
-                                      else f"a gold label other than {urgent}")
-            out[key] = TriageMetric(key, name, None, 0, 0, f"no scored prefix has {what}")
+            out[key] = TriageMetric(key, name, None, 0, 0,
+                                    f"no scored prefix has {denominator_words(key, order)}")
             continue
         if clusters is None or not n_boot:
             low, high = wilson_interval(count, n)
@@ -317,10 +336,10 @@ def triage_metrics(
                                     warnings=interval_warnings(count / n, low, high, n))
             continue
         boot = _case_bootstrap(
-            lambda t, key=key: triage_metric_batch(key, t, order, escalating, missing),
+            lambda t, key=key: triage_metric_batch(key, t, order, escalating, missing, risk),
             tables, clusters, n_boot, seed)
         low, high, how = boot.low, boot.high, CASE_BOOTSTRAP
-        _, unit_n = _parts(key, tables, order, escalating, missing)  # each response's
+        _, unit_n = _parts(key, tables, order, escalating, missing, risk)  # each response's
         cases = len({c for c, d in zip(clusters, unit_n.tolist(), strict=True) if d > 0})
         if count in (0, n) and low is not None and high - low <= 1e-12:
             low, high = wilson_interval(cases if count else 0, cases)

@@ -1,8 +1,8 @@
 """Few clinicians, valid numbers: the Agreement screen's PPI panel and the Rounds
 screen's sampling design and label budget.
 
-Layout and widgets only: the estimates come from ``labels.ppi_report``, the plan
-from ``labels.budget``, the designs from ``review.team.designs``. Each is called
+Layout and widgets only: the estimates come from ``labels.ppi.report``, the plan
+from ``labels.ppi.budget``, the designs from ``review.team.designs``. Each is called
 with one line from its screen (``pages/agreement.py``, ``pages/rounds.py``).
 """
 
@@ -13,15 +13,23 @@ from dataclasses import replace
 import streamlit as st
 
 from labels import compare as cmp
-from labels.budget import label_plan
 from labels.compare.leaderboard import PPIColumn
-from labels.compare.questions import QuestionSet, carebench_questions
+from labels.compare.questions import QuestionSet, carebench_questions, codebook_for
 from labels.compare.raters import ADJUDICATED, MAJORITY, display_name
 from labels.compare.text import with_ci
-from labels.ppi_readings import CRITERIA_METRICS, METRICS, PHASES, SHARE_KEYS, default_machine
-from labels.ppi_report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
-from labels.sampling import MODES
-from review.team.designs import WEIGHT_BY, WEIGHT_WORDS, planning_designs
+from labels.ppi.budget import label_plan
+from labels.ppi.readings import (
+    CRITERIA_METRICS,
+    LABEL_METRICS,
+    METRICS,
+    PHASES,
+    SHARE_KEYS,
+    default_machine,
+)
+from labels.ppi.report import EDGE_NOTE, MACHINE_ONLY_NOTE, METHOD, past_the_edge, ppi_report
+from labels.ppi.sampling import MODES
+from review.team.active import plan_designs
+from review.team.designs import WEIGHT_BY, WEIGHT_WORDS
 from review.text import safe_markdown
 from review.workspace import default_db_path, open_store
 
@@ -32,7 +40,9 @@ SAMPLING_WORDS = {
 }
 DESIGN_CHOICES = {"uniform": "Uniform: every item the same chance (within strata)",
                   **{f"weighted:{w}": f"Weighted toward items where {WEIGHT_WORDS[w]}"
-                     for w in WEIGHT_BY}}
+                     for w in WEIGHT_BY},
+                  "active": "Active: the next items where a clinician's label tells most "
+                            "(drawn a batch at a time, learning as answers come in)"}
 
 
 def md(value: object) -> str:
@@ -55,29 +65,40 @@ def _plan(path: str, version: tuple, metric, human, target, question):
     with open_store(path) as s:
         machine = default_machine(s, metric, question)
         plan = label_plan(s, metric, human, machine, target, question=question,
-                          designs_for=lambda key, ids: planning_designs(s, key, ids))
+                          designs_for=lambda key, ids: plan_designs(s, key, ids))
         return machine, plan
 
 
-def metrics_for(qs: QuestionSet) -> list[str]:
+def label_metrics(db, codebook_key: str) -> list[str]:
+    """The means PPI can estimate on a study's own label question: its mean score, and
+    where its codebook marks a risk order, the shares calling for action and urgent."""
+    book = codebook_for(db, codebook_key)
+    return [m for m in LABEL_METRICS if m == "mean_score" or book.risk is not None]
+
+
+def metrics_for(db, qs: QuestionSet) -> list[str]:
     """The means PPI can estimate on a question set: the triage shares on the CARE-Bench
-    response question, the met and pass rates on rubric criteria."""
+    response question, the met and pass rates on rubric criteria, a study's own label
+    question's mean score and risk shares (CARE-Bench's prefix question has no machine
+    reading of its own)."""
     if qs.key == carebench_questions()[1]:
         return list(SHARE_KEYS)
     if qs.kind == "criterion":
         return list(CRITERIA_METRICS)
-    return []
+    if qs.key == carebench_questions()[0]:
+        return []
+    return label_metrics(db, qs.codebook)
 
 
 def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
                     rater_b: str | None) -> None:
     """The Agreement screen's PPI tab: each model's metric from the machine's labels on
     every item corrected by the clinicians', beside each alone."""
-    metrics = metrics_for(qs)
+    metrics = metrics_for(db, qs)
     if not metrics:
-        st.info("Prediction-powered estimates are for a metric that is a mean over responses "
-                "or rubric criteria: choose the CARE-Bench responses question or a criteria "
-                "set.", icon=":material/info:")
+        st.info("Prediction-powered estimates are for a metric that is a mean over items a "
+                "machine has read: choose the CARE-Bench responses question, a criteria set, "
+                "or a study's own question.", icon=":material/info:")
         return
     humans = [c.spec for c in choices
               if c.kind == "human" or c.spec in (MAJORITY, ADJUDICATED)]
@@ -101,7 +122,7 @@ def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
     latest = st.toggle("Use each clinician's latest answer (some were given after seeing a "
                        "machine label)", key="ppi_latest")
     phase = "current" if latest else "blind"
-    question = qs.key if qs.kind == "criterion" else None
+    question = qs.key if qs.kind == "criterion" or metric in LABEL_METRICS else None
     try:
         report = _ppi(default_db_path(), cmp.data_version(db), metric, human, machine,
                       replace(filters, phase=None, include_cannot_assess=False), phase,
@@ -127,6 +148,9 @@ def agreement_panel(db, qs: QuestionSet, filters, choices, rater_a: str | None,
     st.caption(f"{md(METRICS[metric])} per model. Clinicians' answers: {md(PHASES[phase])}. "
                f"{md(METHOD)} λ: how much the machine's labels count (0: not at all, 1: fully). "
                f"Machine only: {md(MACHINE_ONLY_NOTE)}.")
+    for e in report.estimates:
+        st.caption(f"{md(e.model)}: {md(e.population_words)}; {md(e.design_words)}; "
+                   f"corrected: {md(e.prediction)}.")
     notes = [n for e in report.estimates for n in (e.ppi.note, *e.sampling.notes) if n]
     if any(past_the_edge(e.ppi, e.classical, e.machine_only) for e in report.estimates):
         notes.append(EDGE_NOTE)
@@ -161,6 +185,47 @@ def leaderboard_caption(column: PPIColumn | None) -> None:
                                                   for c in column.cells.values()) else ""))
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _round_status(path: str, version: tuple, round_name: str, metric: str, machine: str | None,
+                  question: str | None):
+    with open_store(path) as s:
+        machine = machine or default_machine(s, metric, question)
+        report = ppi_report(s, metric, MAJORITY, machine, round_name=round_name,
+                            question=question)
+        return machine, [(e.model, e.anytime.words() if e.anytime else "", e.anytime.enough
+                          if e.anytime else False, _estimate(e.ppi)) for e in report.estimates]
+
+
+def round_status(db, round_name: str, question_key: str, design: dict | None) -> None:
+    """Inside a round's details: is it enough? The interval valid whenever the lead looks,
+    per model, from the clinicians' majority (blind answers) against the machine."""
+    if not design or design.get("kind") not in ("active", "uniform") or (
+            design.get("kind") == "uniform" and design.get("stratify_by", "none") != "none"):
+        return
+    rubric = question_key.startswith("criteria@")
+    if question_key != carebench_questions()[1] and not rubric:
+        return
+    metric = "met_rate" if rubric else "accuracy"
+    try:
+        machine, rows = _round_status(default_db_path(), cmp.data_version(db), round_name, metric,
+                                      design.get("machine"), None)
+    except ValueError as exc:
+        st.caption(f"Is it enough? {md(exc)}")
+        return
+    if not rows:
+        st.caption("Is it enough? No answer of this round yet.")
+        return
+    for model, words, enough, estimate in rows:
+        text = f"**{md(model)}** · {md(METRICS[metric])} {estimate} · {md(words)}"
+        if enough:
+            st.success(text, icon=":material/flag:")
+        else:
+            st.caption(text)
+    st.caption(f"From the clinicians' majority (blind answers) against {md(machine)}, in the "
+               "order the round drew its items; valid however often you look (a confidence "
+               "sequence). `carelens ppi --anytime --in-round` gives the same.")
+
+
 def round_design(db, question_key: str | None) -> dict:
     """Inside *Create a round*: how the round draws its items, and the label budget that
     says how many it needs. Returns the round's design fields (``RoundSpec``)."""
@@ -174,17 +239,31 @@ def round_design(db, question_key: str | None) -> dict:
         _budget(db, question_key)
     if choice == "uniform":
         return {"design": "uniform"}
+    if choice == "active":
+        target = st.number_input(
+            "Half-width you aim for (95%)", 0.005, 0.5, 0.05, step=0.005, format="%.3f",
+            key="round_target", help="The round's screen says when the interval, valid "
+                                     "whenever you look, is this narrow: you may stop then.")
+        st.caption("An active round needs a number of items (its most) and no strata: its "
+                   "first items are where the machine is unsure or the machines disagree, the "
+                   "next where the clinicians' answers so far show it errs.")
+        return {"design": "active", "target_halfwidth": float(target)}
     return {"design": "weighted", "weight_by": choice.split(":", 1)[1]}
 
 
 def _budget(db, question_key: str | None) -> None:
-    response_q = carebench_questions()[1]
+    prefix_q, response_q = carebench_questions()
     rubric = bool(question_key) and question_key.startswith("criteria@")
-    if question_key != response_q and not rubric:
+    codebook = db.scalar("SELECT codebook FROM questions WHERE key = ? AND kind = 'labelset'",
+                         (question_key,)) if question_key and not rubric else None
+    study = codebook is not None and question_key not in (prefix_q, response_q)
+    if question_key != response_q and not rubric and not study:
         st.caption("The budget plans rounds whose items a machine has read: the CARE-Bench "
-                   "responses, or the criteria of agent runs and graded conversations.")
+                   "responses, the criteria of agent runs and graded conversations, or a "
+                   "study's own question.")
         return
-    metrics = list(CRITERIA_METRICS) if rubric else list(SHARE_KEYS)
+    metrics = (list(CRITERIA_METRICS) if rubric else label_metrics(db, codebook) if study
+               else list(SHARE_KEYS))
     row = st.columns(3, vertical_alignment="bottom")
     metric = row[0].selectbox("Metric", metrics, format_func=METRICS.get, key="budget_metric")
     target = row[1].number_input("Target 95% half-width", 0.01, 0.5, 0.05, step=0.01,
@@ -198,7 +277,7 @@ def _budget(db, question_key: str | None) -> None:
     try:
         with st.spinner("Simulating rounds from the labels so far…"):
             machine, plan = _plan(default_db_path(), cmp.data_version(db), metric, human,
-                                  float(target), None)
+                                  float(target), question_key if study else None)
     except ValueError as exc:
         st.info(md(exc), icon=":material/info:")
         return
@@ -209,14 +288,18 @@ def _budget(db, question_key: str | None) -> None:
         row_ = {"": part.model, "Labelled so far": f"{part.n_labeled} of {part.n_items}"}
         for need in part.needs:
             row_[names[need.design]] = ("not reachable" if need.labels_needed is None
-                                        else f"{need.labels_needed} ({need.more} more)")
+                                        else f"{need.labels_needed} ({need.more} more)"
+                                        + ("" if need.typical is None else
+                                           f"; typical {need.typical}"))
         if part.reason:
             row_["Note"] = part.reason
         rows.append(row_)
     st.dataframe(rows, hide_index=True, width="stretch")
     st.caption(f"Labels each design needs for a 95% half-width of at most {target:g}: each "
                f"model's PPI interval of {md(METRICS[metric].lower())} ({md(machine)} corrected "
-               "by the clinicians), and the judge-vs-clinician kappa. Method: "
-               f"{md(plan.method)}.")
+               "by the clinicians), and the judge-vs-clinician kappa. Each figure suffices for "
+               "90% of pilots like the labels so far (the pilot resampled); 'typical' is the "
+               "median one; 'stopping by the anytime interval': the lead stops as soon as the "
+               f"interval valid at every look is narrow enough. Method: {md(plan.method)}.")
     for note in plan.notes:
         st.caption(f"Note: {md(note)}")

@@ -22,7 +22,7 @@ from codebook import BLIND, CANNOT_ASSESS
 from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
-from review.reviewing.blinding import seen_while_answering
+from review.reviewing.blinding import seen_while_answering, what_reviewer_sees
 from review.reviewing.commit import Verdict, commit_verdicts
 from review.reviewing.criteria import (
     ItemQuestion,
@@ -594,8 +594,11 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
         if this_round is None:
             dataset = st.selectbox("Dataset", choices.datasets, index=None,
                                    placeholder="All datasets", key=f"{prefix}_dataset")
-            model = st.selectbox("Model", choices.models, index=None, placeholder="All models",
-                                 key=f"{prefix}_model")
+            # No model's or agent's name, nor a queue of one's items, while any waits blind.
+            model = (st.selectbox("Model", choices.models, index=None, placeholder="All models",
+                                  key=f"{prefix}_model")
+                     if not what_reviewer_sees(db, reviewer.id, queue=kind, mode=mode).model_hidden
+                     else None)
         else:
             st.caption("The round decides what you get next and what you see: "
                        + BLINDING_WORDS.get(this_round.blinding, this_round.blinding) + ".")

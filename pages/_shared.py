@@ -21,12 +21,14 @@ from review.team.identity import (
     configured_admins,
     find_signed_in,
     identity_from_claims,
-    reviewer_for_identity,
 )
 from review.team.reviewers import Reviewer, find_reviewer
+from review.team.sessions import Entry, NoSession, enter, idle_limit, in_force
+from review.team.sessions import sign_out as end_session
 from review.text import safe_markdown, split_long, text_blocks
 from review.workspace import default_db_path, open_store
 from store import Store
+from store.key import RecordKeyError, use_secret
 
 _RUN_KEY = "_carelens_run"
 
@@ -34,19 +36,84 @@ _RUN_KEY = "_carelens_run"
 def begin_run() -> None:
     """Called by app.py at the start of every script run: forget the last
     run's connection (a rerun may be on another thread; the old connection
-    is closed when collected)."""
+    is closed when collected), and pass the record's key from the secrets
+    (`[carelens] record_key`) to the store, which reads no secrets itself."""
     st.session_state[_RUN_KEY] = {}
+    try:
+        secret = st.secrets.get("carelens", {}).get("record_key")
+    except Exception:  # no secrets file, or no [carelens] section
+        secret = None
+    use_secret(secret)
+
+
+def record_key_problem() -> str | None:
+    """Why this database cannot be written (its record's key is not here, or the
+    key given is unusable), in one line; None when it can."""
+    try:
+        return store().no_key
+    except RecordKeyError as exc:
+        return str(exc)
+
+
+SESSION = "_carelens_session"
+"""Server mode: the id of the sign-in (`review.team.sessions`) this browser tab
+acts in, as the last sign-in check found it in force; None when it was refused."""
 
 
 def store() -> Store:
     """A store for this script run: one connection per run and thread, never
     shared across sessions. (Widget callbacks run before app.py starts the
-    next run, possibly on another thread: they get their own connection.)"""
+    next run, possibly on another thread: they get their own connection.)
+
+    Server mode: the store acts in the tab's session (`Store.session_id`), so
+    every write it makes first checks that the session is in force. A widget's
+    callback, or a fragment's rerun, comes before app.py's sign-in check: there
+    a session found ended stops the action and reruns the app, which shows the
+    sign-in screen, and nothing is written."""
     run = st.session_state.setdefault(_RUN_KEY, {})
     key = threading.get_ident()
     if key not in run:
         run[key] = open_store(default_db_path())
-    return run[key]
+        run[key].session_id = acting_session()
+    found = run[key]
+    if found.session_id is not None and _before_the_sign_in_check() \
+            and not in_force(found, found.session_id):
+        st.session_state.pop(SESSION, None)
+        st.rerun()
+    return found
+
+
+def own_store() -> Store:
+    """A store of its own (to close after use: a widget's callback that may run on
+    another thread), acting in the tab's session as `store()` does."""
+    own = open_store(default_db_path())
+    own.session_id = acting_session()
+    if own.session_id is not None and _before_the_sign_in_check() \
+            and not in_force(own, own.session_id):
+        own.close()
+        st.session_state.pop(SESSION, None)
+        st.rerun()
+    return own
+
+
+NOT_IN_FORCE = 0
+"""The session a tab acts in on a server while no sign-in of it is found in force
+(refused, or not checked yet): no session has this id, so every write is refused."""
+
+
+def acting_session() -> int | None:
+    """The session this tab acts in: None in local mode (no sessions); on a server,
+    the one its last sign-in check found in force, else `NOT_IN_FORCE`."""
+    if not server_mode():
+        return None
+    return st.session_state.get(SESSION) or NOT_IN_FORCE
+
+
+def _before_the_sign_in_check() -> bool:
+    """Whether this code runs where app.py's sign-in check has not run first: a
+    widget's callback (before the script starts) or a fragment's own rerun."""
+    ctx = get_script_run_ctx()
+    return ctx is not None and (not ctx.has_script_started or bool(ctx.fragment_ids_this_run))
 
 
 def server_mode() -> bool:
@@ -70,18 +137,47 @@ def login_identity() -> Identity | None:
         return None
 
 
-def sign_in() -> Reviewer | None:
-    """Server mode, at the start of each run: the reviewer behind the login,
-    made at their first sign-in; admins are those the configuration names
-    (`CARELENS_ADMINS`, or `admins` under `[carelens]` in the secrets)."""
+def _carelens_secret(name: str):
+    try:
+        return st.secrets.get("carelens", {}).get(name)
+    except Exception:  # no secrets section for carelens
+        return None
+
+
+def sign_in() -> Entry | None:
+    """Server mode, at the start of each run: the session of the login
+    (`review.team.sessions.enter`): in force, with the reviewer behind it (made
+    at their first sign-in; admins are those the configuration names,
+    `CARELENS_ADMINS` or `admins` under `[carelens]` in the secrets), or refused
+    (signed out, expired, not on record), with the reason. None when the login
+    names nobody. Raises ValueError for an idle limit that is not a duration."""
     identity = login_identity()
+    st.session_state.pop(SESSION, None)
     if identity is None:
         return None
+    db = store()
+    db.session_id = None  # the check itself acts in no session
     try:
-        configured = st.secrets.get("carelens", {}).get("admins")
-    except Exception:  # no secrets section for carelens
-        configured = None
-    return reviewer_for_identity(store(), identity, configured_admins(configured))
+        entry = enter(db, identity, st.user.to_dict(),
+                      configured_admins(_carelens_secret("admins")),
+                      idle_limit(_carelens_secret("session_idle")))
+    except NoSession as exc:
+        entry = Entry(refused=str(exc))
+    if entry.session_id is not None:
+        st.session_state[SESSION] = entry.session_id
+    db.session_id = acting_session()  # NOT_IN_FORCE when refused: it writes nothing
+    return entry
+
+
+def sign_out() -> None:
+    """Sign out (a widget's callback): the session ends on the server (every tab
+    and every copy of its cookie stop at their next request), then Streamlit's
+    logout forgets the cookie in this browser."""
+    session_id = st.session_state.pop(SESSION, None)
+    if session_id is not None:
+        with open_store(default_db_path()) as db:  # acts in no session: it ends this one
+            end_session(db, session_id)
+    st.logout()
 
 
 def viewer() -> Viewer | None:
@@ -101,6 +197,7 @@ def viewer_store() -> Store:
     key = (threading.get_ident(), scope)
     if key not in run:
         run[key] = open_for(default_db_path(), scope)
+        run[key].session_id = acting_session()  # its writes (tags, views) too
     return run[key]
 
 
@@ -110,7 +207,10 @@ def current_reviewer() -> Reviewer | None:
     address is never an identity). Local mode: the name chosen in the sidebar."""
     if server_mode():
         identity = login_identity()
-        reviewer = find_signed_in(store(), identity) if identity is not None else None
+        # Only a sign-in whose session was found in force this run (`sign_in`).
+        reviewer = (find_signed_in(store(), identity)
+                    if identity is not None and st.session_state.get(SESSION) is not None
+                    else None)
     else:
         name = st.session_state.get("reviewer") or st.query_params.get("reviewer")
         reviewer = find_reviewer(store(), name) if name else None
@@ -140,7 +240,7 @@ SWITCH_TO = "_reviewer_added"
 VISITOR_SAW = "_labels_seen_without_a_name"
 """A visitor with no name chose to see every rater's labels: {"screen", "covered"
 (the labels_mark), "recorded" (the reviewers since recorded as having seen them)}."""
-KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select", SWITCH_TO, VISITOR_SAW}
+KEEP_ON_SWITCH = {"reviewer", WORK_OF, "reviewer_select", SWITCH_TO, VISITOR_SAW, SESSION}
 
 
 def require_reviewer() -> Reviewer:
@@ -237,6 +337,25 @@ def show_text(text: str | None, key: str, empty: str = "(empty)") -> None:
     if rest:
         with st.expander(f"Show the remaining {len(rest):,} characters"):
             _show_blocks(rest)
+
+
+CHAT_AVATARS = {"user": ":material/person:", "assistant": ":material/smart_toy:",
+                "system": ":material/settings:", "tool": ":material/build:"}
+"""A chat message's avatar by its role (any other role: a speech bubble)."""
+
+
+def show_messages(messages, key: str, assistant: str | None = None) -> None:
+    """A study's chat message by message, each role as the file gives it and each
+    message's text exactly as written; `assistant`: who the assistant is, in words a
+    reviewer may read ("model A")."""
+    for n, message in enumerate(messages or [], start=1):
+        role = str(message.get("role") or "")
+        with st.chat_message("assistant" if role == "assistant" else "user",
+                             avatar=CHAT_AVATARS.get(role.lower(), ":material/chat:")):
+            st.caption(safe_markdown(role.capitalize())
+                       + (f" ({safe_markdown(assistant)})" if role == "assistant" and assistant
+                          else "") + f" · message {n}")
+            show_text(message.get("content"), key=f"{key}:m{n}", empty="(an empty message)")
 
 
 def _show_blocks(text: str) -> None:

@@ -174,7 +174,11 @@ def show_step(step: StepView, view: TrajectoryView, key: str, item_id: int | Non
         facts.append(code_span(step.model))
     if step.done:
         facts.append(":green-badge[:material/flag: declared the task complete]")
+    if step.log_source:
+        facts.append(f"the agent wrote no trajectory; its log {safe_markdown(step.log_source)}")
     st.markdown(" · ".join(facts))
+    if step.failure:
+        st.error(safe_markdown(step.failure), icon=":material/error:")
     if step.message.strip():
         show_text(step.message, key=f"{key}:{step.step_id}:message")
     elif not step.tool_calls:

@@ -16,7 +16,7 @@ import streamlit as st
 from codebook import NO_ERROR
 from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._rubric import WORDS
-from pages._shared import require_reviewer, show_text, store
+from pages._shared import require_reviewer, show_messages, show_text, store
 from pages._steps import code_span
 from review.reviewing.criteria import severity_levels, step_codebook
 from review.reviewing.items import load_item
@@ -510,7 +510,9 @@ if not queue:
 
 pos = min(st.session_state.get("adj_pos", 0), len(queue) - 1)
 case = queue[pos]
-item = load_item(db, case.item_id)
+# The question disputed (a study's chat may be asked several): its codebook settles it.
+item = load_item(db, case.item_id,
+                 db.scalar("SELECT key FROM questions WHERE id = ?", (case.question_id,)))
 st.progress((pos + 1) / len(queue), text=f"Item {pos + 1} of {len(queue)} with disagreements")
 left, right = st.columns([3, 2], gap="large")
 with left:
@@ -520,6 +522,7 @@ with left:
             with st.chat_message("user", avatar=":material/person:"):
                 st.caption(f"Patient · turn {rnd.number}")
                 show_text(rnd.patient_text, key=f"adj:{item.id}:{rnd.number}")
+        show_messages(item.payload.get("messages"), f"adj:{item.id}")  # a study's chat
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
                 st.caption(safe_markdown(item_name(db, item.id).subject))

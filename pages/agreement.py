@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 import streamlit as st
 
-from codebook import CANNOT_ASSESS
+from codebook import CANNOT_ASSESS, CAREBENCH
 from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
@@ -23,6 +23,8 @@ from labels.compare.figures import (
     ranking_figure,
     versions_figure,
 )
+from labels.compare.questions import codebook_for
+from labels.compare.raters import MAJORITY, display_name
 from labels.compare.stats import coefficient_name, forest_keys, headline_key
 from labels.compare.text import interval, number, share_text, split_notes, with_ci
 from labels.phases import DEFAULT_PHASE, PHASES, SHORT_WORDS, describe_phase
@@ -235,9 +237,10 @@ def compare_tab() -> None:
     by_options = [x for x in ("round", "category", "model", "split", "criterion", "axis")
                   if x != "criterion" or qs.kind == "criterion"]
     row = st.columns([2, 2, 3], vertical_alignment="bottom")
+    first = ("criterion" if qs.kind == "criterion" else "round"
+             if set(qs.item_kinds) & {"prefix", "response"} else "model")
     by = row[0].selectbox("Break down by", by_options, format_func=BY_WORDS.get,
-                          index=by_options.index("criterion") if qs.kind == "criterion" else 0,
-                          key=f"agr_by:{qkey}")
+                          index=by_options.index(first), key=f"agr_by:{qkey}")
     keys = forest_keys(compared.level)
     forest_key = row[1].selectbox("Statistic per group", keys, format_func=coefficient_name,
                                   key=f"agr_forest:{qkey}:{compared.level}")
@@ -552,10 +555,53 @@ def machines_tab() -> None:
 
 # -- Triage and the leaderboard ---------------------------------------------------------
 
+def study_triage(book) -> None:
+    """A study's own ordered scale with a risk order: each machine reader against the
+    clinicians' majority (or rater B), per model (`labels.compare.study_triage`)."""
+    # The machine on screen (rater B, else A) read against the other rater on screen (the
+    # clinicians' majority unless another is chosen); with no machine there, every machine.
+    kinds = {c.spec: c.kind for c in choices}
+    machine = next((r for r in (b, a) if r and kinds.get(r) == "machine"), None)
+    other = next((r for r in (a, b) if r and r != machine and kinds.get(r) != "machine"), None)
+    reference = other or MAJORITY
+    try:
+        t = call("question_triage", qkey, [machine] if machine else None, reference, filters)
+    except ValueError as exc:
+        st.info(md(exc), icon=":material/info:")
+        return
+    st.subheader("Does a reader miss what calls for action?", anchor=False)
+    st.caption(f"{'The machine reader' if machine else 'Each machine reader'} of this "
+               "question scored against "
+               f"{md(display_name(reference))} on the same items, per model: from "
+               f"**{md(book.label(t.risk['action_from']).short)}** up an answer calls for "
+               f"action, **{md(book.label(t.risk['urgent']).short)}** is urgent (the codebook's "
+               "risk order). After each value, its 95% interval and its count.")
+    for reader in t.readers:
+        st.markdown(f"**{md(display_name(reader.reader))}**")
+        rows = []
+        for key in METRIC_KEYS:
+            first = next(iter(reader.by_model.values()))[key]
+            row_ = {"Metric": first.name}
+            for model, metrics in reader.by_model.items():
+                x = metrics[key]
+                row_[model] = ("—" if x.value is None else f"{x.value:.2f} "
+                               f"({number(x.ci_low)}–{number(x.ci_high)})"
+                               + (f" · {x.count}/{x.n}" if x.count is not None else f" · n {x.n}"))
+            rows.append(row_)
+        st.dataframe(rows, hide_index=True, width="stretch")
+    for note in t.notes:
+        st.caption(f"Note: {md(note)}")
+
+
 def triage_tab() -> None:
-    if qs.codebook != "carebench-escalation":
-        st.info("Triage metrics apply to the CARE-Bench escalation labels; choose a CARE-Bench "
-                "question set.")
+    if qs.codebook != CAREBENCH:
+        book = codebook_for(db, qs.codebook) if qs.kind == "labelset" else None
+        if book is not None and book.risk is not None:
+            study_triage(book)
+            return
+        st.info("Triage metrics apply to an ordered scale that marks what calls for action: "
+                "the CARE-Bench escalation labels, or a study's own codebook with a risk order "
+                "([risk] in its file). Choose such a question set.")
         return
     common = st.toggle("Common set only", key="agr_triage_common",
                        help="Score only the responses every reading labelled and every "

@@ -12,11 +12,14 @@ import streamlit as st
 
 from labels.compare.figures import text as plotly_text
 from pages._shared import (
+    acting_session,
     current_reviewer,
     labels_gate,
+    own_store,
     server_mode,
     show_text,
     store,
+    viewer,
     viewer_store,
 )
 from pages._steps import code_span, label_text
@@ -55,10 +58,11 @@ from review.browse import (
     view_item_ids,
 )
 from review.browse.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.team.access import open_for
 from review.team.reviewers import is_admin
 from review.team.study import SETTINGS, allows, set_setting
 from review.text import safe_markdown
-from review.workspace import default_db_path, open_store
+from review.workspace import default_db_path
 
 W = "browse:"  # prefix of this page's widget keys
 LIST_FACETS = ("kinds", "datasets", "splits", "models", "rounds", "labels", "gates", "step_errors",
@@ -66,7 +70,7 @@ LIST_FACETS = ("kinds", "datasets", "splits", "models", "rounds", "labels", "gat
 PILL_FACETS = {"kinds", "splits", "rounds", "severities"}  # few values: pills, not a drop-down
 APP_PARAMS = ("reviewer",)  # URL parameters of the whole app, kept when the view changes
 KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "trajectory",
-              "graded_conversation": "graded conversation"}
+              "graded_conversation": "graded conversation", "conversation": "chat"}
 
 db = store()
 reviewer = current_reviewer()
@@ -283,7 +287,7 @@ def on_tag(item_id: int, adding: bool, tag: str | None = None, target: str | Non
         s[W + "flash"] = "Choose a tag, or name a new one, first."
         return
     try:
-        with open_store(default_db_path()) as own:  # a callback may run on another thread
+        with own_store() as own:  # a callback may run on another thread
             if new and new.casefold() not in {t.name.casefold() for t in list_tags(own)}:
                 create_tag(own, new, reviewer)  # a new tag, added to the list as it is used
             (add_tag if adding else remove_tag)(own, reviewer, item_id, tag, target,
@@ -489,7 +493,7 @@ def tag_admin(taxonomy) -> None:
     """An admin: whether reviewers may add tags, and retiring a tag (or offering it
     again); each a new row, nothing renamed or deleted."""
     def allow() -> None:
-        with open_store(default_db_path()) as own:
+        with own_store() as own:
             set_setting(own, reviewer, "reviewers_add_tags", st.session_state[W + "allow_tags"])
 
     st.session_state[W + "allow_tags"] = allows(db, "reviewers_add_tags")
@@ -499,7 +503,7 @@ def tag_admin(taxonomy) -> None:
         name = st.session_state.get(W + "retire_name")
         if not name:
             return
-        with open_store(default_db_path()) as own:
+        with own_store() as own:
             retire_tag(own, reviewer, name, st.session_state.get(W + "retire_note"), retired)
 
     cols = st.columns([3, 3, 2, 2], vertical_alignment="bottom")
@@ -525,7 +529,7 @@ def share_tab() -> None:
             name = st.text_input("Save this view as", placeholder="e.g. mapper under-triage, round 1")
             if st.form_submit_button("Save view", icon=":material/bookmark_add:"):
                 try:
-                    save_view(db, name, query, reviewer.name)
+                    save_view(db, name, query, reviewer)
                 except ValueError as exc:
                     st.error(safe_markdown(str(exc)))
                 else:
@@ -552,13 +556,16 @@ def export_tab() -> None:
                    icon=":material/warning:")
     options = ExportOptions(include_identifying=identifying, withhold_all_ids=hide_all,
                             anonymise_reviewers=anonymise)
-    path, view = default_db_path(), query
+    path, view, session, reader = default_db_path(), query, acting_session(), viewer()
 
     def build(kind: str):
-        # Runs on another thread when clicked: it opens its own connection.
+        # Runs on another thread when clicked: it opens its own connection, which reads
+        # only what this reader may (review.team.access: not colleagues' notes and marks).
         def make() -> str:
-            s = open_store(path)
+            s = open_for(path, reader)
             try:
+                s.session_id = session
+                s.require_session()  # a tab left open after Sign out downloads nothing
                 blocks = kind in ("md", "html")
                 ids = selected_item_ids(s, view, limit=100 if blocks else None)
                 cases = gather_cases(s, ids, options, with_blocks=blocks)

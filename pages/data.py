@@ -22,6 +22,7 @@ from labels.llm import (
     uncollected_batches,
 )
 from pages._shared import (
+    acting_session,
     current_reviewer,
     labels_gate,
     server_mode,
@@ -29,6 +30,7 @@ from pages._shared import (
     viewer,
     viewer_store,
 )
+from pages._uploads import allow_uploads, spooled_path
 from review.datasets.demo import is_empty, load_demo
 from review.datasets.export import (
     carebench_labels,
@@ -38,8 +40,10 @@ from review.datasets.export import (
 from review.datasets.holdings import annotation_count, import_history, item_counts
 from review.datasets.hub import fetch as fetch_from_hub
 from review.datasets.sources import FORMATS, ImportOptions, InputError, Limits, import_file
+from review.datasets.sources.conversations import parse_mapping
+from review.reviewing.blinding import what_reviewer_sees
 from review.reviewing.names import plural
-from review.team.access import NotAllowed, allowed, open_for
+from review.team.access import NotAllowed, allowed, open_for, permit
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
@@ -58,7 +62,7 @@ counts_box = st.container()  # filled after any import below, so it shows the ne
 
 
 KIND_WORDS = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Agent trajectories",
-              "graded_conversation": "Graded conversations"}
+              "graded_conversation": "Graded conversations", "conversation": "Chats"}
 
 
 def show_counts() -> None:
@@ -83,12 +87,20 @@ FILE_FORMATS = [f for f in FORMATS.values() if not f.takes_directory]
 FORMAT_HELP = ("\n".join(f"- **{f.name}**: {f.description}" for f in FILE_FORMATS)
                + "\n\nFolders (Harbor jobs, CliniCARE trials): `carelens import FOLDER`.")
 DETECT = "detect from content"
+allow_uploads(manages)  # the server takes uploads only from a session offered the uploader
 with st.form("import", clear_on_submit=False):
     uploads = st.file_uploader("Files", accept_multiple_files=True,
-                               type=["jsonl", "json", "csv", "tsv", "parquet"])
+                               type=["jsonl", "json", "csv", "tsv", "parquet"]) if manages else None
     fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP)
     rater = st.text_input("Rater (for files of machine labels)", placeholder="e.g. openai:gpt-4.1@v1")
-    go = st.form_submit_button("Import", type="primary")
+    mapping_text = st.text_input(
+        "Field mapping (conversations of another shape)",
+        placeholder="e.g. id=conversation_id,messages=turns,role=from,content=value",
+        help="For the plain conversations format: which of the file's fields is each of "
+             "carelens's (id, messages, role, content, model, split, case_id, labels). "
+             "Leave it empty for a file written as {id, messages: [{role, content}]}, or for "
+             "any published format.")
+    go = st.form_submit_button("Import", type="primary", disabled=not manages)
 with st.form("hub", clear_on_submit=False):
     hub_name = st.text_input(
         "Or a dataset on the Hugging Face hub", placeholder="hf:ningkko/CARE-Bench:evaluation_prefixes",
@@ -98,7 +110,8 @@ with st.form("hub", clear_on_submit=False):
              " imported as uploaded files are.")
     hub_fmt = st.selectbox("Format", [DETECT, *(f.name for f in FILE_FORMATS)], help=FORMAT_HELP,
                            key="hub_format")
-    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:")
+    fetch_go = st.form_submit_button("Fetch from the hub", icon=":material/cloud_download:",
+                                     disabled=not manages)
 with st.expander("Limits for one file", icon=":material/tune:"):
     c = st.columns(2)
     max_rows = c[0].number_input("Rows per file, at most", 1, 10 ** 12, Limits.max_rows,
@@ -111,7 +124,7 @@ limits = Limits(max_rows=int(max_rows), max_bytes=int(max_mb) * 10 ** 6)
 
 
 def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
-               recorded: str | None = None) -> None:
+               recorded: str | None = None, mapping: dict | None = None) -> None:
     """One file, in its own transaction, with its own status line: what went wrong
     with one file is said on its line, and the next file is still imported.
     `name` is how the user knows the file; `recorded`, how the imports record it."""
@@ -125,7 +138,8 @@ def import_one(path: Path, name: str, chosen: str, rater_name: str | None,
     try:
         result = import_file(db, path, None if chosen == DETECT else chosen,
                              ImportOptions(rater=rater_name, actor=actor, name=recorded or name,
-                                           limits=limits, by=reviewer, server=server_mode()),
+                                           limits=limits, by=reviewer, server=server_mode(),
+                                           mapping=mapping or {}),
                              progress=progress)
     except NotAllowed as exc:
         status.update(label=f"{shown_name}: nothing was imported", state="error")
@@ -150,11 +164,20 @@ elif go and not uploads:
     st.warning("Choose one or more files to import first (drop them on the box above).",
                icon=":material/upload_file:")
 elif go and uploads:
-    with tempfile.TemporaryDirectory() as tmp:
-        for up in uploads:
-            path = Path(tmp) / Path(up.name).name
-            path.write_bytes(up.getvalue())
-            import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}")
+    try:
+        mapping = parse_mapping(mapping_text)
+    except ValueError as exc:
+        st.error(safe_markdown(f"{exc}; nothing was imported"), icon=":material/error:")
+        mapping = None
+    if mapping is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            for up in uploads:
+                path = spooled_path(up)  # on disk already under `carelens serve` (pages/_uploads)
+                if path is None:
+                    path = Path(tmp) / Path(up.name).name
+                    path.write_bytes(up.getvalue())
+                import_one(path, up.name, fmt, rater or None, recorded=f"upload:{up.name}",
+                           mapping=mapping)
 elif fetch_go and not hub_name.strip():
     st.warning("Write the dataset's hub name first, e.g. hf:ningkko/CARE-Bench:evaluation_prefixes.",
                icon=":material/cloud_download:")
@@ -188,10 +211,14 @@ if is_empty(db):
                 st.write(line)
 show_counts()
 
-def _export_file(path: str, reader, write, name: str) -> bytes:
+def _export_file(path: str, reader, write, name: str, session: int | None) -> bytes:
     """One export file, made when its button is pressed (on the download's thread, with a
-    connection of its own that reads what `reader` may read), not on every run."""
+    connection of its own that reads what `reader` may read), not on every run; only
+    while the session it was offered in is in force (a tab left open after Sign out
+    downloads nothing)."""
     with open_for(path, reader) as s, tempfile.TemporaryDirectory() as tmp:
+        s.session_id = session
+        s.require_session()
         out = Path(tmp) / name
         write(s, out)
         return out.read_bytes()
@@ -199,11 +226,11 @@ def _export_file(path: str, reader, write, name: str) -> bytes:
 
 def export_section() -> None:
     # Only the answers this reader may read go in the files (review.team.access).
-    path, reader = default_db_path(), viewer()
+    path, reader, session = default_db_path(), viewer(), acting_session()
     labels, ties = carebench_labels(viewer_store())  # the count the CSV will hold
 
     def made(write, name: str):
-        return lambda: _export_file(path, reader, write, name)
+        return lambda: _export_file(path, reader, write, name, session)
 
     c = st.columns(3)
     c[0].download_button("All annotations (CSV)", made(export_annotations, "annotations.csv"),
@@ -237,6 +264,9 @@ history["folder"] = [str(PurePath(p).parent) if PurePath(p).parent != PurePath("
 history["path"] = [PurePath(p).name for p in history["path"]]
 history = history[["imported_at", "path", "format", "n_rows", "n_items", "n_completed",
                    "n_annotations", "actor", "folder"]]
+if what_reviewer_sees(db, reviewer.id if reviewer else None).model_hidden:
+    # Files are often named after the model whose replies they hold.
+    history["path"] = history["folder"] = "(not shown while items wait for your blind answer)"
 st.dataframe(history, hide_index=True, width="stretch", column_config={
     "imported_at": st.column_config.DatetimeColumn("Imported (UTC)", format="YYYY-MM-DD HH:mm:ss"),
     "path": st.column_config.TextColumn("File"),
@@ -290,6 +320,11 @@ def _secrets_keys() -> dict[str, str]:
         return {}
 
 
+def run_permit():
+    """Who runs LLM raters here: refused (NotAllowed) unless they may, in this session."""
+    return permit(reviewer, "run_llm", server=server_mode(), session=acting_session())
+
+
 def show_summary(bar, summary) -> None:
     """A run's or a collection's end: its summary, then what it left and why."""
     bar.progress(1.0, text="Done")
@@ -317,8 +352,9 @@ elif estimate or run:
         try:
             summary = run_plan(default_db_path(), plan, concurrency=int(concurrency),
                                progress=lambda p: bar.progress(p.fraction, text=safe_markdown(p.text())),
-                               use_batch=use_batch, keys=_secrets_keys(), actor=actor)
-        except (RunAborted, MissingKeyError) as exc:
+                               use_batch=use_batch, keys=_secrets_keys(), actor=actor,
+                               permit=run_permit())
+        except (RunAborted, MissingKeyError, NotAllowed) as exc:
             st.error(safe_markdown(str(exc)))
         else:
             show_summary(bar, summary)
@@ -349,8 +385,9 @@ if waiting:
             try:  # no waiting here: a batch still in progress is left for later
                 summary = collect_batch(
                     default_db_path(), batch.run_id, keys=_secrets_keys(), max_wait=0.0,
-                    progress=lambda p, bar=bar: bar.progress(p.fraction, text=safe_markdown(p.text())))
-            except (RunAborted, MissingKeyError, LookupError) as exc:
+                    progress=lambda p, bar=bar: bar.progress(p.fraction, text=safe_markdown(p.text())),
+                    permit=run_permit())
+            except (RunAborted, MissingKeyError, LookupError, NotAllowed) as exc:
                 st.error(safe_markdown(str(exc)))
             else:
                 show_summary(bar, summary)

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import current_reviewer, labels_gate, server_mode, show_text, viewer_store
+from pages._shared import (
+    current_reviewer,
+    labels_gate,
+    server_mode,
+    show_messages,
+    show_text,
+    viewer_store,
+)
 from pages._steps import code_span
 from review.browse import item_link
 from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
@@ -26,7 +33,8 @@ from review.team.reviewers import can_adjudicate
 from review.text import safe_markdown
 
 ITEM_WORDS = {"prefix": "conversation so far", "response": "model reply",
-              "trajectory": "agent run", "graded_conversation": "graded conversation"}
+              "trajectory": "agent run", "graded_conversation": "graded conversation",
+              "conversation": "chat"}
 GROUPS = (("human", "Clinicians"), ("machine", "Machine raters"), ("reference", "References"))
 
 st.title("Disagreement", anchor=False)
@@ -117,6 +125,10 @@ def show_item() -> None:
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
                 st.caption(f"Reply · {md(item.model or 'model')}")
                 show_text(item.response or item.error, key=f"dis:{item.id}:reply")
+        return
+    if found.kind == "conversation":
+        show_messages(load_item(db, found.item_id).payload.get("messages"),
+                      f"dis:{found.item_id}")
         return
     if found.kind == "trajectory":
         view = load_trajectory(db, found.uid)

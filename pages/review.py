@@ -1,13 +1,16 @@
-"""Review screen: step through conversations and model replies and answer, blind first.
+"""Review screen: step through conversations, model replies and a study's own chats and
+answer, blind first.
 
 Laid out for a laptop (1280x720): the judged text (the patient's latest
-message, earlier ones above it, or the model's reply) on the left, the
-question and its four answers on the right, and the last answer's reveal
-under them, never above the item. An answer reruns only the item's part of
+message, earlier ones above it, the model's reply, or a whole chat) on the
+left, the question and its answers on the right, and the last answer's reveal
+under them, never above the item. A kind of item asked several questions (a
+study's chats: a harm scale, an urgency scale) is answered one question at a
+time, each with its own codebook's labels and keys. An answer reruns only the item's part of
 the screen (a fragment): the header, the sidebar and the rest stay as they
 are.
 
-Keys: 1-4 answer, 0 cannot assess, Shift+1..5 confidence, F flag, S the
+Keys: the codebook's (1-4 for CARE-Bench) answer, 0 cannot assess, Shift+1..5 confidence, F flag, S the
 reason for a skip (Enter skips), Z change the last answer, Left / Right the
 previous and next item. Keys pressed while the screen changes are held and
 applied to what they were pressed on, or refused with a notice
@@ -27,6 +30,7 @@ from pages._shared import (
     item_asked_by_address,
     put_item_in_address,
     require_reviewer,
+    show_messages,
     show_text,
     store,
 )
@@ -55,6 +59,7 @@ from review.reviewing.names import (
     FREE_REVIEW,
     item_in_address,
     item_name,
+    plural,
     rater_name,
     study_round,
     turn,
@@ -66,6 +71,7 @@ from review.reviewing.queue import (
     QueueFilter,
     filter_choices,
     first_skipped_item,
+    kind_questions,
     queue_progress,
 )
 from review.team.codebook_versions import current_codebook
@@ -79,7 +85,7 @@ from review.team.rounds import (
 )
 from review.text import inline_code, safe_markdown
 
-KINDS = {"prefix": "Conversations", "response": "Model replies"}
+KINDS = {"prefix": "Conversations", "response": "Model replies", "conversation": "Chats"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
@@ -118,7 +124,12 @@ rounds = screen_rounds(db, tuple(KINDS))
 wanted_round = round_in_address(rounds, st.query_params.get("round"))
 FREE = 0  # "no round": a real option (None would show as an empty choice)
 round_ids = [FREE, *rounds]
-head = st.columns([1.2, 2.6, 2.4], vertical_alignment="center", gap="small")
+# A kind asked several questions (a study's chats) gets its question picker in the header,
+# where it is seen: each question is answered in its own pass, with its codebook's keys.
+asked_of = {k: kind_questions(db, k) for k in kinds}
+several = any(len(q) > 1 for q in asked_of.values())
+head = st.columns([1.0, 2.0, 2.0, 3.2] if several else [1.2, 2.6, 2.4],
+                  vertical_alignment="center", gap="small")
 head[0].title("Review", anchor=False)
 with head[1]:
     review_round = st.selectbox(
@@ -145,6 +156,25 @@ if st.query_params.get("kind") != kind:
     st.query_params["kind"] = kind
 
 kind_choices = filter_choices(db, kind)
+# The question answered: a round's own; else, where the kind is asked several, the one chosen.
+asked = asked_of.get(kind) or kind_questions(db, kind)
+if this_round is not None:
+    question = this_round.question_key
+elif len(asked) > 1:
+    texts = dict(asked)
+    wanted_question = st.query_params.get("question")
+    question = head[3].selectbox(
+        "Question to answer", list(texts), format_func=texts.get, key=f"question:{kind}",
+        index=list(texts).index(wanted_question) if wanted_question in texts else 0,
+        label_visibility="collapsed",
+        help="These items are asked several questions: answer them one at a time, each "
+             "with its own keys")
+else:
+    question = asked[0][0] if asked else None
+if len(asked) > 1 and st.query_params.get("question") != question:
+    st.query_params["question"] = question
+elif len(asked) <= 1:
+    st.query_params.pop("question", None)
 with st.sidebar:
     st.markdown("**Queue filters**")
     if this_round is not None:
@@ -155,12 +185,16 @@ with st.sidebar:
                                placeholder="All datasets")
         split = st.selectbox("Split", kind_choices.splits, index=None, placeholder="All splits")
         conv_round = st.selectbox("Patient's turn", kind_choices.rounds, index=None,
-                                  format_func=turn, placeholder="All turns")
+                                  format_func=turn, placeholder="All turns") \
+            if kind in ("prefix", "response") else None
+        # No model's name, nor a queue of one model's replies, while any waits blind.
         model = (st.selectbox("Model", kind_choices.models, index=None, placeholder="All models")
-                 if kind == "response" else None)
-filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model)
+                 if kind in ("response", "conversation") and not what_reviewer_sees(
+                     db, reviewer.id, queue=kind).model_hidden else None)
+filt = QueueFilter(kind=kind, dataset=dataset, split=split, round_id=conv_round, model=model,
+                   question=question)
 round_id = this_round.id if this_round else None
-state_key = f"item:{kind}:{review_round}"
+state_key = f"item:{kind}:{question}:{review_round}"
 
 
 def next_one(after_id: int | None = None) -> int | None:
@@ -208,9 +242,11 @@ def too_soon(item_id: int, token: str) -> bool:
 
 
 def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str,
-              token: str = "") -> None:
+              token: str = "") -> bool:
+    """Commit the answer a press gave; True when it was written (a press that does not
+    count, or an answer refused, writes nothing and says why beside the answers)."""
     if ahead_of_the_screen(item_id):
-        return
+        return False
     s = store()
     before = my_answers(s, reviewer.id, item_id, question_id)
     # An answer withdrawn before its reveal (Z) leaves the item to be answered afresh.
@@ -227,18 +263,18 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
     except TooSoon as exc:  # nothing written: said beside the answers, the item stays
         refused("review")
         flash("warning", str(exc))
-        return
+        return False
     except RoundError as exc:
         flash("warning", safe_markdown(str(exc)))
         _advance_from(item_id)
-        return
+        return False
     except ValueError as exc:
         flash("error", safe_markdown(str(exc)))
-        return
+        return False
     if this_round and late_for_round(s, [annotation_id]) is not None:
         flash("warning", full_text(s, this_round.id, item_id))
         _advance_from(item_id)
-        return
+        return True
     if already:
         st.session_state.pop(LAST, None)
         flash("success", "Answer changed; the earlier one is kept in the history.")
@@ -246,6 +282,7 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
         _advance_from(item_id)
         st.session_state[LAST] = (item_id, st.session_state.get(state_key))
         owe_reveal(item_id)
+    return True
 
 
 def owe_reveal(item_id: int) -> None:
@@ -333,7 +370,7 @@ def on_step(item_id: int, step: int) -> None:
     place = item_place(store(), reviewer.id, now, filt, round_id=round_id)
     target = place.earlier if step < 0 else place.later
     if target is None and step > 0 and this_round is not None:
-        if my_answers(store(), reviewer.id, now, load_item(store(), now).question_id):
+        if my_answers(store(), reviewer.id, now, load_item(store(), now, question).question_id):
             _advance_from(now)  # past my last round item: the round's next, once this is done
         return
     on_open(target)
@@ -344,9 +381,64 @@ def label_name(item_view: ItemView | None, code: str | None) -> str:
         return "—"
     book = item_view.codebook if item_view else None
     try:
-        return book.label(code).short if book else code
+        return " + ".join(book.label(c).short for c in book.chosen(code)) if book else code
     except KeyError:
         return code
+
+
+def multi_key(item_id: int, question_id: int) -> str:
+    return f"multi:{reviewer.id}:{item_id}:{question_id}"
+
+
+def on_toggle(item_id: int, question_id: int, code: str, token: str = "") -> None:
+    """A label of a multiple-choice question added to the answer being made, or taken out
+    (a pick: it counts only as a key that answers does, `too_soon`)."""
+    if too_soon(item_id, token):
+        return
+    chosen = set(st.session_state.get(multi_key(item_id, question_id)) or ())
+    chosen.symmetric_difference_update({code})
+    st.session_state[multi_key(item_id, question_id)] = sorted(chosen)
+
+
+def on_multi_commit(item_id: int, question_id: int, mode: str, token: str = "") -> None:
+    chosen = st.session_state.get(multi_key(item_id, question_id)) or []
+    if not chosen:
+        flash("warning", "Choose one label or more first (their keys), then answer.")
+        return
+    if on_answer(item_id, question_id, list(chosen), "answered", mode, token):
+        st.session_state.pop(multi_key(item_id, question_id), None)  # refused: kept, to press again
+
+
+def multi_choice(item: ItemView, labels, current, mode: str, token: str) -> None:
+    """A multiple-choice question: each label's key adds it or takes it out; Ctrl+Enter
+    answers with the labels chosen (the answer in force shows as chosen until changed)."""
+    key = multi_key(item.id, item.question_id)
+    if key not in st.session_state:
+        st.session_state[key] = item.codebook.chosen(current.value) \
+            if current is not None and current.status == "answered" else []
+    chosen = set(st.session_state[key])
+    st.caption("Choose every label that applies (its key adds or removes it), then answer.")
+    for lab in labels:
+        st.button(safe_markdown(lab.short), key=f"label:{item.id}:{lab.code}",
+                  shortcut=lab.shortcut, help=safe_markdown(lab.definition), width="stretch",
+                  icon=":material/check_box:" if lab.code in chosen
+                  else ":material/check_box_outline_blank:",
+                  type="primary" if lab.code in chosen else "secondary",
+                  on_click=on_toggle, args=(item.id, item.question_id, lab.code, token),
+                  disabled=item.failed)
+    st.button(f"Answer: {len(chosen)} chosen" if chosen else "Answer", type="primary",
+              key=f"multi_commit:{item.id}", shortcut="Ctrl+Enter", width="stretch",
+              icon=":material/done_all:", on_click=on_multi_commit,
+              args=(item.id, item.question_id, mode, token), disabled=item.failed or not chosen)
+
+
+def show_chat(item: ItemView, name, sight: Sight) -> None:
+    """A study's own chat, message by message, each with its role as the file gives it
+    (the model behind the assistant named by its letter, never by name to a reviewer
+    kept blind to it)."""
+    with st.container(border=True, key="rv_chat"):
+        show_messages(item.payload.get("messages"), f"message:{item.id}",
+                      f"model {name.model_letter}" if name.model_letter else None)
 
 
 # This run's blinding decisions, by item (asked once each: `review_item` clears it).
@@ -357,7 +449,7 @@ def sight_of(item_id: int) -> Sight:
     """What I may see of the item's labels, and under which blinding."""
     if item_id not in _SIGHTS:
         _SIGHTS[item_id] = what_reviewer_sees(db_now(), reviewer.id, item_id, round_id=round_id,
-                                              mode=DEFAULT_MODE)
+                                              mode=DEFAULT_MODE, question=question)
     return _SIGHTS[item_id]
 
 
@@ -412,7 +504,7 @@ def just_answered(shown: int | None) -> tuple[ItemView, list] | None:
     if not last or last[1] != shown:
         return None
     if shown not in _ANSWERED:
-        answered = load_item(db_now(), last[0])
+        answered = load_item(db_now(), last[0], question)
         answers = my_answers(db_now(), reviewer.id, answered.id, answered.question_id) \
             if answered is not None and answered.question_id else []
         _ANSWERED[shown] = (answered, answers) if answers else None
@@ -485,7 +577,7 @@ def earlier_reveals(where: int | str, last_id: int | None) -> None:
             continue
         if time.time() < given + reveal_delay("prefix"):
             continue  # not yet (the database says so too): no query for it
-        item = load_item(db_now(), answered_id)
+        item = load_item(db_now(), answered_id, question)
         answers = my_answers(db_now(), reviewer.id, answered_id, item.question_id) \
             if item is not None and item.question_id else []
         if not answers or answers[-1].status == "skipped":
@@ -530,10 +622,10 @@ def show_item() -> None:
         item_id = item_in_address(s, wanted_uid)
     if item_id is None:
         item_id = next_one()
-    item = load_item(s, item_id) if item_id is not None else None
+    item = load_item(s, item_id, question) if item_id is not None else None
     if item is not None and item.kind != kind:
         item_id = next_one()
-        item = load_item(s, item_id) if item_id is not None else None
+        item = load_item(s, item_id, question) if item_id is not None else None
 
     # In a round, every count on this screen comes from one read (`round_counts`).
     counts = round_counts(s, this_round.id, reviewer.id) if this_round is not None else None
@@ -597,7 +689,12 @@ def show_item() -> None:
         return
     asks = item.question_id is not None and item.codebook is not None
     labels = item.codebook.labels if asks else []
-    buttons = {lab.shortcut: f"label:{item.id}:{lab.code}" for lab in labels}
+    multi = asks and item.codebook.multi
+    # The codebook's own keys (checked against carelens's when it was added): each picks its
+    # label, or, on a multiple-choice question, adds it to the answer or takes it out.
+    buttons = {lab.shortcut: f"label:{item.id}:{lab.code}" for lab in labels if lab.shortcut}
+    if multi:
+        buttons["Ctrl+Enter"] = f"multi_commit:{item.id}"
     buttons.update({"0": f"cannot_assess:{item.id}", "F": f"flag:{item.id}",
                     "Left": f"prev:{item.id}", "Right": f"next:{item.id}",
                     "Z": f"reopen_last:{(st.session_state.get(LAST) or (0,))[0]}",
@@ -612,7 +709,8 @@ def show_item() -> None:
     screen_keys(
         "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
         notice_after="rv_confidence",
-        scroll=["rv_latest"] if item.kind == "prefix" else ["rv_context_latest"])
+        scroll=["rv_latest"] if item.kind == "prefix" else [] if item.kind == "conversation"
+        else ["rv_context_latest"])
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
@@ -624,7 +722,9 @@ def show_item() -> None:
     with left:
         st.markdown(f"**{safe_markdown(name.title)}** :small[· {where}]")
         with st.container(key=marker("review", token), gap="small"):
-            if item.kind == "prefix":
+            if item.kind == "conversation":
+                show_chat(item, name, sight)
+            elif item.kind == "prefix":
                 with st.container(border=True, key="rv_turns"):
                     for rnd in item.rounds:
                         latest = rnd.number == len(item.rounds)
@@ -644,6 +744,12 @@ def show_item() -> None:
                                     st.chat_message("user", avatar=":material/person:"):
                                 st.caption(f"Patient · {turn(rnd.number)}")
                                 show_text(rnd.patient_text, key=f"turn:{item.id}:{rnd.number}")
+                if given := item.model_input:
+                    with st.expander(f"What the model was given ({plural(len(given), 'message')},"
+                                     " as sent)", icon=":material/input:"):
+                        for n, (role, text) in enumerate(given):
+                            st.caption(safe_markdown(role))
+                            show_text(text, key=f"given:{item.id}:{n}")
                 with st.container(border=True, key="rv_reply"):
                     with st.chat_message("assistant", avatar=":material/smart_toy:"):
                         st.caption(safe_markdown(name.subject))
@@ -662,12 +768,40 @@ def show_item() -> None:
             st.warning("No question is defined for this kind of item.")
             return
         st.markdown(f"**{safe_markdown(item.question_text)}**")
+        if item.points is not None:  # a criterion of the study's checklist
+            st.caption(f"A checklist criterion, {item.points:g} points"
+                       + (": a MUST-NOT (met means the conversation did what it must not)"
+                          if item.must_not else ""))
         if sight.notice is not None:
             st.caption(sight.notice)
+        rkey, ckey = rationale_key(item.id), confidence_key(item.id)
+        restored = None
+        if rkey not in st.session_state and ckey not in st.session_state:
+            # Typed but not committed before a reload or a closed tab: bring it back.
+            draft = load_draft(s, reviewer.id, item.id, item.question_id)
+            if draft:
+                st.session_state[rkey] = draft.rationale or ""
+                st.session_state[ckey] = draft.confidence
+                restored = draft.updated_at
+        required = item.codebook.rationale_required
+
+        def rationale_area() -> None:
+            st.text_area("Rationale (required)" if required else "Rationale (optional)",
+                         key=rkey, height=68, on_change=on_draft,
+                         args=(item.id, item.question_id),
+                         placeholder=("This codebook asks why, with every answer: write it "
+                                      "first. " if required else "Why this label? ")
+                         + "Kept as a draft until you answer. "
+                           "Press Tab (or click outside the box) before a number key.")
+
+        if required:  # asked for first, above the answers, where it is seen
+            rationale_area()
         # Every action's key names the item it acts on: a key pressed while the screen
         # still shows this item, as the next one is being made ready, acts on this item
         # (or, once the next is on screen, on nothing), never on one not yet seen.
-        for lab in labels:
+        if multi:
+            multi_choice(item, labels, current, mode, token)
+        for lab in [] if multi else labels:
             chosen = current is not None and current.value == lab.code
             st.button(
                 safe_markdown(lab.short), key=f"label:{item.id}:{lab.code}", shortcut=lab.shortcut,
@@ -694,15 +828,6 @@ def show_item() -> None:
                       type="primary" if flagged else "secondary",
                       on_click=on_flag, args=(item.id, not flagged, token),
                       help="Mark the item for a second look")
-        rkey, ckey = rationale_key(item.id), confidence_key(item.id)
-        restored = None
-        if rkey not in st.session_state and ckey not in st.session_state:
-            # Typed but not committed before a reload or a closed tab: bring it back.
-            draft = load_draft(s, reviewer.id, item.id, item.question_id)
-            if draft:
-                st.session_state[rkey] = draft.rationale or ""
-                st.session_state[ckey] = draft.confidence
-                restored = draft.updated_at
         with st.container(horizontal=True, gap="small", vertical_alignment="center",
                           key="rv_confidence"):
             st.markdown(":small[Confidence (⇧1–5)]")
@@ -751,10 +876,8 @@ def show_item() -> None:
 
         if restored:
             st.caption(f"Draft restored (typed {restored[:16].replace('T', ' ')} UTC).")
-        st.text_area("Rationale (optional)", key=rkey, height=68, on_change=on_draft,
-                     args=(item.id, item.question_id),
-                     placeholder="Why this label? Kept as a draft until you answer. "
-                                 "Press Tab (or click outside the box) before a number key.")
+        if not required:
+            rationale_area()
 
         if current is not None:
             with st.container(border=True, key="rv_mine"):
@@ -771,7 +894,7 @@ def show_item() -> None:
             # Codebook wording is text, shown as written (an admin may edit it). One
             # element for all of it: every element costs the server on every answer.
             st.markdown("\n\n".join(
-                f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
+                f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}** — "
                 f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}"
                 + "".join(f"\n\n- {safe_markdown(rule)}" if n == 0 else f"\n- {safe_markdown(rule)}"
                           for n, rule in enumerate(lab.rules))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from codebook import BLINDING_MODES
-from pages._ppi import round_design
+from pages._ppi import round_design, round_status
 from pages._shared import require_reviewer, server_mode, store
 from review.reviewing.names import item_name, plural
 from review.reviewing.queue import filter_choices
-from review.team.designs import design_words
+from review.team.access import NotAllowed
+from review.team.designs import design_words, round_record
 from review.team.reviewers import ROLES, grant_role, is_admin, list_reviewers
 from review.team.rounds import (
     RoundError,
@@ -24,6 +25,7 @@ from review.team.rounds import (
     round_members,
     round_places,
 )
+from review.team.sessions import sign_out_person, signed_in
 from review.text import safe_markdown
 
 NAMED_ROWS = 500  # a round's items named in its table; beyond, by id
@@ -85,6 +87,7 @@ def round_details() -> None:
                f"{r.reservation_minutes} min · created by {safe_markdown(r.created_by)}, "
                f"{r.created_at[:10]}"
                + (f" · drawn: {safe_markdown(designs[rid])}" if designs.get(rid) else ""))
+    round_status(db, r.name, r.question_key, round_record(db, rid))
     people = [p.name for p in list_reviewers(db)]
     key = f"rounds_members:{rid}"
     if key not in st.session_state:
@@ -256,3 +259,27 @@ with st.form("grant"):
             st.error(safe_markdown(str(exc)))
         else:
             st.rerun()
+
+if server_mode():
+    st.subheader("Signed in now", anchor=False)
+    here = signed_in(db)
+    st.caption("Sign a person out: every session of theirs ends now, in every tab and browser"
+               " (a copied sign-in too). They sign in again to go on.")
+    if here:
+        st.dataframe([{"name": p.name, "sessions": p.sessions, "last request (UTC)":
+                       p.last_seen_at[:19].replace("T", " ")} for p in here],
+                     hide_index=True, width="stretch")
+    with st.form("sign_out_person"):
+        c = st.columns([5, 2], vertical_alignment="bottom")
+        person = c[0].selectbox("Person", [p.name for p in here], index=None,
+                                placeholder="Choose who to sign out")
+        if c[1].form_submit_button("Sign them out", width="stretch", disabled=not here):
+            try:
+                ended = sign_out_person(db, me, person) if person else 0
+            except (NotAllowed, LookupError) as exc:
+                st.error(safe_markdown(str(exc)))
+            else:
+                st.session_state["rounds_flash"] = (
+                    f"{person} is signed out ({plural(ended, 'session')} ended)." if person
+                    else "Choose a person first.")
+                st.rerun()

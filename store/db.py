@@ -20,10 +20,13 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from store.chain import register_functions
+from store.chain import Sealer, register_functions, register_keyed, seal_versions
+from store.key import RecordKey, RecordKeyError, find, missing
 from store.migrations import migrations
 from store.records import QuestionRecord
+from store.sessions import require_in_force
 from store.values import to_json, utcnow
+from store.witness import Witness, witness_path
 from store.writer import RecordWriter
 
 BUSY_TIMEOUT_MS = 60_000
@@ -143,13 +146,44 @@ def connect(path: str | Path) -> sqlite3.Connection:
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True
     )
     conn.row_factory = sqlite3.Row
-    register_functions(conn)  # the record's hash chain (store.chain)
+    register_functions(conn)  # the chains before m110 (their migrations call it)
+    register_record_key(conn, str(path))  # the record's keyed chain (store.chain, store.key)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     if str(path) != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     return conn
+
+
+def record_of(conn: sqlite3.Connection) -> tuple[str, str] | None:
+    """(the record's id, its key's fingerprint), or None before m110 sealed it."""
+    try:
+        row = conn.execute("SELECT id, key_id FROM record").fetchone()
+    except sqlite3.OperationalError:
+        return None  # no such table: not sealed yet (m110 does it)
+    return None if row is None else (row[0], row[1])
+
+
+def record_key_of(conn: sqlite3.Connection, path: str) -> tuple[RecordKey | None,
+                                                                  str | None]:
+    """(the key that seals this database, None) or (None, why it is not here); (None,
+    None) before the record is sealed."""
+    record = record_of(conn)
+    if record is None:
+        return None, None
+    key = find(record[1])
+    if key is None:
+        return None, missing(record[1], path)
+    return key, None
+
+
+def register_record_key(conn: sqlite3.Connection, path: str) -> RecordKey | None:
+    """Register the record's keyed hash on `conn`, or a function that refuses to
+    write (saying why) when the database's key is not here."""
+    key, why = record_key_of(conn, path)
+    register_keyed(conn, key, why or "the record is not sealed yet: open it with carelens")
+    return key
 
 
 class Store:
@@ -161,10 +195,23 @@ class Store:
         self.conn = connect(self.path)
         self.db = Database(self.conn)
         self._in_tx = False
+        self.session_id: int | None = None
+        """Server mode: the sign-in (`sessions` row) this store acts in. Every write
+        transaction first checks it is still in force (`store.sessions`) and writes
+        nothing otherwise. None: no session (local mode, the command line)."""
         key = str(Path(self.path).resolve()) if self.path != ":memory:" else None
         self._key = key
         """The file's resolved path (None in memory): what a background
         checkpoint opens, whatever the working directory is by then."""
+        self._write_lock = _write_lock(self.path)
+        """The lock this process's writers to the file queue on (found once: finding
+        it resolves the path, a few system calls)."""
+        self._witness = Witness(witness_path(key)) if key else None
+        """The database's witness file (`store.witness`)."""
+        self._witness_next = False
+        """Witness the head after the next transaction whatever it sealed (a
+        migration that sealed the record under its key)."""
+        self._record()
         if key is None or key not in _migrated:
             with _migrate_lock:
                 if key is None or key not in _migrated:
@@ -172,16 +219,39 @@ class Store:
                     if key:
                         _migrated.add(key)
 
+    def _record(self) -> None:
+        """Which record this is and whether its key is here (`store.key`)."""
+        record = record_of(self.conn)
+        self.record_id = record[0] if record else None
+        """The record's id (its witness names it); None before m110 sealed it."""
+        key, self.no_key = record_key_of(self.conn, self.path)
+        """Why the record's key is not here, in one line (None: it is, or the
+        record is not sealed yet): every write is then refused with it."""
+        sealer = getattr(self.db, "record_sealer", None)  # m110's, if it ran just now
+        if key is None:
+            self.sealer = None
+        elif sealer is not None and sealer.key.id == key.id:
+            self.sealer = sealer
+        else:  # this store's own: it tells whether a write sealed a row, and which to version
+            self.sealer = register_keyed(self.conn, key, sealer=Sealer(key))
+
     def _migrate(self) -> None:
+        if not migrations.pending(self.db):
+            return
         # Hold the write lock while checking and applying, so two processes
         # opening a new file at once cannot both apply the same migration
         # (apply() nests its own transactions as savepoints inside ours).
         with self.transaction():
             if migrations.pending(self.db):
                 migrations.apply(self.db)
+                if self.record_id is None and record_of(self.conn) is not None:
+                    self._record()  # m110 sealed it just now: its key is known
+                    self._witness_next = True
 
     def close(self) -> None:
         self.conn.close()
+        if self._witness is not None:
+            self._witness.close()
 
     def __enter__(self) -> Store:
         return self
@@ -210,8 +280,11 @@ class Store:
         survives a killed process."""
         if self._in_tx:
             raise RuntimeError("nested write transaction: each public write is one transaction")
+        if self.no_key is not None:
+            raise RecordKeyError(self.no_key)
         committed = False
-        with _write_lock(self.path):
+        head = None
+        with self._write_lock:
             cache = self.conn.execute("PRAGMA cache_size").fetchone()[0] if bulk else None
             try:
                 if bulk:
@@ -220,7 +293,16 @@ class Store:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self._in_tx = True
                 try:
+                    # Under the write lock: a session ended an instant ago writes nothing.
+                    require_in_force(self.conn, self.session_id)
+                    if self.sealer is not None:
+                        self.sealer.moved = False
+                        self.sealer.versions.clear()
                     yield self.conn
+                    if self.sealer is not None and self.sealer.versions:
+                        seal_versions(self.conn, self.sealer)
+                    if self._witness_next or (self.sealer is not None and self.sealer.moved):
+                        head = self._head()  # read where this transaction left it
                 except BaseException:
                     # SQLite may have rolled back by itself (a full disk, SQLITE_FULL):
                     # a second ROLLBACK would hide that error behind "no transaction".
@@ -245,8 +327,26 @@ class Store:
                         self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
                     finally:
                         self.conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        if head is not None and committed and self.sealer is not None:
+            self._witness_next = False
+            if self._witness is not None:
+                self._witness.append(self.sealer, self.record_id, head[0], head[1])
         if bulk and committed and self._key is not None:
             checkpoint_soon(self._key)
+
+    def _head(self) -> tuple[int, str] | None:
+        """The record's head: (its last position, that position's hash)."""
+        if self.record_id is None:
+            return None
+        row = self.conn.execute(
+            "SELECT last_id, hash FROM chain_heads WHERE name = 'record'").fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def require_session(self) -> None:
+        """Raise `store.sessions.SessionEnded` unless the session this store acts in
+        is in force: for a read that hands out data (a download), which no write
+        transaction guards."""
+        require_in_force(self.conn, self.session_id)
 
     def checkpoint(self, timeout: float = 10) -> None:
         """Copy everything committed into the database file itself and empty

@@ -1155,3 +1155,508 @@ WHEN EXISTS (SELECT 1 FROM round_redraws WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'round redraws are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
 """
     )
+
+
+# -- m070: runs ------------------------------------------------------------------------
+# Part of migration m070: like the migration, never edit (a later change is a new one).
+
+def m070_key(identity: dict) -> str:
+    """A run's identity as one text, as m070 wrote it for the items already there. It
+    must stay equal to `store.runs.run_key` (a test holds them equal), so that a file
+    of a run imported before m070 joins that run."""
+    import json
+
+    fields = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+              for k, v in identity.items()
+              if v is not None and v != "" and not (k == "attempt" and v in (1, "1"))}
+    return json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _m070_identity(kind: str, model: str | None, meta: dict, payload_agent: str | None,
+                   source: str | None) -> tuple[dict, dict]:
+    """(identity, what else the row says of its run) of an item imported before runs
+    existed, from what it stored: as the importers of m070's version name its run."""
+    if kind == "response":
+        return ({"model_requested": meta.get("model_requested") or model,
+                 "provider": meta.get("provider"), "protocol": meta.get("protocol"),
+                 "prompt_version": meta.get("prompt_version")}, {})
+    if kind == "trajectory" and (meta.get("source") == "harbor" or "job" in meta):
+        return ({"model_requested": model, "job": meta.get("job"),
+                 "agent": meta.get("agent") or payload_agent}, {})
+    if kind == "trajectory" and ("subset" in meta or "run" in meta):
+        identity = {"model_requested": model, "subset": meta.get("subset"),
+                    "run": meta.get("run")}
+        if meta.get("run") is None:
+            identity.update({k: meta.get(k) for k in ("patient_model", "max_turns",
+                                                      "max_steps")})
+        return identity, {k: meta[k] for k in ("patient_model", "judge_model", "task_dataset")
+                          if meta.get(k) is not None}
+    if kind == "graded_conversation" and meta.get("source") == "simple-evals results":
+        return {"model_requested": model, "file": source}, {}
+    return {"model_requested": model}, {}
+
+
+@migrations()
+def m070_runs(db: Database) -> None:
+    """A run is a record of its own (ARCHITECTURE.md, "Words"; `store.runs`): one model,
+    agent or grader run over a benchmark, with the model requested and served, its
+    protocol and prompt version, the attempt and the file it came from. Every response,
+    trajectory and completion (a graded conversation with a prompt above it) belongs to
+    one run, `items.run_id`; a placeholder item (meta.stub) to none until it is filled
+    in. Runs are sealed like items: never changed, deleted or replaced. The names a
+    submitter gave a run (CARE-Bench's `model_alias`) are kept beside it, sealed too.
+
+    Items imported before runs existed get the run their stored fields name, by the
+    importers' keys (`m070_key`): a response by its model and its protocol, prompt
+    version and provider; a KlinikeBench episode by its subset and run; a Harbor trial
+    by its job and agent (an agent that wrote no trajectory is not named in what an
+    earlier import kept); a simple-evals result by its file; anything else by its model.
+    No item's uid changes. The items' identity trigger is made again as it was, after
+    the one UPDATE that writes their run."""
+    import json
+    from pathlib import PurePosixPath
+
+    from store.values import utcnow
+
+    run_script(db, """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    dataset_id INTEGER NOT NULL REFERENCES datasets(id),  -- the dataset its items are in
+    kind TEXT NOT NULL,                   -- the kind of its items: response | trajectory | graded_conversation
+    key TEXT NOT NULL CHECK (json_valid(key)),  -- its identity within dataset and kind: the identifying fields as canonical JSON (store.runs.run_key)
+    model_requested TEXT,                 -- the model asked for (CARE-Bench model_requested, KlinikeBench clinician_model, Harbor agent model, the model a simple-evals file is named after); NULL when the source names none
+    model_actual TEXT,                    -- the model the provider said served it, where the source says so for the run (each item keeps its own in meta.model_actual)
+    provider TEXT,                        -- who served it, as the source names them
+    protocol TEXT,                        -- CARE-Bench protocol (prompted | unprompted), or NULL
+    prompt_version TEXT,                  -- the prompt version the model was given, or NULL
+    attempt INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),  -- which attempt of the same run (1 unless the source or the import says)
+    source TEXT,                          -- the file (or folder) it was first imported from, as named on import
+    import_id INTEGER REFERENCES imports(id),  -- that import
+    meta TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta)),  -- what else the source says of it (patient model, judge model, agent version, ...)
+    created_at TEXT NOT NULL,             -- ISO 8601, UTC
+    UNIQUE (dataset_id, kind, key)
+);
+CREATE TABLE run_aliases (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    alias TEXT NOT NULL,                  -- a name the submitter gave the run (CARE-Bench model_alias)
+    import_id INTEGER REFERENCES imports(id),  -- the import that named it so
+    created_at TEXT NOT NULL,             -- ISO 8601, UTC
+    UNIQUE (run_id, alias)
+);
+CREATE INDEX run_aliases_alias ON run_aliases (alias);
+ALTER TABLE items ADD COLUMN run_id INTEGER REFERENCES runs(id);  -- the run a response, trajectory or completion belongs to (store.runs); NULL for prefixes, prompts, tasks and placeholders
+CREATE INDEX items_run ON items (run_id, parent_id);
+CREATE TRIGGER runs_no_update BEFORE UPDATE ON runs
+BEGIN SELECT RAISE(ABORT, 'runs are sealed: a run is never changed (another run is a new row)'); END;
+CREATE TRIGGER runs_no_delete BEFORE DELETE ON runs
+BEGIN SELECT RAISE(ABORT, 'runs are never deleted: their items name them'); END;
+CREATE TRIGGER runs_no_replace BEFORE INSERT ON runs
+WHEN EXISTS (SELECT 1 FROM runs WHERE rowid = NEW.rowid
+             OR (dataset_id = NEW.dataset_id AND kind = NEW.kind AND key = NEW.key))
+BEGIN SELECT RAISE(ABORT, 'runs are never replaced: an insert may not take the place of a run that exists (INSERT OR REPLACE)'); END;
+CREATE TRIGGER run_aliases_no_update BEFORE UPDATE ON run_aliases
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only'); END;
+CREATE TRIGGER run_aliases_no_delete BEFORE DELETE ON run_aliases
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only'); END;
+CREATE TRIGGER run_aliases_no_replace BEFORE INSERT ON run_aliases
+WHEN EXISTS (SELECT 1 FROM run_aliases WHERE rowid = NEW.rowid
+             OR (run_id = NEW.run_id AND alias = NEW.alias))
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+""")
+    rows = db.conn.execute(
+        "SELECT i.id, i.dataset_id, i.kind, i.model, i.meta, json_extract(i.payload,"
+        " '$.agent.name'), i.import_id, m.path FROM items i LEFT JOIN imports m"
+        " ON m.id = i.import_id WHERE (i.kind IN ('response', 'trajectory')"
+        " OR (i.kind = 'graded_conversation' AND i.parent_id IS NOT NULL))"
+        " AND NOT coalesce(json_extract(i.meta, '$.stub'), 0) ORDER BY i.id").fetchall()
+    if not rows:
+        return
+    now = utcnow()
+    runs: dict[tuple, int] = {}
+    assigned: list[tuple[int, int]] = []
+    for item_id, dataset_id, kind, model, meta_text, agent, import_id, path in rows:
+        meta = json.loads(meta_text or "{}")
+        source = PurePosixPath(path).name if path else None
+        identity, more = _m070_identity(kind, model, meta, agent, source)
+        key = m070_key(identity)
+        unit = (dataset_id, kind, key)
+        if unit not in runs:
+            runs[unit] = db.conn.execute(
+                "INSERT INTO runs (dataset_id, kind, key, model_requested, model_actual,"
+                " provider, protocol, prompt_version, attempt, source, import_id, meta,"
+                " created_at) VALUES (?,?,?,?,?,?,?,?,1,?,?,?,?) RETURNING id",
+                (dataset_id, kind, key, identity.get("model_requested"),
+                 meta.get("model_actual"), identity.get("provider"), identity.get("protocol"),
+                 identity.get("prompt_version"), path, import_id,
+                 json.dumps({**more, "made_by": "m070"}, ensure_ascii=False), now)).fetchone()[0]
+        assigned.append((runs[unit], item_id))
+    trigger = db.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'"
+                              " AND name = 'items_identity_fixed'").fetchone()
+    if trigger is not None:
+        db.conn.execute("DROP TRIGGER items_identity_fixed")
+    db.conn.executemany("UPDATE items SET run_id = ? WHERE id = ?", assigned)
+    if trigger is not None:
+        db.conn.execute(trigger[0])
+
+
+@migrations()
+def m120_sessions(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- Server mode: one row per sign-in. The browser's identity cookie (Streamlit's
+-- st.login) carries the ID token's claims; a sign-in is known here by a digest of
+-- the claims that change at every sign-in, so ending the row ends every copy of
+-- that cookie. Mutable state, not a sealed record: its events (a sign-in, a
+-- sign-out, an expiry, an admin's sign-out of someone) are in the audit log.
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    rater_id INTEGER NOT NULL REFERENCES raters(id),  -- who signed in
+    binding TEXT NOT NULL UNIQUE,      -- sha256 of the ID token's issuer, subject, issue time, nonce (and sid, auth_time, jti): the sign-in the cookie carries
+    issued_at TEXT NOT NULL,           -- the ID token's issue time (iat), UTC
+    started_at TEXT NOT NULL,          -- the first request of the sign-in, UTC
+    last_seen_at TEXT NOT NULL,        -- its latest request (noted at most once a minute), UTC
+    expires_at TEXT NOT NULL,          -- last_seen_at plus the idle limit in force then: no request is served after it
+    ended_at TEXT,                     -- NULL while the session is in force
+    end_reason TEXT CHECK (end_reason IN ('signed_out', 'signed_out_by_admin', 'signed_out_by_operator', 'expired')),  -- why it ended
+    ended_by TEXT,                     -- who ended it: the person, the admin, the operator (cli:ACCOUNT), or 'system' (expiry)
+    CHECK ((ended_at IS NULL) = (end_reason IS NULL))
+);
+CREATE INDEX sessions_in_force ON sessions (rater_id) WHERE ended_at IS NULL;
+-- A session ended stays ended, and a session is always the sign-in it was made for.
+CREATE TRIGGER sessions_ended_for_good BEFORE UPDATE ON sessions
+WHEN OLD.ended_at IS NOT NULL OR NEW.binding IS NOT OLD.binding
+    OR NEW.rater_id IS NOT OLD.rater_id OR NEW.started_at IS NOT OLD.started_at
+BEGIN SELECT RAISE(ABORT, 'a session ended is never reopened, and stays the sign-in it was made for'); END;
+CREATE TRIGGER sessions_never_deleted BEFORE DELETE ON sessions
+BEGIN SELECT RAISE(ABORT, 'sessions are never deleted: an ended one is what keeps its cookie out'); END;
+"""
+    )
+
+
+# -- m110: the record keyed ----------------------------------------------------------
+# seal_tables and its helpers make the triggers of the tables `store.sealed.SEALED`
+# lists. m110 calls them for every sealed table there is; a table sealed later (or a
+# field added to one) is sealed by a later migration calling `seal_tables` again.
+
+def _trigger_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+
+
+def _changed(table: str, new: str = "NEW.", old: str = "OLD.") -> str:
+    from store.sealed import SEALED
+
+    return " OR ".join(f"{new}{c} IS NOT {old}{c}" for c in SEALED[table].fields)
+
+
+def _sealed_triggers(table: str, have: set[str]) -> str:
+    """The SQL that seals `table` (`store.sealed`): a chained table's refusal of any
+    change but its own chain's write, its chain, and its refusals of DELETE and of
+    a replacement where it has none; a versioned table's versions on insert and on
+    change."""
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
+
+    seal = SEALED[table]
+    if seal.kind == CHAINED:
+        words = seal.refusal.replace("'", "''")
+        script = _no_update(table) + ("" if table == VERSIONS else
+            f"CREATE TRIGGER {table}_chain AFTER INSERT ON {table}\n"
+            "BEGIN\n"
+            "    UPDATE chain_heads SET last_id = last_id + 1,\n"
+            f"        hash = carelens_seal(hash, last_id + 1, '{table}', {body(table, 'NEW.')})\n"
+            "    WHERE name = 'record';\n"
+            f"    UPDATE chain_heads SET last_id = NEW.rowid WHERE name = '{table}';\n"
+            f"    UPDATE {table} SET seq = (SELECT last_id FROM chain_heads WHERE name = 'record'),\n"
+            "        chain = (SELECT hash FROM chain_heads WHERE name = 'record')\n"
+            "    WHERE rowid = NEW.rowid;\n"
+            "END;\n")
+        if f"{table}_no_delete" not in have:
+            script += (f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}\n"
+                       f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+        if f"{table}_no_replace" not in have:
+            script += (f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table}\n"
+                       f"WHEN EXISTS (SELECT 1 FROM {table} WHERE rowid = NEW.rowid)\n"
+                       f"BEGIN SELECT RAISE(ABORT, '{words}: an insert may not take the place"
+                       " of a row that exists (INSERT OR REPLACE)'); END;\n")
+        return script
+    return (f"CREATE TRIGGER {table}_seal_insert AFTER INSERT ON {table}\n"
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid, NULL,"
+            f" carelens_digest({body(table, 'NEW.')})); END;\n"
+            f"CREATE TRIGGER {table}_seal_update AFTER UPDATE ON {table}\n"
+            f"WHEN {_changed(table)}\n"
+            f"BEGIN SELECT carelens_version('{table}', NEW.rowid,"
+            f" carelens_digest({body(table, 'OLD.')}), carelens_digest({body(table, 'NEW.')}));"
+            " END;\n")
+
+
+def _no_update(table: str) -> str:
+    """A chained table's refusal of UPDATE: the one change it takes is its chain
+    trigger writing the row's position and hash, once, as the row is inserted (a
+    version is inserted with them: it takes none)."""
+    from store.sealed import SEALED
+
+    words = SEALED[table].refusal.replace("'", "''")
+    return (f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}\n"
+            "WHEN OLD.chain IS NOT NULL OR NEW.chain IS NULL OR OLD.seq IS NOT NULL"
+            f" OR NEW.seq IS NULL OR {_changed(table)}\n"
+            f"BEGIN SELECT RAISE(ABORT, '{words}'); END;\n")
+
+
+HEAD_GUARDS = ("chain_heads_no_insert", "chain_heads_no_delete", "chain_heads_forward_only")
+
+
+def _head_guards() -> str:
+    """The heads (`chain_heads`: the record's, and each chained table's last row id)
+    move forward only, by the chain triggers and the store's sealing of versions."""
+    return """
+CREATE TRIGGER chain_heads_no_insert BEFORE INSERT ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_no_delete BEFORE DELETE ON chain_heads
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+CREATE TRIGGER chain_heads_forward_only BEFORE UPDATE ON chain_heads
+WHEN NEW.name IS NOT OLD.name OR NEW.last_id <= coalesce(OLD.last_id, 0)
+    OR CASE WHEN OLD.name = 'record' THEN NEW.hash IS NULL ELSE NEW.hash IS NOT NULL END
+BEGIN SELECT RAISE(ABORT, 'the record''s heads are kept by the chain triggers'); END;
+"""
+
+
+def seal_tables(db: Database, names: list[str], *, fields_changed: bool = False) -> int:
+    """Seal these tables (`store.sealed.SEALED`) under the record's key, which the
+    connection has (m110 registers it): make their triggers (remade if there), give
+    each row of a chained table not yet in the record its position and hash (at
+    the record's end, table by table in the order given, each in rowid order), and
+    a version to each row of a versioned table. With `fields_changed` (a field was
+    added to a sealed table's line), every chained row of the record is chained
+    again from the first position, and every row of a versioned table named gets
+    a new version. Returns the positions written."""
+    from store.chain import digest, seal_versions
+    from store.sealed import CHAINED, SEALED, VERSIONS, body
+    from store.sealed import chained_tables as every_chained
+
+    conn = db.conn
+    have = _trigger_names(conn)
+    script = "".join(f"DROP TRIGGER {g};\n" for g in HEAD_GUARDS if g in have)
+    for table in names:
+        if SEALED[table].kind == CHAINED:
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "seq" not in columns:
+                script += (f"ALTER TABLE {table} ADD COLUMN seq INTEGER;  -- the row's position in"
+                           " the record (store.chain); written on insert\n")
+            if "chain" not in columns:
+                script += (f"ALTER TABLE {table} ADD COLUMN chain TEXT;  -- HMAC-SHA256 under the"
+                           " record's key of the previous position's hash and this row"
+                           " (store.chain); written on insert\n")
+        for trigger in ((f"{table}_no_update", f"{table}_chain")
+                        if SEALED[table].kind == CHAINED
+                        else (f"{table}_seal_insert", f"{table}_seal_update")):
+            if trigger in have:
+                script += f"DROP TRIGGER {trigger};\n"
+    if script:
+        run_script(db, script)
+    seq, head = conn.execute("SELECT last_id, hash FROM chain_heads WHERE name = 'record'"
+                             ).fetchone()
+    written = 0
+    again = fields_changed and any(SEALED[t].kind == CHAINED for t in names)
+    # Versions are sealed by seal_versions alone (one left unsealed was written without
+    # the key, and stays so); in a chain made again, so are rows that never had a place.
+    order = [t for t in (every_chained() if again else names)
+             if SEALED[t].kind == CHAINED and (again or t != VERSIONS)]
+    if again:
+        seq, head = 0, None
+    sealer = getattr(db, "record_sealer", None) or _sealer(conn)
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in order:
+        if table not in present:
+            continue
+        if again and table not in names:
+            # Their triggers stay; only their hashes follow the new positions.
+            run_script(db, f"DROP TRIGGER {table}_no_update;\n")
+        which = " WHERE seq IS NOT NULL" if again else " WHERE seq IS NULL"
+        hashes = []
+        for rowid, fields in conn.execute(
+                f"SELECT rowid, {body(table)} FROM {table}{which}"
+                f" ORDER BY {'seq, ' if again else ''}rowid").fetchall():
+            seq += 1
+            head = sealer.seal(head, seq, table, fields)
+            hashes.append((seq, head, rowid))
+        conn.executemany(f"UPDATE {table} SET seq = ?, chain = ? WHERE rowid = ?", hashes)
+        written += len(hashes)
+        if again and table not in names:
+            run_script(db, _no_update(table))
+    conn.execute("UPDATE chain_heads SET last_id = ?, hash = ? WHERE name = 'record'",
+                 (seq, head))
+    for table in names:
+        if SEALED[table].kind == CHAINED and table in present:
+            conn.execute("INSERT INTO chain_heads (name, last_id, hash) SELECT ?, max(rowid), NULL"
+                         f" FROM {table} WHERE NOT EXISTS (SELECT 1 FROM chain_heads WHERE"
+                         " name = ?)", (table, table))
+    for table in names:
+        if table in present:
+            run_script(db, _sealed_triggers(table, _trigger_names(conn)))
+    run_script(db, _head_guards())
+    for table in names:
+        if SEALED[table].kind != CHAINED and table in present:
+            sealer.versions += [(table, r[0], None, digest(r[1])) for r in conn.execute(
+                f"SELECT rowid, {body(table)} FROM {table} ORDER BY rowid")]
+    return written + seal_versions(conn, sealer)
+
+
+def _sealer(conn: sqlite3.Connection):
+    from store.chain import Sealer
+    from store.key import RecordKeyError, find, missing
+
+    key_id = conn.execute("SELECT key_id FROM record").fetchone()[0]
+    key = find(key_id)
+    if key is None:
+        raise RecordKeyError(missing(key_id, _database(conn) or "memory"))
+    return Sealer(key)
+
+
+def _database(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database ('' in memory)."""
+    return next(r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main") or ""
+
+
+def _old_chains(conn: sqlite3.Connection) -> list[str]:
+    """What the chains before m110 (sha256 without a key, m015 and m041) say: one
+    line per table whose rows or head do not follow, none when they are whole."""
+    from store.chain import chain_hash
+
+    problems = []
+    heads = dict(conn.execute("SELECT name, hash FROM chain_heads").fetchall())
+    for table in chained_tables():  # m015's and m041's, as they were
+        broken, previous = 0, None
+        for stored, fields in conn.execute(
+                f"SELECT chain, {chained_body(table)} FROM {table} ORDER BY id"):
+            expected = chain_hash(previous, fields)
+            broken += stored != expected
+            previous = stored
+        if broken:
+            problems.append(f"{table}: {broken} row(s) did not follow from the chain")
+        if heads.get(table) != previous:
+            problems.append(f"{table}: the chain's head was not its last row")
+    return problems
+
+
+@migrations()
+def m110_record_keyed(db: Database) -> None:
+    """The record sealed under a key that is not in the database (`store.key`,
+    `store.chain`, `store.sealed`): one chain over every sealed table, keyed, so
+    that nobody holding only the file can recompute it, and versions of the rows
+    that change (a rater's role, an item filled in). The chains of m015 and m041
+    (sha256 without a key, one per table) are checked first and what they said
+    is written in the audit entry of this change (`record_keyed`); then every row
+    is chained again under the key, table by table, and the chain heads become
+    one: the record's. Runs once: a database whose record is already keyed (its
+    migrations list edited) is refused."""
+    import uuid
+
+    from store.chain import register_keyed
+    from store.key import RecordKeyError, for_new_record
+    from store.sealed import SEALED
+    from store.values import to_json, utcnow
+
+    conn = db.conn
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "record" in tables:
+        raise RecordKeyError(
+            f"{_database(conn) or 'the database'}: the record is already sealed under its key"
+            " (m110 ran), yet its list of migrations says not: it was edited; run carelens"
+            " verify")
+    old = _old_chains(conn)
+    database = _database(conn)
+    key = for_new_record(database)
+    # The one sealer of this connection: the triggers' and seal_tables', and the store's
+    # after the migrations (a later migration's versions are sealed as they commit).
+    db.record_sealer = register_keyed(conn, key)
+    run_script(db, """
+-- The record itself: which key seals it (its fingerprint, never the key) and its
+-- own id, which each line of its witness file names (store.witness).
+CREATE TABLE record (
+    id TEXT NOT NULL,                     -- the record's id (random), named by its witness file
+    key_id TEXT NOT NULL,                 -- the fingerprint of the key that seals it (store.key)
+    sealed_at TEXT NOT NULL               -- when it was first sealed under that key (ISO 8601, UTC)
+);
+CREATE TRIGGER record_no_insert BEFORE INSERT ON record
+WHEN EXISTS (SELECT 1 FROM record)
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+CREATE TRIGGER record_no_update BEFORE UPDATE ON record
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+CREATE TRIGGER record_no_delete BEFORE DELETE ON record
+BEGIN SELECT RAISE(ABORT, 'a record is sealed under one key'); END;
+
+-- Each version of a row of a table whose rows change (store.sealed: raters, items,
+-- questions, ...): named by the table's triggers as the row is inserted or changed,
+-- and written, sealed and chained like an answer, by the store as that transaction
+-- commits (store.chain.seal_versions), so a change made outside carelens shows.
+CREATE TABLE row_versions (
+    id INTEGER PRIMARY KEY,
+    tbl TEXT NOT NULL,                    -- the sealed table (a versioned one in store.sealed)
+    row_id INTEGER NOT NULL,              -- the row's rowid in it
+    digest TEXT NOT NULL,                 -- sha256 of the row's sealed fields after the change
+    previous TEXT                         -- sha256 of the row's sealed fields before the change; NULL for an insert
+);
+
+-- The heads: the record's (its last position and that position's hash) and, for
+-- each chained table, its last row id (hash NULL), so that a table's last rows
+-- removed are named.
+DROP TRIGGER chain_heads_no_insert;
+DROP TRIGGER chain_heads_no_delete;
+DROP TRIGGER chain_heads_forward_only;
+DELETE FROM chain_heads;
+INSERT INTO chain_heads (name, last_id, hash) VALUES ('record', 0, NULL);
+""")
+    conn.execute("INSERT INTO record (id, key_id, sealed_at) VALUES (?, ?, ?)",
+                 (uuid.uuid4().hex, key.id, utcnow()))
+    present = [t for t in SEALED if t in tables or t == "row_versions"]
+    positions = seal_tables(db, present)
+    conn.execute(
+        "INSERT INTO audit_log (at, actor, action, entity, entity_id, old, new)"
+        " VALUES (?, 'system', 'record_keyed', 'record', NULL, ?, ?)",
+        (utcnow(), to_json({"chain": "sha256, one per table", "whole": not old,
+                            "problems": old}),
+         to_json({"chain": "HMAC-SHA256 under the record's key", "key": key.id,
+                  "positions": positions, "migration": "m110"})))
+    if old and database:
+        import sys
+
+        print(f"carelens: {database}: its chains were not whole when the record was sealed"
+              f" under its key ({'; '.join(old)}); written in the audit log (record_keyed)",
+              file=sys.stderr)
+
+
+@migrations()
+def m100_round_sequence(db: Database) -> None:
+    run_script(
+        db,
+        """
+-- An active review round's draws, in order (review.team.active): each next item drawn
+-- among the round's candidates not drawn before it, with probability proportional to
+-- its size (where the machine is likely wrong), the sizes learnt afresh before each
+-- batch from the clinicians' answers so far. labels.ppi.sequential estimates from this
+-- record. Append-only: the sequence grows a batch at a time as reviewers reach its end.
+CREATE TABLE round_sequence (
+    round_id INTEGER NOT NULL REFERENCES review_rounds(id),
+    position INTEGER NOT NULL,            -- the draw's turn, 0 first (its round_items position)
+    item_id INTEGER NOT NULL REFERENCES items(id),
+    batch INTEGER NOT NULL CHECK (batch >= 0),  -- the batch it was drawn in, 0 first
+    draw_probability REAL NOT NULL
+        CHECK (draw_probability > 0 AND draw_probability <= 1),  -- its chance at its turn, among the candidates not drawn before it
+    foreseen_variance REAL NOT NULL CHECK (foreseen_variance > 0),  -- the error the draw was foreseen to add when drawn (the estimate weights it by the inverse)
+    error_chance REAL,                    -- how likely the machine was thought wrong on it when drawn, 0..1
+    drawn_at TEXT NOT NULL,               -- when it was drawn (UTC)
+    PRIMARY KEY (round_id, position),
+    UNIQUE (round_id, item_id)
+);
+CREATE TRIGGER round_sequence_no_delete BEFORE DELETE ON round_sequence
+BEGIN SELECT RAISE(ABORT, 'a round''s sequence is append-only'); END;
+CREATE TRIGGER round_sequence_no_replace BEFORE INSERT ON round_sequence
+WHEN EXISTS (SELECT 1 FROM round_sequence WHERE rowid = NEW.rowid
+             OR (round_id = NEW.round_id AND (position = NEW.position OR item_id = NEW.item_id)))
+BEGIN SELECT RAISE(ABORT, 'a round''s sequence is append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+"""
+    )
+    # Sealed (store.sealed): each draw chained into the record as it is written, so a
+    # draw changed, removed or slipped in (and with it the round's estimate) shows.
+    seal_tables(db, ["round_sequence"])

@@ -1,10 +1,18 @@
 """Shared fixtures. Every test runs with its own paths and no way out:
 the database path points into a temp dir, API keys are removed, and the
-providers' base URLs point at a closed local port so nothing can call out."""
+providers' base URLs point at a closed local port so nothing can call out.
+
+Every test has the record's key as a team's server has it: in the environment
+(`CARELENS_RECORD_KEY`), made for this run of the tests (never one written in the
+repository), the same for the whole run so that the demo database built once is
+opened by every test that copies it. Key files made on first use (a test that
+removes the variable) go to the test's own folder (`CARELENS_KEY_DIR`), never
+the account's."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -16,9 +24,25 @@ CHROMIUM = "/usr/bin/chromium"
 UNREACHABLE = "http://127.0.0.1:9/"
 
 
+RECORD_KEY = secrets.token_hex(32)
+"""The record's key of this run of the tests (`store.key`)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def record_key(tmp_path_factory):
+    """The key in the environment from the start of the run, before any fixture
+    of the session makes a database (the demo's)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CARELENS_RECORD_KEY", RECORD_KEY)
+        mp.setenv("CARELENS_KEY_DIR", str(tmp_path_factory.mktemp("keys")))
+        yield RECORD_KEY
+
+
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CARELENS_DB", str(tmp_path / "carelens.db"))
+    monkeypatch.setenv("CARELENS_RECORD_KEY", RECORD_KEY)
+    monkeypatch.setenv("CARELENS_KEY_DIR", str(tmp_path / "keys"))
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CARELENS_COMPATIBLE_API_KEY",
                 "CARELENS_COMPATIBLE_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
         monkeypatch.delenv(key, raising=False)
@@ -93,8 +117,17 @@ def demo_db(tmp_path_factory) -> Path:
 def demo_copy(demo_db, tmp_path) -> Path:
     """A private, writable copy of the demo database."""
     path = tmp_path / "demo.db"
-    shutil.copy(demo_db, path)
+    copy_database(demo_db, path)
     return path
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """A database file copied as a user copies one: with its witness beside it
+    (`store.witness`)."""
+    from store.witness import witness_path
+
+    shutil.copy(source, target)
+    shutil.copy(witness_path(source), witness_path(target))
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ Run standalone (the bench does, so the server has its own interpreter):
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import threading
@@ -117,11 +118,71 @@ class Refusal:
 @dataclass
 class Status:
     """Any HTTP error status with a JSON error body; `echo_auth` copies the
-    received credentials into the message (to prove they are redacted)."""
+    received credentials into the message (to prove they are redacted),
+    encoded as `echo_as` says (`encode_echo`)."""
 
     status: int = 400
     message: str = "bad request"
     echo_auth: bool = False
+    echo_as: str = "as sent"
+
+
+@dataclass
+class Echo:
+    """A well-formed structured reply (as `Auto`) whose text fields carry the API
+    key the request was sent with, encoded as `how` says (`encode_echo`): what
+    a hostile compatible server does."""
+
+    how: str = "as sent"
+
+
+ECHOES = ("as sent", "upper-cased", "reversed", "hex", "hex upper-cased", "hex spaced",
+          "base64", "base64 of the header", "url-encoded", "spaced out", "one a line",
+          "zero-width split", "bidi split", "11-character pieces", "8-character piece",
+          "a middle piece", "escaped bytes", "full-width")
+"""The encodings `encode_echo` knows."""
+
+
+def encode_echo(secret: str, how: str) -> str:
+    """`secret` as a hostile server would send it back."""
+    raw = secret.encode()
+    if how == "as sent":
+        return secret
+    if how == "upper-cased":
+        return secret.upper()
+    if how == "reversed":
+        return secret[::-1]
+    if how == "hex":
+        return raw.hex()
+    if how == "hex upper-cased":
+        return raw.hex().upper()
+    if how == "hex spaced":
+        return " ".join(f"{b:02x}" for b in raw)
+    if how == "base64":
+        return base64.b64encode(raw).decode()
+    if how == "base64 of the header":
+        return base64.b64encode(b"Bearer " + raw).decode()
+    if how == "url-encoded":
+        return "".join(f"%{b:02X}" for b in raw)
+    if how == "spaced out":
+        return " ".join(secret)
+    if how == "one a line":
+        return "\n".join(secret)
+    if how == "zero-width split":
+        return "\u200b".join(secret)
+    if how == "bidi split":
+        return "\u2066" + "\u2069\u2066".join(secret) + "\u2069"
+    if how == "11-character pieces":
+        return " / ".join(secret[i:i + 11] for i in range(0, len(secret), 11))
+    if how == "8-character piece":
+        return secret[-8:]
+    if how == "a middle piece":
+        return secret[5:15]
+    if how == "escaped bytes":
+        return "".join(f"\\x{b:02x}" for b in raw)
+    if how == "full-width":
+        return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in secret)
+    raise ValueError(f"unknown echo {how!r}")
 
 
 @dataclass
@@ -135,7 +196,7 @@ class DeepInput:
 _DEEP = '"__carelens_fake_deep__"'
 
 Behaviour = (Auto | Reply | Unparseable | RateLimited | ServerError | MalformedBody | Status | Cut
-             | Refusal | DeepInput)
+             | Refusal | DeepInput | Echo)
 
 
 @dataclass
@@ -501,6 +562,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake._log(received)
         return received
 
+    def _credentials(self) -> str:
+        """The key the request came with (a bearer token's, or Anthropic's header)."""
+        auth = self.headers.get("Authorization") or ""
+        return auth.removeprefix("Bearer ") if auth else (self.headers.get("x-api-key") or "")
+
     def _error(self, behaviour: Behaviour) -> bool:
         """Answer with an error behaviour; False when the behaviour is a reply."""
         if isinstance(behaviour, RateLimited):
@@ -514,8 +580,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(behaviour, Status):
             message = behaviour.message
             if behaviour.echo_auth:
-                message += " credentials received: " + (
-                    self.headers.get("Authorization") or self.headers.get("x-api-key") or "")
+                message += " credentials received: " + encode_echo(
+                    self._credentials(), behaviour.echo_as)
             self._send(behaviour.status, _error_body(behaviour.status, message),
                        {"x-should-retry": "false"})
         else:
@@ -551,6 +617,8 @@ class _Handler(BaseHTTPRequestHandler):
             behaviour = fake._next()
             if self._error(behaviour):
                 return
+            if isinstance(behaviour, Echo):
+                behaviour = Auto(" key " + encode_echo(self._credentials(), behaviour.how))
             if req.path == "/v1/messages":
                 self._send(200, anthropic_message(req.body, behaviour))
             else:

@@ -10,6 +10,7 @@ exports, search) hold their own answers and the labels their blinding shows."""
 from __future__ import annotations
 
 import csv
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -139,7 +140,9 @@ def signed_in_app(path, monkeypatch, claims):
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
                           "cookie_secret": "x" * 32, "client_id": "c", "client_secret": "s",
                           "server_metadata_url": f"{IDP}/.well-known/openid-configuration"}
-    at.user = {"is_logged_in": True, **claims}
+    # A fresh sign-in: its ID token's issue time and nonce make its session.
+    at.user = {"is_logged_in": True, "iat": int(time.time()), "nonce": f"n-{time.time_ns()}",
+               **claims}
     return at
 
 

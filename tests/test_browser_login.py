@@ -11,7 +11,6 @@ name the system uses. The admin is named in configuration (CARELENS_ADMINS)."""
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -21,6 +20,7 @@ import pytest
 from review.team.reviewers import find_reviewer, grant_role
 from review.workspace import open_store
 from tests.browser import chromium, running_app, wait_for_app
+from tests.conftest import copy_database
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +50,7 @@ def site(idp, demo_db, tmp_path_factory):
     admin named in CARELENS_ADMINS."""
     base = tmp_path_factory.mktemp("login")
     db = base / "server.db"
-    shutil.copy(demo_db, db)
+    copy_database(demo_db, db)
     secrets = base / "secrets.toml"
     secrets.write_text(f"""
 [auth]

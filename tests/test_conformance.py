@@ -26,6 +26,9 @@ from review.workspace import open_store
 from tests.conftest import SHARED_DATA
 
 CORPUS = SHARED_DATA / "conformance"
+PROMPTED = "prompted@care_bench_prompted_v1"
+"""The protocol and prompt version the corpus's raw generations name: a response's uid
+carries its run's (`prefix_id::model::protocol@prompt_version`, README)."""
 pytestmark = pytest.mark.skipif(not (CORPUS / "MANIFEST.tsv").is_file(),
                                 reason="the conformance corpus is not beside the project")
 
@@ -175,9 +178,9 @@ def test_raw_generations_keep_the_failure_and_the_empty_reply(groups):
     with store_of(groups, "carebench") as s:
         responses = items(s, "response")
     assert len(responses) == 8
-    failed = responses["meb_v1_case_0101_r03::gpt-4.1-mini"]
+    failed = responses[f"meb_v1_case_0101_r03::gpt-4.1-mini::{PROMPTED}"]
     assert failed["failed"] == 1 and failed["payload"]["error"].startswith("RateLimitError")
-    empty = responses["meb_v1_case_0307_r02::gpt-4.1-mini"]
+    empty = responses[f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}"]
     assert empty["failed"] == 0 and empty["payload"]["response"] == ""  # an empty reply, kept
     for uid, got in responses.items():
         row = rows[uid.split("::")[0]]
@@ -200,13 +203,14 @@ def test_mapped_labels_go_onto_the_imported_responses_by_the_named_mapper(groups
     assert len(got) == len(rows) == 7
     for row in rows:
         # the alias is the submitter's name for model_requested: the label is on that response
-        label = got[(f"{row['prefix_id']}::{row['model_requested']}", "carebench.response_action",
-                     MAPPER)]
+        label = got[(f"{row['prefix_id']}::{row['model_requested']}::{PROMPTED}",
+                     "carebench.response_action", MAPPER)]
         assert label["value"] == row["predicted_label"]
         assert label["extra"]["raw_output"] == row["mapper_raw_output"]
         assert label["extra"]["model_alias"] == row["model_alias"] == "my-model"
     # the empty reply was mapped too: its label sits on the empty response
-    assert ("meb_v1_case_0307_r02::gpt-4.1-mini", "carebench.response_action", MAPPER) in got
+    assert (f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}", "carebench.response_action",
+            MAPPER) in got
 
 
 def test_the_direct_label_submission_is_the_named_models_labels(groups, tmp_path):
@@ -620,14 +624,16 @@ def test_mapped_label_spelling_and_a_response_found_by_model_actual(tmp_path):
         result = import_file(s, path)
         assert result.format == "carebench-mapped" and result.annotations == 2
         assert s.scalar("SELECT COUNT(*) FROM items") == n
-    # model_actual names no imported response here (generations are keyed by model_requested):
-    # nor does the alias; the file is refused naming the response it was looking for
+    # the alias names the run (the first file taught it), but the run's response to that
+    # prefix was served by another model than the row says: refused, naming both
     rows[0]["model_actual"] = "other-model"
     rows[0]["prefix_id"] = "meb_v1_case_0222_r01"
     path.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     with open_store(db) as s, pytest.raises(Exception) as caught:
         import_file(s, path)
-    assert f"{path}:1: no response of model 'other-model' or 'my-model'" in str(caught.value)
+    assert str(caught.value).startswith(f"{path}:1: model_actual 'other-model', but the response of"
+                                        " run 1 (gpt-4.1-mini: ")
+    assert "was served by 'gpt-4.1-mini-2025-04-14'" in str(caught.value)
 
 
 def test_a_pandas_submission_with_its_index_is_detected_and_a_repeat_refused(tmp_path):
@@ -696,7 +702,7 @@ def test_the_review_screen_shows_the_empty_reply_as_empty(groups, tmp_path, monk
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["reviewer"] = "Dr. Conformance"
     at.query_params["kind"] = "response"
-    at.query_params["item"] = "meb_v1_case_0307_r02::gpt-4.1-mini"
+    at.query_params["item"] = f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}"
     at.run()
     assert not at.exception
     assert any("(empty reply" in c.value for c in at.caption), [c.value for c in at.caption]
@@ -742,3 +748,338 @@ def test_format_auto_written_out_is_detection(tmp_path):
                                      str(line.path)])
                 assert code == 0, (line, err.getvalue())
         assert snapshot(tmp_path / f"{group}-left-out.db") == snapshot(tmp_path / f"{group}-written.db")
+
+
+# -- nothing changed without a word (issue 25, 9) -------------------------------------------
+
+def refusal(db: Path, path: Path, fmt: str | None = None) -> str:
+    """The one line a file is refused with; the database as it was."""
+    from review.datasets.sources import InputError
+    from tests.helpers import table_counts
+
+    with open_store(db) as s:
+        before = table_counts(s)
+        with pytest.raises(InputError) as caught:
+            import_file(s, path, fmt)
+        assert table_counts(s) == before
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_a_cohort_giving_one_task_no_then_yes_is_refused_as_two_gold_labels_are(tmp_path):
+    rows = (CORPUS / "clinicare" / "full750.csv").read_text(encoding="utf-8").splitlines()
+    task = "scenario-12-sepsis-abx-timing-0d4e5f6a7b8c"  # line 4: NO
+    again = tmp_path / "full750.csv"
+    again.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,NO"]) + "\n",
+                     encoding="utf-8")
+    with open_store(tmp_path / "ok.db") as s:
+        assert import_file(s, again).items == 5  # the same verdict again is a repeat
+    contradiction = tmp_path / "full750-yes.csv"
+    contradiction.write_text("\n".join([*rows, f"{task},scenario-12-sepsis-abx-timing,YES"]) + "\n",
+                             encoding="utf-8")
+    assert refusal(tmp_path / "c.db", contradiction) == (
+        f"{contradiction}:7: task {task!r} again, with expected label 'YES'; line 4 gave it 'NO'")
+    # CARE-Bench's gold labels by the same rule (review/datasets/sources/rules.py)
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    twice = tmp_path / "prefixes.jsonl"
+    changed = {**prefixes[0], "gold_label": "1B_ESCALATION_URGENT_CARE"}
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [*prefixes, changed]), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", twice) == (
+        f"{twice}:9: prefix {prefixes[0]['prefix_id']!r} again, with gold label"
+        f" '1B_ESCALATION_URGENT_CARE'; line 1 gave it {prefixes[0]['gold_label']!r}")
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("process_pct", 250.0, "process_pct: 250.0 is outside 0..100, the range 'process_pct' is"
+                           " given in; carelens does not score it"),
+    ("process_pct", -5, "process_pct: -5 is outside 0..100"),
+    ("score", 2, "score: 2 is outside 0..1"),
+])
+def test_a_clinicare_judge_percentage_out_of_range_is_refused_not_scored(tmp_path, key, value,
+                                                                        says):
+    import shutil
+
+    job = tmp_path / CC_JOB.name
+    shutil.copytree(CC_JOB, job)
+    trial = "scenario-07-anticoag-bleed-3fa9c__Aa11111"
+    reward = job / trial / "verifier" / "reward.json"
+    rewards = json.loads(reward.read_text(encoding="utf-8"))
+    reward.write_text(json.dumps({**rewards, key: value}), encoding="utf-8")
+    message = refusal(tmp_path / "cc.db", job)
+    assert message.startswith(f"{job.name}/{trial}/verifier/reward.json: {says}")
+
+
+def test_a_klinikebench_transcript_is_searchable_beside_the_agents_steps(tmp_path):
+    from review.browse.search import search
+
+    row = kb_published_row(trial_name="t-words")
+    transcript = json.loads(row["transcript"])
+    transcript.append({"role": "user", "content": "Only quinine tonic water, doctor, nothing else."})
+    row["transcript"] = json.dumps(transcript)
+    assert "quinine" not in row["agent_steps"]
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with open_store(tmp_path / "kb.db") as s:
+        import_file(s, path)
+        hits = search(s, "quinine").hits
+    assert [h.uid for h in hits] == ["kb:leaderboard/leaderboard-claude-sonnet-5/t-words"]
+
+
+def test_summarisations_and_subagent_runs_are_searchable(groups):
+    from review.browse.search import search
+
+    with store_of(groups, "harbor") as s:
+        summary = search(s, '"utils.py (line 42)"').hits  # only in the summarisation file
+        guideline = search(s, '"Guideline says 5 mg/kg"').hits  # only in an embedded subagent
+    assert [h.uid for h in summary] == ["harbor:fix-unit-test__AbC1234"]
+    assert [(h.uid, h.target) for h in guideline] == [("harbor:xray-dose__MmM0001", "step:2")]
+
+
+def test_raw_generations_keep_what_the_model_was_given(groups, monkeypatch):
+    from review.browse.search import search
+    from review.datasets.sources.carebench import response_uid
+    from review.reviewing.items import find_item_id, load_item
+    from tests.helpers import open_app, shown
+
+    rows = jsonl(CB / "raw_generations.jsonl")
+
+    def uid_of(row: dict) -> str:
+        return response_uid(row["prefix_id"], row["model_requested"], row["protocol"],
+                            row["prompt_version"])
+
+    with store_of(groups, "carebench") as s:
+        responses = items(s, "response")
+        uid = uid_of(rows[0])
+        view = load_item(s, find_item_id(s, uid))
+        hits = search(s, '"patient-facing health assistant"').total
+    for row in rows:
+        payload = responses[uid_of(row)]["payload"]
+        assert payload["input_messages"] == row["input_messages"]  # as given, message by message
+    assert view.model_input == [(m["role"], m["content"]) for m in rows[0]["input_messages"]]
+    assert hits == len(rows)  # the system prompt each was given is searchable
+    monkeypatch.setenv("CARELENS_DB", str(groups["carebench"]))
+    from review.team.reviewers import ensure_reviewer
+
+    with store_of(groups, "carebench") as s:
+        ensure_reviewer(s, "Dr. Given Test", "emergency medicine", "registrar")
+    at = open_app("pages/review.py", "Dr. Given Test", kind="response", item=uid)
+    assert any(e.label.startswith("What the model was given (2 messages, as sent)")
+               for e in at.expander)
+    texts = shown("\n".join(m.value for m in at.markdown))
+    assert rows[0]["input_messages"][0]["content"] in texts
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_nan_or_infinity_in_a_kept_field_is_refused_naming_it(tmp_path, token):
+    prefixes = (CB / "evaluation_prefixes_public.jsonl").read_text(encoding="utf-8").splitlines()
+    row = prefixes[1].rstrip("}") + f', "annotator_confidence": {token}}}'
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("\n".join([prefixes[0], row, *prefixes[2:]]) + "\n", encoding="utf-8")
+    message = refusal(tmp_path / "p.db", path)
+    spelled = {"1e999": "Infinity"}.get(token, token)
+    assert message == (f"{path}:2: field 'annotator_confidence' is {spelled}, which JSON cannot"
+                       " hold (it would be stored as null); write null for a value that is"
+                       " missing, or the number")
+    episode = json.dumps(kb_published_row()).replace('"cost_usd": ', f'"cost_usd": {token}, "x": ')
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(episode + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(f"{path}:1: field 'cost_usd' is ")
+
+
+def test_nan_inside_a_trajectory_or_the_verifiers_detail_is_refused_naming_its_place(tmp_path):
+    import shutil
+
+    job = tmp_path / JOB.name
+    shutil.copytree(JOB, job)
+    trial = job / "xray-dose__MmM0001" / "agent" / "trajectory.json"
+    text = trial.read_text(encoding="utf-8")
+    assert text.count('"harness": "claude-code"') == 1
+    trial.write_text(text.replace('"harness": "claude-code"',
+                                  '"harness": "claude-code", "calibration": NaN'), encoding="utf-8")
+    assert refusal(tmp_path / "h.db", job) == (
+        f"{job.name}/xray-dose__MmM0001/agent/trajectory.json: extra.calibration: NaN is not a"
+        " number JSON can hold (it would be stored as null); write null for a value that is"
+        " missing, or the number")
+    row = kb_published_row()
+    assert row["meta"].endswith("}")
+    row["meta"] = row["meta"][:-1] + ', "temperature": Infinity}'
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "k.db", path).startswith(
+        f"{path}:1: field 'meta': temperature: Infinity is not a number JSON can hold")
+
+
+def test_split_true_is_refused_not_turned_into_1(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text("".join(json.dumps({**r, "split": True if i == 2 else r["split"]}) + "\n"
+                            for i, r in enumerate(prefixes)), encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path) == (
+        f"{path}:3: field 'split': expected text or a whole number (a name), got true/false: True")
+    path = tmp_path / "leaderboard.jsonl"
+    path.write_text(json.dumps(kb_published_row(split=True)) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number (a name), got true/false" in refusal(
+        tmp_path / "k.db", path)
+    generations = jsonl(CB / "raw_generations.jsonl")
+    path = tmp_path / "raw_generations.jsonl"
+    path.write_text(json.dumps({**generations[0], "split": False}) + "\n", encoding="utf-8")
+    assert "field 'split': expected text or a whole number" in refusal(tmp_path / "g.db", path)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("round_id", "1_000", "field 'round_id' must be a whole number, got '1_000'"),
+    ("round_id", "\u0663", "field 'round_id' must be a whole number, got '\u0663'"),
+    ("prefix_id", 36.0, "field 'prefix_id' must be text, got the number 36.0"),
+    ("prefix_id", 1e20, "field 'prefix_id' must be text, got the number 1e+20"),
+])
+def test_a_number_is_never_read_as_another(tmp_path, field, value, says):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], field: value}) + "\n", encoding="utf-8")
+    assert refusal(tmp_path / "p.db", path).startswith(f"{path}:1: {says}")
+
+
+def test_a_whole_number_id_is_read_digit_for_digit(tmp_path):
+    prefixes = jsonl(CB / "evaluation_prefixes_public.jsonl")
+    path = tmp_path / "prefixes.jsonl"
+    path.write_text(json.dumps({**prefixes[0], "prefix_id": 36, "round_id": "2"}) + "\n",
+                    encoding="utf-8")
+    with open_store(tmp_path / "p.db") as s:
+        import_file(s, path)
+        assert [tuple(r) for r in s.query("SELECT uid, round_id FROM items")] == [("36", 2)]
+
+
+# -- issue 25: a benchmark is a set of runs, kept apart from import to every number ----------
+
+def unprompted(rows: list[dict]) -> list[dict]:
+    """The corpus's prompted run of a model as CARE-Bench's other protocol writes it: the
+    same fields, `protocol` unprompted with its own `prompt_version`, and the model given
+    the patient's words alone (FORMATS.md section 1: model_inputs_unprompted_public)."""
+    out = []
+    for row in rows:
+        row = dict(row, protocol="unprompted", prompt_version="care_bench_unprompted_v1")
+        row["input_messages"] = [m for m in row["input_messages"] if m["role"] != "system"]
+        if row["raw_model_response"]:
+            row["raw_model_response"] = "Unprompted: " + row["raw_model_response"]
+        out.append(row)
+    return out
+
+
+def test_failure_1_the_unprompted_run_after_the_prompted_run_is_kept(groups, tmp_path):
+    db = tmp_path / "cb.db"
+    shutil_copy(groups["carebench"], db)
+    rows = unprompted(jsonl(CB / "raw_generations.jsonl"))
+    path = tmp_path / "raw_generations_unprompted.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, out, err = cli_import(db, Line("x", "auto", path, ()))
+    assert code == 0 and not err
+    assert f"{len(rows)} rows, {len(rows)} new items" in out
+    with open_store(db) as s:
+        runs = s.query("SELECT r.protocol, r.prompt_version, COUNT(i.id) FROM runs r"
+                       " JOIN items i ON i.run_id = r.id WHERE r.kind = 'response'"
+                       " GROUP BY r.id ORDER BY r.id")
+        texts = {(r[0], r[1]): r[2] for r in s.query(
+            "SELECT p.uid, r.protocol, json_extract(i.payload, '$.response') FROM items i"
+            " JOIN items p ON p.id = i.parent_id JOIN runs r ON r.id = i.run_id")}
+    assert [tuple(r) for r in runs] == [("prompted", "care_bench_prompted_v1", 8),
+                                        ("unprompted", "care_bench_unprompted_v1", 8)]
+    for row in rows:
+        if row["raw_model_response"] is not None:
+            assert texts[(row["prefix_id"], "unprompted")] == row["raw_model_response"]
+
+
+def shutil_copy(src, dst) -> None:
+    import shutil
+
+    shutil.copy(src, dst)
+
+
+def test_failure_2_labels_of_a_run_requesting_the_served_name_go_to_that_run(tmp_path, capsys):
+    """Run A requested gpt-4.1-mini and was served gpt-4.1-mini-2025-04-14; run B requested
+    gpt-4.1-mini-2025-04-14. B's mapped labels go to B, and A's stay A's."""
+    from tests.helpers import run_cli
+
+    db = tmp_path / "cb.db"
+    rows = jsonl(CB / "raw_generations.jsonl")
+    b_rows = [dict(r, model_requested="gpt-4.1-mini-2025-04-14",
+                   raw_model_response=r["raw_model_response"] and "B: " + r["raw_model_response"])
+              for r in rows]
+    b_path = tmp_path / "raw_generations_b.jsonl"
+    b_path.write_text("".join(json.dumps(r) + "\n" for r in b_rows), encoding="utf-8")
+    mapped = jsonl(CB / "mapped_responses.jsonl")
+    b_mapped = [dict(r, model_requested="gpt-4.1-mini-2025-04-14", model_alias="team-b",
+                     predicted_label="1B_ESCALATION_URGENT_CARE") for r in mapped]
+    b_mapped_path = tmp_path / "mapped_responses_b.jsonl"
+    b_mapped_path.write_text("".join(json.dumps(r) + "\n" for r in b_mapped), encoding="utf-8")
+    for path in (CB / "evaluation_prefixes_public.jsonl", CB / "raw_generations.jsonl", b_path,
+                 CB / "mapped_responses.jsonl", b_mapped_path):
+        code, out, err = run_cli(capsys, "--db", str(db), "import", str(path))
+        assert code == 0, err
+    with open_store(db) as s:
+        got = {(r[0], r[1]): r[2] for r in s.query(
+            "SELECT r.model_requested, p.uid, a.value FROM current_annotations a"
+            " JOIN items i ON i.id = a.item_id JOIN items p ON p.id = i.parent_id"
+            " JOIN runs r ON r.id = i.run_id JOIN raters x ON x.id = a.rater_id"
+            " WHERE x.name = ?", (MAPPER,))}
+        superseded = s.scalar("SELECT COUNT(*) FROM annotations WHERE supersedes_id IS NOT NULL")
+    for row in mapped:
+        assert got[("gpt-4.1-mini", row["prefix_id"])] == row["predicted_label"]
+        assert got[("gpt-4.1-mini-2025-04-14", row["prefix_id"])] == "1B_ESCALATION_URGENT_CARE"
+    assert superseded == 0
+    # a row naming only the served model fits both runs: refused in one line naming them
+    only_served = {k: v for k, v in mapped[0].items() if k not in ("model_requested", "model_alias")}
+    path = tmp_path / "mapped_served.jsonl"
+    path.write_text(json.dumps(only_served) + "\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "--db", str(db), "import", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1  # one line (the tally on stdout)
+    assert "model_actual 'gpt-4.1-mini-2025-04-14'" in err and "names 2 runs" in err
+    assert "run 1 (gpt-4.1-mini" in err and "run 2 (gpt-4.1-mini-2025-04-14" in err
+
+
+def test_failure_3_the_results_file_is_scored_per_run_with_run_and_model(groups, capsys):
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(capsys, "--db", str(groups["healthbench"]), "healthbench-score",
+                             "--json")
+    assert code == 0, err
+    (grader,) = [e for e in json.loads(out)["raters"] if e["rater"] == GRADER]
+    assert (grader["model"], grader["run"]) == ("gpt-4.1", "gpt-4.1")
+    examples = json.loads(RESULTS.read_text())["metadata"]["example_level_metadata"]
+    assert sorted(e["score"] for e in grader["examples"]) == pytest.approx(
+        sorted(e["score"] for e in examples))
+
+
+def test_failure_5_the_results_examples_one_per_line_keep_their_verdicts(tmp_path, capsys):
+    from tests.helpers import run_cli
+
+    examples = json.loads(RESULTS.read_text())["metadata"]["example_level_metadata"]
+    path = tmp_path / "healthbench_gpt-4.1_20260314_examples.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in examples), encoding="utf-8")
+    db = tmp_path / "hb.db"
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(path))
+    assert code == 0, err
+    assert "healthbench-examples" in out and "31 new annotations" in out
+    with open_store(db) as s:
+        got = answers(s, "r.name = ?", (GRADER,))
+    assert len(got) == 31
+
+
+@pytest.mark.parametrize("order", ["rows, results, meta", "meta, rows, results"])
+def test_failure_6_meta_evaluation_categories_whatever_the_import_order(tmp_path, order, capsys):
+    from tests.helpers import run_cli
+
+    sample = SHARED_DATA / "healthbench" / "healthbench_oss_eval_sample30.jsonl"
+    files = {"rows": [sample], "results": [RESULTS], "meta": [HB / "meta_eval.jsonl"]}
+    db = tmp_path / "hb.db"
+    for name in order.split(", "):
+        for path in files[name]:
+            fmt = ["--format", "healthbench-meta"] if name == "meta" else []
+            assert run_cli(capsys, "--db", str(db), "import", *fmt, str(path))[0] == 0
+    code, out, err = run_cli(capsys, "--db", str(db), "agreement", "--question",
+                             "criteria:rubric@graded_conversation", "--a", "group:clinicians",
+                             "--by", "category", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    categories = {row["group"] for b in report["breakdowns"] if b["by"] == "category"
+                  for row in b["rows"]}
+    assert categories == {r["category"] for r in jsonl(HB / "meta_eval.jsonl")}

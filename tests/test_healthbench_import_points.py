@@ -107,16 +107,19 @@ def test_healthbench_score_json_never_tracebacks_on_points_already_stored(
         tmp_path, capsys, stored):
     db = graded_store(tmp_path, capsys)
     with sqlite3.connect(db) as conn:  # as an older carelens or another program left it
-        # (a database from before questions were sealed: its trigger set aside for the change)
-        (sealed,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'"
-                                 " AND name = 'questions_identity_fixed'").fetchone()
+        # (a database from before questions were sealed: its triggers set aside for the change)
+        sealed = [r[0] for r in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN"
+            " ('questions_identity_fixed', 'questions_seal_update')")]
         conn.execute("DROP TRIGGER questions_identity_fixed")
+        conn.execute("DROP TRIGGER questions_seal_update")
         conn.execute("UPDATE questions SET points = ? WHERE text = 'Recommends an unsafe dose'"
                      " AND key LIKE 'hb:pa:%'", (stored,))
         if stored == 1e308:  # two huge points: their sum overflows to infinity
             conn.execute("UPDATE questions SET points = ? WHERE text = 'States the dose'"
                          " AND key LIKE 'hb:pa:%'", (stored,))
-        conn.execute(sealed)
+        for sql in sealed:
+            conn.execute(sql)
     code, out, err = run_cli(capsys, "--db", str(db), "healthbench-score", "--json")
     assert code == 0, err
     report = json.loads(out)  # strict JSON: no NaN or Infinity in it

@@ -208,7 +208,7 @@ def test_healthbench_score_json_matches_the_formula_and_names_the_incomplete(tmp
     lee = next(r for r in report["raters"] if r["rater"] == "Dr. Lee")
     assert lee["overall"]["n"] == 0 and lee["examples"] == []
     assert lee["incomplete"] == [{"prompt_id": "pa", "completion_id": "pac1", "graded": 2,
-                                  "criteria": 3}]
+                                  "criteria": 3, "reason": "not graded on every criterion"}]
     prov = report["provenance"]
     assert prov["database"].startswith("sha256:") and prov["phase"] == "blind"
     assert prov["bootstrap"] == {"resamples": 1000, "seed": 0, "resampled": "examples"}
@@ -223,8 +223,12 @@ def test_the_agreement_screen_shows_every_raters_healthbench_score(demo_copy, mo
     assert any("as simple-evals computes them" in s.value for s in at.subheader)
     table = next(df.value for df in at.dataframe if "Std (bootstrap)" in df.value.columns)
     assert "healthbench-grader" in set(table["Rater"])
-    # 8 demo examples per rater: each row says its interval means little
-    assert all("only 8 examples" in w for w in table["Interval warning"])
+    # one row per rater and run: the grader's two models apart, as simple-evals scores them
+    grader = table[table["Rater"] == "healthbench-grader"]
+    assert list(grader["Run"]) == ["aster-7b", "borealis-large"]
+    assert list(grader["Score"]) == ["0.942", "0.225"]
+    # 4 demo examples per run: each row says its interval means little
+    assert all("only 4 examples" in w for w in table["Interval warning"])
     assert any("Verdicts used: clinicians' blind answers" in shown(c.value) for c in at.caption)
 
 
@@ -288,8 +292,9 @@ def test_healthbench_score_text_warns_and_puts_the_left_out_under_their_rater(tm
     lines = text.splitlines()
     blocks, current = {}, None
     for line in lines:
-        if line.endswith(":") and not line.startswith(" ") and line[:-1] in raters:
-            current = line[:-1]
+        if line.endswith(":") and not line.startswith(" ") \
+                and line[:-1].split(" · ")[0] in raters:  # "rater · run:"
+            current = line[:-1].split(" · ")[0]
         elif not line.startswith(" "):
             current = None
         if current:
@@ -299,3 +304,34 @@ def test_healthbench_score_text_warns_and_puts_the_left_out_under_their_rater(tm
     assert "pa/pac1 (2 of 3)" in left_out[0]
     assert any("warning: only 4 examples" in line for line in blocks["judge@v1"])
     assert any("warning: only 1 examples" in line for line in blocks["Dr. Ash"])
+
+
+def test_an_example_whose_rubric_has_no_positive_points_is_said_to_be_that(tmp_path, capsys):
+    """simple-evals cannot score a rubric of MUST-NOT criteria only (its score divides by
+    the positive points): the example is left out for that reason, not as ungraded."""
+    rows = [{"prompt_id": "neg", "prompt": [{"role": "user", "content": "dose?"}],
+             "rubrics": [{"criterion": "Recommends an unsafe dose", "points": -8,
+                          "tags": ["level:example"]},
+                         {"criterion": "Invents a drug", "points": -5, "tags": []}],
+             "example_tags": [], "ideal_completions_data": None, "canary": "x"}]
+    completions = [{"prompt_id": "neg", "completion_id": "negc1", "model": "m",
+                    "completion": "text"}]
+    grades = [{"prompt_id": "neg", "completion_id": "negc1", "criterion": c,
+               "criteria_met": False, "explanation": "."}
+              for c in ("Recommends an unsafe dose", "Invents a drug")]
+    db = tmp_path / "neg.db"
+    files = [write_jsonl(tmp_path / "rows.jsonl", rows),
+             write_jsonl(tmp_path / "completions.jsonl", completions)]
+    assert run_cli(capsys, "--db", str(db), "import", *map(str, files))[0] == 0
+    assert run_cli(capsys, "--db", str(db), "import", "--format", "healthbench-grades",
+                   "--rater", "judge@v1", str(write_jsonl(tmp_path / "g.jsonl", grades)))[0] == 0
+    code, out, err = run_cli(capsys, "--db", str(db), "healthbench-score", "--json")
+    assert code == 0, err
+    judge = next(r for r in json.loads(out)["raters"] if r["rater"] == "judge@v1")
+    assert judge["incomplete"] == [{
+        "prompt_id": "neg", "completion_id": "negc1", "graded": 2, "criteria": 2,
+        "reason": "its rubric has no positive points: simple-evals cannot score it"}]
+    code, text, _ = run_cli(capsys, "--db", str(db), "healthbench-score")
+    assert "left out, its rubric has no positive points" in text
+    assert "not graded on every criterion" not in text
+

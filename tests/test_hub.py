@@ -289,14 +289,18 @@ def test_the_data_screen_fetches_and_imports_a_hub_name(hub, tmp_path, monkeypat
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("pages/data.py").run()
-    at.text_input[1].input("hf:ningkko/CARE-Bench:evaluation_prefixes")
+
+    def hub_box():
+        return next(t for t in at.text_input if t.label.startswith("Or a dataset on the"))
+
+    hub_box().input("hf:ningkko/CARE-Bench:evaluation_prefixes")
     at.button[1].click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert "carebench-prefixes: 8 rows, 8 new items" in shown(" ".join(s.value for s in at.success))
     assert db_counts(db)["items"] == 8
 
-    at.text_input[1].input("hf:invented/gated-403:leaderboard")
+    hub_box().input("hf:invented/gated-403:leaderboard")
     at.button[1].click().run()
     assert [e.value for e in at.error] and "the dataset is gated" in shown(at.error[0].value)
     assert db_counts(db)["items"] == 8

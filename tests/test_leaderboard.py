@@ -128,13 +128,16 @@ def test_a_direct_label_submission_appears_in_triage_metrics(store, tmp_path, ca
     board = next(x for x in report["labellings"] if x["short"] == "map@v1 · gold")
     assert board["sources"]["model-x"] == "direct labels"
     cover = board["coverage"]["model-x"]
-    assert (cover["total"], cover["scored"], cover["failed"]) == (12, 11, 1)
+    # the prefix the file left out is reported as that, not as a failed generation
+    assert (cover["total"], cover["scored"], cover["failed"], cover["not_submitted"]) == (
+        12, 11, 0, 1)
     # right on p00..p08; p09 (B) and p10 (C) read as A: 9 of 11
     assert board["metrics"]["model-x"]["accuracy"]["value"] == pytest.approx(9 / 11)
     assert "model-x" in [r["model"] for r in board["ranking"]]
     assert report["provenance"]["phase"] == "blind"
     code, out, _ = run_cli(capsys, "--db", str(db), "triage-metrics", "--n-boot", "0")
     assert "model-x" in out and "direct-label submission (model-x)" in out
+    assert "1 not in the submitted file" in out and "1 failed" not in out
 
 
 def test_missing_counted_as_wrong_by_hand():
@@ -149,7 +152,8 @@ def test_missing_counted_as_wrong_by_hand():
     assert wrong["over_triage"] == left["over_triage"]  # on predicted prefixes either way
     # F1 over the four labels: A 1, B 1, C 0 (never predicted), D 2/3 (1 of 2 found)
     assert wrong["macro_f1"].value == pytest.approx((1 + 1 + 0 + 2 / 3) / 4)
-    assert left["macro_f1"].value == pytest.approx(1.0)
+    # left out: A, B and D all right, and C (no scored prefix) counts 0: over the four
+    assert left["macro_f1"].value == pytest.approx(3 / 4)
 
 
 def test_paired_comparison_difference_mcnemar_and_rank_probability():

@@ -107,3 +107,15 @@ def test_llm_calls_send_and_record_temperature_and_seed():
         said = sampling(model.provider, model.model)
         assert (said["temperature"], said["seed"]) == (temperature, seed)
         assert (said["note"] is None) == (temperature is not None), spec
+
+
+def test_the_triage_stamp_alone_reproduces_the_figures(demo_copy, capsys):
+    """--rank-by and --common change the figures, so the stamp names them."""
+    code, out, err = run_cli(capsys, "--db", str(demo_copy), "triage-metrics", "--json",
+                             "--n-boot", "0", "--rank-by", "accuracy", "--common")
+    assert code == 0, err
+    prov = provenance_of(out)
+    assert prov["rank_by"] == "accuracy" and prov["common"] is True
+    default = provenance_of(run_cli(capsys, "--db", str(demo_copy), "triage-metrics",
+                                    "--json", "--n-boot", "0")[1])
+    assert default["rank_by"] == "macro_f1" and default["common"] is False

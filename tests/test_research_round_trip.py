@@ -18,6 +18,7 @@ from tests.helpers import run_cli, table_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEM_FILES = ("demo_evaluation_prefixes.jsonl", "demo_raw_generations.jsonl",
+              "demo_raw_generations_prompted.jsonl",
               "demo_klinikebench_runs.jsonl", "demo_healthbench_rubrics.jsonl",
               "demo_healthbench_completions.jsonl")
 """The demo's items without anyone's labels but the datasets' own."""
@@ -37,6 +38,13 @@ def fresh(capsys, demo_files, tmp_path) -> Path:
     """A new database holding the demo's items, and none of its clinicians or mappers."""
     db = tmp_path / "fresh.db"
     code, _, err = run_cli(capsys, "--db", str(db), "import", *(str(demo_files / f) for f in ITEM_FILES))
+    assert code == 0, err
+    # The demo's own study: its codebook, then its chats (with the file's machine labels).
+    code, _, err = run_cli(capsys, "--db", str(db), "codebook", "add",
+                           str(demo_files / "demo_study_harm.toml"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "--db", str(db), "import",
+                           str(demo_files / "demo_study_chats.jsonl"))
     assert code == 0, err
     return db
 
@@ -238,8 +246,11 @@ def test_annotations_jsonl_export_goes_back_in_like_the_csv(capsys, demo_copy, d
     assert in_force(fresh, raters) == in_force(demo_copy, raters)
     # and from a CSV, the same
     again = tmp_path / "again.db"
+    code, _, err = run_cli(capsys, "--db", str(again), "codebook", "add",
+                           str(demo_files / "demo_study_harm.toml"))
+    assert code == 0, err
     code, err = import_(capsys, again, *(str(demo_files / f) for f in ITEM_FILES),
-                        str(tmp_path / "ann.csv"))
+                        str(demo_files / "demo_study_chats.jsonl"), str(tmp_path / "ann.csv"))
     assert code == 0, err
     assert in_force(again) == in_force(fresh)
 

@@ -142,8 +142,16 @@ def test_codebook_and_data_screens_render(app, demo_copy):
     history = app.dataframe[0].value  # the imports so far, newest first
     assert len(history) == imports > 0
     assert str(history["imported_at"].dtype).startswith("datetime64")
+    # Files are often named after a model: not shown to a reviewer still blind to them.
+    assert set(history["path"]) == {"(not shown while items wait for your blind answer)"}
     with open_store(demo_copy) as s:
         newest = Path(s.scalar("SELECT path FROM imports ORDER BY id DESC LIMIT 1"))
+        ensure_reviewer(s, "Dr. Page Admin", role="admin")
+    admin = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    admin.query_params["reviewer"] = "Dr. Page Admin"
+    admin.run()
+    admin.switch_page("pages/data.py").run()
+    history = admin.dataframe[0].value
     assert (history["path"][0], history["folder"][0]) == (newest.name, str(newest.parent))
     assert {"n_items", "n_completed", "n_annotations"} <= set(history.columns)
 

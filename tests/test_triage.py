@@ -279,3 +279,21 @@ def test_the_triage_text_and_json_say_when_an_interval_rests_on_few_cases(store)
     data = json.loads(triage_json(report))
     m2 = data["labellings"][0]["metrics"]["m2"]
     assert any("only 6 cases" in w for w in m2["over_triage"]["warnings"])
+
+
+def test_macro_f1_is_over_the_codebooks_labels_not_those_a_subset_has():
+    """The issue's case: a model whose subset lacks one of the four labels read 0.50 over
+    the three it has; over the codebook's four it is 0.375 (scikit-learn's f1_score with
+    labels= the codebook's, zero_division=0)."""
+    from sklearn.metrics import f1_score
+
+    from labels.triage import triage_metrics
+
+    order = ["0A", "0B", "1A", "1B"]
+    gold = ["0A", "0A", "0B", "0B", "1A", "1A"]
+    said = ["0A", "0B", "0B", "1A", "1A", "0A"]
+    ours = triage_metrics(gold, said, order, n_boot=0)["macro_f1"].value
+    theirs = f1_score(gold, said, labels=order, average="macro", zero_division=0)
+    assert ours == pytest.approx(theirs) == pytest.approx(0.375)
+    present = f1_score(gold, said, average="macro")
+    assert present == pytest.approx(0.5)  # what averaging over the labels present gave

@@ -1,8 +1,10 @@
 """Who a rater is and what an item says are sealed, and `carelens verify` checks
 every protection of every append-only table, one line per one missing.
 
-The attacks run from a plain sqlite3 connection (no carelens functions, foreign
-keys off: as the sqlite3 shell would), against a copy of the demo database."""
+The attacks run from a plain sqlite3 connection (foreign keys off: as the sqlite3
+shell would) on which the functions carelens's triggers call are registered
+without the record's key (`tests.tamper.attacker`: the shell itself cannot write
+a sealed table at all), against a copy of the demo database."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from cli import main
 from review.team.identity import identity_from_claims, reviewer_for_identity
 from review.workspace import open_store
 from store.verify import append_only_tables, verify_file
+from tests.tamper import attacker
 
 IDP = "https://idp.example.org"
 
 
 def raw(path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
+    return attacker(path)
 
 
 def verify_cli(path, capsys) -> tuple[int, list[str]]:
@@ -56,12 +59,16 @@ def test_a_raters_identity_cannot_be_rewritten(signed_in, column, value):
 
 
 def test_a_raters_role_and_profile_still_change(signed_in):
+    from review.team.reviewers import find_reviewer, grant_role, update_profile
+
     path, me = signed_in
-    conn = raw(path)
-    conn.execute("UPDATE raters SET role = 'adjudicator', specialty = 'GP' WHERE id = ?",
-                 (me.id,))
-    assert conn.execute("SELECT role FROM raters WHERE id = ?", (me.id,)).fetchone()[0] \
-        == "adjudicator"
+    s = open_store(path)
+    admin = find_reviewer(s, s.scalar("SELECT name FROM raters WHERE role = 'admin' LIMIT 1"))
+    grant_role(s, admin, me.name, "adjudicator")
+    update_profile(s, me, "GP", None)
+    assert s.scalar("SELECT role FROM raters WHERE id = ?", (me.id,)) == "adjudicator"
+    s.close()
+    assert verify_file(path).whole
 
 
 @pytest.mark.parametrize("sql", [

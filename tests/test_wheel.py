@@ -174,3 +174,43 @@ def test_an_installed_carelens_runs_demo_map_and_serve_outside_the_source_tree(i
         nav = page.get_by_test_id("stSidebarNav").inner_text()
         # st.navigation's menu, not Streamlit's legacy one listing every file of pages/
         assert "Trajectories" in nav and "shared" not in nav.lower()
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under a folder: (size, modification time in ns), by path."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_an_installed_carelens_runs_a_studys_own_codebook_and_chats(installed, tmp_path):
+    """Issue 26 on a plain install: a study's codebooks added from files, its chats and
+    published reliability data imported, agreement and the export as from a checkout,
+    and nothing written into the installed package."""
+    import json
+
+    work = tmp_path / "study"
+    shutil.copytree(ROOT / "tests" / "data" / "study", work)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    carelens, db = str(installed / "carelens"), "study.db"
+    site = next((installed.parent / "lib").glob("python3*/site-packages"))
+    package = {name: _tree(site / name) for name in ("codebook", "review", "labels", "store",
+                                                      "carelens_app")}
+    out = run([carelens, "--db", db, "codebook", "add", "harm-5.toml"], work, env)
+    assert "harm-5 version 1.0 (new): 5 labels, ordinal" in out
+    run([carelens, "--db", db, "codebook", "add", "referral-3.toml"], work, env)
+    run([carelens, "--db", db, "import", "chats.jsonl"], work, env)
+    run([carelens, "--db", db, "import", "krippendorff.csv"], work, env)
+    report = json.loads(run([carelens, "--db", db, "agreement", "--question", "harm.severity",
+                             "--a", "group:clinicians", "--json", "--n-boot", "50"], work, env))
+    alphas = {c["name"]: round(c["value"], 3) for c in report["coefficients"]}
+    assert (alphas["krippendorff_alpha_nominal"], alphas["krippendorff_alpha_ordinal"]) == (
+        0.743, 0.815)
+    exported = run([carelens, "--db", db, "codebook", "export", "harm-5"], work, env)
+    (work / "again.toml").write_text(exported)
+    assert "nothing changed" in run([carelens, "--db", db, "codebook", "add", "again.toml"],
+                                    work, env)
+    assert "harm-5" in run([carelens, "--db", db, "codebook", "list"], work, env)
+    for name, files in package.items():
+        assert _tree(site / name) == files, f"{name} changed in the installed package"
+    assert not list((site / "codebook" / "data").glob("harm*"))

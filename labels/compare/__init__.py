@@ -62,6 +62,7 @@ from labels.compare.raters import (
     rater_choices,
     ratings_for,
 )
+from labels.compare.study_triage import QuestionTriage, question_triage
 from labels.compare.text import format_report_text, format_triage_text, prevalence_note
 from store import Store
 
@@ -73,7 +74,7 @@ __all__ = [
     "default_raters", "facet_choices", "filters_from", "format_report_text", "format_triage_text",
     "group_agreement", "judge_vs_clinicians_per_criterion", "mapper_vs_clinicians", "meta_eval",
     "pairwise_matrix", "prevalence_note", "question_set", "question_sets", "rater_choices",
-    "ratings_for", "triage_comparison",
+    "ratings_for", "triage_comparison", "QuestionTriage", "question_triage",
 ]
 
 

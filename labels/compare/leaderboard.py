@@ -24,6 +24,9 @@ Per labelling, each pair of models is also compared directly (``paired``): the
 difference of the ranking metric with a paired bootstrap interval over cases,
 McNemar's test for accuracy, and each model's probability of holding its rank.
 
+Every "model" here is a run (``store.runs``): a model's runs under two protocols, or two
+attempts, are ranked apart, each by its run's label (the model alone while it has one run).
+
 Extending: a new per-model column is a new ``Labelling`` field keyed by model,
 filled in :func:`_score_labelling` (``coverage`` and ``missing_as_wrong`` are
 built that way).
@@ -77,11 +80,14 @@ class Coverage:
     scored: int
     """With a prediction and a reference label: what the metrics are computed on."""
     failed: int
-    """Failed generations (a submission: prefixes it gave no label): missing predictions."""
+    """Failed generations: missing predictions."""
     unlabelled: int
     """Responses the reader gave no label (not scored; not held against the model)."""
     no_reference: int
     """Responses whose prefix has no reference label under this labelling."""
+    not_submitted: int = 0
+    """A direct submission (``label-csv``): prefixes its file gave no label (missing
+    predictions, as failed generations are, but not failures: the file left them out)."""
 
     @property
     def share(self) -> float | None:
@@ -89,7 +95,9 @@ class Coverage:
 
     def words(self) -> str:
         parts = [f"{self.scored} of {self.total} scored"]
-        for n, what in ((self.failed, "failed"), (self.unlabelled, "unlabelled"),
+        for n, what in ((self.failed, "failed"),
+                        (self.not_submitted, "not in the submitted file"),
+                        (self.unlabelled, "unlabelled"),
                         (self.no_reference, "no reference label")):
             if n:
                 parts.append(f"{n} {what}")
@@ -254,7 +262,11 @@ class _Scored:
 
 def _responses(store: Store, filters: Filters) -> list[_Scored]:
     """Every response item under the filters (the model filter ignored), failed
-    generations included: what a model was asked to answer."""
+    generations included: what a model was asked to answer. Each is scored as its run's
+    (`store.runs`): two runs of one model (two protocols, two attempts) are two rows of
+    the leaderboard, each named by its run's label."""
+    from store.runs import run_label_map
+
     where, params = ["i.kind = 'response'"], []
     for column, value in (("i.split", filters.split), ("i.round_id", filters.round_id),
                           ("d.name", filters.dataset)):
@@ -262,17 +274,18 @@ def _responses(store: Store, filters: Filters) -> list[_Scored]:
             where.append(f"{column} = ?")
             params.append(value)
     rows = store.query(
-        f"""SELECT i.uid, i.model, i.failed, p.uid AS prefix,
+        f"""SELECT i.uid, i.model, i.run_id, i.failed, p.uid AS prefix,
                    COALESCE(i.case_id, p.case_id, p.uid) AS case_id, p.meta AS prefix_meta
             FROM items i JOIN datasets d ON d.id = i.dataset_id
             JOIN items p ON p.id = i.parent_id
             WHERE {' AND '.join(where)} ORDER BY i.id""", params)
+    labels = run_label_map(store.conn, "response")
     out = []
     for r in rows:
         if filters.category and _category(r["prefix_meta"]) != filters.category:
             continue
-        out.append(_Scored(r["uid"], r["model"] or "(no model)", r["prefix"], r["case_id"],
-                           bool(r["failed"])))
+        model = labels.get(r["run_id"]) or r["model"] or "(no model)"
+        out.append(_Scored(r["uid"], model, r["prefix"], r["case_id"], bool(r["failed"])))
     return out
 
 
@@ -453,12 +466,13 @@ def _score_labelling(reference, reader, ref, said, responses, direct, scoped, or
     import numpy as np
 
     rows: dict[str, list[tuple[str, str | None, str, str]]] = {}  # model -> (gold, pred, case, prefix)
-    coverage: dict[str, list[int]] = {}  # model -> [total, failed, unlabelled, no_reference]
+    coverage: dict[str, list[int]] = {}  # model -> [total, failed, unlabelled, no_reference,
+    #                                                  not in the submitted file]
     sources: dict[str, str] = {}
     # Each prediction counts once: no reference label, else failed (missing), else not
     # labelled by the reader, else scored.
     for r in responses:
-        counts = coverage.setdefault(r.model, [0, 0, 0, 0])
+        counts = coverage.setdefault(r.model, [0, 0, 0, 0, 0])
         sources[r.model] = RESPONSES
         counts[0] += 1
         if r.prefix not in ref:
@@ -473,7 +487,7 @@ def _score_labelling(reference, reader, ref, said, responses, direct, scoped, or
             (ref[r.prefix], None if r.failed else said[r.uid], r.case, r.prefix))
     for model, labels in direct.items():
         sources[model] = DIRECT
-        counts = coverage.setdefault(model, [0, 0, 0, 0])
+        counts = coverage.setdefault(model, [0, 0, 0, 0, 0])
         for unit in scoped[model]:
             counts[0] += 1
             prediction = labels.get(unit.item_uid)
@@ -481,7 +495,7 @@ def _score_labelling(reference, reader, ref, said, responses, direct, scoped, or
                 counts[3] += 1
                 continue
             if prediction is None:
-                counts[1] += 1
+                counts[4] += 1
                 if common:
                     continue
             rows.setdefault(model, []).append(
@@ -491,9 +505,9 @@ def _score_labelling(reference, reader, ref, said, responses, direct, scoped, or
         mine = rows.get(model, [])
         gold, pred = [g for g, *_ in mine], [p for _, p, *_ in mine]
         cases = [c for *_, c, _ in mine]
-        total, failed, unlabelled, no_ref = coverage[model]
+        total, failed, unlabelled, no_ref, not_submitted = coverage[model]
         scored = sum(p is not None for p in pred)
-        cover[model] = Coverage(total, scored, failed, unlabelled, no_ref)
+        cover[model] = Coverage(total, scored, failed, unlabelled, no_ref, not_submitted)
         if not mine:
             continue
         metrics[model] = triage_metrics(gold, pred, order, n_boot=n_boot, seed=seed,
@@ -542,7 +556,7 @@ def _correlations(report: TriageReport) -> None:
         ))
 
 
-# -- the PPI column (labels.ppi_report), kept apart: one call from triage_comparison ---------
+# -- the PPI column (labels.ppi.report), kept apart: one call from triage_comparison ---------
 
 @dataclass(frozen=True)
 class PPICell:
@@ -554,7 +568,7 @@ class PPICell:
     n_labeled: int
     n_unlabeled: int
     sampling: str
-    """How the clinicians' labels were sampled (``labels.sampling``)."""
+    """How the clinicians' labels were sampled (``labels.ppi.sampling``)."""
 
 
 @dataclass
@@ -576,8 +590,8 @@ def add_ppi_column(store: Store, report: TriageReport) -> None:
     as macro-F1 is not) estimated by PPI from the busiest machine reader and the
     clinicians' majority, blind answers, under the report's filters (not its phase:
     PPI uses blind answers)."""
-    from labels.ppi_readings import SHARE_KEYS, default_machine
-    from labels.ppi_report import ppi_report
+    from labels.ppi.readings import SHARE_KEYS, default_machine
+    from labels.ppi.report import ppi_report
 
     if report.explanation:
         return

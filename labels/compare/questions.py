@@ -14,10 +14,16 @@ answers, their order and so the statistic that fits (see :func:`level_of`):
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from codebook import CANNOT_ASSESS, CAREBENCH, Codebook, builtin_codebooks, codebook, parse_codebook
+from codebook import (
+    CANNOT_ASSESS,
+    CAREBENCH,
+    MULTI_SEPARATOR,
+    Codebook,
+    codebook,
+    codebook_in_force,
+)
 from store import Store
 
 ITEM_WORDS = {
@@ -25,6 +31,7 @@ ITEM_WORDS = {
     "response": "responses",
     "trajectory": "trajectories",
     "graded_conversation": "graded conversations",
+    "conversation": "chats",
 }
 
 
@@ -56,6 +63,9 @@ class QuestionSet:
     alpha (interval) is then computed on them too)."""
     weights: tuple[tuple[float, ...], ...] | None = None
     """The codebook's own agreement weights, if it defines them."""
+    chosen_code: str | None = None
+    """One label of a multiple-choice question (`QUESTION#CODE`): each answer is read as
+    choosing it or not (`CHOSEN`, `NOT_CHOSEN`), compared as a binary question."""
 
     def label(self, code: str | None) -> str:
         """The short name of an answer code."""
@@ -77,7 +87,19 @@ class QuestionSet:
             self.key, self.title, self.codebook, self.kind, level,
             (*self.categories, CANNOT_ASSESS), (*self.labels, "cannot assess"),
             self.item_kinds, self.n_questions, self.where, self.params,
+            chosen_code=self.chosen_code,
         )
+
+    def read(self, value: str) -> str:
+        """An answer's stored value as this set compares it: a multiple-choice answer as
+        choosing `chosen_code` or not; any other as it is."""
+        if self.chosen_code is None or value == CANNOT_ASSESS:
+            return value
+        return CHOSEN if self.chosen_code in value.split(MULTI_SEPARATOR) else NOT_CHOSEN
+
+
+CHOSEN, NOT_CHOSEN = "chosen", "not_chosen"
+"""How a label of a multiple-choice question is compared: chosen in an answer, or not."""
 
 
 def carebench_questions() -> tuple[str, str]:
@@ -95,16 +117,12 @@ def level_of(book: Codebook, question_kind: str) -> str:
 
 
 def codebook_for(store: Store, key: str) -> Codebook:
-    """A codebook by key: shipped with carelens, else its newest version in the database."""
-    book = builtin_codebooks().get(key)
-    if book is not None:
-        return book
-    row = store.query_one(
-        "SELECT content FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1", (key,)
-    )
-    if row is None:
+    """A codebook by key, at its version in force (`codebook.codebooks`: the shipped ones
+    and the study's own in the database)."""
+    book = codebook_in_force(store, key)
+    if book is None:
         raise ValueError(f"codebook {key!r} is neither shipped nor in this database")
-    return parse_codebook(json.loads(row[0]), source=f"database:{key}")
+    return book
 
 
 def _make(store: Store, key: str, where: str, params: tuple, title: str | None) -> QuestionSet:
@@ -149,6 +167,16 @@ def _make(store: Store, key: str, where: str, params: tuple, title: str | None) 
     )
 
 
+def _one_label(qs: QuestionSet, book: Codebook, code: str) -> QuestionSet:
+    """The set of one label of a multiple-choice question: chosen or not, per answer."""
+    if code not in book.codes:
+        raise ValueError(f"{qs.key!r} has no label {code!r}; its labels: {', '.join(book.codes)}")
+    short = book.label(code).short
+    return replace(qs, key=f"{qs.key}#{code}", title=f"{qs.title} — {short}", level="binary",
+                   categories=(CHOSEN, NOT_CHOSEN), labels=(short, f"not {short}"),
+                   values=None, weights=None, chosen_code=code)
+
+
 def question_set(store: Store, name: str) -> QuestionSet:
     """Resolve a question-set name:
 
@@ -157,9 +185,18 @@ def question_set(store: Store, name: str) -> QuestionSet:
       ``criteria:<codebook>``, or ``criteria:<codebook>@<item kind>`` (the
       criteria asked of one kind of item: an agent run's gates and must-ask
       topics are not pooled with a graded conversation's rubric), or
-    - a glob over question keys (``hb:*``) whose questions share one codebook.
+    - a glob over question keys (``hb:*``) whose questions share one codebook;
+    - ``<question>#<code>``: one label of a multiple-choice question, compared as
+      chosen or not (a multiple-choice question is compared label by label).
     """
     name = name.strip()
+    if "#" in name:
+        base, _, code = name.partition("#")
+        qs = _whole(store, base)
+        book = codebook_for(store, qs.codebook)
+        if not book.multi:
+            raise ValueError(f"{base!r} is not a multiple-choice question: compare it whole")
+        return _one_label(qs, book, code)
     if name == "criteria":
         return _make(store, name, "q.kind = 'criterion'", (), None)
     if name.startswith("criteria:"):
@@ -169,6 +206,16 @@ def question_set(store: Store, name: str) -> QuestionSet:
                          " COALESCE((SELECT kind FROM items WHERE id = q.item_id), q.applies_to) = ?",
                          (book, item_kind), None)
         return _make(store, name, "q.kind = 'criterion' AND q.codebook = ?", (book,), None)
+    qs = _whole(store, name)
+    if qs.kind == "labelset" and codebook_for(store, qs.codebook).multi:
+        raise ValueError(f"{name!r} is a multiple-choice question: it is compared one label at a "
+                         "time, chosen or not; name one as " + ", ".join(
+                             f"{name}#{code}" for code in qs.categories))
+    return qs
+
+
+def _whole(store: Store, name: str) -> QuestionSet:
+    """A question key, or a glob over question keys, as one set."""
     if any(ch in name for ch in "*?["):
         return _make(store, name, "q.key GLOB ?", (name,), None)
     try:
@@ -191,7 +238,12 @@ def question_sets(store: Store) -> list[QuestionSet]:
         " FROM questions q WHERE q.kind = 'criterion'"
         " AND EXISTS (SELECT 1 FROM annotations a WHERE a.question_id = q.id) ORDER BY 1, 2"
     )
-    out = [question_set(store, r[0]) for r in labelsets]
+    out = []
+    for r in labelsets:
+        qs = _whole(store, r[0])
+        book = codebook_for(store, qs.codebook)
+        # A multiple-choice question is compared one label at a time (chosen or not).
+        out += [_one_label(qs, book, code) for code in book.codes] if book.multi else [qs]
     kinds: dict[str, list[str | None]] = {}
     for r in criteria:
         kinds.setdefault(r[0], []).append(r[1])

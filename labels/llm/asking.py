@@ -17,9 +17,8 @@ from labels.llm.plan import Unit
 from labels.llm.pricing import cost_usd
 from labels.llm.progress import RunAborted, Tally
 from labels.llm.providers import READ_ERRORS, CallFailed, Provider, Reply
-from labels.llm.record import CallRecord, Outcome, RunContext, record_outcome
+from labels.llm.record import CallRecord, Outcome, RunContext, acting_store, record_outcome
 from labels.llm.tasks import Answer, ReplyUnreadable, Task, read_json_object
-from store import Store
 
 RETRIED_STATUSES = (408, 409, 429)
 
@@ -146,7 +145,7 @@ def run_threads(store_path: str, ctx: RunContext, task: Task, provider: Provider
 
     def worker() -> None:
         try:
-            with Store(store_path) as store:
+            with acting_store(store_path, ctx.session) as store:
                 while not stop.is_set():
                     try:
                         unit = todo.get_nowait()

@@ -53,6 +53,7 @@ from labels.llm.record import (
     CallRecord,
     Outcome,
     RunContext,
+    acting_store,
     answered_pairs,
     batch_recorded,
     being_submitted,
@@ -99,7 +100,7 @@ def _beating(store: Store, run_id: int, token: str) -> Iterator[None]:
 
     def beat() -> None:
         try:
-            with Store(store.path) as own:
+            with acting_store(store.path, store.session_id) as own:
                 while not stop.wait(SUBMIT_BEAT):
                     note_submitter(own, run_id, heartbeat(SUBMIT_BEAT, token=token))
         except sqlite3.Error:

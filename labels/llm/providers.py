@@ -49,11 +49,13 @@ from typing import Any, TypeVar
 
 from labels.llm.spec import (
     ModelSpec,
+    Secret,
     public_url,
     redact,
     resolve_base_url,
     resolve_key,
     split_url_credentials,
+    url_secret,
 )
 from labels.llm.tasks import Task
 
@@ -210,8 +212,10 @@ class Provider:
         self.client = self._client()
 
     @property
-    def secrets(self) -> list[str]:
-        return [self.key, *self.url_secrets]
+    def secrets(self) -> list[str | Secret]:
+        """The key (redacted in any piece of 8 of its characters) and a base URL's
+        credentials (chosen by a person: in runs of 12, `url_secret`)."""
+        return [self.key, *(url_secret(s) for s in self.url_secrets)]
 
     @property
     def recorded_base_url(self) -> str | None:

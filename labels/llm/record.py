@@ -112,6 +112,16 @@ class RunContext:
     spec: ModelSpec
     prompt: PromptTemplate
     include_answered: bool = False
+    session: int | None = None
+    """The sign-in the run acts in (its permit's, `store.permits`): every store the
+    run opens writes only while it is in force. None: the operator's run."""
+
+
+def acting_store(path: str, session: int | None) -> Store:
+    """A store on `path` for a run's writes, acting in `session` (`store.sessions`)."""
+    store = Store(path)
+    store.session_id = session
+    return store
 
 
 def ensure_rater(conn: sqlite3.Connection, name: str, role: str, spec: ModelSpec,

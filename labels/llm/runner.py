@@ -98,6 +98,7 @@ from labels.llm.record import (
     Outcome,
     RunContext,
     abandon_unsubmitted,
+    acting_store,
     answered_pairs,
     beat,
     being_submitted,
@@ -113,6 +114,8 @@ from labels.llm.record import (
 from labels.llm.spec import MissingKeyError, parse_model_spec
 from labels.llm.tasks import ReplyUnreadable, Task
 from store import Store
+from store.permits import Permit, checked
+from store.sessions import SessionEnded
 
 __all__ = [
     "RETRIED_STATUSES",
@@ -227,7 +230,8 @@ def _finish(store: Store, run_id: int, status: str, error: str | None,
     if not quiet:
         finish_run(store, run_id, status, error, counts)
         return
-    with contextlib.suppress(sqlite3.Error):  # on the way out of another error: that one counts
+    # On the way out of another error (the session ended, say): that one counts.
+    with contextlib.suppress(sqlite3.Error, SessionEnded):
         finish_run(store, run_id, status, error, counts)
 
 
@@ -236,12 +240,17 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
              keys: Mapping[str, str] | None = None, base_url: str | None = None,
              max_retries: int = DEFAULT_MAX_RETRIES, reply_attempts: int = 3,
              timeout: float = DEFAULT_TIMEOUT, actor: str = "carelens",
-             poll_interval: float = 30.0, max_wait: float = 24 * 3600.0) -> RunSummary:
+             poll_interval: float = 30.0, max_wait: float = 24 * 3600.0,
+             permit: Permit | None = None) -> RunSummary:
     """Run a plan (see the module docstring); returns what happened.
 
     `keys` maps a provider (or its environment variable's name) to an API key,
     for the app's secrets; otherwise keys come from the environment. A run
-    whose every request is cached needs no key at all."""
+    whose every request is cached needs no key at all. `permit`: who runs it
+    (`store.permits`: issued by the role matrix for `run_llm`, refused for any
+    other action; the run writes in its session); None is the operator at the
+    command line."""
+    session = checked(permit, "run_llm")
     if not 1 <= concurrency <= 64:
         raise ValueError("concurrency must be between 1 and 64")
     started = time.perf_counter()
@@ -258,11 +267,12 @@ def run_plan(store_path: str, plan: RunPlan, concurrency: int = 8,
     provider = provider_for(plan.spec, keys, url, max_retries, timeout) if plan.n_to_send else None
     collect = {"poll_interval": poll_interval, "max_wait": max_wait, "concurrency": concurrency,
                "reply_attempts": reply_attempts}
-    with Store(store_path) as store:
+    with acting_store(store_path, session) as store:
         run_id, rater_id = start_run(
             store, task=plan.task.name, role=plan.task.role, spec=plan.spec, prompt=plan.prompt,
             params=params, n_planned=len(plan.units), est_cost_usd=plan.est_cost_usd, actor=actor)
-        ctx = RunContext(run_id, plan.rater, rater_id, plan.spec, plan.prompt, plan.include_answered)
+        ctx = RunContext(run_id, plan.rater, rater_id, plan.spec, plan.prompt, plan.include_answered,
+                         session)
         tally.on_beat = lambda: beat(store, run_id, every)
         batch_id = None
         try:
@@ -315,7 +325,8 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
                   poll_interval: float = 30.0, max_wait: float = 24 * 3600.0,
                   concurrency: int = 8, reply_attempts: int = 3,
                   max_retries: int = DEFAULT_MAX_RETRIES,
-                  timeout: float = DEFAULT_TIMEOUT, batch_id: str | None = None) -> RunSummary:
+                  timeout: float = DEFAULT_TIMEOUT, batch_id: str | None = None,
+                  permit: Permit | None = None) -> RunSummary:
     """Wait for and record the batch a run submitted before it was interrupted:
     exactly the requests it submitted. `batch_id`: the provider's id of a batch
     whose id the run could not note (its error named it), also of a batch
@@ -323,9 +334,12 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
     when there is none to collect, RunAborted when it cannot be collected (yet),
     or when the provider answers 404 / 410 for it or its results: then it is
     closed, and its requests are asked again by the next run. When another run
-    or collector is recording it, nothing is done and the summary says so."""
+    or collector is recording it, nothing is done and the summary says so.
+    `permit`: who collects it (`run_plan`'s: the results are paid with the
+    server's keys); None is the operator at the command line."""
+    session = checked(permit, "run_llm")
     started = time.perf_counter()
-    with Store(store_path) as store:
+    with acting_store(store_path, session) as store:
         run = store.query_one("SELECT * FROM llm_runs WHERE id = ?", (run_id,))
         if run is None:
             raise LookupError(f"no LLM run {run_id}")
@@ -355,7 +369,7 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
         spec = parse_model_spec(f"{run['provider']}:{run['model']}")
         rater = store.scalar("SELECT name FROM raters WHERE id = ?", (run["rater_id"],))
         ctx = RunContext(run_id, rater, run["rater_id"], spec, load_prompt(run["task"], params["prompt"]),
-                         bool(params.get("include_answered")))
+                         bool(params.get("include_answered")), session)
         tally = Tally(len(units), progress)
         provider = provider_for(spec, keys, url, max_retries, timeout)
         task = TASKS[run["task"]]
@@ -378,13 +392,15 @@ def collect_batch(store_path: str, run_id: int, progress: Progress | None = None
 
 def abandon_batch(store_path: str, run_id: int, *, keys: Mapping[str, str] | None = None,
                   base_url: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES,
-                  timeout: float = DEFAULT_TIMEOUT) -> None:
+                  timeout: float = DEFAULT_TIMEOUT, permit: Permit | None = None) -> None:
     """Forget a run's batch, so that its requests are no longer left to it: one
     the run noted but never submitted (no id was ever noted, the run is not
     submitting it now, and the provider shows none), or one the provider can
     no longer give back (it answers 404 / 410 for the batch or its results;
-    asked with `keys`). Raises LookupError for any other batch."""
-    with Store(store_path) as store:
+    asked with `keys`). Raises LookupError for any other batch. `permit`: as
+    `collect_batch`'s."""
+    session = checked(permit, "run_llm")
+    with acting_store(store_path, session) as store:
         why = abandon_unsubmitted(store, run_id)  # checked and forgotten in one transaction
         if why is None:
             return

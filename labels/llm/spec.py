@@ -18,8 +18,9 @@ Keys are read only from the environment, or from a mapping the app passes in
 (Streamlit secrets): ANTHROPIC_API_KEY, OPENAI_API_KEY,
 CARELENS_COMPATIBLE_API_KEY. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
 CARELENS_COMPATIBLE_BASE_URL, or an explicit argument. A key is never stored,
-logged or exported: `redact` removes known keys from any text before it is
-written anywhere (and `user:password` of a base URL; the password alone only
+logged or exported: `redact` removes known keys, in any form a server could
+echo them in (`labels.llm.redaction`), from any text before it is written
+or printed anywhere (and `user:password` of a base URL; the password alone only
 when it is not too short to be told from ordinary words, `SHORT_PASSWORD`).
 """
 
@@ -31,6 +32,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from labels.llm.redaction import (  # noqa: F401 - REDACTED read from here too
+    REDACTED,
+    WORD_SAFE_PIECE,
+    Secret,
+    redact_secrets,
+)
 
 PROVIDERS = ("anthropic", "openai", "compatible")
 
@@ -170,97 +178,16 @@ def split_url_credentials(url: str | None) -> tuple[str | None, list[str]]:
     return bare, secrets
 
 
-REDACTED = "[redacted]"
-
-ECHOED_PART = 12
-"""Characters of a secret, in any of the forms a server may echo it back in
-(`_echo_forms`), from which a run of them is redacted: a 12-character prefix,
-a slice of its base64, an upper-cased middle."""
-
-
-def _echo_forms(secret: str) -> list[str]:
-    """The secret as a hostile or careless server may send it back, lower-cased
-    (matching ignores case): as written, reversed, and base64-encoded (standard
-    and URL-safe alphabets, each at the three alignments the secret can have
-    inside a longer encoded text, e.g. `Basic` or `Bearer ` before it)."""
-    forms = [secret, secret[::-1]]
-    raw = secret.encode()
-    for lead in range(3):
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            encoded = encode(b"\0" * lead + raw).decode()
-            # The characters that depend only on the secret: not the first group
-            # (mixed with the lead) nor the last (mixed with what follows, padding).
-            inner = encoded[4 if lead else 0:-4]
-            if len(inner) >= ECHOED_PART:
-                forms.append(inner)
-            if not lead:
-                forms.append(encoded.rstrip("="))
-    return [f.lower() for f in forms]
+def redact(text: str | None, secrets: Iterable[str | Secret]) -> str | None:
+    """`text` with every secret replaced by [redacted], in any form a provider's
+    server could echo it back in (`labels.llm.redaction.redact_secrets`: any
+    capitals, reversed, hex, base64, URL-encoded, spaced out or split by
+    invisible characters, and any piece of 8 or more of its characters). The
+    placeholder key sent to keyless compatible servers is no secret."""
+    return redact_secrets(text, [s for s in secrets if s != NO_KEY])
 
 
-_ECHO_CACHE: dict[tuple[str, ...], tuple[re.Pattern, frozenset[str]] | None] = {}
-
-
-def _echo_matcher(secrets: tuple[str, ...]) -> tuple[re.Pattern, frozenset[str]] | None:
-    """(a pattern of the runs of text that could hold an echo, every `ECHOED_PART`
-    window of every echo form) for these secrets; None when none is long enough."""
-    if secrets not in _ECHO_CACHE:
-        windows: set[str] = set()
-        chars: set[str] = set()
-        for secret in secrets:
-            if len(secret) < ECHOED_PART:
-                continue
-            for form in _echo_forms(secret):
-                chars.update(form, form.upper())
-                windows.update(form[i:i + ECHOED_PART] for i in range(len(form) - ECHOED_PART + 1))
-        _ECHO_CACHE[secrets] = None if not windows else (
-            re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + f"]{{{ECHOED_PART},}}"),
-            frozenset(windows))
-    return _ECHO_CACHE[secrets]
-
-
-def _redact_echoes(text: str, secrets: tuple[str, ...]) -> str:
-    """Every run of `ECHOED_PART` or more characters that is part of an echo form of a
-    secret (`_echo_forms`), in any capitals, replaced by [redacted]."""
-    matcher = _echo_matcher(secrets)
-    if matcher is None:
-        return text
-    pattern, windows = matcher
-    spans: list[tuple[int, int]] = []
-    for run in pattern.finditer(text):
-        folded = run.group().lower()
-        covered_to = -1
-        for i in range(len(folded) - ECHOED_PART + 1):
-            if folded[i:i + ECHOED_PART] in windows:
-                start, end = run.start() + i, run.start() + i + ECHOED_PART
-                if spans and start <= spans[-1][1] and covered_to >= 0:
-                    spans[-1] = (spans[-1][0], end)
-                else:
-                    spans.append((start, end))
-                covered_to = end
-    if not spans:
-        return text
-    out, last = [], 0
-    for start, end in spans:
-        out.append(text[last:start])
-        out.append(REDACTED)
-        last = end
-    out.append(text[last:])
-    return "".join(out)
-
-
-def redact(text: str | None, secrets: Iterable[str]) -> str | None:
-    """`text` with every secret replaced by [redacted]: as written and in any
-    capitals, its last 8 characters (a provider may echo a shortened key), and,
-    for a secret of `ECHOED_PART` characters or more, any run of that many of
-    it, reversed or base64-encoded (`_echo_forms`): a hostile endpoint echoing
-    the key back transformed (base64, reversed, upper-cased, a 12-character
-    prefix) gets nothing of it stored."""
-    if text is None:
-        return None
-    kept = tuple(s for s in secrets if s and s != NO_KEY and len(s) >= 4)
-    for secret in kept:
-        text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
-        if len(secret) >= 16:
-            text = re.sub(re.escape(secret[-8:]), REDACTED, text, flags=re.IGNORECASE)
-    return _redact_echoes(text, kept) if kept else text
+def url_secret(value: str) -> Secret:
+    """A secret a person chose (a base URL's password, `user:password`): redacted in
+    runs of `WORD_SAFE_PIECE`, not `PIECE`, of its characters."""
+    return Secret(value, WORD_SAFE_PIECE)

@@ -217,6 +217,9 @@ def _blocks(case: Case, payload: dict[str, Any], parent: dict[str, Any]) -> list
             out.append((f"Response ({case.model or 'model'})",
                         payload.get("response") or f"(no response: {payload.get('error') or 'failed'})"))
         return out
+    if case.kind == "conversation":
+        return [(str(m.get("role", "")).capitalize() or "Message", str(m.get("content") or ""))
+                for m in payload.get("messages") or [] if isinstance(m, dict)]
     parts = item_parts(case.kind, payload)
     if case.kind != "trajectory":
         return [(KIND_NAMES.get(case.kind, case.kind), "\n\n".join(t for _, t in parts))]

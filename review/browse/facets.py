@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codebook import builtin_codebooks
+from codebook import known_codebooks
 from review.browse.index import FacetIndex, facet_index
 from review.browse.query import PARENT, BrowseQuery, split_label
 from store import Store
@@ -26,7 +26,8 @@ GATE_NAMES = {
     "process": "Process rubric", "verifier": "Verifier check",
 }
 KIND_NAMES = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Trajectories",
-              "graded_conversation": "Graded conversations", "task": "Tasks"}
+              "graded_conversation": "Graded conversations", "conversation": "Conversations",
+              "task": "Tasks"}
 
 
 @dataclass
@@ -51,7 +52,7 @@ def label_name(code: str | None) -> str:
     """A label code in the clinician's words: '1B Urgent care', 'Wrong tool', 'met'."""
     if code is None:
         return "no answer"
-    for book in builtin_codebooks().values():
+    for book in known_codebooks():
         for label in book.labels:
             if label.code == code:
                 lead = re.match(r"^([0-9][A-Z])_", code)
@@ -61,7 +62,7 @@ def label_name(code: str | None) -> str:
 
 def ordinal_rank(code: str | None) -> int | None:
     """A label's place in its codebook's ordinal order (0 = least escalation), or None."""
-    for book in builtin_codebooks().values():
+    for book in known_codebooks():
         if book.ordinal and code in book.codes:
             return book.rank(code)
     return None
@@ -177,7 +178,7 @@ def _step_facets(store: Store, ix: FacetIndex, q: BrowseQuery) -> tuple[Facet, F
     errors = Facet("step_errors", "Step error", _values(
         {steps.errors.values[c]: n for c, n in by_error.items()}, q.step_errors, label_name))
     by_severity = items_per(steps.severity, in_view & steps.rows(q.step_errors, ()) & (steps.severity > 0))
-    names = {str(s["level"]): s["name"] for book in builtin_codebooks().values() for s in book.severity}
+    names = {str(s["level"]): s["name"] for book in known_codebooks() for s in book.severity}
     severity = Facet("severities", "Severity", _values(
         {str(c): n for c, n in by_severity.items()}, q.severities,
         lambda s: f"{s} {names.get(str(s), '')}".strip(), order="natural"))

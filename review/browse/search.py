@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import review.browse.index_workers as index_workers
-from review.reviewing.trajectory import message_text
+from review.reviewing.trajectory import message_text, subagent_owners
 from review.text import safe_markdown
 from store import Store, from_json
 from store.writer import on_items_written
@@ -71,9 +71,14 @@ def prefix_text(payload: Mapping[str, Any]) -> Iterator[Part]:
 
 @extractor("response")
 def response_text(payload: Mapping[str, Any]) -> Iterator[Part]:
-    """The model's reply, or the error that replaced it."""
+    """The model's reply, or the error that replaced it, and what the model was
+    given beyond the patient's turns (its system prompt: the turns are the
+    prefix's text, searched there and found through it)."""
     yield "", payload.get("response") or ""
     yield "", payload.get("error") or ""
+    for message in payload.get("input_messages") or []:
+        if isinstance(message, Mapping) and message.get("role") != "user":
+            yield "", message_text(message.get("content"))
 
 
 @extractor("graded_conversation")
@@ -86,25 +91,60 @@ def conversation_text(payload: Mapping[str, Any]) -> Iterator[Part]:
             yield "", payload[key]
 
 
+@extractor("conversation")
+def chat_text(payload: Mapping[str, Any]) -> Iterator[Part]:
+    """A study's own conversation: every message, whoever wrote it."""
+    for message in payload.get("messages") or []:
+        if isinstance(message, Mapping):
+            yield "", message_text(message.get("content"))
+
+
 @extractor("trajectory")
 def trajectory_text(payload: Mapping[str, Any]) -> Iterator[Part]:
-    """Each step's message, reasoning, tool calls and observations (the system
-    prompt is left out: every run shares it), the final answer and the error.
-    The transcript is read only when there are no steps (it repeats them)."""
+    """Everything a reviewer can read of a run: each step's message, reasoning,
+    tool calls and observations (the system prompt is left out: every run shares
+    it), the clinician-patient transcript (KlinikeBench keeps it beside the agent's
+    steps: the patient's words are there only), the subagent runs (embedded, linked
+    files and summarisations, each step's text placed on the run's step that
+    delegated to it), an agent's log files, the final answer and the error. A
+    text given twice is indexed once (`item_parts`)."""
     steps = payload.get("steps") or []
     for index, step in enumerate(steps):
         if not isinstance(step, dict) or step.get("source") == "system":
             continue
         target = f"step:{step.get('step_id') or index + 1}"
         yield from ((target, text) for text in _step_texts(step))
-    if not steps:
-        for turn in payload.get("transcript") or []:
-            if isinstance(turn, Mapping):
-                yield "", message_text(turn.get("content"))
+    transcript = payload.get("transcript") or []
+    for index, turn in enumerate(transcript):
+        if isinstance(turn, Mapping):
+            yield ("" if steps else f"step:{index + 1}"), message_text(turn.get("content"))
+    owners = subagent_owners(payload)
+    for index, sub in enumerate(payload.get("subagent_trajectories") or []):
+        owner = owners.get(index)
+        yield from _subagent_texts(sub, f"step:{owner}" if owner is not None else "", 0)
+    shown = len(steps) or len(transcript)
+    for k, log in enumerate(payload.get("logs") or []):
+        if isinstance(log, Mapping):
+            yield f"step:{shown + k + 1}", log.get("text") or ""
     answer = payload.get("final_answer")
     if isinstance(answer, Mapping):
         yield "", str(answer.get("text") or "")
     yield "", payload.get("error") or ""
+
+
+SUBAGENT_DEPTH = 20
+"""Subagent runs inside subagent runs followed at most."""
+
+
+def _subagent_texts(sub: Any, target: str, depth: int) -> Iterator[Part]:
+    """A subagent run's text (its own subagents' too), all on `target`."""
+    if not isinstance(sub, Mapping) or depth > SUBAGENT_DEPTH:
+        return
+    for step in sub.get("steps") or []:
+        if isinstance(step, dict) and step.get("source") != "system":
+            yield from ((target, text) for text in _step_texts(step))
+    for inner in sub.get("subagent_trajectories") or []:
+        yield from _subagent_texts(inner, target, depth + 1)
 
 
 def _step_texts(step: Mapping[str, Any]) -> Iterator[str]:
@@ -553,11 +593,18 @@ def search_hits(store: Store, query: TextQuery,
 
 
 def step_of(body: str, parts: str, snippet: str) -> str:
-    """The step ('step:N') the snippet was cut from, or '' when it lies outside the steps."""
-    core = max(snippet.replace(MARK_START, "").replace(MARK_END, "").split(" … "), key=len).strip()
-    at = body.find(core) if core else -1
+    """The step ('step:N') the snippet's first matched word is in, or '' when it lies
+    outside the steps. (The words around it may begin in the text before: a subagent
+    run's text follows the run's last step, and belongs to the step that delegated.)"""
+    pieces = snippet.split(" … ")
+    piece = next((p for p in pieces if MARK_START in p), max(pieces, key=len))
+    lead = len(piece) - len(piece.lstrip())
+    clean = piece.replace(MARK_START, "").replace(MARK_END, "").strip()
+    at = body.find(clean) if clean else -1
     if at < 0:
         return ""
+    if MARK_START in piece:
+        at += len(piece[lead:piece.index(MARK_START)].replace(MARK_END, ""))
     step = ""
     for offset, target in json.loads(parts):
         if offset > at:

@@ -11,10 +11,11 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from codebook import builtin_codebooks
+from codebook import codebooks
 from review.browse.facets import label_name
 from review.reviewing.trajectory import message_text
 from store import Store
+from store.runs import run_label_map
 
 
 @dataclass
@@ -62,13 +63,13 @@ class SideBySide:
         return len(tops) > 1
 
 
-def _ranks() -> dict[str, int]:
-    return {code: rank for book in builtin_codebooks().values() if book.ordinal
+def _ranks(store: Store) -> dict[str, int]:
+    return {code: rank for book in codebooks(store).values() if book.ordinal
             for rank, code in enumerate(book.codes)}
 
 
 def _labels(store: Store, item_id: int, gold: str | None) -> list[LabelCell]:
-    ranks = _ranks()
+    ranks = _ranks(store)
     rows = store.query(
         "SELECT r.name, r.kind, c.value, c.rationale FROM current_annotations c"
         " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
@@ -99,12 +100,14 @@ def side_by_side(store: Store, uid: str) -> SideBySide | None:
         " ORDER BY r.role = 'gold' DESC, c.id LIMIT 1",
         (prefix_id,))
     responses = []
-    for r in store.query("SELECT id, uid, kind, model, payload, failed FROM items WHERE parent_id = ?"
-                         " ORDER BY model, id", (prefix_id,)):
+    runs = run_label_map(store.conn)  # a model's two runs named apart (store.runs)
+    for r in store.query("SELECT id, uid, kind, model, run_id, payload, failed FROM items"
+                         " WHERE parent_id = ? ORDER BY model, id", (prefix_id,)):
         p = json.loads(r["payload"])
         labels = _labels(store, r["id"], gold)
         responses.append(ResponseColumn(
-            r["id"], r["uid"], r["kind"], r["model"], p.get("response") or p.get("completion") or "",
+            r["id"], r["uid"], r["kind"], runs.get(r["run_id"], r["model"]),
+            p.get("response") or p.get("completion") or "",
             bool(r["failed"]), p.get("error"), labels,
             len({c.value for c in labels}) > 1))
     return SideBySide(prefix_id, prefix["uid"], turns, _labels(store, prefix_id, None), gold,

@@ -23,6 +23,7 @@ from typing import Any
 from review.team.reviewers import Reviewer
 from review.team.study import allows
 from store import Store, utcnow
+from store.names import name_problem
 
 STEP_TARGET = re.compile(r"^step:[1-9][0-9]*$")
 
@@ -105,6 +106,8 @@ def create_tag(store: Store, name: str, by: Reviewer, description: str | None = 
     name = " ".join((name or "").split())
     if not name:
         raise ValueError("a tag needs a name")
+    if (problem := name_problem(name)) is not None:
+        raise ValueError(f"tag {name!r}: {problem}")
     with store.transaction() as conn:
         twin = conn.execute(f"SELECT t.name, COALESCE({_RETIRED}, 0) FROM tags t WHERE t.name = ?",
                             (name,)).fetchone()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from review.browse.query import BrowseQuery
+from review.team.access import require_role
+from review.team.people import Reviewer
 from store import Store, utcnow
 
 
@@ -16,9 +18,14 @@ class SavedView:
     created_at: str
 
 
-def save_view(store: Store, name: str, query: BrowseQuery, created_by: str) -> SavedView:
+def save_view(store: Store, name: str, query: BrowseQuery, created_by: str | Reviewer
+              ) -> SavedView:
     """Keep the view under `name` (one transaction); saving again under the same
-    name replaces it, and the audit log keeps what it showed before."""
+    name replaces it, and the audit log keeps what it showed before. `created_by`:
+    the person saving it (checked: `browse`), or a name (the command line's)."""
+    if isinstance(created_by, Reviewer):
+        require_role(created_by, "browse")
+        created_by = created_by.name
     name = " ".join((name or "").split())
     if not name:
         raise ValueError("give the view a name")

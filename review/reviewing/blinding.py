@@ -40,7 +40,7 @@ from review.reviewing.criteria import (
     review_progress,
 )
 from review.reviewing.items import Answer, ItemView, load_item, my_answers
-from review.reviewing.queue import QueueFilter, queue_progress
+from review.reviewing.queue import QueueFilter, kind_questions, queue_progress
 from review.reviewing.reveals import record_reveal
 from review.team.access import role_may
 from review.team.reviewers import Reviewer
@@ -223,9 +223,11 @@ PREFIX_GOLD = "The prefix's gold label (what the response should have done)"
 
 
 def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | None = None, *,
-                       round_id: int | None = None, mode: str = DEFAULT_MODE) -> Sight:
-    """The blinding decision for this reviewer: on one item, or (`item_id`
-    None) on a screen that shows every rater's labels. `reviewer_id` None: a
+                       round_id: int | None = None, mode: str = DEFAULT_MODE,
+                       queue: str | None = None, question: str | None = None) -> Sight:
+    """The blinding decision for this reviewer: on one item, on a review queue
+    of items of one kind (`queue`: the screen's filters, `queue_sight`), or
+    (neither) on a screen that shows every rater's labels. `reviewer_id` None: a
     visitor who has chosen no name (local mode), asked only about a screen
     (`visitor_sight`); they answer nothing before choosing one.
 
@@ -234,11 +236,15 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
     round holds the item for the reviewer (`blind_round_holding`). Under it:
     a prefix's or response's labels (`reveal_reference_labels`), a case's
     earlier rounds' gold (`earlier_round_golds`), an agent run's or graded
-    conversation's verdicts (`revealed_verdicts`), or why they are held back."""
+    conversation's verdicts (`revealed_verdicts`), or why they are held back.
+    `question`: the question on screen, where a kind of item is asked several (a
+    study's conversations): only its labels are revealed by an answer to it."""
     if reviewer_id is None:
-        if item_id is not None:
+        if item_id is not None or queue is not None:
             raise ValueError("a visitor with no name is shown no item to answer")
         return visitor_sight(store)
+    if queue is not None:
+        return queue_sight(store, reviewer_id, queue, mode)
     if item_id is None:
         return _screen_sight(store, reviewer_id)
     head = item_header(store, item_id)
@@ -263,7 +269,7 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
                      verdicts=verdicts, verdicts_held=VERDICTS_HELD,
                      reference_shown=bool(mine) and mode != BLIND,
                      model_held=not verdicts or open_questions)
-    item = load_item(store, item_id)
+    item = load_item(store, item_id, question)
     if item is None:
         return Sight(mode, False, LABELS_HELD, notice)
     labels = reveal_reference_labels(store, reviewer_id, item, mode)
@@ -284,6 +290,28 @@ def what_reviewer_sees(store: Store, reviewer_id: int | None, item_id: int | Non
                        else f"{PREFIX_GOLD} stays hidden until you answer the prefix itself.")
     earlier = earlier_round_golds(store, reviewer_id, item.id, mode) if item.kind == "prefix" else []
     return Sight(mode, True, None, notice, tuple(labels), prefix_held, tuple(earlier))
+
+
+MODELS_HELD = ("Which model or agent made each item stays hidden while items wait for your"
+               " blind answer, so the queue is not narrowed to one of them.")
+
+
+def queue_sight(store: Store, reviewer_id: int, kind: str, mode: str = DEFAULT_MODE) -> Sight:
+    """A review queue of items of `kind` (Review, Trajectories, Graded
+    conversations, outside a round): whether the reviewer is blind to the model
+    there, so that no model's or agent's name reaches the screen, its filters or
+    what the page sends. Blind while any item of the kind waits for their answer
+    (an item of the queue narrowed to one model is known to be that model's), and
+    always under a fully blind mode; never where the labels are shown up front
+    (`suggest`)."""
+    if mode == SUGGEST:
+        return Sight(mode, True, model_held=False)
+    if mode == BLIND:
+        return Sight(mode, False, MODELS_HELD, model_held=True)
+    counted = (queue_progress if kind in LABEL_KINDS else review_progress)(
+        store, reviewer_id, QueueFilter(kind=kind))
+    waiting = counted.total > counted.done
+    return Sight(mode, not waiting, MODELS_HELD if waiting else None, model_held=waiting)
 
 
 def _rounds_owed(owed: list[int], held: str) -> str:
@@ -392,6 +420,9 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
         targets.append((parent, "the prefix"))
     out: list[RevealedLabel] = []
     for target_id, about in targets:
+        # On the item itself, the labels of the question answered, none of another
+        # (a study's conversation asks several: an answer reveals its own question's).
+        own = "q.id = ?" if about == "this item" and item.question_id else "q.kind = 'labelset'"
         rows = store.query(
             "SELECT c.id, r.name, r.kind, c.value, c.rationale FROM current_annotations c"
             " JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id"
@@ -399,8 +430,8 @@ def reveal_reference_labels(store: Store, reviewer_id: int, item: ItemView,
             " AND c.status != 'skipped'"  # e.g. a settled answer withdrawn: no label
             # The settled answer is made of other clinicians' answers: never revealed.
             " AND coalesce(r.role, '') != 'adjudicated'"
-            " AND q.item_id IS NULL ORDER BY r.kind DESC, r.name",
-            (target_id,),
+            f" AND q.item_id IS NULL AND {own} ORDER BY r.kind DESC, r.name",
+            (target_id, item.question_id) if "?" in own else (target_id,),
         )
         for r in rows:
             out.append(RevealedLabel(
@@ -563,8 +594,11 @@ def blind_work_left(store: Store, reviewer_id: int,
     then has not been asked about)."""
     left = 0
     for kind in LABEL_KINDS:
-        p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
-        left += p.total - p.done
+        # Each question asked of the kind (a study's chats may be asked several).
+        for question in [key for key, _ in kind_questions(store, kind)] or [None]:
+            p = queue_progress(store, reviewer_id, QueueFilter(kind=kind, after=after,
+                                                               question=question))
+            left += p.total - p.done
     for kind in RUBRIC_KINDS:
         p = review_progress(store, reviewer_id, QueueFilter(kind=kind, after=after))
         left += p.total - p.done

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from codebook import CANNOT_ASSESS, NO_ERROR, RUBRIC_KINDS, STATUSES
+from codebook import CANNOT_ASSESS, NO_ERROR, RUBRIC_KINDS, STATUSES, codebook_in_force
 from review.reviewing.answers import normalise_value
 from review.reviewing.blinding import (
     DEFAULT_MODE,
@@ -52,6 +52,7 @@ from review.reviewing.criteria import (
 )
 from review.reviewing.drafts import clear_draft
 from review.reviewing.presses import Press, check_press
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from review.team.rounds import WITHDRAWAL, claim_answer_slot, complete_review
 from review.team.settlements import (
@@ -174,6 +175,8 @@ def write_answers(store: Store, conn: Any, author: Clinician | Settler, item_id:
     (`reopen_broken`), the review is marked complete in the round once it is
     (`complete_review`), and each answer's draft is cleared. The same answer
     again (a double click) writes nothing and returns the answer in force."""
+    if isinstance(author, Clinician):
+        require_role(author.reviewer, "review")
     _check(answers)
     late = None
     round_id = author.round_id
@@ -290,9 +293,15 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
                      (question_id,)).fetchone()
     if q is None:
         raise ValueError(f"no question {question_id}")
-    value = normalise_value(q["codebook"], q["kind"], answer.value) if status == "answered" \
-        else None
+    book = codebook_in_force(conn, q["codebook"])
+    value = normalise_value(q["codebook"], q["kind"], answer.value,
+                            {book.key: book} if book is not None else {}) \
+        if status == "answered" else None
     clinician = isinstance(author, Clinician)
+    if clinician and status == "answered" and book is not None and book.rationale_required \
+            and not rationale:
+        raise ValueError(f"{book.title} asks for a rationale with every answer: say why, "
+                         "then answer")
     rater_id = author.reviewer.id if clinician else adjudicated_rater(conn)
     prev = conn.execute(
         "SELECT id, status, value, rationale, confidence, round_id, extra FROM annotations"
@@ -318,11 +327,8 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
                                                               question_id, _kind(conn, item_id))) \
             or _labels_seen_before(store, conn, reviewer, item_id, question_id, target,
                                    own_reveals=not held)
-        version = conn.execute(
-            "SELECT version FROM codebook_versions WHERE codebook = ? ORDER BY id DESC LIMIT 1",
-            (q["codebook"],)).fetchone()
-        phase, codebook_version = phase_for_commit(mode, seen), version["version"] if version \
-            else None
+        # The version in force, which the reviewer was shown: recorded with the answer.
+        phase, codebook_version = phase_for_commit(mode, seen), book.version if book else None
         seconds, source, actor = author.seconds_on_task, author.source, reviewer.name
         extra = {"blinding": mode, **(answer.extra or {}),
                  **({"late_for_round": late} if late else {})}

@@ -36,7 +36,7 @@ from codebook import (
     STEP_CODEBOOK,
     STEP_ERROR_QUESTION,
     Codebook,
-    builtin_codebooks,
+    codebooks,
 )
 from codebook.families import asked_of_sql, asks_outcome
 from review.reviewing.queue import Progress, QueueFilter
@@ -330,7 +330,7 @@ def severity_levels(store: Store | None = None) -> list[dict[str, Any]]:
     """The codebook's severity scale: [{level, name, definition}], mildest first
     (of the version in force when `store` is given; in-app edits change only
     label wording, so the shipped scale otherwise)."""
-    book = step_codebook(store) if store is not None else builtin_codebooks()[STEP_CODEBOOK]
+    book = step_codebook(store) if store is not None else codebooks()[STEP_CODEBOOK]
     return book.severity
 
 

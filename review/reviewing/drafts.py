@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -29,6 +30,7 @@ def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
                severity: int | None = None) -> None:
     """Keep what is typed or picked so far; an empty draft is dropped. Once a
     draft was made with the labels on screen, it stays marked so."""
+    require_role(reviewer, "review")
     rationale = rationale if rationale and rationale.strip() else None
     for name, number in (("confidence", confidence), ("severity", severity)):
         if number is not None and not 1 <= int(number) <= 5:
@@ -52,6 +54,7 @@ def save_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
 def drop_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
                target: str = "") -> None:
     """Forget a draft (e.g. it came back to what was committed)."""
+    require_role(reviewer, "review")
     with store.transaction() as conn:
         clear_draft(conn, reviewer.id, item_id, question_id, target)
 
@@ -104,6 +107,7 @@ def save_step_draft(store: Store, reviewer: Reviewer, item_id: int, question_id:
     """Keep a step mark begun (the error type as its value, the severity, the
     note as its rationale); an empty one is dropped. Saving the mark removes
     the draft (see `review.reviewing.commit`)."""
+    require_role(reviewer, "review")
     save_draft(store, reviewer, item_id, question_id, note, None, target=step_target(step_id),
                value=error, severity=severity)
 
@@ -120,6 +124,7 @@ def load_step_draft(store: Store, reviewer_id: int, item_id: int, question_id: i
 def drop_step_draft(store: Store, reviewer: Reviewer, item_id: int, question_id: int,
                     step_id: int) -> None:
     """Forget a step mark begun (it came back to the saved mark, or to nothing)."""
+    require_role(reviewer, "review")
     drop_draft(store, reviewer, item_id, question_id, step_target(step_id))
 
 

@@ -12,7 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from codebook import Codebook, builtin_codebooks
+from codebook import Codebook, codebook_in_force
+from review.reviewing.queue import IN_ORDER, KIND_WIDE
+from review.reviewing.trajectory import message_text
+from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from store import Store, utcnow
 
@@ -46,6 +49,21 @@ class ItemView:
     codebook: Codebook | None = None
     parent_id: int | None = None
     """A response's prefix."""
+    points: float | None = None
+    """A checklist criterion's points (None for a label question)."""
+    must_not: bool = False
+    """A checklist criterion that is an error when met."""
+
+    @property
+    def model_input(self) -> list[tuple[str, str]]:
+        """What the model was given, as (role, text), when the generation kept it
+        (CARE-Bench raw generations' `input_messages`: the system prompt and the
+        patient's turns as sent); [] when it did not."""
+        messages = self.payload.get("input_messages")
+        if not isinstance(messages, list):
+            return []
+        return [(str(m.get("role")), message_text(m.get("content")))
+                for m in messages if isinstance(m, dict)]
 
 
 @dataclass
@@ -59,7 +77,10 @@ class Answer:
     created_at: str
 
 
-def load_item(store: Store, item_id: int) -> ItemView | None:
+def load_item(store: Store, item_id: int, question: str | None = None) -> ItemView | None:
+    """The item as the Review screen shows it, with the question asked of it: the one
+    keyed `question`, else the first of its kind; and that question's codebook at the
+    version in force."""
     row = store.query_one(
         "SELECT i.*, d.name AS dataset FROM items i JOIN datasets d ON d.id = i.dataset_id"
         " WHERE i.id = ?",
@@ -74,9 +95,9 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         parent = store.query_one("SELECT payload FROM items WHERE id = ?", (row["parent_id"],))
         turns = json.loads(parent["payload"]).get("turns", []) if parent else []
     q = store.query_one(
-        "SELECT id, key, text, codebook FROM questions WHERE applies_to = ? AND item_id IS NULL"
-        " ORDER BY id LIMIT 1",
-        (row["kind"],),
+        f"SELECT id, key, text, codebook, points, meta FROM questions WHERE {KIND_WIDE}"
+        + (" AND key = ?" if question else "") + f" ORDER BY {IN_ORDER} LIMIT 1",
+        (row["kind"], question) if question else (row["kind"],),
     )
     return ItemView(
         id=row["id"], uid=row["uid"], kind=row["kind"], dataset=row["dataset"],
@@ -86,8 +107,10 @@ def load_item(store: Store, item_id: int) -> ItemView | None:
         response=payload.get("response"), error=payload.get("error"), payload=payload,
         meta=meta, question_id=q["id"] if q else None, question_key=q["key"] if q else None,
         question_text=q["text"] if q else None,
-        codebook=builtin_codebooks().get(q["codebook"]) if q else None,
+        codebook=codebook_in_force(store, q["codebook"]) if q else None,
         parent_id=row["parent_id"],
+        points=q["points"] if q else None,
+        must_not=bool(json.loads(q["meta"] or "{}").get("must_not")) if q else False,
     )
 
 
@@ -110,6 +133,7 @@ def my_answers(store: Store, reviewer_id: int, item_id: int, question_id: int,
 def flag_item(store: Store, reviewer: Reviewer, item_id: int, raised: bool = True,
               note: str | None = None) -> None:
     """Raise (or clear) this reviewer's flag on an item, for later review."""
+    require_role(reviewer, "review")
     with store.transaction() as conn:
         cur = conn.execute(
             "INSERT INTO flags (item_id, rater_id, raised, note, created_at) VALUES (?,?,?,?,?)",

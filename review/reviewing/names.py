@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from review.text import plural as plural  # a count in words (one place: review.text)
 from store import Store
+from store.runs import run_label
 
 FREE_REVIEW = "Free review (no study round)"
 """The round picker's choice of no study round."""
@@ -112,7 +113,7 @@ def item_in_address(store: Store, text: str, kind: str | None = None) -> int | N
 
 
 _ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id, i.round_id,"
-         " i.model, i.split, i.parent_id, i.meta FROM items i JOIN datasets d"
+         " i.model, i.run_id, i.split, i.parent_id, i.meta FROM items i JOIN datasets d"
          " ON d.id = i.dataset_id WHERE i.id = ?")
 CASE_KIND = {"prefix": "prefix", "response": "prefix", "trajectory": "trajectory",
              "graded_conversation": "graded_conversation"}
@@ -179,7 +180,8 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
     mark = model_letter(store, row["dataset_id"], kind, row["model"])
     facts = [f"id {row['uid']}"]
     if row["model"]:
-        facts.append(f"model {row['model']}")
+        # the run's label: its model, and beside another run of it, what tells them apart
+        facts.append(f"model {run_label(store.conn, row['run_id']) or row['model']}")
     if case_id and case_id not in row["uid"]:
         facts.append(f"case {case_id}")
     facts += [x for x in (row["split"], row["dataset"]) if x]
@@ -211,6 +213,14 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
             subject = f"Model {mark}'s completion" if mark else "The completion"
         return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
                         mark, **ids)
+    if kind == "conversation":
+        # A study's own chat: numbered among the study's chats, in the order they came.
+        number = store.scalar("SELECT COUNT(*) FROM items WHERE kind = 'conversation'"
+                              " AND id <= ?", (row["id"],))
+        place = f"Chat {number}"
+        subject = f"Model {mark}'s chat" if mark else "The chat"
+        return ItemName(f"{place}" + (f", model {mark}" if mark else ""), subject, place,
+                        details, mark, **ids)
     return ItemName(row["uid"], row["uid"], row["uid"], details, **ids)
 
 

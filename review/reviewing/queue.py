@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codebook import RUBRIC_KINDS
+from codebook.families import asks_outcome_sql
 from store import Store
 
 
@@ -24,6 +25,9 @@ class QueueFilter:
     model: str | None = None
     include_failed: bool = True
     """Failed generations are shown (as failures) unless excluded."""
+    question: str | None = None
+    """The question answered (its key), where a kind of item is asked several (a
+    study's conversations: a harm scale and an urgency scale); None: the first."""
     after: tuple[int, int, int] | None = None
     """(item id, import id, question id): only items that came after those:
     added after that item, added or completed (a stub replaced) by a later
@@ -49,14 +53,12 @@ class QueueFilter:
         if self.after is not None:
             # A question of a kind of item: of every prefix or response; of an agent run or
             # graded conversation only of its benchmark family (`criteria.asks_outcome`).
-            family = "substr(nq.key, 1, instr(nq.key, '.') - 1)"
             rubric = ", ".join(f"'{k}'" for k in RUBRIC_KINDS)
             clauses.append(
                 "(i.id > ? OR coalesce(i.import_id, 0) > ? OR EXISTS (SELECT 1 FROM questions nq"
                 " WHERE nq.id > ? AND (nq.item_id IN (i.id, coalesce(i.parent_id, i.id))"
                 " OR (nq.item_id IS NULL AND nq.applies_to = i.kind"
-                f" AND (i.kind NOT IN ({rubric}) OR i.uid LIKE {family} || ':%'"
-                f" OR (SELECT kind FROM datasets WHERE id = i.dataset_id) = {family})))))")
+                f" AND (i.kind NOT IN ({rubric}) OR {asks_outcome_sql('nq.key')})))))")
             params.extend(self.after)
         return " AND ".join(clauses), params
 
@@ -83,12 +85,28 @@ class FilterChoices:
     kinds: list[str] = field(default_factory=list)
 
 
-def question_id_for_kind(store: Store, kind: str) -> int | None:
-    """The question asked of every item of a kind (rubric items add their own)."""
-    return store.scalar(
-        "SELECT id FROM questions WHERE applies_to = ? AND item_id IS NULL ORDER BY id LIMIT 1",
-        (kind,),
-    )
+def question_id_for_kind(store: Store, kind: str, question: str | None = None) -> int | None:
+    """The question asked of every item of a kind (rubric items add their own): the one
+    keyed `question`, else the first (a kind may be asked several label questions)."""
+    if question is not None:
+        return store.scalar("SELECT id FROM questions WHERE key = ? AND applies_to = ?"
+                            " AND item_id IS NULL", (question, kind))
+    return store.scalar(f"SELECT id FROM questions WHERE {KIND_WIDE} ORDER BY {IN_ORDER} LIMIT 1",
+                        (kind,))
+
+
+KIND_WIDE = "applies_to = ? AND item_id IS NULL AND kind IN ('labelset', 'criterion')"
+"""The questions asked of every item of a kind: its label questions and the criteria of a
+study's checklist (a rubric codebook's `[[criteria]]`), answered one at a time."""
+IN_ORDER = "kind = 'criterion', id"
+"""Label questions first, then a checklist's criteria, each in the order they came."""
+
+
+def kind_questions(store: Store, kind: str) -> list[tuple[str, str]]:
+    """(key, text) of every question asked of each item of a kind, label questions first
+    (the Review screen's choice of question)."""
+    return [(r[0], r[1]) for r in store.query(
+        f"SELECT key, text FROM questions WHERE {KIND_WIDE} ORDER BY {IN_ORDER}", (kind,))]
 
 
 _ANSWERED = (
@@ -100,7 +118,7 @@ _ANSWERED = (
 def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
                          after_id: int | None = None) -> int | None:
     """The first item in the queue (after `after_id`, wrapping around)."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     if qid is None:
         return None
     where, params = filt.where()
@@ -117,7 +135,7 @@ def next_unreviewed_item(store: Store, reviewer_id: int, filt: QueueFilter,
 def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progress:
     """How many items match the filter, and how many of them this reviewer
     has answered (cost grows with the reviewer's answers, not the items)."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     where, params = filt.where()
     total = store.scalar(f"SELECT COUNT(*) FROM items i WHERE {where}", params)
     done = store.scalar(
@@ -136,7 +154,7 @@ def queue_progress(store: Store, reviewer_id: int, filt: QueueFilter) -> Progres
 def first_skipped_item(store: Store, reviewer_id: int, filt: QueueFilter) -> int | None:
     """The first item (in queue order) whose answer in force from this
     reviewer is a skip: a way back to what they passed over."""
-    qid = question_id_for_kind(store, filt.kind)
+    qid = question_id_for_kind(store, filt.kind, filt.question)
     where, params = filt.where()
     return store.scalar(
         f"SELECT i.id FROM current_annotations a JOIN items i ON i.id = a.item_id"

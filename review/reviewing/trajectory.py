@@ -19,7 +19,13 @@ A trajectory payload (written by the importers through `trajectory_payload`)
 keeps the ATIF steps as the source gave them, so nothing is lost, and holds
 everything the screen needs in one JSON document:
 `{schema_version, agent, steps, subagent_trajectories, final_metrics, notes,
-transcript, final_answer, error, user_is_patient}` (absent keys mean empty).
+transcript, final_answer, error, user_is_patient}` (absent keys mean empty),
+and from a Harbor trial `segments` (which file, and which Harbor step of a
+multi-step trial, each stretch of steps came from), `step_failures` (what a
+Harbor step raised: shown on its last ATIF step, `StepView.failure`, and in
+`TrajectoryView.step_failures`) and `logs` (the log files of an agent that
+wrote no ATIF trajectory: each shown as a step of its own, source `log`, the
+text as the agent wrote it).
 
 KlinikeBench agents act through shell commands: `clinic say "..."` speaks to
 the simulated patient and `clinic call <tool> '<json>'` uses a clinic tool.
@@ -148,6 +154,11 @@ class StepView:
     said_to_patient: list[str] = field(default_factory=list)
     done: bool = False
     """The agent declared the task complete at this step."""
+    failure: str | None = None
+    """What the Harbor step this step ends raised (`step_failure_text`), if it raised."""
+    log_source: str | None = None
+    """For a step of source `log`: which log file it is, in words (its path, and
+    whether bytes that are not UTF-8 are shown as U+FFFD)."""
 
 
 @dataclass(slots=True)
@@ -155,7 +166,7 @@ class TimelineMark:
     index: int
     step_id: int
     kind: str
-    """system | task | user | patient | said | tool | message | answer | subagent."""
+    """system | task | user | patient | said | tool | message | answer | subagent | log."""
     label: str
     """A few words for a tooltip (at most LABEL_CHARS characters)."""
     marked: str | None = None
@@ -201,6 +212,25 @@ class FinalAnswer:
 
 
 @dataclass(slots=True)
+class StepFailure:
+    step_name: str
+    """The Harbor step (`steps/<name>/` of a multi-step trial)."""
+    text: str
+    """`step_failure_text`: what it raised, in one line."""
+    step_index: int | None
+    """The run's step the failure is shown on (the Harbor step's last ATIF step or
+    log), or None when that Harbor step left nothing to show."""
+
+
+def step_failure_text(failure: Mapping[str, Any]) -> str:
+    """A Harbor step's failure in one line: `step 'plan' raised AgentTimeoutError:
+    Agent execution timed out after 600.0 seconds`."""
+    what = ": ".join(str(failure[k]) for k in ("exception_type", "exception_message")
+                     if failure.get(k))
+    return f"step {str(failure.get('step_name'))!r} raised " + (what or "an exception")
+
+
+@dataclass(slots=True)
 class TrajectoryView:
     steps: list[StepView]
     timeline: Timeline
@@ -211,14 +241,23 @@ class TrajectoryView:
     """name, version, model_name as the trajectory gives them."""
     subagent_count: int
     error: str | None
-    """The exception that ended a failed run."""
+    """The exception that ended a failed run (a failed Harbor step's among them)."""
     schema_version: str | None
+    step_failures: list[StepFailure] = field(default_factory=list)
+    """What the Harbor steps of a multi-step trial raised, in step order."""
 
 
 def blind_to_agent(view: TrajectoryView) -> TrajectoryView:
     """The run as a reviewer kept blind to the agent reads it (`Sight.model_hidden`):
-    no agent name, version or model, on the run or on any step."""
-    return replace(view, agent={}, steps=[replace(step, model=None) for step in view.steps])
+    no agent name, version or model, on the run or on any step, nor the name of a
+    log file (installed agents name theirs after themselves: `aider.txt`)."""
+    return replace(view, agent={}, steps=[
+        replace(step, model=None, log_source=BLIND_LOG if step.log_source else None)
+        for step in view.steps])
+
+
+BLIND_LOG = "(its file name left out while you are blind to the agent)"
+"""What a log step says of its file while the reviewer is blind to the agent."""
 
 
 def task_requirements(meta: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
@@ -297,6 +336,15 @@ def trajectory_view(payload: Mapping[str, Any],
             mark.marked = marked.get(mark.step_id)
         counts.update(steps=len(steps), patient_replies=sum(s.source == "patient" for s in steps),
                       marked=sum(m.marked is not None for m in marks))
+    log_steps = _log_steps(payload.get("logs"), len(steps))
+    for step in log_steps:
+        mark = TimelineMark(step.index, step.step_id, "log", "the agent's log",
+                            marked.get(step.step_id))
+        counts["marked"] += mark.marked is not None
+        steps.append(step)
+        marks.append(mark)
+    counts["steps"] += len(log_steps)
+    failures = _step_failures(payload, steps)
     final = _final_answer(payload, steps)
     if final is not None and final.step_index is not None and final.step_index < len(marks):
         marks[final.step_index].kind = "answer"
@@ -326,8 +374,61 @@ def trajectory_view(payload: Mapping[str, Any],
         agent={k: _text(agent.get(k)) for k in ("name", "version", "model_name")
                if _text(agent.get(k))},
         subagent_count=len(subagents), error=payload.get("error"),
-        schema_version=payload.get("schema_version"),
+        schema_version=payload.get("schema_version"), step_failures=failures,
     )
+
+
+def _log_steps(logs: Any, after: int) -> list[StepView]:
+    """An agent's log files (`payload.logs`) as steps after the run's own: what
+    the reviewer reads of an agent that wrote no ATIF trajectory."""
+    out = []
+    for log in logs if isinstance(logs, list) else []:
+        if not isinstance(log, Mapping) or not isinstance(log.get("text"), str):
+            continue
+        where = str(log.get("path") or "log")
+        if log.get("step_name"):
+            where += f" (Harbor step {str(log['step_name'])!r})"
+        if log.get("not_utf8"):
+            where += "; bytes that are not UTF-8 are shown as \ufffd"
+        index = after + len(out)
+        out.append(StepView(index=index, step_id=index + 1, source="log", message=log["text"],
+                            log_source=where))
+    return out
+
+
+def _step_failures(payload: Mapping[str, Any], steps: list[StepView]) -> list[StepFailure]:
+    """Each Harbor step's failure, put on the last of the run's steps that came
+    from that Harbor step (`payload.segments`), or its last log."""
+    failures = payload.get("step_failures")
+    if not isinstance(failures, list) or not failures:
+        return []
+    by_id = {s.step_id: s for s in steps}
+    last: dict[str, StepView] = {}
+    for segment in payload.get("segments") or []:
+        if not isinstance(segment, Mapping) or not segment.get("step_name"):
+            continue
+        try:
+            end = int(segment["first_step"]) + int(segment["steps"]) - 1
+        except (KeyError, TypeError, ValueError):
+            continue
+        if end in by_id:
+            last[str(segment["step_name"])] = by_id[end]
+    for log_step, log in zip([s for s in steps if s.source == "log"],
+                             [g for g in payload.get("logs") or [] if isinstance(g, Mapping)
+                              and isinstance(g.get("text"), str)], strict=False):
+        if log.get("step_name"):
+            last.setdefault(str(log["step_name"]), log_step)
+    out = []
+    for failure in failures:
+        if not isinstance(failure, Mapping):
+            continue
+        name = str(failure.get("step_name"))
+        text = step_failure_text(failure)
+        step = last.get(name)
+        if step is not None:
+            step.failure = f"{step.failure}; {text}" if step.failure else text
+        out.append(StepFailure(name, text, step.index if step is not None else None))
+    return out
 
 
 def subagent_view(payload: Mapping[str, Any], index: int) -> TrajectoryView:
@@ -369,6 +470,31 @@ def message_text(message: Any) -> str:
                 parts.append(str(part))
         return "\n\n".join(p for p in parts if p)
     return json.dumps(message, ensure_ascii=False)
+
+
+def subagent_owners(payload: Mapping[str, Any]) -> dict[int, int]:
+    """{index in `subagent_trajectories`: step_id of the run's first step whose
+    results refer to it}; a subagent run no step names (a summarisation file) has
+    no owner."""
+    subagents = payload.get("subagent_trajectories") or []
+    if not isinstance(subagents, list) or not subagents:
+        return {}
+    embedded = _embedded_index(subagents, payload)
+    owners: dict[int, int] = {}
+    for index, raw in enumerate(payload.get("steps") or []):
+        if not isinstance(raw, Mapping):
+            continue
+        observation = raw.get("observation")
+        results = observation.get("results") if isinstance(observation, Mapping) else None
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping):
+                continue
+            for ref in _refs(result.get("subagent_trajectory_ref"), embedded):
+                if ref.embedded_index is not None and ref.embedded_index >= 0:
+                    step_id = raw.get("step_id")
+                    owners.setdefault(ref.embedded_index,
+                                      step_id if isinstance(step_id, int) else index + 1)
+    return owners
 
 
 def _embedded_index(subagents: Sequence[Mapping[str, Any]],
@@ -579,10 +705,15 @@ def _mark(step: StepView, first_user: bool) -> TimelineMark:
         label = ", ".join(c.name for c in step.tool_calls)
     else:
         kind, label = "message", step.message
+    return TimelineMark(step.index, step.step_id, kind, _label(label))
+
+
+def _label(label: Any) -> str:
+    """A few words for a timeline mark: one line, at most LABEL_CHARS characters."""
     label = " ".join(str(label or "").split())
     if len(label) > LABEL_CHARS:
         label = label[: LABEL_CHARS - 1] + "…"
-    return TimelineMark(step.index, step.step_id, kind, label)
+    return label
 
 
 def _steps_from_transcript(transcript: list[Mapping[str, Any]]) -> tuple[list[StepView], list[TimelineMark]]:

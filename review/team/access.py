@@ -28,6 +28,7 @@ from pathlib import Path
 
 from review.team.people import PEOPLE, ROLES, SETTLED_ANSWERS, Reviewer
 from store import Store
+from store.permits import Permit, issue
 
 EVERYONE = frozenset(ROLES)
 ADJUDICATORS = frozenset({"adjudicator", "admin"})
@@ -70,6 +71,8 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
     Action("read_codebook", "read the codebook and its versions", EVERYONE, EVERYONE, "Codebook"),
     Action("edit_codebook", "edit a label's wording (a new codebook version)", ADMINS, ADMINS,
            "Codebook"),
+    Action("add_codebook", "add a study's own codebook from a file (or its next version)",
+           ADMINS, ADMINS, "Codebook; `carelens codebook add`"),
     Action("adjudicate", "settle disagreements", ADJUDICATORS, ADJUDICATORS, "Adjudicate"),
     # Not asked before the labels show (their opening is recorded all the same:
     # review.reviewing.blinding).
@@ -80,6 +83,8 @@ MATRIX: dict[str, Action] = {a.name: a for a in (
     Action("grant_roles", "grant roles", ADMINS, ADMINS, "Rounds and people"),
     Action("study_settings", "change what the study allows", ADMINS, ADMINS,
            "Rounds and people, Browse"),
+    Action("end_sessions", "sign a person out (end their sessions on every device)", ADMINS,
+           ADMINS, "Rounds and people; `carelens sessions --end`"),
     Action("import", "import files", ADMINS, EVERYONE, "Data; `carelens import`"),
     Action("replace_answers", "replace answers in force of raters who exist, by import",
            ADMINS, EVERYONE, "`carelens import --replace`"),
@@ -115,6 +120,15 @@ def require(reviewer: Reviewer | None, action: str, *, server: bool) -> None:
     raise NotAllowed(f"only {who} may {rule.words}{where}")
 
 
+def permit(reviewer: Reviewer | None, action: str, *, server: bool,
+           session: int | None = None) -> Permit:
+    """`require`, and a permit saying so, for an acting function below `review`
+    that cannot ask this matrix itself (`store.permits`: the LLM runs), naming the
+    session the person acts in."""
+    require(reviewer, action, server=server)
+    return issue(action, reviewer.name if reviewer is not None else None, session)
+
+
 def may(reviewer: Reviewer | None, action: str) -> bool:
     """Whether `reviewer` may do `action`, one of the team's own work whose rule is
     the same in both modes (adjudicating, rounds, roles, the codebook, the study's
@@ -125,6 +139,14 @@ def may(reviewer: Reviewer | None, action: str) -> bool:
     if rule.server != rule.local:
         raise ValueError(f"who may {rule.words} depends on the mode: use allowed(..., server=)")
     return reviewer is not None and reviewer.role in rule.server
+
+
+def require_role(reviewer: Reviewer | None, action: str) -> None:
+    """Refuse (NotAllowed) unless `may`: for the functions that act in everyone's
+    work (answering, drafts, flags, views), whose rule is the same in both modes:
+    somebody, a person with a role, must be named for it."""
+    if not may(reviewer, action):
+        raise NotAllowed(f"only someone with a role here may {MATRIX[action].words}")
 
 
 def role_may(role: str | None, action: str) -> bool:

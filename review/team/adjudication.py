@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codebook import NO_ERROR, STEP_CODEBOOK, STEP_ERROR_QUESTION, Codebook, builtin_codebooks
+from codebook import NO_ERROR, STEP_CODEBOOK, STEP_ERROR_QUESTION, Codebook, codebook_in_force
 from review.reviewing.answers import normalise_value
 from review.reviewing.commit import AnswerSpec, Settler, reopen_broken, write_answers
 from review.reviewing.criteria import step_count
@@ -460,7 +460,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
     adjudicators and admins: it shows every clinician's answers."""
     _require_adjudicator(adjudicator, "see the disagreements to settle")
     question = _round_question(store, round_id, question_key)
-    book = builtin_codebooks().get(question.codebook)
+    book = codebook_in_force(store, question.codebook)
     out = []
     for d in _disputes(store, label_family(round_id, question.id), adjudicator):
         distance = _distance(book, [a.value for a in d.answers])
@@ -500,11 +500,13 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
     _require_adjudicator(adjudicator, "settle disagreements")
     _check_reason(reason)
     question = _round_question(store, round_id, question_key)
-    value = normalise_value(question.codebook, question.kind, value)
+    book = codebook_in_force(store, question.codebook)
+    value = normalise_value(question.codebook, question.kind, value,
+                            {book.key: book} if book is not None else {})
     return _settle(store, label_family(round_id, question.id), Unit(item_id, question.id), adjudicator,
                    value, None, reason, note, expected=expected, answers_shown=answers_shown,
                    words="this criterion" if question.kind == "criterion" else "this item",
-                   noun="item", book=builtin_codebooks().get(question.codebook))
+                   noun="item", book=book)
 
 
 # -- rubric verdicts: agent runs and graded conversations -----------------------
@@ -596,7 +598,7 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
     _check_reason(reason)
     if not 1 <= int(step_id) <= step_count(store, item_id):
         raise AdjudicationError(f"this run has no step {step_id}")
-    book = builtin_codebooks()[STEP_CODEBOOK]
+    book = codebook_in_force(store, STEP_CODEBOOK)
     error = book.normalise(error)
     if error == NO_ERROR:
         severity = None

@@ -2,7 +2,7 @@
 candidate item's chance of being drawn.
 
 An estimate that corrects the machine's labels with the clinicians' (the
-prediction-powered estimates of ``labels.ppi``) is valid when the clinicians'
+prediction-powered estimates of ``labels.ppi.estimators``) is valid when the clinicians'
 items are a random sample with known inclusion probabilities. Every round
 records them (table ``round_frame``: every candidate item that matched the
 round's filter, with its probability and stratum; ``review_rounds.design``:
@@ -32,7 +32,7 @@ the design in words), whatever the design:
 
 The drawn items are offered to reviewers in a random order (interleaved by
 stratum), so the items reviewed so far in a half-done round are a random
-part of those drawn; ``labels.sampling`` scales the probabilities by the share
+part of those drawn; ``labels.ppi.sampling`` scales the probabilities by the share
 reviewed, stratum by stratum.
 """
 
@@ -47,7 +47,7 @@ import numpy as np
 
 from store import Store, from_json, to_json
 
-DESIGNS = ("uniform", "weighted")
+DESIGNS = ("uniform", "weighted", "active")
 MORE_STRATA = ("model", "machine_label", "case")
 """Strata beside the round's own (none, gold, category): the responding model, a
 machine rater's label on the item (e.g. the mapper's), the CARE-Bench case."""
@@ -57,6 +57,7 @@ FLOOR = 0.5
 DESIGN_WORDS = {
     "uniform": "uniform random sample (in proportion within strata)",
     "weighted": "weighted toward items where the machine is likely wrong",
+    "active": "active: one batch at a time where a clinician's label tells most",
 }
 WEIGHT_WORDS = {
     "machine_disagreement": "machine raters disagree",
@@ -97,7 +98,9 @@ def _machine_answers(store: Store, question_key: str, ids: Sequence[int]) -> lis
     else:
         which, params = "q.key = ?", (_ids_json(ids), question_key)
     return store.query(
-        f"""SELECT a.item_id, a.question_id, r.name AS rater, a.value, a.confidence
+        f"""SELECT a.item_id, a.question_id, r.name AS rater, a.value, a.confidence,
+                   json_extract(a.extra, '$.score') AS score,
+                   json_extract(a.extra, '$.threshold') AS threshold
             FROM annotations a JOIN raters r ON r.id = a.rater_id
             JOIN questions q ON q.id = a.question_id
             WHERE a.item_id IN (SELECT value FROM json_each(?1)) AND {which}
@@ -298,6 +301,10 @@ def describe(design: Mapping | None) -> str:
     if not design:
         return "no design recorded (drawn before designs were kept)"
     kind = design.get("kind", "uniform")
+    if kind == "active":
+        return (f"active: drawn a batch at a time where the machine is likely wrong "
+                f"({design.get('signals') or 'nothing known yet: uniform'}), up to "
+                f"{design.get('limit')} of {design.get('frame')} candidates")
     if kind == "weighted":
         return (f"weighted toward items where {WEIGHT_WORDS.get(design.get('weight_by'), '?')}:"
                 f" {design.get('drawn')} of {design.get('frame')} candidates")
@@ -308,7 +315,7 @@ def describe(design: Mapping | None) -> str:
 
 @dataclass(frozen=True)
 class PlanningDesign:
-    """A weighted design to plan a round with (``labels.budget``): its inclusion
+    """A weighted design to plan a round with (``labels.ppi.budget``): its inclusion
     probabilities over given items for a round of n, and the score behind them."""
 
     key: str
@@ -343,3 +350,9 @@ def design_words(store: Store) -> dict[int, str]:
     """Each round's design in words, by round id (Rounds and people)."""
     return {r["id"]: describe(from_json(r["design"]) if r["design"] else None)
             for r in store.query("SELECT id, design FROM review_rounds")}
+
+
+def round_record(store: Store, round_id: int) -> dict | None:
+    """A round's recorded design (None before designs were kept)."""
+    raw = store.scalar("SELECT design FROM review_rounds WHERE id = ?", (round_id,))
+    return from_json(raw) if raw else None

@@ -7,11 +7,15 @@ unique only together with its issuer. Nothing else is an identity:
 
 - an e-mail is used (shown, matched against the configured admins) only when
   the provider says it is verified (`email_verified` true), and is compared
-  exactly: `ADMIN@example.org` is not `admin@example.org`;
+  exactly, nothing trimmed: `ADMIN@example.org` is not `admin@example.org`,
+  nor is `" admin@example.org "` (an e-mail with spaces, controls or invisible
+  characters in it is no address anyone has, and is not used at all);
 - a `sub` that looks like an e-mail is just a subject;
 - the display name (`name`) only names the rater, and never a name the system
-  uses (`review.team.reviewers.reserved_name`) nor one a screen would show
-  like another rater's (capitals, spaces, invisible or look-alike characters:
+  uses (`review.team.reviewers.reserved_name`), one no rater may have (format
+  characters such as zero-width spaces and bidirectional overrides, mixed
+  scripts: `store.names.name_problem`), nor one a screen would show like
+  another rater's (capitals, spaces, look-alike characters:
   `review.team.reviewers.look_alike`): the person then gets a name of their
   own, and the sign-in's audit entry says why (`name_refused`). Another
   rater's very name gets a number: `Ada Admin (2)`.
@@ -34,8 +38,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.team.reviewers import Reviewer, all_rater_names, look_alike, reserved_name
+from review.team.reviewers import (
+    Reviewer,
+    all_rater_names,
+    look_alike,
+    name_problem,
+    reserved_name,
+)
 from store import Store, utcnow
+from store.names import hidden_character
 
 ADMINS_ENV = "CARELENS_ADMINS"
 
@@ -83,15 +94,24 @@ def identity_from_claims(claims: Mapping[str, Any]) -> Identity:
     if not issuer or not subject.strip():
         raise NoIdentity("the login carries no issuer and subject (iss, sub): nobody to sign in")
     email = claims.get("email")
-    email = str(email).strip() if email and _verified(claims.get("email_verified")) else None
+    email = str(email) if email and _verified(claims.get("email_verified")) else None
+    if email is not None and not _an_address(email):
+        email = None  # spaces, controls or invisible characters: no address anyone has
     name = claims.get("name")
     return Identity(issuer, subject, email or None, str(name) if name else None)
 
 
+def _an_address(email: str) -> bool:
+    """Whether a verified e-mail can be an address as written: no spaces (around it
+    or in it), and nothing a screen would not show as it is (`hidden_character`)."""
+    return not any(ch.isspace() for ch in email) and hidden_character(email) is None
+
+
 def _email_key(email: str) -> str:
-    """An e-mail as compared: the domain in any capitals, the mailbox exactly."""
-    mailbox, at, domain = email.strip().rpartition("@")
-    return f"{mailbox}{at}{domain.lower()}" if at else email.strip()
+    """An e-mail as compared: exactly as written (nothing trimmed), except the
+    domain's capitals."""
+    mailbox, at, domain = email.rpartition("@")
+    return f"{mailbox}{at}{domain.lower()}" if at else email
 
 
 @dataclass(frozen=True)
@@ -166,6 +186,8 @@ def _name_for(conn, identity: Identity) -> tuple[str, str | None]:
     if base:
         reason = reserved_name(None, base)
         twin = look_alike(base, all_rater_names(conn)) if reason is None else None
+        if reason is None and twin is None:
+            reason = name_problem(base)
         if reason is not None:
             refused = f"display name {base!r} refused: {reason}"
         elif twin is not None:

@@ -15,6 +15,7 @@ from review.team.people import (  # noqa: F401 - the people's names, read from h
 )
 from review.team.people import reviewer_from_row as _from_row
 from store import Store, utcnow
+from store.names import name_problem  # noqa: F401 - what a name may hold, read from here too
 
 REFERENCE_RATERS = ("carebench-gold", "klinikebench-verifier", "clinicare-cohort",
                     "clinicare-verifier", "harbor-verifier")
@@ -147,6 +148,9 @@ def ensure_reviewer(store: Store, name: str, specialty: str | None = None,
         raise ValueError(f"{twin!r} is already a {who}, and {name!r} would be shown like it"
                          " (capitals, spaces, invisible or look-alike characters): choose that"
                          " name in the list, or give another name")
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{name!r}: {problem}; give another name")
     with store.transaction() as conn:
         clash = conn.execute("SELECT kind, role FROM raters WHERE name = ?", (name,)).fetchone()
         if clash is not None and clash[0] != "human":

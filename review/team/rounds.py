@@ -22,11 +22,20 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from codebook import BLINDING_MODES, RUBRIC_KINDS, STEP_ERROR_QUESTION
-from review.team.access import may
-from review.team.designs import MORE_STRATA, DesignError, record_draw, sampling_design, stratum_keys
+from review.team.access import NotAllowed, may, require_role, role_may
+from review.team.active import first_batch, keep_drawing, record_batch
+from review.team.designs import (
+    MORE_STRATA,
+    DesignError,
+    Draw,
+    record_draw,
+    sampling_design,
+    stratum_keys,
+)
 from review.team.reviewers import PEOPLE, Reviewer
 from review.text import plural
 from store import Store, from_json, to_json, utcnow
+from store.names import name_problem
 
 STRATA = ("none", "gold", "category", *MORE_STRATA)
 CRITERIA_PREFIX = "criteria@"
@@ -72,6 +81,9 @@ class RoundSpec:
     """A weighted round: machine_disagreement | machine_confidence."""
     machine: str | None = None
     """The machine rater whose label strata or confidence use (default: the busiest)."""
+    target_halfwidth: float | None = None
+    """An active round: the 95% half-width the lead aims for (the anytime interval says
+    when it is reached)."""
 
 
 @dataclass
@@ -121,6 +133,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
         raise RoundError("only an admin can create a review round")
     if not spec.name.strip():
         raise RoundError("a round needs a name")
+    if (problem := name_problem(spec.name.strip())) is not None:
+        raise RoundError(f"round {spec.name.strip()!r}: {problem}")
     twin = next((r.name for r in list_rounds(store)
                  if r.name.casefold() == spec.name.strip().casefold()), None)
     if twin is not None:
@@ -202,8 +216,16 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
                 order.append((ids.pop(0), key))
     if spec.limit:
         order = order[: spec.limit]
+    batch = None
     try:  # the round as a sampling design: every candidate's inclusion probability
-        draw = sampling_design(store, spec, keys, order)
+        if spec.design == "active":
+            batch, record, chances = first_batch(store, spec, [r["id"] for r in rows])
+            draw = Draw([(item, "all") for item in batch.items],
+                        {item: p for item, (p, _) in chances.items()},
+                        {item: "all" for item in chances}, record,
+                        {item: q for item, (_, q) in chances.items()})
+        else:
+            draw = sampling_design(store, spec, keys, order)
     except DesignError as exc:
         raise RoundError(str(exc)) from None
     order = draw.order
@@ -241,6 +263,8 @@ def create_round(store: Store, spec: RoundSpec, admin: Reviewer) -> int:
              for pos, (item_id, stratum) in enumerate(order)],
         )
         record_draw(conn, round_id, draw)
+        if batch is not None:
+            record_batch(conn, round_id, batch, 0, 0)
         store.audit(admin.name, "create_round", "review_rounds", round_id, None,
                     {**asdict(spec), "items": len(order)})
     return round_id
@@ -449,6 +473,11 @@ def claim_answer_slot(conn: sqlite3.Connection, round_id: int, item_id: int, rat
     return True
 
 
+def _role(conn, rater_id: int) -> str | None:
+    row = conn.execute(f"SELECT role FROM raters WHERE id = ? AND {PEOPLE}", (rater_id,)).fetchone()
+    return (row[0] or "reviewer") if row is not None else "not a person"
+
+
 def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -> bool:
     """Renew the reviewer's live reservation of the item for the round's
     reservation time from now: they are working on it (a draft saved, a
@@ -456,6 +485,8 @@ def keep_reservation(store: Store, round_id: int, item_id: int, rater_id: int) -
     kept outside the round for outlasting one reservation. False when they
     hold none (it lapsed, or the item is not reserved for them)."""
     with store.transaction() as conn:
+        if not role_may(_role(conn, rater_id), "review"):
+            raise NotAllowed("only someone with a role here may answer items")
         row = conn.execute("SELECT reservation_minutes FROM review_rounds WHERE id = ?",
                            (round_id,)).fetchone()
         if row is None:
@@ -602,6 +633,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
     answered outside the round meanwhile (another tab) is given back, and the
     next item reserved instead. In a label round a skip does not count (it reveals nothing);
     in a round over agent runs or graded conversations any answer does."""
+    require_role(reviewer, "review")
     info = store.query_one(
         "SELECT reservation_minutes, match_specialty, question_key FROM review_rounds WHERE id = ?",
         (round_id,))
@@ -630,6 +662,7 @@ def reserve_next_item(store: Store, round_id: int, reviewer: Reviewer,
         kept = next((h[1] for h in held if not h[2]), None)
         if kept is not None:
             return kept
+        keep_drawing(store, conn, round_id, NEEDED)  # an active round's next batch, if due
         frontier = _full_below(conn, (store.path, round_id), round_id)
         specialty_first = (
             "CASE WHEN json_extract(i.meta, '$.specialty_or_domain') = ?4 THEN 0 ELSE 1 END,"
@@ -986,7 +1019,9 @@ def redraw_missing_places(store: Store, admin: Reviewer, round_id: int,
     random (`seed`) from the round's candidates (`round_frame`), in its stratum
     if one is left, that is not in the round and that no such reviewer has
     answered outside it. Each redraw is recorded (`round_redraws`, append-only)
-    and audited; the draw's inclusion probabilities stay those of the first draw."""
+    and audited; the draw's inclusion probabilities stay those of the first draw. An
+    active round's stuck places are dropped instead: its next batch is drawn in their
+    stead, in the sequence its estimates rest on (``review.team.active``)."""
     if not may(admin, "manage_rounds"):
         raise RoundError("only an admin can redraw a round's places")
     key = store.scalar("SELECT question_key FROM review_rounds WHERE id = ?", (round_id,))
@@ -1011,6 +1046,10 @@ def redraw_missing_places(store: Store, admin: Reviewer, round_id: int,
             " AND a.rater_id IN (SELECT value FROM json_each(?2))) ORDER BY f.item_id",
             (round_id, to_json(people))).fetchall()
         pool = [(r[0], r[1]) for r in candidates]
+        design = from_json(conn.execute("SELECT design FROM review_rounds WHERE id = ?",
+                                        (round_id,)).fetchone()[0] or "null")
+        if design and design.get("kind") == "active":
+            pool = []  # an active round's next batch takes the places, in its own order
         position = conn.execute("SELECT COALESCE(MAX(position), -1) FROM round_items"
                                 " WHERE round_id = ?", (round_id,)).fetchone()[0]
         stamp = utcnow()

@@ -3,6 +3,9 @@
 Importing this package registers every format in `FORMATS`.
 """
 
+# The plain conversations first: a file with `messages` is theirs (no published format
+# has that field), before formats whose looser names (`id`, `output`) it could match.
+from review.datasets.sources import conversations  # noqa: F401, I001
 from review.datasets.sources import atif, clinicare, harbor, healthbench, klinikebench  # noqa: F401, I001
 from review.datasets.sources import carebench, labels_long  # noqa: F401  (registers formats)
 from review.datasets.sources.base import (

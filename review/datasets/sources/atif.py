@@ -39,7 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from review.datasets.sources.readers import mend_surrogates
+from review.datasets.sources.readers import loads_strict, mend_surrogates, read_limited
 from store.writer import InputError
 
 VERSION = re.compile(r"^ATIF-v1\.(\d+)$")
@@ -51,16 +51,21 @@ RUN_TOTALS = ("total_prompt_tokens", "total_completion_tokens", "total_cached_to
               "total_cost_usd", "total_steps")
 
 
-def read_json_file(path: Path, where: str) -> Any:
+def read_json_file(path: Path, where: str, strict: bool = True) -> Any:
     """A JSON file's content, or one InputError naming the file and the position.
     A byte-order mark (some editors write one) is skipped; lone surrogates are
-    mended as in JSONL files (`readers.mend_surrogates`)."""
+    mended as in JSONL files (`readers.mend_surrogates`); a file past the import's
+    byte limit is refused before it is read (`readers.read_limited`). With
+    `strict` (a file whose content is kept: a trajectory, a verifier's rewards), a
+    NaN or Infinity in it is refused naming its place (`readers.loads_strict`):
+    the database would keep null. Harbor's own verifier refuses a non-finite
+    reward too."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_limited(path, where).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{where}: not UTF-8 text") from None
     try:
-        value = json.loads(text)
+        value = loads_strict(text, where) if strict else json.loads(text)
         return mend_surrogates(value) if "\\u" in text else value
     except RecursionError:
         raise InputError(f"{where}: a value nested too deeply to read") from None

@@ -96,6 +96,12 @@ class ImportOptions:
     it to find which of a row's names the item was imported under."""
     limits: Limits = field(default_factory=Limits)
     """Rows and bytes one file may bring in (see `readers.Limits`)."""
+    mapping: dict[str, str] = field(default_factory=dict)
+    """carelens's field name -> the file's, for a format that reads other shapes
+    (`Format.mapped`: the plain conversations, `--map id=conversation_id`)."""
+    attempt: int | None = None
+    """Which attempt of its run(s) the file holds, when it repeats a run imported before
+    (`store.runs`): part of each run's identity. None: what the file says, else the first."""
 
 
 @dataclass
@@ -107,6 +113,9 @@ class Format:
     detect: Detector
     description: str
     takes_directory: bool = False
+    mapped: bool = False
+    """Reads other shapes through a field mapping (`ImportOptions.mapping`); its
+    `detect(path, fields, mapping)` takes the mapping too."""
 
 
 @dataclass
@@ -129,11 +138,16 @@ class ImportResult:
     """Parts of the source not imported, each with why (a Harbor trial still running)."""
     replaced: int = 0
     """Answers in force of raters who existed that this import replaced (`replace`)."""
+    notes: list[str] = field(default_factory=list)
+    """What else the summary says, each in words (items kept in the run another file
+    brought them with)."""
 
     def summary(self) -> str:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
-        return self._summary() + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+        return (self._summary()
+                + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+                + "".join(f"; {note}" for note in self.notes))
 
     def _summary(self) -> str:
         return (
@@ -163,17 +177,23 @@ def register(fmt: Format) -> Format:
     return fmt
 
 
-def detect_format(path: Path) -> Format:
+def detect_format(path: Path, mapping: dict[str, str] | None = None) -> Format:
+    """The format of a file, from its content; with a field mapping, among the formats
+    that read one (`Format.mapped`)."""
     from review.datasets.sources.readers import header_fields
 
     fields = set() if path.is_dir() else header_fields(path)
     if not fields and not path.is_dir() and _blank(path):
         raise InputError(f"{path}: empty file: it holds no rows")
     for fmt in FORMATS.values():
-        if fmt.takes_directory != path.is_dir():
+        if fmt.takes_directory != path.is_dir() or (mapping and not fmt.mapped):
             continue
-        if fmt.detect(path, fields):
+        if fmt.detect(path, fields, mapping) if fmt.mapped else fmt.detect(path, fields):
             return fmt
+    if mapping:
+        shown = ", ".join(sorted(fields)) or "none"
+        raise InputError(f"{path}: the fields --map names are not in its first row (fields: "
+                         f"{shown}); --map is for {', '.join(f.name for f in FORMATS.values() if f.mapped)}")
     shown = ", ".join(sorted(fields)) or "none"
     raise InputError(
         f"{path}: cannot tell the format from its content (fields: {shown}); "
@@ -453,13 +473,14 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
         raise InputError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     check_path(path, FORMATS.get(fmt) if fmt else None)
     if fmt is None:
-        format_ = detect_format(path)
+        format_ = detect_format(path, options.mapping)
     else:
         format_ = FORMATS[fmt]
+        if options.mapping and not format_.mapped:
+            raise InputError(f"--map is for the {', '.join(f.name for f in FORMATS.values() if f.mapped)}"
+                             f" format, not {format_.name}: its files are read as published")
         if path.is_file() and _blank(path):
             raise InputError(f"{path}: empty file: it holds no rows")
-    if validate is None:
-        from review.reviewing.answers import normalise_value as validate
 
     if options.rater is not None and len(options.rater) > MAX_ID_CHARS:
         raise InputError(f"{path}: the rater named for the file: "
@@ -494,8 +515,15 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             guard = _Guard(seen_before, digest.done)
             rules = ImportRules(store, conn, import_id, str(path), options.actor,
                                 replace=options.replace, format_name=format_.name)
+            if validate is None:
+                # Answers are checked against the codebooks in force in this database: the
+                # shipped ones and the study's own (`carelens codebook add`).
+                from review.reviewing.answers import answer_validator
+
+                validate = answer_validator(conn)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                                  validate=validate, index_later=True, rules=rules)
+                                  validate=validate, index_later=True, rules=rules,
+                                  source_name=shown)
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
@@ -506,6 +534,7 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
                                     if options.left_out else ""))
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
+            notes = _joined_notes(conn, writer)
             if options.rater:
                 # A rater the file gave no answers by (a format that names its own
                 # raters, or rows without the grader's verdict) is not made: no rater.
@@ -534,7 +563,22 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
     return ImportResult(shown, format_.name, rows, writer.n_items,
                         writer.n_annotations, writer.n_skipped,
                         seconds=time.perf_counter() - started, completed=writer.n_completed,
-                        left_out=options.left_out, replaced=rules.replaced)
+                        left_out=options.left_out, replaced=rules.replaced, notes=notes)
+
+
+def _joined_notes(conn, writer: RecordWriter) -> list[str]:
+    """In words, items the file gave that another file had brought in another run (a
+    HealthBench completion is one completion whichever file names it): they stay in
+    that run, and what this file says of them is added to them."""
+    from store.runs import run_label_map
+
+    if not writer.joined:
+        return []
+    labels = run_label_map(conn)
+    return [f"{n:,} item{'' if n == 1 else 's'} already imported as part of run {run_id}"
+            f" ({labels.get(run_id, '?')}): kept in that run, this file's answers added to"
+            f" {'it' if n == 1 else 'them'}"
+            for run_id, n in sorted(writer.joined.items()) if run_id not in writer.runs_made]
 
 
 def _imported_before(store: Store, digest: _Digest, fmt: str, rater: str | None) -> bool:

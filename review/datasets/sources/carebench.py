@@ -1,8 +1,9 @@
 """CARE-Bench importers: prefixes, raw generations, mapped responses, direct labels.
 
 Items: a *prefix* (`uid` = prefix_id) carries the patient turns so far; a
-*response* (`uid` = prefix_id::model) carries one model's reply and links to
-its prefix. The gold label is an annotation by the reference rater
+*response* (`uid` = prefix_id::model::protocol@prompt_version, `response_uid`)
+carries one model's reply and links to its prefix, in its run (`store.runs`:
+the model requested, provider, protocol, prompt version and attempt). The gold label is an annotation by the reference rater
 `carebench-gold` on the prefix question; mapped labels are annotations by a
 machine rater on the response question; a direct-label CSV is a model's own
 label for the prefix (the model as a machine rater).
@@ -14,11 +15,14 @@ Read as the CARE-Bench release writes them:
 - a mapped-responses file (`mapped_responses.jsonl`: the raw-generation fields
   plus `model_alias`, `mapper_model`, `mapper_prompt_version`,
   `mapper_raw_output` and `predicted_label`, which some writers call
-  `mapped_label`) adds no items: each label goes onto the response already
-  imported for its `prefix_id` and model (`model_requested`, `model_actual` or
-  the submitter's alias, in that order). A label whose response is not in the
-  database is refused, naming it: import the raw generations first (a label
-  on a placeholder reply would be a label on nothing a reviewer can check).
+  `mapped_label`) adds no items: each label goes onto the response to its
+  `prefix_id` of the run the row names (`_MappedRuns`: `model_requested`,
+  `model_alias`, `model_actual` each matched with the same name of each run,
+  narrowed by the row's protocol, prompt version and provider; a name that
+  fits several runs is refused, naming them; the alias is kept with the run).
+  A label whose run or response is not in the database is refused, naming it:
+  import the raw generations first (a label on a placeholder reply would be a
+  label on nothing a reviewer can check).
   The mapper is the machine rater `<mapper_model>@<mapper_prompt_version>`
   (`--rater` names it otherwise; carelens's own mapper raters are named
   `provider:model@prompt_version`: a file that names no provider gives none,
@@ -33,6 +37,7 @@ Read as the CARE-Bench release writes them:
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import re
@@ -43,10 +48,22 @@ from pathlib import Path
 from typing import Any
 
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
-from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
+from review.datasets.sources.fields import (
+    Fields,
+    as_bool,
+    as_given,
+    as_int,
+    as_name,
+    has_field,
+    names,
+    pick,
+    require,
+)
 from review.datasets.sources.readers import read_rows
+from review.datasets.sources.rules import OneReference
 from store.db import to_json
-from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
+from store.runs import RunNames, RunResolver
 from store.writer import MAX_ID_CHARS, InputError
 
 FAMILY = "carebench"
@@ -82,8 +99,74 @@ def _rows(path: Path, only: tuple[str, ...] | None = None) -> Iterator[tuple[int
         yield line, row
 
 
-def response_uid(prefix_id: str, model: str) -> str:
-    return f"{prefix_id}::{model}"
+def response_uid(prefix_id: str, model: str, protocol: Any = None, prompt_version: Any = None,
+                 attempt: Any = None) -> str:
+    """A response's uid: `prefix_id::model`, then, where the generation names them, its
+    run's protocol and prompt version (`::prompted@care_bench_prompted_v1`) and an
+    attempt after the first (`::attempt-2`). Deterministic: the same row gives the same
+    uid in every database, whatever was imported before it, so labels exported from one
+    database go back into another onto the same response. (A response imported before
+    runs existed keeps the uid it had: `prefix_id::model`.)"""
+    uid = f"{prefix_id}::{model}"
+    if protocol not in (None, "") or prompt_version not in (None, ""):
+        uid += "::" + (str(protocol) if protocol not in (None, "") else "") + (
+            f"@{prompt_version}" if prompt_version not in (None, "") else "")
+    if attempt not in (None, "", 1, "1"):
+        uid += f"::attempt-{attempt}"
+    return uid
+
+
+class _GenerationRuns:
+    """The runs of a generations file, each made once from the first row of it: its
+    identity (`store.runs`: the model requested, provider, protocol, prompt version and
+    attempt), and the uid each of its responses takes: the one it has where the run
+    was imported before (a response imported before runs existed keeps its old uid),
+    else `response_uid`, and if another run's response holds that uid (runs that differ
+    only in their provider), that uid with the run's digest."""
+
+    def __init__(self, dataset: str, options: ImportOptions):
+        self.dataset, self.query, self.attempt = dataset, options.query, options.attempt
+        self._runs: dict[tuple, tuple[RunRecord, dict[str, str], set[str], str]] = {}
+
+    def of(self, row: dict, model: str) -> tuple[RunRecord, dict[str, str], set[str], str]:
+        requested = row.get("model_requested")
+        requested = model if requested in (None, "") else requested
+        parts = (requested, row.get("provider"), row.get("protocol"), row.get("prompt_version"),
+                 row.get("model_alias"), model)
+        known = self._runs.get(parts)
+        if known is not None:
+            return known
+        identity = {"model_requested": requested, "provider": row.get("provider"),
+                    "protocol": row.get("protocol"), "prompt_version": row.get("prompt_version"),
+                    "attempt": self.attempt}
+        alias = row.get("model_alias")
+        run = RunRecord(self.dataset, "response", identity, model_actual=row.get("model_actual"),
+                        aliases=(str(alias),) if alias not in (None, "") else ())
+        existing: dict[str, str] = {}
+        taken: set[str] = set()
+        if self.query is not None:
+            for prefix, uid in self.query(
+                    "SELECT p.uid, i.uid FROM items i JOIN items p ON p.id = i.parent_id"
+                    " WHERE i.run_id = (SELECT r.id FROM runs r JOIN datasets d ON d.id ="
+                    " r.dataset_id WHERE d.name = ? AND r.kind = 'response' AND r.key = ?)",
+                    (self.dataset, run.key)):
+                existing[prefix] = uid
+            taken = {uid for (uid,) in self.query(
+                "SELECT uid FROM items WHERE kind = 'response' AND model = ?", (model,))}
+            taken -= set(existing.values())
+        suffix = "::run-" + hashlib.sha256(run.key.encode()).hexdigest()[:8]
+        known = self._runs[parts] = (run, existing, taken, suffix)
+        return known
+
+    def uid(self, row: dict, prefix_id: str, model: str) -> tuple[str, RunRecord]:
+        run, existing, taken, suffix = self.of(row, model)
+        uid = existing.get(prefix_id)
+        if uid is None:
+            uid = response_uid(prefix_id, model, row.get("protocol"), row.get("prompt_version"),
+                               self.attempt)
+            if uid in taken:
+                uid += suffix
+        return uid, run
 
 
 LISTED_TURNS = re.compile(r"""\A\[\s*(?:\]\s*\Z|[bBrRuUfF]{0,2}['"])""")
@@ -170,23 +253,19 @@ def read_prefixes(path: Path, options: ImportOptions) -> Iterator[Record]:
     yield RaterRecord(name=GOLD_RATER, kind="reference", role="gold",
                       meta={"about": "CARE-Bench gold label of each prefix"})
     name = str(path)
-    golds: dict[str, tuple[int, Any]] = {}
-    """The gold label each prefix was given, and on which line."""
+    golds = OneReference("prefix", "gold label")
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
         gold = pick(row, "gold_label")
-        first = golds.setdefault(prefix_id, (line, gold))
-        if first[1] != gold:  # one prefix, two gold labels: which one is the reference?
-            raise InputError(f"{where}: prefix {prefix_id!r} again, with gold label {gold!r};"
-                             f" line {first[0]} gave it {first[1]!r}")
+        golds.check(prefix_id, gold, line, where)  # two gold labels: which is the reference?
         turns = _turns(require(row, "input_patient_turns", where, (list, str)), where)
         case_id, round_id = _case_and_round(prefix_id, row, where)
-        meta = {k: v for k, v in row.items() if k not in PREFIX_FIELDS}
+        meta = {k: as_given(v, k, where) for k, v in row.items() if k not in PREFIX_FIELDS}
         yield ItemRecord(
             uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-            case_id=case_id, round_id=round_id, split=pick(row, "split"), meta=meta,
-            replace_stub=True, line=line,
+            case_id=case_id, round_id=round_id, split=as_name(pick(row, "split"), "split", where),
+            meta=meta, replace_stub=True, line=line,
         )
         if gold is not None:
             yield AnnotationRecord(item_uid=prefix_id, question_key=PREFIX_QUESTION,
@@ -206,11 +285,13 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
     turns = [] if info is None else _turns(info, where, "patient_information_available_so_far")
     case_id, round_id = _case_and_round(prefix_id, row, where)
     return ItemRecord(uid=prefix_id, kind="prefix", dataset=dataset, payload={"turns": turns},
-                      case_id=case_id, round_id=round_id, split=pick(row, "split"),
+                      case_id=case_id, round_id=round_id,
+                      split=as_name(pick(row, "split"), "split", where),
                       meta={"stub": True}, line=_line(where))
 
 
-GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested")
+GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested",
+                   "model_alias")
 
 
 def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -218,12 +299,13 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     this loop is kept lean; every check of the slower helpers still holds)."""
     dataset = options.dataset or FAMILY
     stubbed: set[str] = set()
+    runs = _GenerationRuns(dataset, options)
     name = str(path)
     read = ("prefix_id", "model", "generation_failed", "raw_model_response", "case_id", "round_id",
             "split", "error_message")
     fields = Fields(*read)
-    # Only these are stored: the rest of a row (its copy of the conversation) is not.
-    kept = names(*read, "patient_information") + GENERATION_KEEP
+    # Only these are stored: the rest of a row is not.
+    kept = names(*read, "patient_information") + GENERATION_KEEP + ("input_messages",)
     for line, row in read_rows(path, kept):
         prefix_id, model, failed, response, case_id, round_id, split, error = fields(row)
         if type(prefix_id) is not str or type(model) is not str \
@@ -250,16 +332,57 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         elif type(case_id) is not str:
             case_id = _case_text(case_id, f"{name}:{line}")
         if error is not None and type(error) is not str:
-            error = to_json(error)  # an error object (e.g. the provider's): kept, shown as text
-        # input_messages repeat the prefix's turns (and the file keeps them);
-        # storing them again per response would double the database.
+            # an error object (e.g. the provider's): kept, shown as text
+            error = to_json(as_given(error, "error_message", f"{name}:{line}"))
+        if split is not None and type(split) is not str:
+            split = as_name(split, "split", f"{name}:{line}")
         meta = {k: v for k in GENERATION_KEEP if (v := row.get(k)) is not None}
+        uid, run = runs.uid(row, prefix_id, model)
         yield ItemRecord(
-            response_uid(prefix_id, model), "response", dataset,
-            {"response": response or "", "error": error}, prefix_id,
+            uid, "response", dataset,
+            _response_payload(row, response, error, f"{name}:{line}"), prefix_id,
             case_id, round_id, split, model, failed, meta,
-            True, line,  # fills in the placeholder a mapped file made of this response
+            True, line, run,  # fills in a placeholder another file made of this response
         )
+
+
+def _response_payload(row: dict, response: str | None, error: str | None,
+                      where: str) -> dict[str, Any]:
+    """A response item's payload: the reply, the error that replaced it, and the
+    model's input as the row gives it (`input_messages`: the system prompt and
+    the patient turns, provider-neutral chat messages), which the reviewer reads
+    as what the model was given. Other fields a generation row keeps are the
+    run's (GENERATION_KEEP: its meta), each checked as kept (`as_given`)."""
+    payload: dict[str, Any] = {"response": response or "", "error": error}
+    messages = model_input(row.get("input_messages"), where)
+    if messages is not None:
+        payload["input_messages"] = messages
+    for key in GENERATION_KEEP:
+        value = row.get(key)
+        if value is not None and type(value) is not str:
+            as_given(value, key, where)
+    return payload
+
+
+def model_input(messages: Any, where: str) -> list[dict[str, Any]] | None:
+    """`input_messages` as given: a list of chat messages {role, content}, the
+    content text or a list of content parts; null or absent gives None. Anything
+    else is refused naming the field and the message: it is shown to the reviewer
+    as what the model was given, so it is kept as written or not at all."""
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        raise InputError(f"{where}: field 'input_messages' must be a list of chat messages"
+                         f" {{role, content}}, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InputError(f"{where}: field 'input_messages[{i}]' must be a chat message"
+                             " {role, content} with the role as text")
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise InputError(f"{where}: field 'input_messages[{i}].content' must be text or a"
+                             f" list of content parts, got {type(content).__name__}")
+    return as_given(messages, "input_messages", where)
 
 
 def _empty_reply(row: dict) -> bool:
@@ -268,9 +391,8 @@ def _empty_reply(row: dict) -> bool:
 
 
 MAPPED_MODELS = ("model_requested", "model_actual", "model_alias", "model", "model_name")
-"""Where a mapped row names the model whose response it labels, in the order
-tried: the generation importer keys a response by its `model_requested`
-(`fields.ALIASES["model"]`), and the alias is the submitter's name for it."""
+"""Where a mapped row names the model whose response it labels (`store.runs.RunNames`):
+the model requested, the model served, the submitter's alias, or a name of unsaid kind."""
 MAPPER_KEPT = ("model_alias", "mapper_model", "mapper_prompt_version", "mapper_provider")
 
 
@@ -290,38 +412,63 @@ def mapper_name(row: dict) -> str | None:
     return name
 
 
-def _mapped_response(row: dict, prefix_id: str, query: Any, where: str) -> tuple[str, str]:
-    """(uid, model) of the imported response a mapped row labels: the response to
-    the prefix whose model, or `model_requested` / `model_actual` as its
-    generation gave them, is one of the row's names for it (tried in order)."""
-    tried = list(dict.fromkeys(str(row[k]) for k in MAPPED_MODELS if row.get(k) not in (None, "")))
-    if not tried:
-        require(row, "model", where)  # names the missing field
-    if query is None:  # read outside an import: the first name, as generations key it
-        return response_uid(prefix_id, tried[0]), tried[0]
-    names: dict[str, str] = {}
-    for uid, model, requested, actual in query(
-            "SELECT uid, model, json_extract(meta, '$.model_requested'),"
-            " json_extract(meta, '$.model_actual') FROM items WHERE kind = 'response'"
-            " AND parent_id = (SELECT id FROM items WHERE uid = ?)"
-            " AND NOT coalesce(json_extract(meta, '$.stub'), 0) ORDER BY id", (prefix_id,)):
-        for name in (model, requested, actual):
-            if name is not None:
-                names.setdefault(str(name), uid)
-    for model in tried:
-        if model in names:
-            return names[model], model
-    models = " or ".join(repr(m) for m in tried)
-    raise InputError(f"{where}: no response of model {models} to prefix {prefix_id!r} has been"
-                     " imported; import its raw generations first (a mapped label belongs to the"
-                     " response it was given for)")
+class _MappedRuns:
+    """Which imported response a mapped row labels: the run its names name (resolved
+    once per set of names by `store.runs.RunResolver`: requested with requested, alias
+    with alias, served with served, narrowed by the row's protocol, prompt version and
+    provider; several runs fitting is refused, naming them), then that run's response
+    to the row's prefix. Never a response of another run."""
+
+    def __init__(self, options: ImportOptions):
+        self.query, self.dataset, self.attempt = options.query, options.dataset, options.attempt
+        self.resolver = RunResolver(self.query, "response")
+        self._responses: dict[int, dict[str, tuple[str, Any]]] = {}
+        self._aliased: set[tuple[int, str]] = set()
+
+    def response(self, row: dict, prefix_id: str, where: str) -> tuple[str, Any, RunRecord | None]:
+        """(uid of the response, the run, a record naming the run's alias if it is new)."""
+        names = RunNames.from_row(row)
+        if not names.given():
+            require(row, "model", where)  # names the missing field
+        if self.attempt is not None:
+            names.qualifiers["attempt"] = str(self.attempt)
+        try:
+            run = self.resolver.resolve(names, self.dataset, where)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        responses = self._responses.get(run.id)
+        if responses is None:
+            responses = self._responses[run.id] = {p: (u, a) for p, u, a in self.query(
+                "SELECT p.uid, i.uid, json_extract(i.meta, '$.model_actual') FROM items i"
+                " JOIN items p ON p.id = i.parent_id WHERE i.run_id = ?"
+                " AND NOT coalesce(json_extract(i.meta, '$.stub'), 0)", (run.id,))}
+        found = responses.get(prefix_id)
+        if found is None:
+            raise InputError(f"{where}: {run.describe()} has no response to prefix {prefix_id!r};"
+                             " import its raw generations first (a mapped label belongs to the"
+                             " response it was given for)")
+        uid, served = found
+        if names.actual is not None and served is not None and str(served) != names.actual:
+            raise InputError(f"{where}: model_actual {names.actual!r}, but the response of"
+                             f" {run.describe()} to prefix {prefix_id!r} was served by"
+                             f" {str(served)!r}: a label belongs to the response it was given for")
+        alias = names.alias
+        named = None
+        if alias is not None and alias not in run.aliases and (run.id, alias) not in self._aliased:
+            self._aliased.add((run.id, alias))
+            named = RunRecord(run.dataset, run.kind, run.identity, aliases=(alias,))
+        return uid, run, named
 
 
 def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
-    """The mapper's label of each response already imported; no items."""
+    """The mapper's label of each response already imported, on the response of the run
+    the row names (see `_MappedRuns`); no items."""
     announced: set[str] = set()
     name = str(path)
-    query = options.query
+    if options.query is None:
+        raise InputError(f"{name}: a mapped-responses file labels responses already imported:"
+                         " it is read into a database")
+    runs = _MappedRuns(options)
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
@@ -333,13 +480,16 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
                 mapper, "machine", role="mapper",
                 meta={k: row[k] for k in ("mapper_model", "mapper_prompt_version",
                                           "mapper_provider") if row.get(k) not in (None, "")})
-        uid, model = _mapped_response(row, prefix_id, query, where)
-        extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
+        uid, run, named = runs.response(row, prefix_id, where)
+        if named is not None:
+            yield named
+        extra: dict[str, Any] = {k: as_given(row[k], k, where) for k in MAPPER_KEPT
+                                 if row.get(k) not in (None, "")}
         raw = row.get("mapper_raw_output")
         if raw is not None:
-            extra["raw_output"] = raw
-        if model != row.get("model_requested"):
-            extra["matched_model"] = model
+            extra["raw_output"] = as_given(raw, "mapper_raw_output", where)
+        if run.model_requested != row.get("model_requested"):
+            extra["matched_run"] = run.label
         yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,
                                value=str(label), line=line, extra=extra,
                                rationale=row.get("mapper_rationale") or row.get("rationale"))

@@ -62,7 +62,8 @@ from review.datasets.sources.harbor import (
     sample_trials,
     trial_file,
 )
-from review.datasets.sources.readers import read_rows
+from review.datasets.sources.readers import read_limited, read_rows
+from review.datasets.sources.rules import OneReference
 from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
 from store.writer import InputError
 
@@ -82,12 +83,15 @@ REWARD_KEYS = {
 JUDGE_FAILURES = ("rubrics_load_failed", "judge_launch_failed", "judge_failed")
 IDENTIFYING_FIELDS = ["uid", "case_id", "meta.task_id", "meta.trial_name", "meta.task_name"]
 VERIFIER_MEASURES = (
-    Measure("score", "outcome", "Is the agent's verdict the expected one?", VERIFIER),
+    Measure("score", "outcome", "Is the agent's verdict the expected one?", VERIFIER,
+            bounds=(0.0, 1.0)),
 )
 JUDGE_MEASURES = (
     Measure("process_pct", "process", "Did the agent follow the scenario's process rubric?",
-            JUDGE, threshold=PROCESS_PASS, scale=100.0, group="process"),
+            JUDGE, threshold=PROCESS_PASS, scale=100.0, group="process", bounds=(0.0, 100.0)),
 )
+"""`score` is 0 or 1 and `process_pct` a percentage (the README): a value outside
+is refused, naming the trial and the key, not scored."""
 
 ANSWER_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]*\**[ \t]*Answer[ \t]*\**[ \t]*:(.*)$",
                          re.IGNORECASE | re.MULTILINE)
@@ -143,7 +147,8 @@ def find_report(trial: Trial) -> tuple[str, str] | None:
     for path in files:
         if not trial_file(trial.dir, path, trial.where(path.relative_to(trial.dir).as_posix())):
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_limited(path, trial.where(path.relative_to(trial.dir).as_posix())).decode(
+            "utf-8", errors="replace")
         if ANSWER_LINE.search(text):
             return text, str(path.relative_to(trial.dir))
     for step in reversed((trial.atif or {}).get("steps") or []):
@@ -288,14 +293,17 @@ def task_item(task_id: str, dataset: str, stub: bool = False, line: int | None =
 
 
 def read_cohort(path: Path, options: ImportOptions) -> Iterator[Record]:
-    """Cohort CSV `task_id,scenario_id,expected_label`: the expected verdict of each task."""
+    """Cohort CSV `task_id,scenario_id,expected_label`: the expected verdict of each
+    task. A task given twice with two verdicts is refused (`rules.OneReference`)."""
     dataset = options.dataset or FAMILY
     yield RaterRecord(name=COHORT, kind="reference", role="gold",
                       meta={"about": "CliniCARE cohort: the expected verdict of each task"})
+    expected = OneReference("task", "expected label")
     for line, row in read_rows(path):
         where = f"{path}:{line}"
         task_id = require(row, "task_id", where)
         label = require(row, "expected_label", where)
+        expected.check(task_id, label, line, where)  # NO then YES: which is expected?
         item = task_item(task_id, dataset, line=line)
         scenario = pick(row, "scenario_id")
         if scenario:

@@ -8,9 +8,11 @@ model alias and the mapped label are guesses kept deliberately broad.
 
 from __future__ import annotations
 
+import re
 from operator import itemgetter
 from typing import Any
 
+from review.datasets.sources.readers import non_finite
 from store.writer import MAX_ID_CHARS, InputError, too_long
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -136,25 +138,39 @@ def has_field(names: set[str], field: str) -> bool:
 
 
 def require(row: dict[str, Any], field: str, where: str, typ: type | tuple[type, ...] = str) -> Any:
+    """A field's value, refused in one line when missing or of another type. Text
+    may be given as a whole number (`"prefix_id": 36` reads as "36", digit for
+    digit); a number with a point is refused: its text is not what the source
+    wrote (a spreadsheet's 36.0, or 1e+20), and an id must not change."""
     value = pick(row, field)
     if value is None:
         names = " / ".join(ALIASES.get(field, (field,)))
         raise InputError(f"{where}: missing required field {field!r} (looked for {names})")
-    if typ is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if typ is str and type(value) is int:
         value = str(value)
+    elif typ is str and type(value) is float:
+        raise InputError(f"{where}: field {field!r} must be text, got the number {value!r} (a"
+                         " number with a point is not read as text: write the text itself)")
     if not isinstance(value, typ):
         expected = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
         raise InputError(f"{where}: field {field!r} must be {expected}, got {type(value).__name__}")
     return id_length(value, field, where) if field in ID_FIELDS else value
 
 
+_WHOLE = re.compile(r"\A[ \t]*[+-]?[0-9]+[ \t]*\Z")
+"""A whole number as text: ASCII digits only (Python's int() also reads "1_000"
+and other scripts' digits, "٣": a value no reader would take for that number)."""
+
+
 def as_int(value: Any, field: str, where: str) -> int | None:
-    """A whole number from an int, a whole float (1.0) or its text; anything
-    else (1.5, true, infinity, beyond 64 bits) is an InputError."""
+    """A whole number from an int, a whole float (1.0: a dataframe's integer
+    column with a gap is a float column) or its text in ASCII digits; anything
+    else (1.5, true, infinity, "1_000", beyond 64 bits) is an InputError."""
     if value is None or value == "":
         return None
     try:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()) \
+                or (isinstance(value, str) and not _WHOLE.match(value)):
             raise ValueError
         number = int(value)
     except (TypeError, ValueError, OverflowError):
@@ -162,6 +178,38 @@ def as_int(value: Any, field: str, where: str) -> int | None:
     if not -(1 << 63) <= number < (1 << 63):
         raise InputError(f"{where}: field {field!r}: {number} is beyond a 64-bit integer")
     return number
+
+
+def as_name(value: Any, field: str, where: str) -> str | None:
+    """A name (a split, a model, a subset) as text: text as given, a whole number
+    as its digits, null or "" as none; true / false, a number with a point, a list
+    or an object are refused, naming the field (`"split": true` is no split's
+    name, and "1" would be)."""
+    if value is None or value == "":
+        return None
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    got = {bool: "true/false", float: "a number with a point", list: "a list",
+           dict: "an object"}.get(type(value), type(value).__name__)
+    raise InputError(f"{where}: field {field!r}: expected text or a whole number (a name), got"
+                     f" {got}: {quoted(value, 60)}")
+
+
+def as_given(value: Any, field: str, where: str) -> Any:
+    """A value kept as the source wrote it (an extra column, the verifier's detail),
+    refused in one line when it holds a number JSON cannot hold - NaN, Infinity,
+    -Infinity (Python's json writes them; a dataframe's NaN): it would be stored
+    as null, a changed value. A missing value is written null."""
+    found = non_finite(value)
+    if found is not None:
+        inner, number = found
+        spelled = "NaN" if number != number else "Infinity" if number > 0 else "-Infinity"
+        raise InputError(f"{where}: field {field + inner!r} is {spelled}, which JSON cannot"
+                         " hold (it would be stored as null); write null for a value that is"
+                         " missing, or the number")
+    return value
 
 
 def as_bool(value: Any, field: str, where: str) -> bool:

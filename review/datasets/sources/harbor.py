@@ -7,8 +7,16 @@ directories. Import either. Read as Harbor lays them out:
 
 - a trial without `result.json` is still running (or was stopped: Harbor's own
   resume runs it again): it is left out, and named in the import's summary
-  (`ImportOptions.left_out`); a trial that failed (`exception.txt`, no
-  trajectory) is a failed run;
+  (`ImportOptions.left_out`); a trial that raised (`exception_info` in its
+  result.json, `exception.txt`) is a failed run, with or without a trajectory;
+- a multi-step trial records a step's failure on the step
+  (`step_results[i].exception_info`, Harbor's `TrialResult.recorded_exceptions`):
+  the trial is a failed run too, its error names the step, and the failure is
+  kept by step (`payload.step_failures`), shown on that step's last ATIF step;
+- an agent that writes no ATIF trajectory (aider, and the other installed
+  agents that only `tee` their console to `agent/<name>.txt`) is not a failure
+  (only an exception is): its log files (`LOG_SUFFIXES`, directly in its agent
+  folder) are kept whole as what the reviewer reads (`payload.logs`);
 - the run is `agent/trajectory.json` joined with the continuation segments it
   names (`continued_trajectory_ref`: `trajectory.cont-1.json`, ..., their
   copied context left out), step ids renumbered 1..n; `payload.segments` says
@@ -31,10 +39,14 @@ else the directory name), whether it was imported alone or with its job.
 Its verifier reward is the criterion question `harbor:<trial_name>:reward`
 ("Did the run pass the task's verifier?"), answered by the reference rater
 `harbor-verifier` with met when reward >= PASS_THRESHOLD (the score is kept in
-the annotation's extra); every other reward key in 0..1 is a check of its own
-(`:reward:<key>`), and a multi-step trial's rewards are per step
-(`:step:<name>:reward`). A reward key that is missing or null means "not
-measured": no annotation, never 0.
+the annotation's extra); every other reward key whose value is a fraction (a
+JSON number with a point, in 0..1) is a check of its own (`:reward:<key>`), and
+a multi-step trial's rewards are per step (`:step:<name>:reward`). A key whose
+value is a whole number (`tests_passed`, `tests_total`) is a count, never a
+check, even at 0 or 1: Harbor documents `reward` as the reward, and a count
+written as a number is not a score (see `reward_measures`). A reward key that
+is missing or null means "not measured": no annotation, never 0. Every key is
+kept in the item's meta as the verifier wrote it.
 
 Benchmarks run under Harbor add meaning through a `TrialProfile` (see
 `review.datasets.sources.clinicare`): a profile that claims a trial may change its
@@ -54,8 +66,16 @@ import orjson
 from review.datasets.sources.atif import check_trajectory, read_json_file
 from review.datasets.sources.base import Format, ImportOptions, present, register
 from review.datasets.sources.fields import quoted
-from review.reviewing.trajectory import trajectory_payload
-from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from review.datasets.sources.readers import read_limited
+from review.reviewing.trajectory import step_failure_text, trajectory_payload
+from store.records import (
+    AnnotationRecord,
+    ItemRecord,
+    QuestionRecord,
+    RaterRecord,
+    Record,
+    RunRecord,
+)
 from store.writer import InputError
 
 FAMILY = "harbor"
@@ -83,6 +103,9 @@ class Measure:
     scale: float = 1.0
     """Divide the raw value by this first (100 for a percentage)."""
     group: str = "verifier"
+    bounds: tuple[float, float] | None = None
+    """The range the raw value is documented in (0..100 for a percentage): a value
+    outside it is refused, naming the key, never scored (250 % is not "met")."""
 
 
 def as_score(value: Any, where: str) -> float | None:
@@ -116,6 +139,10 @@ def measure_records(uid: str, values: Mapping[str, Any], measures: tuple[Measure
         score = as_score(raw, f"{where}: {m.key}")
         if score is None:
             continue
+        if m.bounds is not None and not m.bounds[0] <= score <= m.bounds[1]:
+            low, high = m.bounds
+            raise InputError(f"{where}: {m.key}: {raw!r} is outside {low:g}..{high:g}, the range"
+                             f" {m.key!r} is given in; carelens does not score it")
         score /= m.scale
         yield criterion_question(uid, m.suffix, m.text, {"group": m.group, "measure": m.key})
         yield AnnotationRecord(
@@ -182,6 +209,12 @@ class Trial:
     into `subagent_trajectories` (how the screen opens a reference by path)."""
     missing: list[str] = field(default_factory=list)
     """Linked trajectory files named but not in the trial folder."""
+    step_failures: list[dict[str, Any]] = field(default_factory=list)
+    """What each step of a multi-step trial raised (`step_results[i].exception_info`),
+    in step order: {step_name, exception_type, exception_message, occurred_at}."""
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    """An agent's log files, kept when its folder holds no ATIF trajectory:
+    {path (relative to the trial folder), text, step_name?, not_utf8?}."""
     query: Callable[[str, tuple], list[Any]] | None = None
     """The database as the import sees it (`ImportOptions.query`), for profiles."""
 
@@ -270,7 +303,11 @@ def load_trial(path: Path, label: str, line: int) -> Trial:
     if steps_dir.is_dir() and not (path / "agent").is_dir():
         _load_steps(trial, steps_dir, result)
     else:
-        _join(trial, [(None, _read_run(trial, path / "agent"))])
+        run = _read_run(trial, path / "agent")
+        _join(trial, [(None, run)])
+        if not run:
+            _read_logs(trial, path / "agent")
+    trial.step_failures = step_failures(result, label)
     details = path / "verifier" / "reward-details.json"
     if trial_file(path, details, f"{label}/verifier/reward-details.json"):
         trial.reward_details = read_json_file(details, f"{label}/verifier/reward-details.json")
@@ -289,13 +326,78 @@ def _load_steps(trial: Trial, steps_dir: Path, result: dict[str, Any]) -> None:
     runs = []
     for name in names:
         here = steps_dir / name
-        runs.append((name, _read_run(trial, here / "agent")))
+        run = _read_run(trial, here / "agent")
+        runs.append((name, run))
+        if not run:
+            _read_logs(trial, here / "agent", name)
         listed_result = next((s for s in result.get("step_results") or []
                               if isinstance(s, dict) and s.get("step_name") == name), {})
         rewards = _rewards(here, f"{trial.label}/steps/{name}", listed_result, trial.dir)
         if rewards:
             trial.step_rewards[name] = rewards
     _join(trial, runs)
+
+
+def step_failures(result: dict[str, Any], label: str) -> list[dict[str, Any]]:
+    """What the steps of a multi-step trial raised, in step order (Harbor records
+    a step's handled failure on the step, not on the trial): {step_name,
+    exception_type, exception_message, occurred_at} as given, and the whole
+    `exception_info` (its traceback too) under `exception_info`."""
+    out = []
+    steps = result.get("step_results")
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        info = step.get("exception_info") if isinstance(step, dict) else None
+        if info is None:
+            continue
+        where = f"{label}/result.json: step_results[{i}].exception_info"
+        if not isinstance(info, dict):
+            raise InputError(f"{where}: expected an object {{exception_type, exception_message,"
+                             f" ...}}, got {type(info).__name__}")
+        name = step.get("step_name")
+        failure = {"step_name": name if isinstance(name, str) and name else f"step {i + 1}"}
+        for key in ("exception_type", "exception_message", "occurred_at"):
+            value = info.get(key)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"{where}.{key}: expected text, got {type(value).__name__}")
+            if value:
+                failure[key] = value
+        out.append({**failure, "exception_info": info})
+    return out
+
+
+LOG_SUFFIXES = (".txt", ".log", ".md", ".out", ".err")
+"""Files of an agent folder read as its log when it holds no ATIF trajectory:
+what the installed agents `tee` their console to (`agent/aider.txt`,
+`agent/codex.txt`, ...) and the chat histories some keep beside it
+(`aider.chat.history.md`). Only files directly in the folder (its `setup/`
+holds the install's output, not the run)."""
+
+
+def _read_logs(trial: Trial, agent_dir: Path, step_name: str | None = None) -> None:
+    """Keep the log files of an agent folder that holds no trajectory, whole, in
+    name order. Bytes that are not UTF-8 (a console's) are shown as U+FFFD and
+    the log says so (`not_utf8`); a NUL (which SQLite's text functions stop at)
+    is refused, naming the file."""
+    if not agent_dir.is_dir():
+        return
+    for path in sorted(agent_dir.iterdir()):
+        if path.suffix.lower() not in LOG_SUFFIXES:
+            continue
+        rel = _relative(trial, path)
+        if not trial_file(trial.dir, path, trial.where(rel)):
+            continue
+        data = read_limited(path, trial.where(rel))
+        if b"\0" in data:
+            raise InputError(f"{trial.where(rel)}: holds a NUL character (U+0000); text after it"
+                             " would be lost: remove it")
+        log: dict[str, Any] = {"path": rel}
+        try:
+            log["text"] = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            log["text"], log["not_utf8"] = data.decode("utf-8", "replace"), True
+        if step_name is not None:
+            log["step_name"] = step_name
+        trial.logs.append(log)
 
 
 MAX_SEGMENTS = 1000
@@ -454,7 +556,8 @@ def _rewards(path: Path, label: str, result: dict[str, Any], root: Path) -> dict
     `root` is the trial folder, outside which no file is read."""
     reward_json = path / "verifier" / "reward.json"
     if trial_file(root, reward_json, f"{label}/verifier/reward.json"):
-        rewards = read_json_file(reward_json, f"{label}/verifier/reward.json")
+        # Not strict: a NaN reward is "not measured" (`as_score`); an infinite one is refused.
+        rewards = read_json_file(reward_json, f"{label}/verifier/reward.json", strict=False)
         if not isinstance(rewards, dict):
             raise InputError(f"{label}/verifier/reward.json: expected a JSON object of reward keys")
         return rewards
@@ -471,13 +574,16 @@ def _rewards(path: Path, label: str, result: dict[str, Any], root: Path) -> dict
 
 
 def trial_item(trial: Trial, options: ImportOptions) -> ItemRecord:
-    """The trajectory item of a trial, before any profile changes it."""
+    """The trajectory item of a trial, before any profile changes it. A run failed
+    when the trial or one of its steps raised (Harbor's `recorded_exceptions`),
+    not because its agent wrote no trajectory."""
     exception = trial.result.get("exception_info")
-    error = None
+    errors = []
     if exception:
         error = (exception.get("exception_message") or exception.get("exception_type")
                  if isinstance(exception, dict) else str(exception))
-        error = str(error or exception)
+        errors.append(str(error or exception))
+    errors += [step_failure_text(f) for f in trial.step_failures]
     agent_result = trial.result.get("agent_result")
     meta = {
         "source": "harbor", "trial_name": trial.trial_name, "task_name": trial.task_name,
@@ -485,31 +591,61 @@ def trial_item(trial: Trial, options: ImportOptions) -> ItemRecord:
         "step_rewards": trial.step_rewards or None,
         "agent_result": agent_result if isinstance(agent_result, dict) else None,
         "reward_details": trial.reward_details, "exception": exception or None,
+        "step_exceptions": {f["step_name"]: f["exception_info"] for f in trial.step_failures}
+        or None,
         "started_at": trial.result.get("started_at"), "finished_at": trial.result.get("finished_at"),
     }
-    payload = trajectory_payload(trial.atif, error=error)
+    payload = trajectory_payload(trial.atif, error="; ".join(errors) or None)
     if len(trial.segments) > 1 or any(s.step_name for s in trial.segments):
         payload["segments"] = [s.as_dict() for s in trial.segments]
     if trial.linked:
         payload["linked_trajectories"] = trial.linked
     if trial.missing:
         payload["missing_trajectories"] = trial.missing
+    if trial.step_failures:
+        payload["step_failures"] = [{k: v for k, v in f.items() if k != "exception_info"}
+                                    for f in trial.step_failures]
+    if trial.logs:
+        payload["logs"] = trial.logs
     return ItemRecord(
         uid=trial.uid, kind="trajectory", dataset=options.dataset or FAMILY,
         payload=payload, case_id=trial.task_name,
-        model=trial.model, failed=bool(exception) or trial.atif is None,
+        model=trial.model, failed=bool(errors),
         meta={k: v for k, v in meta.items() if v is not None}, line=trial.line,
     )
+
+
+def trial_run(trial: Trial, item: ItemRecord, options: ImportOptions) -> RunRecord:
+    """The run a trial belongs to (`store.runs`): its job (the folder Harbor wrote it
+    in), its agent and the model the agent was given; the model the provider served
+    and the provider as the trial's `agent_info` names them."""
+    config = (trial.result.get("config") or {}).get("agent") or {}
+    agent = config.get("name") if isinstance(config, dict) else None
+    agent = agent or ((trial.atif or {}).get("agent") or {}).get("name")
+    info = trial.result.get("agent_info")
+    info = info if isinstance(info, dict) else {}
+    model_info = info.get("model_info") if isinstance(info.get("model_info"), dict) else {}
+    job_id = (trial.result.get("config") or {}).get("job_id")
+    meta = {k: v for k, v in (("agent_version", info.get("version")), ("job_id", job_id),
+                              ("provider", model_info.get("provider"))) if v not in (None, "")}
+    return RunRecord(item.dataset, "trajectory",
+                     {"model_requested": item.model, "job": item.meta.get("job"),
+                      "agent": agent, "attempt": options.attempt},
+                     model_actual=model_info.get("name"), meta=meta)
 
 
 def reward_measures(rewards: Mapping[str, Any], prefix: str = "", what: str = "the run") -> \
         tuple[Measure, ...]:
     """The verifier's checks of a run: `reward` (a number, or refused), and every
-    other key whose value is a score in 0..1 (a count or a time is not a check)."""
+    other key whose value is a fraction in 0..1. A whole number (`"tests_passed":
+    1`, `"tests_total": 0`) is a count, and a number past 0..1 a count or a time:
+    neither is a check. Only `reward`, which Harbor documents as the trial's
+    reward (reward.txt is that one number), is a verdict whatever it is written
+    as; a key's type is how its writer says what it is (Harbor's own reader keeps
+    an int an int: `VerifierResult.rewards: dict[str, float | int]`)."""
     out = [Measure("reward", f"{prefix}reward", f"Did {what} pass the task's verifier?", VERIFIER)]
     for key, value in rewards.items():
-        if key == "reward" or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not 0 <= value <= 1:
+        if key == "reward" or type(value) is not float or not 0 <= value <= 1:
             continue
         out.append(Measure(key, f"{prefix}reward:{key}",
                            f"Did {what} pass the verifier's '{key}' check?", VERIFIER))
@@ -559,6 +695,7 @@ def read_harbor(path: Path, options: ImportOptions, profile: str | None = None) 
         chosen = next((p for p in PROFILES if p.name == profile or (profile is None and p.claims(trial))),
                       None)
         extra = list(chosen.extend(trial, item, options)) if chosen else []
+        item.run = trial_run(trial, item, options)
         measured = _verifier_records(trial, item.uid, generic=chosen is None)
         if measured and VERIFIER not in announced:
             announced.add(VERIFIER)

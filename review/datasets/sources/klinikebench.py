@@ -66,16 +66,22 @@ import orjson
 
 from review.datasets.sources.atif import check_steps, check_trajectory
 from review.datasets.sources.base import Format, ImportOptions, register
-from review.datasets.sources.fields import id_length, quoted
+from review.datasets.sources.fields import as_given, as_name, id_length, quoted
 from review.datasets.sources.harbor import (
     PASS_THRESHOLD,
     as_score,
     criterion_question,
     verdict_from_score,
 )
-from review.datasets.sources.readers import file_kind, mend_surrogates, read_jsonl, read_parquet
+from review.datasets.sources.readers import (
+    file_kind,
+    loads_strict,
+    mend_surrogates,
+    read_jsonl,
+    read_parquet,
+)
 from review.reviewing.trajectory import trajectory_payload
-from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
 from store.writer import InputError
 
 FAMILY = "klinikebench"
@@ -160,7 +166,9 @@ def json_field(row: Mapping[str, Any], name: str, where: str,
         except orjson.JSONDecodeError:
             value = _slow_json(value, name, where)
     elif not isinstance(value, (str, int, float, bool)):
-        value = _plain(value)
+        value = _plain(value)  # parsed already (a nested Parquet column): checked as a string is
+        if name not in SCORED_JSON:
+            as_given(value, name, where)
     if value is not None and not isinstance(value, types):
         raise InputError(f"{where}: field {name!r} must be {what}, got {type(value).__name__}")
     return value
@@ -188,11 +196,18 @@ def score_field(row: Mapping[str, Any], name: str, where: str) -> float | None:
     raise InputError(f"{where}: field {name!r} must be a score in 0..1, got {got}")
 
 
+SCORED_JSON = frozenset({"gates"})
+"""JSON fields whose numbers are scores: a NaN there is "not measured" (`as_score`)."""
+
+
 def _slow_json(text: str, name: str, where: str) -> Any:
-    """What orjson refused: Python's parser reads what it writes beyond JSON
-    (NaN) and, for what neither reads, names the place."""
+    """What orjson refused: Python's parser names the place of what is not JSON;
+    a NaN or Infinity (which Python's json writes) is refused naming its place in
+    the field (`readers.loads_strict`): the field is kept, and would keep null.
+    In the gates (SCORED_JSON) a NaN score is read as not measured instead."""
     try:
-        value = json.loads(text)
+        value = (json.loads(text) if name in SCORED_JSON
+                 else loads_strict(text, f"{where}: field {name!r}"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: field {name!r} is not valid JSON: {exc.msg} "
                          f"(character {exc.pos} of the field)") from None
@@ -381,8 +396,34 @@ def _verdicts(row: Mapping[str, Any], gates: list[GateResult], where: str) -> li
     return out
 
 
+_RUN_FIELDS = ("clinician_model", "subset", "run", "patient_model", "max_turns", "max_steps",
+               "judge_model", "task_dataset")
+
+
+def episode_run(row: Mapping[str, Any], dataset: str, attempt: int | None = None,
+                known: dict[tuple, RunRecord] | None = None) -> RunRecord:
+    """The run an episode belongs to (`store.runs`): its config (`subset`) and the `run`
+    the dataset names, with the clinician model; a row that names no run is told apart by
+    its patient model and its turn and step caps. `known`: the records made so far by
+    what they were made from (one record a run, its key worked out once)."""
+    parts = tuple(repr(row.get(k)) for k in _RUN_FIELDS)
+    if known is not None and parts in known:
+        return known[parts]
+    identity = {"model_requested": row.get("clinician_model"), "subset": row.get("subset"),
+                "run": row.get("run"), "attempt": attempt}
+    if row.get("run") in (None, ""):
+        identity.update({k: row.get(k) for k in ("patient_model", "max_turns", "max_steps")})
+    meta = {k: row[k] for k in ("patient_model", "judge_model", "task_dataset")
+            if isinstance(row.get(k), (str, int, float)) and not isinstance(row.get(k), bool)}
+    run = RunRecord(dataset, "trajectory", identity, meta=meta)
+    if known is not None:
+        known[parts] = run
+    return run
+
+
 def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
-                    announced: set[str]) -> Iterator[Record]:
+                    announced: set[str], attempt: int | None = None,
+                    runs: dict[tuple, RunRecord] | None = None) -> Iterator[Record]:
     """The item, its criteria and the verifier's and judge's answers for one episode."""
     trial_name = row.get("trial_name")
     task_id = row.get("task_id")
@@ -402,7 +443,8 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     gates_raw = json_field(row, "gates", where, (dict, list), "a JSON object of gates")
     meta_doc = json_field(row, "meta", where, dict, "a JSON object")
     scores = {name: score_field(row, name, where) for name in SCORE_FIELDS if name in row}
-    meta = {k: v.isoformat() if isinstance(v, (datetime, date)) else v for k, v in row.items()
+    meta = {k: v.isoformat() if isinstance(v, (datetime, date)) else as_given(v, k, where)
+            for k, v in row.items()
             if k not in JSON_FIELDS and k not in SCORE_FIELDS and v is not None}
     meta["scores"] = scores
     if meta_doc:
@@ -417,8 +459,9 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
     yield ItemRecord(
         uid=uid, kind="trajectory", dataset=dataset,
         payload=trajectory_payload(atif, steps=steps, transcript=transcript, error=error),
-        case_id=str(task_id), split=row.get("split"), model=row.get("clinician_model"),
-        failed=failed, meta=meta, line=line,
+        case_id=str(task_id), split=as_name(row.get("split"), "split", where),
+        model=as_name(row.get("clinician_model"), "clinician_model", where),
+        failed=failed, meta=meta, line=line, run=episode_run(row, dataset, attempt, runs),
     )
     judge = f"{JUDGE_PREFIX}:{row['judge_model']}" if row.get("judge_model") else JUDGE_PREFIX
     for name, (text, _) in GATES.items():
@@ -486,8 +529,10 @@ def read_klinikebench(path: Path, options: ImportOptions) -> Iterator[Record]:
     dataset = options.dataset or FAMILY
     rows = read_parquet(path, PARQUET_BATCH) if file_kind(path) == "parquet" else read_jsonl(path)
     announced: set[str] = set()
+    runs: dict[tuple, RunRecord] = {}
     for line, row in rows:
-        yield from episode_records(row, f"{path}:{line}", line, dataset, announced)
+        yield from episode_records(row, f"{path}:{line}", line, dataset, announced,
+                                   options.attempt, runs)
 
 
 register(Format(

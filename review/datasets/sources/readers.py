@@ -93,12 +93,31 @@ class reading:
         self.limits = limits or Limits()
 
     def __enter__(self) -> reading:
-        self._saved = (getattr(_state, "limits", None), getattr(_state, "frames", None))
-        _state.limits, _state.frames = self.limits, []
+        self._saved = (getattr(_state, "limits", None), getattr(_state, "frames", None),
+                       getattr(_state, "spent", None))
+        _state.limits, _state.frames, _state.spent = self.limits, [], 0
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _state.limits, _state.frames = self._saved
+        _state.limits, _state.frames, _state.spent = self._saved
+
+
+def read_limited(path: Path, where: str) -> bytes:
+    """The bytes of one file of a folder an import reads (a Harbor trial's
+    trajectory, log or result), refused in one line naming `where` when it, or
+    it with the files read before it in the same import, is past the byte limit:
+    a job is one source, as a file is, and its files are read whole."""
+    size = path.stat().st_size
+    limits = current_limits()
+    spent = getattr(_state, "spent", None) or 0
+    if spent + size > limits.max_bytes:
+        what = f"{size:,} bytes" if spent == 0 else \
+            f"{size:,} bytes, after {spent:,} bytes of the files read before it"
+        raise limits.bytes_exceeded(where, what)
+    data = path.read_bytes()
+    if getattr(_state, "spent", None) is not None:
+        _state.spent = spent + len(data)
+    return data
 
 
 def _track(path: Path, counter: str) -> None:
@@ -195,6 +214,58 @@ def _mend(text: str) -> str:
     except UnicodeEncodeError:
         # A pair written as two escapes is joined; a lone half becomes U+FFFD.
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """(where inside `value`, as `.key` / `[i]`, the number) of the first NaN or
+    ±Infinity in a parsed value, or None. Cheap for the common case: a value
+    with no float in it is walked without building a path."""
+    t = type(value)
+    if t is float:
+        return None if value - value == 0.0 else (path, value)  # inf - inf and nan - nan: nan
+    if t is dict:
+        for key, v in value.items():
+            tv = type(v)
+            if tv is str or tv is int or tv is bool or v is None:
+                continue
+            found = non_finite(v, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif t is list:
+        for i, v in enumerate(value):
+            tv = type(v)
+            if tv is str or tv is int or tv is bool or v is None:
+                continue
+            found = non_finite(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def loads_strict(text: str | bytes, where: str) -> Any:
+    """JSON text as Python's parser reads it, refused in one line naming the place
+    when it holds NaN, Infinity or a number too large for a float (1e999): JSON
+    has no such number, and the database would keep null. (orjson refuses them
+    too: this is the reader for what orjson could not read.)"""
+    odd: list[str] = []
+
+    def constant(name: str) -> float:
+        odd.append(name)
+        return float(name)
+
+    def number(text: str) -> float:
+        value = float(text)
+        if value - value != 0.0:
+            odd.append(text)
+        return value
+
+    value = json.loads(text, parse_constant=constant, parse_float=number)
+    if odd:
+        found = non_finite(value)
+        inner = (found[0].lstrip(".") or "the value") if found else "a value"
+        raise InputError(f"{where}: {inner}: {odd[0]} is not a number JSON can hold (it would be"
+                         " stored as null); write null for a value that is missing, or the number")
+    return value
 
 
 def mend_surrogates(value: Any) -> Any:
@@ -386,11 +457,36 @@ def not_utf8(path: Path) -> InputError:
     return InputError(f"{path}: not UTF-8 text; save the file as UTF-8")
 
 
+PARQUET_SLICE_BYTES = 64 << 20
+"""Bytes of a Parquet batch turned into Python rows at a time: a batch of a few
+thousand large rows is read in slices, so memory holds about this much of it."""
+FIXED_WIDTH = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8}
+"""Bytes counted for a value of each Parquet physical type once read (a boolean as a
+byte: more than Arrow's bit, less than Python's object)."""
+
+
 def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict[str, Any]]]:
     """The rows of a Parquet file. A file of more rows than the limit is refused
-    before any is read (its footer says how many); a damaged page, a value
-    Python cannot hold (a date beyond year 9999) or text with a NUL character
-    is refused naming the rows it is in."""
+    before any is read (its footer says how many); a file that expands past the
+    byte limit (`Limits.max_bytes`) is refused before any row is given, and is
+    measured again as its rows are made; a damaged page, a value Python cannot
+    hold (a date beyond year 9999) or text with a NUL character is refused naming
+    the rows it is in.
+
+    Decompression bombs. Bytes are counted as the rows hold them once read, every
+    column (those no importer uses too), dictionary-encoded values once per row
+    that refers to them: Parquet stores a repeated value once, and a 12 kB file
+    whose extra column repeats a 1 MB value in 5,000 rows holds 5 GB. Three
+    counts, each refusing in one line naming the file and the limit:
+    1. the footer's own account (each column chunk's uncompressed pages, and its
+       values at their width): a file that says it is larger is refused at once;
+    2. before any row is given, the file is read once with its text columns kept
+       dictionary-encoded (`read_dictionary`: a repeated value is not copied) and
+       the bytes its rows would hold summed batch by batch (`_row_bytes`), unless
+       the footer shows that no dictionary could take it past the limit;
+    3. as the rows are made, the same count, batch by batch, so a footer that
+       lies cannot take the file past the limit either; a batch is made into
+       Python rows a slice of about PARQUET_SLICE_BYTES at a time."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -398,10 +494,14 @@ def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict
     try:
         pf = pq.ParquetFile(path)
         total = pf.metadata.num_rows
+        texts = _text_leaves(pf)
+        if texts:
+            pf = pq.ParquetFile(path, read_dictionary=texts)
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise InputError(f"{path}: not a readable Parquet file: {_one_line(exc)}") from None
     if total > limits.max_rows:
         raise limits.rows_exceeded(path, total)
+    _check_expansion(path, pf, limits, batch_size)
     row_no = 0
     read = 0
     _track(path, "row_no")
@@ -412,23 +512,135 @@ def read_parquet(path: Path, batch_size: int = 2048) -> Iterator[tuple[int, dict
             batch = next(batches, None)
             if batch is None:
                 break
-            read += batch.nbytes
+            size = _row_bytes(batch)
+            read += size
             if read > limits.max_bytes:
-                raise limits.bytes_exceeded(path, f"more than {limits.max_bytes:,} bytes once"
-                                                  f" decompressed (by row {first + batch.num_rows - 1:,})")
+                raise _expanded_past(path, limits, first + batch.num_rows - 1)
             nul = _has_nul(batch)
-            rows = batch.to_pylist()
+            slices = slices_of(batch, size)
+            rows = slices.pop(0).to_pylist() if slices else []
         except InputError:
             raise
         except (pa.ArrowException, OSError, ValueError, OverflowError, KeyError) as exc:
             last = min(first + batch_size - 1, total)
             raise InputError(f"{path}: rows {first:,} to {last:,}: cannot be read"
                              f" ({_one_line(exc)}); is the file damaged?") from None
-        for row in rows:
-            row_no += 1
-            if nul:
-                _refuse_nul(path, row_no, row)
-            yield row_no, row
+        while True:
+            for row in rows:
+                row_no += 1
+                if nul:
+                    _refuse_nul(path, row_no, row)
+                yield row_no, row
+            if not slices:
+                break
+            try:
+                rows = slices[0].to_pylist()
+            except (pa.ArrowException, ValueError, OverflowError) as exc:
+                raise InputError(f"{path}: rows {row_no + 1:,} to"
+                                 f" {row_no + slices[0].num_rows:,}: cannot be read"
+                                 f" ({_one_line(exc)}); is the file damaged?") from None
+            slices.pop(0)
+
+
+def slices_of(batch: Any, size: int) -> list[Any]:
+    """A record batch whose rows hold `size` bytes, as slices of about
+    PARQUET_SLICE_BYTES each (at least a row each), to be made into rows in turn."""
+    step = max(1, min(batch.num_rows, batch.num_rows * PARQUET_SLICE_BYTES // max(size, 1)))
+    return [batch.slice(k, step) for k in range(0, batch.num_rows, step)]
+
+
+def _text_leaves(pf: Any) -> list[str]:
+    """The file's text and binary columns (nested ones by their leaf path, e.g.
+    `turns.list.element`), read dictionary-encoded so a repeated value is held once."""
+    schema = pf.metadata.schema
+    out = []
+    for i in range(len(schema)):
+        column = schema.column(i)
+        if column.physical_type == "BYTE_ARRAY" and column.logical_type.type in ("STRING", "NONE"):
+            out.append(column.path)
+    return out
+
+
+def _expanded_past(path: Path, limits: Limits, row: int | None = None,
+                   footer: int | None = None) -> InputError:
+    if footer is not None:
+        what = f"{footer:,} bytes once decompressed, as its footer describes its pages"
+    else:
+        what = (f"more than {limits.max_bytes:,} bytes once decompressed"
+                f" (by row {row:,}; a value its dictionary repeats counted in every row that"
+                " holds it)")
+    return limits.bytes_exceeded(path, what)
+
+
+def _check_expansion(path: Path, pf: Any, limits: Limits, batch_size: int) -> None:
+    """Counts 1 and 2 of `read_parquet`: refuse, before any row is given, a file
+    whose rows would hold more than the byte limit."""
+    import pyarrow as pa
+
+    meta = pf.metadata
+    schema = meta.schema
+    widths = [FIXED_WIDTH.get(schema.column(c).physical_type, 0) or
+              (schema.column(c).length or 0 if schema.column(c).physical_type
+               == "FIXED_LEN_BYTE_ARRAY" else 0) for c in range(len(schema))]
+    footer = 0
+    bound = 0
+    """The most the rows could hold: each text value as long as its whole column
+    chunk (a dictionary page is part of its chunk)."""
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            width = widths[c] if c < len(widths) else 0
+            held = max(chunk.total_uncompressed_size, chunk.num_values * width)
+            footer += held
+            bound += chunk.num_values * max(chunk.total_uncompressed_size, 1) \
+                if chunk.physical_type == "BYTE_ARRAY" else held
+    if footer > limits.max_bytes:
+        raise _expanded_past(path, limits, footer=footer)
+    if bound <= limits.max_bytes:
+        return  # no dictionary could take it past the limit: the rows are counted as made
+    read = rows = 0
+    try:
+        for batch in pf.iter_batches(batch_size=batch_size):
+            rows += batch.num_rows
+            read += _row_bytes(batch)
+            if read > limits.max_bytes:
+                raise _expanded_past(path, limits, rows)
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, OverflowError, KeyError):
+        return  # a damaged page: refused, naming its rows, when the rows are read
+
+
+def _row_bytes(batch: Any) -> int:
+    """The bytes a record batch's rows hold once read, every column: a
+    dictionary-encoded value counted in each row that refers to it."""
+    return sum(_array_bytes(column) for column in batch.columns)
+
+
+def _array_bytes(array: Any) -> int:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = array.type
+    if pa.types.is_dictionary(t):
+        values = array.dictionary
+        if len(array) == 0 or len(values) == 0:
+            return array.indices.nbytes
+        vt = values.type
+        if (pa.types.is_string(vt) or pa.types.is_large_string(vt) or pa.types.is_binary(vt)
+                or pa.types.is_large_binary(vt)):
+            each = pc.binary_length(values)
+        else:  # a value of another type: its dictionary's size over its values, each
+            each = pa.array([_array_bytes(values) // len(values) + 1] * len(values), pa.int64())
+        held = pc.sum(pc.take(each, array.indices)).as_py() or 0
+        return int(held) + array.indices.nbytes + 4 * len(array)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+            or pa.types.is_map(t)):
+        return _array_bytes(array.flatten()) + 8 * len(array)
+    if pa.types.is_struct(t):
+        return sum(_array_bytes(f) for f in array.flatten()) + len(array) // 8 + 1
+    return array.nbytes
 
 
 def _has_nul(batch: Any) -> bool:
@@ -484,6 +696,7 @@ def header_fields(path: Path) -> set[str]:
             return set(pq.ParquetFile(path).schema_arrow.names)
         except Exception as exc:
             raise InputError(f"{path}: not a readable Parquet file: {_one_line(exc)}") from None
+    _check_size(path, current_limits())  # its first line may be all of it
     if kind == "csv":
         with path.open("r", encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()

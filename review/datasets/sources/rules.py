@@ -5,7 +5,11 @@ transaction, so a refused row leaves the database exactly as it was:
 
 - A rater the import brings in (one the database did not have when it began)
   comes with whatever the file says: its phases, and its history (a later row
-  of the same rater, item and question is that rater's revision).
+  of the same rater, item and question is that rater's revision) - except a
+  reference answer: a file that gives one thing two reference answers (a
+  CARE-Bench prefix two gold labels, a CliniCARE task two expected verdicts) is
+  refused, naming both lines (`OneReference`): which one is the reference
+  cannot be told, and taking the last would change the other without a word.
 - A rater who already exists gets new answers only. Replacing one of their
   answers in force (a value, a status or a rationale other than theirs) is
   refused unless the import is told `replace` (`carelens import --replace`;
@@ -45,6 +49,24 @@ from store.writer import InputError, WriteRules
 NAMES_FROM_FILE = frozenset({"labels-long"})
 """Formats whose raters are named by the file, not by the importer (which names
 its own reference raters: the CARE-Bench importer makes `carebench-gold`)."""
+
+
+class OneReference:
+    """The reference answer a file gives each of its items, once: the same key
+    given again with the same value is a repeat, with another value a
+    contradiction, refused in one line naming both lines, e.g.
+    `full750.csv:7: task 'sc07-a1' again, with expected label 'YES'; line 3 gave it 'NO'`.
+    Shared by every importer of a reference (gold) answer."""
+
+    def __init__(self, what: str, value_name: str):
+        self.what, self.value_name = what, value_name
+        self.given: dict[str, tuple[int, object]] = {}
+
+    def check(self, key: str, value: object, line: int, where: str) -> None:
+        first = self.given.setdefault(key, (line, value))
+        if first[1] != value:
+            raise InputError(f"{where}: {self.what} {key!r} again, with {self.value_name}"
+                             f" {value!r}; line {first[0]} gave it {first[1]!r}")
 
 
 class ImportRules(WriteRules):

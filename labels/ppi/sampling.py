@@ -28,6 +28,18 @@ round is unfinished). Over several rounds, drawn independently, an item's
 probability of being labelled is 1 - prod(1 - p_round). Items no used round
 could have drawn (outside every frame) are left out of the population, and
 the estimate says how many: it is then about the rest.
+
+How the labels were drawn also decides the variance (``labels.ppi.finite``):
+one round's labels are a fixed number drawn without replacement in each of
+its strata; labels from several rounds, drawn independently, are taken as
+independent (Poisson) draws. An *active* round's labels are a sequence
+(``round_sequence``: each draw with its chance among the items left), and the
+estimate follows it in order (``labels.ppi.sequential``); so does the
+interval that may be looked at after every answer, for an active round, a
+uniform round without strata (its items offered in a random order are a
+uniform sequence) and labels assumed uniform (taken in the order given).
+With an active round among the rounds used, its sequence alone is used, and
+a note says so.
 """
 
 from __future__ import annotations
@@ -36,7 +48,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from labels.ppi_readings import Readings
+import numpy as np
+
+from labels.ppi.finite import POISSON, WITHOUT_REPLACEMENT
+from labels.ppi.readings import Readings
 from store import Store
 
 MODES = ("auto", "assume-uniform", "design")
@@ -58,6 +73,14 @@ class RoundDesign:
     """Candidate item id -> inclusion probability."""
     strata: dict[int, str]
     drawn: frozenset[int]
+    order: list[int] = field(default_factory=list)
+    """The round's items by position (the order offered)."""
+    sequence: list[tuple[int, float, float]] = field(default_factory=list)
+    """An active round's draws in order: (item id, chance at its turn, foreseen variance)."""
+
+    @property
+    def kind(self) -> str:
+        return self.design.get("kind", "uniform")
 
 
 @dataclass
@@ -79,6 +102,38 @@ class Sampling:
     """The designed rounds the labels come from, by name."""
     notes: list[str] = field(default_factory=list)
     warning: str | None = None
+    strata: dict[int, str] = field(default_factory=dict)
+    """Position -> its stratum, for every item of the population (one round's strata)."""
+    draw: str = WITHOUT_REPLACEMENT
+    """How the labels were drawn, for the variance: without replacement (a fixed number in
+    each stratum) or Poisson (independent draws: several rounds)."""
+    sequence: Sequence | None = None
+    """The labels as a sequence, where they are one (an active round; a uniform round or
+    labels assumed uniform, for the anytime interval)."""
+    planned: int | None = None
+    """The answers the round plans (its limit): where the anytime interval is narrowest."""
+    target: float | None = None
+    """The half-width the round's lead aims for, where they set one."""
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """Draws in order, as ``labels.ppi.sequential`` reads them."""
+
+    positions: list[int]
+    """Each draw's position in the readings, -1 for an item outside this population."""
+    probabilities: list[float]
+    """Each draw's chance at its turn among the items left."""
+    variances: list[float]
+    """Each draw's foreseen variance (the estimate weights it by the inverse)."""
+    source: str
+    """Where the order comes from, in words."""
+
+
+def uniform_sequence(positions: list[int], frame: int, source: str) -> Sequence:
+    """Draws uniform among the ``frame`` items left: chance 1 / (frame - t) at turn t."""
+    left = np.arange(frame, frame - len(positions), -1, dtype=float)
+    return Sequence(list(positions), list(1 / left), list(left ** 2), source)
 
 
 def round_designs(store: Store) -> dict[int, RoundDesign]:
@@ -87,27 +142,59 @@ def round_designs(store: Store) -> dict[int, RoundDesign]:
     for r in store.query("SELECT id, name, design FROM review_rounds WHERE design IS NOT NULL"):
         frame = store.query("SELECT item_id, inclusion_probability, stratum FROM round_frame"
                             " WHERE round_id = ?", (r["id"],))
-        drawn = {row[0] for row in store.query(
-            "SELECT item_id FROM round_items WHERE round_id = ?", (r["id"],))}
+        order = [row[0] for row in store.query(
+            "SELECT item_id FROM round_items WHERE round_id = ? ORDER BY position", (r["id"],))]
+        sequence = [(row[0], row[1], row[2]) for row in store.query(
+            "SELECT item_id, draw_probability, foreseen_variance FROM round_sequence"
+            " WHERE round_id = ? ORDER BY position", (r["id"],))]
         out[r["id"]] = RoundDesign(
             r["id"], r["name"], json.loads(r["design"]),
             {f["item_id"]: f["inclusion_probability"] for f in frame},
-            {f["item_id"]: f["stratum"] or "all" for f in frame}, frozenset(drawn))
+            {f["item_id"]: f["stratum"] or "all" for f in frame}, frozenset(order), order,
+            sequence)
     return out
 
 
 def _assumed(readings: Readings, asked: bool) -> Sampling:
     positions = list(range(len(readings.item_ids)))
     notes = ["every clinician label used as a uniform random sample, as asked"] if asked else []
+    arrived = sorted(readings.human, key=lambda p: (readings.first_answer.get(p, 0), p))
     return Sampling(ASSUMED_UNIFORM, True, positions, sorted(readings.human), notes=notes,
-                    warning=ASSUMPTION)
+                    warning=ASSUMPTION, sequence=uniform_sequence(
+                        arrived, len(positions), "the order the labels were given in, "
+                        "assumed to be a random order"))
+
+
+def _active(readings: Readings, d: RoundDesign, others: list[str]) -> Sampling:
+    """The labels of an active round's sequence (see the module)."""
+    where = {item: p for p, item in enumerate(readings.item_ids)}
+    population = sorted(where[item] for item in d.probabilities if item in where)
+    positions = [where.get(item, -1) for item, _, _ in d.sequence]
+    labelled = [p for p in positions if p >= 0 and p in readings.human]
+    notes = []
+    if outside := len(readings.item_ids) - len(population):
+        notes.append(f"{outside} of {len(readings.item_ids)} items are outside the round's "
+                     f"candidates: the estimate is about the other {len(population)}")
+    if others:
+        notes.append("labels from the other rounds (" + ", ".join(others) + ") are not used: "
+                     "the estimate follows the active round's sequence")
+    return Sampling("active design", False, population, labelled, {}, [d.name], notes,
+                    sequence=Sequence(positions, [q for _, q, _ in d.sequence],
+                                      [v for _, _, v in d.sequence],
+                                      f"the active round {d.name!r}, in the order drawn"),
+                    planned=d.design.get("limit"), target=d.design.get("target_halfwidth"))
 
 
 def resolve_sampling(readings: Readings, designs: dict[int, RoundDesign],
-                     mode: str = "auto") -> Sampling:
-    """The labels and probabilities one model's estimate rests on (see the module)."""
+                     mode: str = "auto", round_id: int | None = None) -> Sampling:
+    """The labels and probabilities one model's estimate rests on (see the module);
+    ``round_id``: that round's design alone (its labels only)."""
     if mode not in MODES:
         raise ValueError(f"sampling is one of {', '.join(MODES)}, not {mode!r}")
+    if round_id is not None:
+        if round_id not in designs:
+            raise ValueError("that round has no recorded sampling design")
+        designs, mode = {round_id: designs[round_id]}, "design"
     designed = {p: readings.rounds.get(p, frozenset()) & designs.keys() for p in readings.human}
     designed = {p: rounds for p, rounds in designed.items() if rounds}
     if mode == "assume-uniform" or (mode == "auto" and not designed):
@@ -116,6 +203,10 @@ def resolve_sampling(readings: Readings, designs: dict[int, RoundDesign],
         raise ValueError("no clinician label here was given in a review round with a recorded "
                          "sampling design; use --sampling auto or assume-uniform")
     used = sorted(set().union(*designed.values()))
+    active = [r for r in used if designs[r].kind == "active"]
+    if active:
+        chosen = designs[max(active)]
+        return _active(readings, chosen, [designs[r].name for r in used if r != chosen.round_id])
     item_of = readings.item_ids
     # Per round and stratum: drawn items of this population, and those labelled in the round.
     chance: dict[int, float] = {}
@@ -169,6 +260,20 @@ def resolve_sampling(readings: Readings, designs: dict[int, RoundDesign],
     if len(used) > 1:
         notes.append("labels from several rounds: taken as independent draws, an item's chance "
                      "is 1 - prod(1 - p) over the rounds")
+    strata: dict[int, str] = {}
+    sequence = None
+    if len(used) == 1:
+        d = designs[used[0]]
+        strata = {p: d.strata.get(item_of[p], "all") for p in population}
+        if d.kind == "uniform" and d.design.get("stratify_by", "none") == "none":
+            where = {item: p for p, item in enumerate(item_of)}
+            order = [where.get(item, -1) for item in d.order]
+            sequence = uniform_sequence(order, len(d.probabilities),
+                                        f"the round {d.name!r}, in the random order offered")
     return Sampling(label, uniform, population, labelled,
                     {p: chance[p] for p in labelled},
-                    [designs[r].name for r in used], notes)
+                    [designs[r].name for r in used], notes, strata=strata,
+                    draw=WITHOUT_REPLACEMENT if len(used) == 1 else POISSON, sequence=sequence,
+                    planned=len(designs[used[0]].order) if sequence else None,
+                    target=designs[used[0]].design.get("target_halfwidth")
+                    if len(used) == 1 else None)

@@ -3,34 +3,32 @@
 Before a review round is drawn, a study lead wants to know how many items to
 put in it: enough that (a) each model's prediction-powered interval and (b)
 the judge-vs-clinician kappa interval are no wider than a target half-width,
-and which design gets there with fewer labels. The answer is simulated from
-the data at hand (:data:`METHOD` says how, and every plan carries it):
+and which design gets there with fewer labels. The labels so far are the
+pilot, and a plan is only as good as what the pilot shows: a small pilot's
+machine-clinician agreement is itself uncertain (12 pilots of 40 labels once
+read a correlation of 0.85 where the population's was 0.73, and half of their
+plans fell short). So the plan (:data:`METHOD` says how, and every plan
+carries it):
 
-1. A simulated population. Every item keeps the machine's value; an item the
-   clinicians have not labelled gets a clinician value drawn, anew in each
-   replicate, from the labelled items with the same machine value and the same
-   band (thirds) of each weighting score, with probability c / (c + 3) where
-   c of them share it, else from those with the same machine value (else any).
-   So the machine's observed errors, and how far the scores foretell them,
-   carry over to the unlabelled items, a small pilot's cells shrunk toward the
-   coarser ones.
-2. Each design draws n items from it: *uniform*, a simple random sample;
-   a *weighted* design, each item independently with its inclusion
-   probability (``review.team.designs`` gives them; independent draws are a
-   little noisier than the round's systematic draw of exactly n, so the plan
-   errs toward more labels).
-3. The estimate's 95% half-width is taken over :data:`REPLICATES` replicates:
-   for PPI the larger of the mean of the intervals' half-widths (what a
-   reader will see) and 1.96 times the spread of the estimates (a small
-   sample's intervals can be narrower than that), for kappa 1.96 times the
-   spread of the kappa estimates (weighted by 1/probability). The smallest n
-   (from :data:`MIN_PILOT`) that reaches the target is found by bisection
-   (the same random numbers at every n).
+1. reads from the pilot the machine's errors: the clinicians' correction of
+   the machine's reading, its spread overall and within cells of items alike
+   (the machine's value, and a third of each design's score), shrunk toward
+   the overall spread where a cell has few labels;
+2. foresees each design's variance at n labels over this finite population,
+   as ``labels.ppi.finite`` will compute it: sum (1 - pi) v / pi / N^2, v an
+   item's spread and pi its chance of being labelled (uniform: n / N; a
+   weighted or active round: its own chances for n), and the labels n whose
+   95% half-width reaches the target; with the interval valid at every look
+   (``labels.ppi.sequential``), the labels at which *it* does, about 1.5 times
+   wider at the same n;
+3. does so for :data:`PILOTS` resamplings of the pilot (the bootstrap: pilots
+   as they might have come out), and gives the figure that suffices in
+   :data:`ASSURANCE` of them, with the typical (median) one beside it.
 
-The labels so far are the pilot. A design's need is the total its round
-would have to label; ``more`` subtracts the labels already given (exact for
-a uniform design, whose new labels add to a uniform sample; a guide for the
-others, whose round would be drawn afresh).
+The design's need is the total its round would have to label; ``more``
+subtracts the labels already given. ``bench/bench_few_clinicians.py`` and
+``tests/test_ppi_budget.py`` check on simulated pilots how often the figure
+reaches the target.
 """
 
 from __future__ import annotations
@@ -39,30 +37,37 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.special import stdtrit
 
 from labels.agreement import agreement_weights, cohen_kappa_batch
 from labels.compare.answers import Filters
 from labels.compare.questions import question_set
-from labels.ppi import design_ppi_mean, ppi_mean, z_value
-from labels.ppi_readings import Readings, item_ids_of, load_readings, one_column, read_metric
-from labels.ppi_report import readings_digest
+from labels.ppi.estimators import z_value
+from labels.ppi.readings import Readings, item_ids_of, load_readings, one_column, read_metric
+from labels.ppi.report import readings_digest
+from labels.ppi.sequential import boundary
 from labels.provenance import Digest
 from store import Store
 
 REPLICATES = 120
+"""kappa plans: simulated studies per design and size."""
 MIN_CELL = 3
 MIN_PILOT = 10
 """Labelled items a plan needs to learn the machine's errors from."""
+PILOTS = 200
+"""Resamplings of the pilot a PPI plan is made over."""
+ASSURANCE = 0.9
+"""The share of the resampled pilots whose need the planned figure covers."""
 METHOD = (
-    "simulated from the data at hand: each item the clinicians have not labelled gets a "
-    "clinician value drawn from the labelled items with the same machine value and the same "
-    "third of each weighting score (shrunk toward the same machine value alone when few share "
-    "them); each design then draws n items "
-    f"{REPLICATES} times (uniform: a simple random sample; weighted: each item independently "
-    "with its inclusion probability), and the smallest n (at least 10) whose 95% half-width "
-    "(PPI: the mean interval half-width, or 1.96 x the spread of the estimates if larger; "
-    "kappa: 1.96 x the spread of the weighted kappa estimates) is at most the target is found "
-    "by bisection"
+    "from the pilot (the labels so far): the spread of the clinicians' correction of the "
+    "machine, overall and within cells of items alike (the machine's value, a third of each "
+    "design's score; shrunk toward the overall where few labels fall), gives each design's "
+    "variance at n labels over these items as the finite-population estimate computes it "
+    "(sum (1 - pi) v / pi / N^2); the plan is the smallest n whose 95% half-width (Student t; "
+    "for the interval valid at every look, the confidence sequence's) is at most the target, "
+    f"found for {PILOTS} bootstrap resamplings of the pilot: the figure given suffices in "
+    f"{ASSURANCE:.0%} of them, the typical one in half. Kappa: simulated from the pilot "
+    f"({REPLICATES} studies per size, 1.96 x the spread of the kappa estimates)"
 )
 
 
@@ -76,6 +81,9 @@ class PlanDesign:
     """n -> each item's probability (summing to n); None: uniform."""
     scores: np.ndarray | None = None
     """The weighting score of each item (0..1), used to band the simulated population."""
+    anytime: bool = False
+    """Planned for the interval valid at every look: the lead stops when it is narrow
+    enough (a uniform or an active round)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,11 @@ class DesignNeed:
     more: int | None
     """Beyond the labels already given."""
     note: str | None = None
+    typical: int | None = None
+    """The need of the median resampled pilot (the figure given covers :data:`ASSURANCE`
+    of them)."""
+    assurance: float | None = None
+    """The share of the resampled pilots whose need ``labels_needed`` covers."""
 
 
 @dataclass
@@ -111,8 +124,18 @@ class LabelPlan:
     """The readings the plan was simulated from (for its provenance)."""
 
 
-def uniform_design() -> PlanDesign:
+def uniform_design(anytime: bool = False) -> PlanDesign:
+    if anytime:
+        return PlanDesign("uniform:anytime", "uniform, stopping by the anytime interval",
+                          anytime=True)
     return PlanDesign("uniform", "uniform random sample")
+
+
+def anytime_design(design: PlanDesign) -> PlanDesign:
+    """The same draws, the lead stopping when the interval valid at every look is narrow
+    enough."""
+    return PlanDesign(f"{design.key}:anytime", f"{design.name}, stopping by the anytime "
+                      "interval", design.probabilities, design.scores, anytime=True)
 
 
 def _bands(scores: np.ndarray) -> np.ndarray:
@@ -168,39 +191,137 @@ class _Imputer:
         return out
 
 
-def _sample(design: PlanDesign, n: int, big_n: int, rng,
-            chance: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(mask of the items drawn, their probabilities) for one replicate; ``chance``: the
-    design's probabilities for n (None: uniform)."""
-    if chance is None:
-        mask = np.zeros(big_n, dtype=bool)
-        mask[rng.choice(big_n, size=n, replace=False)] = True
-        return mask, np.full(big_n, n / big_n)
-    return rng.random(big_n) < chance, chance
+def anytime_factor(alpha: float = 0.05) -> float:
+    """How much wider the interval valid at every look is than the fixed one, at the number
+    of answers it is tuned for (``labels.ppi.sequential.boundary``): about 1.55."""
+    return float(boundary(np.array([100.0]), 100, alpha)[0] / z_value(alpha))
 
 
-def _ppi_half_width(design, n, machine, imputer, seed, replicates) -> float:
-    """The larger of the mean reported 95% half-width and 1.96 x the spread of the
-    estimates over replicates: a small sample's intervals can be narrower than its
-    estimates' real spread (every label agreeing gives a zero-width interval)."""
+class _Spread:
+    """The spread v of the clinicians' correction of the machine on every item, as a
+    pilot leaves it uncertain (see the module): per cell of items alike, the clinicians'
+    values in the cell are a draw from the posterior a Bayesian bootstrap gives (Rubin
+    1981): Dirichlet weights, 1 on each of the cell's pilot values, :data:`MIN_CELL`
+    spread over the values of the items with the same machine value (the cell shrunk
+    toward them), and 1/2 on each end of the scale, 0 and 1 (Jeffreys': a pilot that
+    saw the machine never err in a cell does not prove it never does)."""
+
+    def __init__(self, machine: np.ndarray, labelled: np.ndarray, values: np.ndarray,
+                 designs: Sequence[PlanDesign]):
+        coarse = np.round(machine, 1)
+        columns = [coarse] + [_bands(np.asarray(d.scores, dtype=float))
+                              for d in designs if d.scores is not None]
+        keys, self.cell = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+        self.cell = self.cell.reshape(-1)
+        self.machine, self.values = machine, values
+        self.g = np.array([machine[self.cell == c].mean() for c in range(len(keys))])
+        self.share = np.bincount(self.cell, minlength=len(keys)) / len(machine)
+        self.g_var = float(np.var(machine))
+        own = self.cell[labelled]
+        broad_of = {float(k): np.flatnonzero(coarse[labelled] == k) for k in np.unique(coarse)}
+        self.members = []
+        for c, key in enumerate(keys):
+            mine = np.flatnonzero(own == c)
+            broad = broad_of.get(float(key[0]), np.array([], dtype=int))
+            if not len(broad):
+                broad = np.arange(len(labelled))
+            self.members.append((mine, broad))
+
+    def draw(self, rng: np.random.Generator | None) -> np.ndarray:
+        """Every item's spread under one draw from the posterior (``rng`` None: the pilot
+        as it is, each cell its own values shrunk toward the broad ones)."""
+        k = len(self.members)
+        mean, second = np.zeros(k), np.zeros(k)
+        for c, (mine, broad) in enumerate(self.members):
+            ends = np.array([0.0, 1.0])
+            atoms = np.concatenate([self.values[mine], self.values[broad], ends])
+            prior = np.concatenate([np.ones(len(mine)),
+                                    np.full(len(broad), MIN_CELL / max(len(broad), 1)),
+                                    np.full(2, 0.5)])
+            w = prior / prior.sum() if rng is None else rng.dirichlet(prior)
+            mean[c], second[c] = (w * atoms).sum(), (w * atoms ** 2).sum()
+        # lambda, as the estimate will tune it: cov(y, g) / var(g) over the population
+        cov = float((self.share * (mean - (self.share * mean).sum())
+                     * (self.g - (self.share * self.g).sum())).sum())
+        lam = float(np.clip(cov / self.g_var, 0, 1)) if self.g_var > 1e-15 else 0.0
+        e_mean = mean - lam * self.g
+        overall = float((self.share * e_mean).sum())
+        within = np.maximum(second - mean ** 2, 0.0)
+        # within-cell variance of y (g is near constant in a cell) and the cell's offset
+        v = within + (e_mean - overall) ** 2
+        return np.maximum(v[self.cell], 1e-12)
+
+
+class _Chances:
+    """A design's chances of being labelled for n labels, kept once computed."""
+
+    def __init__(self, design: PlanDesign, big_n: int):
+        self.design, self.big_n, self.cache = design, big_n, {}
+
+    def __call__(self, n: int) -> np.ndarray:
+        if n not in self.cache:
+            if self.design.probabilities is None:
+                self.cache[n] = np.full(self.big_n, n / self.big_n)
+            else:
+                self.cache[n] = np.clip(np.asarray(self.design.probabilities(n), dtype=float),
+                                        1e-12, 1.0)
+        return self.cache[n]
+
+
+def _half_width(spread: np.ndarray, chances: np.ndarray, n: int, anytime: bool) -> float:
+    """The 95% half-width at n labels: Student t times the finite-population standard
+    error, sum (1 - pi) v / pi / N^2 (times the anytime interval's factor)."""
+    big_n = len(spread)
+    variance = float(((1 - chances) * spread / chances).sum()) / big_n ** 2
+    quantile = float(stdtrit(max(n - 1, 1), 0.975))
+    return quantile * np.sqrt(max(variance, 0.0)) * (anytime_factor() if anytime else 1.0)
+
+
+def plan_model(readings: Readings, target: float, designs: Sequence[PlanDesign], *,
+               replicates: int = PILOTS, seed: int = 0,
+               assurance: float = ASSURANCE) -> ModelPlan:
+    """Labels each design needs for this model's PPI half-width to reach ``target`` (see
+    the module): the need of ``assurance`` of ``replicates`` resampled pilots."""
+    machine = np.asarray(readings.machine, dtype=float)
+    labelled = np.array(sorted(readings.human), dtype=int)
+    plan = ModelPlan(readings.model, len(machine), len(labelled))
+    if len(labelled) < MIN_PILOT:
+        plan.reason = (f"only {len(labelled)} items labelled: a plan needs at least {MIN_PILOT} "
+                       "to learn the machine's errors from (label a small uniform pilot first)")
+        return plan
+    values = np.array([readings.human[p] for p in labelled], dtype=float)
+    spread = _Spread(machine, labelled, values, designs)
     rng = np.random.default_rng(seed)
-    widths, values = [], []
-    chance = None if design.probabilities is None else np.asarray(design.probabilities(n))
-    for _ in range(replicates):
-        y = imputer.draw(rng)
-        mask, pi = _sample(design, n, len(machine), rng, chance)
-        if mask.sum() < 2:
+    spreads = [spread.draw(rng) for _ in range(replicates)]
+    big_n = len(machine)
+    for design in designs:
+        chances = _Chances(design, big_n)
+        anytime = getattr(design, "anytime", False)
+        needs = []
+        for v in spreads:
+
+            def width(n: int, v: np.ndarray = v, chances: _Chances = chances,
+                      anytime: bool = anytime) -> float:
+                return _half_width(v, chances(n), n, anytime)
+
+            needed = _smallest_n(width, target, min(MIN_PILOT, big_n), big_n)
+            needs.append(np.inf if needed is None else needed)
+        needs = np.array(needs, dtype=float)
+        planned = float(np.quantile(needs, assurance, method="higher"))
+        typical = float(np.quantile(needs, 0.5, method="higher"))
+        if not np.isfinite(planned):
+            share = float(np.mean(np.isfinite(needs)))
+            note = (f"labelling all {big_n} items reaches it in only {share:.0%} of the "
+                    "resampled pilots")
+            plan.needs.append(DesignNeed(design.key, design.name, None, None, note,
+                                         None if not np.isfinite(typical) else int(typical),
+                                         share))
             continue
-        if design.probabilities is None:
-            e = ppi_mean(y[mask], machine[mask], machine[~mask])
-        else:
-            e = design_ppi_mean(y[mask], machine[mask], pi[mask], machine[~mask])
-        if e.half_width is not None:
-            widths.append(e.half_width)
-            values.append(e.value)
-    if len(values) < replicates / 2:
-        return float("inf")
-    return max(float(np.mean(widths)), z_value() * float(np.std(values, ddof=1)))
+        covered = float(np.mean(needs <= planned))
+        plan.needs.append(DesignNeed(design.key, design.name, int(planned),
+                                     max(0, int(planned) - plan.n_labeled), None, int(typical),
+                                     covered))
+    return plan
 
 
 def _smallest_n(half_width: Callable[[int], float], target: float, low: int,
@@ -217,23 +338,6 @@ def _smallest_n(half_width: Callable[[int], float], target: float, low: int,
         else:
             low = middle
     return high
-
-
-def plan_model(readings: Readings, target: float, designs: Sequence[PlanDesign], *,
-               replicates: int = REPLICATES, seed: int = 0) -> ModelPlan:
-    """Labels each design needs for this model's PPI half-width to reach ``target``."""
-    machine = np.asarray(readings.machine, dtype=float)
-    labelled = np.array(sorted(readings.human), dtype=int)
-    plan = ModelPlan(readings.model, len(machine), len(labelled))
-    if len(labelled) < MIN_PILOT:
-        plan.reason = (f"only {len(labelled)} items labelled: a plan needs at least {MIN_PILOT} "
-                       "to learn the machine's errors from (label a small uniform pilot first)")
-        return plan
-    values = np.array([readings.human[p] for p in labelled], dtype=float)
-    imputer = _Imputer(machine, labelled, values, designs)
-    _plan_needs(plan, designs, target, lambda design, n: _ppi_half_width(
-        design, n, machine, imputer, seed, replicates))
-    return plan
 
 
 def _plan_needs(plan: ModelPlan, designs: Sequence[PlanDesign], target: float,
@@ -339,27 +443,35 @@ def label_plan(
     designs_for: Callable[[str, Sequence[int]], Sequence] | None = None,
     replicates: int = REPLICATES,
     seed: int = 0,
+    pilots: int = PILOTS,
+    assurance: float = ASSURANCE,
 ) -> LabelPlan:
     """What ``carelens plan-labels`` prints: per model, the labels each design needs
-    for its PPI half-width to reach ``target``, and the same for the judge-vs-clinician
-    kappa (label questions). ``designs_for(question key, item ids)``: the weighted designs
-    those items allow (``review.team.designs.planning_designs``); uniform is always
-    planned. ValueError with a message for the user on bad input."""
+    for its PPI half-width to reach ``target`` (with the assurance of the module), and
+    the same for the judge-vs-clinician kappa (label questions; ``replicates``
+    simulated studies per size). ``designs_for(question key, item ids)``: the weighted
+    and active designs those items allow (``review.team.active.plan_designs``); uniform
+    is always planned, and uniform and active also stopping by the anytime interval.
+    ValueError with a message for the user on bad input."""
     if not target > 0:
         raise ValueError("the target half-width must be a positive number, e.g. 0.05")
+    if not 0.5 <= assurance < 1:
+        raise ValueError("the assurance is a share between 0.5 and 1, e.g. 0.9")
     filters = filters or Filters()
     readings = read_metric(store, metric, human, machine, filters, phase=phase,
                            reference=reference, question=question)
     key = _design_key(store, readings.question)
 
     def designs(ids: Sequence[int]) -> list:
-        return [uniform_design(), *(designs_for(key, ids) if designs_for else [])]
+        more = list(designs_for(key, ids)) if designs_for else []
+        return [uniform_design(), *more, uniform_design(anytime=True),
+                *(anytime_design(d) for d in more if d.key == "active")]
 
     plan = LabelPlan(target, metric, [], None, notes=list(readings.notes),
                      data=readings_digest(readings))
     for _, r in sorted(readings.by_model.items()):
-        plan.models.append(plan_model(r, target, designs(r.item_ids), replicates=replicates,
-                                      seed=seed))
+        plan.models.append(plan_model(r, target, designs(r.item_ids), replicates=pilots,
+                                      seed=seed, assurance=assurance))
     qs = question_set(store, readings.question)
     if qs.kind == "criterion":
         plan.notes.append("the kappa plan is for a label question: a round over criteria draws "
@@ -374,7 +486,8 @@ def label_plan(
     position = {u: p for p, u in enumerate(units)}
     plan.kappa = plan_kappa([said[u] for u in units],
                             {position[u]: v for u, v in read.items() if u in position},
-                            qs.categories, target, designs(item_ids),
+                            qs.categories, target,
+                            [d for d in designs(item_ids) if not getattr(d, "anytime", False)],
                             ordinal=qs.level == "ordinal", replicates=replicates, seed=seed)
     plan.kappa.model = (f"{machine} vs {human}: Cohen's kappa"
                         + (" (quadratic)" if qs.level == "ordinal" else ""))
@@ -383,7 +496,8 @@ def label_plan(
 
 def _need_dict(need: DesignNeed) -> dict:
     return {"design": need.design, "name": need.name, "labels_needed": need.labels_needed,
-            "more": need.more, "note": need.note}
+            "more": need.more, "typical": need.typical, "assurance": need.assurance,
+            "note": need.note}
 
 
 def _plan_part(part: ModelPlan) -> dict:
@@ -402,7 +516,10 @@ def plan_dict(plan: LabelPlan, provenance: dict | None = None) -> dict:
 def _need_text(need: DesignNeed) -> str:
     if need.labels_needed is None:
         return f"    {need.name}: not reachable ({need.note})"
-    return f"    {need.name}: {need.labels_needed} labels ({need.more} more)"
+    if need.assurance is None:
+        return f"    {need.name}: {need.labels_needed} labels ({need.more} more)"
+    return (f"    {need.name}: {need.labels_needed} labels ({need.more} more); enough in "
+            f"{need.assurance:.0%} of pilots like yours, {need.typical} in a typical one")
 
 
 def format_plan_text(plan: LabelPlan) -> str:

@@ -89,6 +89,14 @@ class MeanEstimate:
     undefined_reason: str | None = None
     note: str | None = None
     """What the reader should know about the interval (few labels, zero width)."""
+    population: int | None = None
+    """The finite population's size N the estimate is about (``labels.ppi.finite``);
+    None for a superpopulation mean (ppi-python's estimand)."""
+    design: str | None = None
+    """How the labels were drawn, as the variance took it: without replacement, Poisson,
+    with replacement (finite population); None for the superpopulation estimators."""
+    se: float | None = None
+    """The standard error behind the interval."""
 
     @property
     def half_width(self) -> float | None:
@@ -106,7 +114,8 @@ def _array(values: Sequence[float]) -> np.ndarray:
     return np.asarray(values, dtype=float).reshape(-1)
 
 
-def _undefined(n: int, n_unlabeled: int, reason: str) -> MeanEstimate:
+def undefined_estimate(n: int, n_unlabeled: int, reason: str) -> MeanEstimate:
+    """An estimate that cannot be computed, and why."""
     return MeanEstimate(None, None, None, n, n_unlabeled, undefined_reason=reason)
 
 
@@ -125,10 +134,11 @@ def _interval(theta: float, se: float, n: int, n_unlabeled: int, alpha: float,
               lam: float | None = None, quantile: float | None = None) -> MeanEstimate:
     half = (z_value(alpha) if quantile is None else quantile) * se
     return MeanEstimate(float(theta), float(theta - half), float(theta + half), n, n_unlabeled,
-                        lam, note=_note(n, se))
+                        lam, note=_note(n, se), se=float(se))
 
 
-def _too_few(n: int) -> str | None:
+def too_few_labels(n: int) -> str | None:
+    """Why no interval can be drawn from n labels, or None."""
     if n == 0:
         return "no item has a clinician's label"
     if n == 1:
@@ -168,8 +178,8 @@ def ppi_mean(
     if len(y) != len(yhat):
         raise ValueError(f"{len(y)} clinician labels but {len(yhat)} machine labels on them")
     n, big_n = len(y), len(yhat_u)
-    if reason := _too_few(n):
-        return _undefined(n, big_n, reason)
+    if reason := too_few_labels(n):
+        return undefined_estimate(n, big_n, reason)
     if big_n == 0:
         own = classical_mean(y, alpha=alpha, n_unlabeled=0)
         every = "every item has a clinician's label: the estimate is the clinicians' own"
@@ -187,8 +197,8 @@ def classical_mean(labeled: Sequence[float], *, alpha: float = ALPHA,
     """The clinicians' mean alone with its normal interval (``ppi_py.classical_mean_ci``:
     standard error with ddof=0). ``n_unlabeled`` is only reported."""
     y = _array(labeled)
-    if reason := _too_few(len(y)):
-        return _undefined(len(y), n_unlabeled, reason)
+    if reason := too_few_labels(len(y)):
+        return undefined_estimate(len(y), n_unlabeled, reason)
     return _interval(y.mean(), float(y.std() / np.sqrt(len(y))), len(y), n_unlabeled, alpha)
 
 
@@ -197,9 +207,9 @@ def machine_mean(predicted: Sequence[float], *, alpha: float = ALPHA) -> MeanEst
     only: it does not cover the machine's own errors (which PPI corrects)."""
     f = _array(predicted)
     if len(f) == 0:
-        return _undefined(0, 0, "the machine labelled no item")
+        return undefined_estimate(0, 0, "the machine labelled no item")
     if len(f) == 1:
-        return _undefined(0, 1, "the machine labelled one item: no interval from one")
+        return undefined_estimate(0, 1, "the machine labelled one item: no interval from one")
     half = z_value(alpha) * float(f.std() / np.sqrt(len(f)))
     value = float(f.mean())
     return MeanEstimate(value, value - half, value + half, 0, len(f))
@@ -240,8 +250,8 @@ def design_ppi_mean(
         raise ValueError("each labelled item needs a clinician label, a machine label and "
                          "an inclusion probability")
     n, m = len(y), len(yhat_u)
-    if reason := _too_few(n):
-        return _undefined(n, m, reason)
+    if reason := too_few_labels(n):
+        return undefined_estimate(n, m, reason)
     if np.any(~(pi > 0)) or np.any(pi > 1):
         raise ValueError("inclusion probabilities must lie in (0, 1]")
     weights = 1 / pi
