@@ -115,6 +115,9 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "Verifier" in main and "asked at step 3" in main  # the reveal
         assert "reviewed by you" in main
+        # The final answer (folded on the left, under the step) shows the payload as text.
+        page.get_by_text("The run's final answer").click()
+        page.wait_for_timeout(300)
         assert_payloads_inert(page)
         page.screenshot(path=str(db_path.parent / "trajectory.png"), full_page=True)
 

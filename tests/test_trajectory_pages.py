@@ -215,7 +215,8 @@ def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_pat
     at = open_page("pages/trajectories.py", item=trial_uid("sc07-a1b2c3__x1"))
     page = texts(at)
     assert "sc07-a1b2c3" not in page  # the task id identifies a patient
-    assert "Final answer" in page and "`obs-3`" in page
+    assert "Verdict: " in page and "`obs-3`" in page  # the final answer, folded on the left
+    assert any(e.label.startswith("The run's final answer") for e in at.expander)
     at.button(key="ev:obs-3").click().run()
     assert "step 3 of 5" in texts(at)
     assert "The agent itself" not in texts(at) and "Gold label" not in texts(at)
@@ -375,7 +376,7 @@ def test_another_reviewer_in_the_same_browser_starts_from_their_own_work(db_path
     at.session_state["reviewer"] = "Dr. Second"  # as the sidebar's choice does
     at.run()
     assert not at.exception
-    assert "Nothing new to commit" in action_button(at, "rv_commit").label
+    assert "Nothing to commit" in action_button(at, "rv_commit").label
     assert all(sc.value is None for sc in at.segmented_control if sc.key.startswith("rv:"))
 
 
@@ -443,15 +444,20 @@ def test_a_step_mark_begun_and_left_unsaved_is_shown_on_the_run(db_path):
 
 def test_the_criteria_come_with_what_the_task_requires(demo_copy, monkeypatch):
     """'Did the agent reach the task's reference diagnosis?' can only be answered
-    with the reference diagnosis (and the required tools and parameters) in view."""
+    with the reference diagnosis (and the required tools and parameters) in view:
+    each under the gate that asks about it."""
     monkeypatch.setenv("CARELENS_DB", str(demo_copy))
     with open_store(demo_copy) as s:
         ensure_reviewer(s, REVIEWER)
     at = open_app("pages/trajectories.py", REVIEWER, item="kb:demo/r1/kb-demo-001__atlas-clinician")
     text = texts(at)
-    assert "What the task requires" in text and "Reference diagnosis: stable angina" in text
-    assert "Required tools: check_vitals; order_test; refer" in text
-    assert "prescribe: drug glyceryl trinitrate spray, dose 400 micrograms, route sublingual" in text
+    gates = {"reference diagnosis?": "Reference diagnosis: stable angina",
+             "tool the task requires?": "Required tools: check_vitals; order_test; refer",
+             "parameters the task requires?": "prescribe: drug glyceryl trinitrate spray, dose "
+                                              "400 micrograms, route sublingual"}
+    captions = [shown(c.value) for c in at.caption]
+    for gate, need in gates.items():
+        assert gate in text and any(need in c for c in captions), gate
 
 
 def test_a_reviewer_blind_to_the_agent_reads_its_name_on_no_step(demo_copy, monkeypatch):
