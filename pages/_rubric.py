@@ -421,17 +421,23 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                             f"{safe_markdown(q.text)}")
                 if context and q.id in context:
                     st.caption(safe_markdown(context[q.id]))
-                st.segmented_control(
-                    f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
-                    format_func=_words(q).get, label_visibility="collapsed", on_change=_picked,
-                    args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
-                    disabled=read_only,
-                )
-                if current or st.session_state.get(why_key(item_id, q.id)):
-                    st.text_input("Why (optional)", key=why_key(item_id, q.id),
-                                  placeholder="Why? Saved with your verdict (optional)",
-                                  label_visibility="collapsed", persist_state="session",
-                                  on_change=_keep_draft, args=(reviewer, item_id, q.id, q.id in seen))
+                # The verdict and its reason on one line: the row being answered stays
+                # short enough to show whole in its box on a laptop.
+                with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                                  key=f"rv_verdict_{item_id}_{q.id}"):
+                    st.segmented_control(
+                        f"Your verdict on criterion {i + 1}", CRITERION_CHOICES,
+                        key=draft_key(item_id, q.id), format_func=_words(q).get,
+                        label_visibility="collapsed", on_change=_picked,
+                        args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
+                        disabled=read_only,
+                    )
+                    if current or st.session_state.get(why_key(item_id, q.id)):
+                        st.text_input("Why (optional)", key=why_key(item_id, q.id),
+                                      placeholder="Why? (optional)",
+                                      label_visibility="collapsed", persist_state="session",
+                                      on_change=_keep_draft,
+                                      args=(reviewer, item_id, q.id, q.id in seen))
                 if q.id in revealed:
                     _show_reveal(q, mine.get(q.id), revealed[q.id])
                 elif q.id in mine:
@@ -469,7 +475,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
              else "Nothing to commit")
     # The commit, its counts and the flag on one line, under the list: the list
     # keeps the window's height for the criterion being answered.
-    row = st.columns([5, 5, 3] if flag else [3, 2], vertical_alignment="center", gap="small")
+    row = st.columns([6, 5, 2] if flag else [3, 2], vertical_alignment="center", gap="small")
     row[0].button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary",
                   width="stretch", disabled=not pending, icon=":material/done_all:",
                   on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
@@ -477,9 +483,9 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                       "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
     committed = sum(1 for q in questions if q.id in mine)
     if committed < len(questions):
-        row[1].caption(f"{answered} of {len(questions)} answered, {committed} committed · "
-                       + ("blind: the judges' verdicts stay hidden" if mode == BLIND
-                          else "the judges' verdicts show once you commit yours"))
+        row[1].caption(f"{answered} of {len(questions)} answered, {committed} committed",
+                       help="This review is blind: the judges' verdicts stay hidden."
+                       if mode == BLIND else "The judges' verdicts show once you commit yours.")
     else:
         row[1].caption(f"All {len(questions)} committed · a changed answer is kept as a revision"
                        + ("" if mode == BLIND else " after the reveal"))
@@ -531,6 +537,8 @@ class Opened:
     """The blinding: the round's, or the screen's default outside rounds."""
     round: RoundInfo | None = None
     """The review round the item was assigned in, if the reviewer works in one."""
+    head: Any = None
+    """The middle of the title's line, for the page to say which item is open."""
 
     @property
     def round_id(self) -> int | None:
@@ -580,7 +588,7 @@ def next_in_round_button(prefix: str, label: str, reviewed: bool, noun: str) -> 
 def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,
                     sidebar_heading: str, done_text: str, missing_text: str,
                     finished_text: str, empty_text: str, opener, mode: str,
-                    title_ratio: tuple[int, int] = (2, 5)) -> Opened:
+                    title_ratio: tuple[int, int, int] = (2, 5, 3)) -> Opened:
     """The round, filters, title and progress of a rubric screen, and the item
     it shows: the one in the URL, else the one open in this session, else the
     reviewer's next: in a review round, the next the round reserves for them;
@@ -610,7 +618,9 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             _leave_item_in_url()
         st.session_state[filter_key] = (filt, scope)
 
-    head_l, head_r = st.columns(list(title_ratio), vertical_alignment="bottom")
+    # One line: the title, the item (the page writes it in `Opened.head`), the progress.
+    head_l, head_m, head_r = st.columns(list(title_ratio), vertical_alignment="bottom",
+                                        gap="small")
     head_l.title(title, anchor=False)
     if this_round is None:
         progress = review_progress(db, reviewer.id, filt)
@@ -669,4 +679,4 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     st.session_state[uid_key] = address
     put_item_in_address(address)
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
-    return Opened(filt, item_id, screen, review_mode, this_round)
+    return Opened(filt, item_id, screen, review_mode, this_round, head_m)

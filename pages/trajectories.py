@@ -151,28 +151,34 @@ else:
     done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
     facts.append(f":orange-badge[in progress: {done} of {len(asked)} answered by you]" if done
                  else ":orange-badge[not yet reviewed by you]")
+# Over the step, on the left: what concerns the run's steps (a line the title's keeps free).
+step_facts = []
 if head.failed:
-    facts.append(":red-badge[:material/error: the run failed]")
+    step_facts.append(":red-badge[:material/error: the run failed]")
 if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
     # A mark begun and left (→ before M) reaches no review: say so wherever the run is.
     steps_words = ", ".join(str(s) for s in unsaved)
-    facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
-                 f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
-top = st.columns([1, 1], vertical_alignment="center", gap="small")
-top[0].markdown(" · ".join(facts))
-with top[1], st.container(horizontal=True, gap="small", key="trj_runs",
-                          horizontal_alignment="right"):
+    step_facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
+                      f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
+with opened.head, st.container(key="item_head"):
+    st.markdown(" · ".join(facts), help=" · ".join(facts))
+with st.sidebar, st.container(key="trj_runs", gap="small"):
+    # Moving between runs: beside the filters that make the queue (the screen's
+    # height is the step's and the criteria's).
     if in_round:
         next_in_round_button("trj", "Next run in the round", reviewed, "run")
     else:
-        st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-        st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-        st.button("To review", key="trj_next_open", icon=":material/playlist_play:",
+        row = st.columns(2, gap="small")
+        row[0].button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, -1),),
+                      width="stretch")
+        row[1].button("Next run", key="trj_next_run", icon=":material/skip_next:",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, +1),),
+                      width="stretch")
+        st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),),
-                  help="The next run you have not reviewed")
-    flag_button(reviewer, item_id, width="content")  # every run, with criteria or without
+                  help="The next run you have not reviewed", width="stretch")
+    flag_button(reviewer, item_id)  # every run, with criteria or without (F)
 
 tl = view.timeline
 counts = tl.counts
@@ -312,7 +318,8 @@ def mark_panel(sid: int) -> None:
                           placeholder="Note on this step (optional)", persist_state="session",
                           on_change=keep_step_draft, args=(sid,))
         with st.container(horizontal=True, gap="small", key="trj_errors"):
-            for lab in book.labels:
+            # In the order of their keys, 0 (no error) to 6: two lines on a laptop.
+            for lab in sorted(book.labels, key=lambda lab: lab.shortcut or "~"):
                 st.button(safe_markdown(lab.short), key=f"trj_errbtn:{item_id}:{sid}:{lab.code}",
                           shortcut=lab.shortcut, help=safe_markdown(lab.definition),
                           type="primary" if err == lab.code else "secondary",
@@ -368,6 +375,8 @@ with left:
         row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right",
                       icon=":material/arrow_forward:", width="stretch", on_click=go_step,
                       args=(current + 1,), disabled=current == last)
+        if step_facts:
+            st.markdown(" · ".join(step_facts))
         with st.container(key=marker(f"{item_id}_s{step.step_id}")):
             with st.container(border=True, key="trj_step"):
                 show_step(step, view, key=f"run:{item_id}", item_id=item_id)
