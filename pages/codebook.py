@@ -11,6 +11,9 @@ from review.team.codebook_versions import codebook_history, current_codebook, ed
 from review.team.reviewers import Reviewer, is_admin
 from review.text import inline_code, safe_markdown
 
+ASKED_OF = {"prefix": "conversation, after the patient's latest message",
+            "response": "model's reply", "trajectory": "agent run",
+            "graded_conversation": "graded conversation"}
 st.title("Codebook", anchor=False)
 db = store()
 me = current_reviewer()
@@ -19,8 +22,13 @@ key = st.selectbox("Codebook", list(books), format_func=lambda k: books[k].title
 book = current_codebook(db, key) or books[key]
 # Codebook wording is text, shown as written: an admin edits it in the app, and nothing in it
 # may format, link, load an image or run (review.text.safe_markdown), as all other text.
-st.caption(f"{inline_code(book.key)} · version {safe_markdown(book.version)} · "
-           f"{'ordinal, in this order' if book.ordinal else 'nominal'} · {book.kind}")
+ADMIN = is_admin(me)
+st.caption(f"Version {safe_markdown(book.version)} · "
+           + ("the labels in order, from the least to the most escalation" if book.ordinal
+              else "labels in no order") if book.kind == "labelset" else
+           f"Version {safe_markdown(book.version)} · each criterion met or not met")
+if ADMIN:  # what a researcher reads the data by; a clinician reads the words
+    st.caption(f"stored as {inline_code(book.key)}, {book.kind}")
 if book.description:
     st.markdown(safe_markdown(book.description))
 for label in book.labels:
@@ -28,7 +36,9 @@ for label in book.labels:
         head = f"**{safe_markdown(label.short)}**"
         if label.shortcut:
             head = f"{inline_code(label.shortcut)} · " + head
-        st.markdown(f"{head} — {inline_code(label.code)}")
+        st.markdown(head)
+        if ADMIN:
+            st.caption(f"stored as {inline_code(label.code)}")
         st.markdown(safe_markdown(label.definition))
         if label.rules:
             st.markdown("\n".join(f"- {safe_markdown(rule)}" for rule in label.rules))
@@ -43,8 +53,9 @@ if severity:
 if book.questions:
     st.subheader("Questions that use it", anchor=False)
     for q in book.questions:
-        st.markdown(f"- *{safe_markdown(q.text)}* — asked of each **{safe_markdown(q.applies_to)}**"
-                    f" ({inline_code(q.key)})")
+        st.markdown(f"- *{safe_markdown(q.text)}* — asked of each "
+                    f"**{ASKED_OF.get(q.applies_to, safe_markdown(q.applies_to))}**"
+                    + (f" :small[:gray[(stored as {inline_code(q.key)})]]" if ADMIN else ""))
 
 st.subheader("Versions", anchor=False)
 history = codebook_history(db, key)
