@@ -8,6 +8,7 @@ normalisation of a label given by a file all live here.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -346,6 +347,32 @@ def builtin_codebooks() -> dict[str, Codebook]:
 
 def codebook(key: str) -> Codebook:
     return builtin_codebooks()[key]
+
+
+CODE_LEAD = re.compile(r"^([0-9][A-Z])_")
+"""The short form of a CARE-Bench code (`1B` of `1B_ESCALATION_URGENT_CARE`)."""
+
+
+def label_words(code: str | None, researcher: bool = False, book: Codebook | None = None) -> str:
+    """A stored answer in a clinician's words: a label's short name ("Urgent
+    care", "Wrong tool"), "met", "not met", "cannot assess" (None), never the code
+    it is stored as. `researcher`: the code beside the words, for an export that
+    may be read back against the data ("Urgent care (1B)", "Wrong tool
+    (wrong_tool)"). `book`: the codebook (the version in force), else the
+    shipped ones."""
+    if code is None:
+        return "cannot assess"
+    for candidate in ([book] if book is not None else []) + list(builtin_codebooks().values()):
+        for label in candidate.labels:
+            if label.code == code:
+                if not researcher:
+                    return label.short
+                lead = CODE_LEAD.match(code)
+                return f"{label.short} ({lead.group(1) if lead else code})"
+    words = {"met": "met", "not_met": "not met", "cannot_assess": "cannot assess"}.get(code)
+    if words:
+        return words
+    return code if researcher else code.replace("_", " ")
 
 
 def question_specs() -> dict[str, tuple[Codebook, QuestionSpec]]:

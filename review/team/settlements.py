@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from codebook import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from codebook.vocabulary import SETTLED_RATER
 from review.team.reviewers import people_sql
 from store import Store, from_json, to_json, utcnow
 
-ADJUDICATED = "adjudicated"
+ADJUDICATED = SETTLED_RATER
 """The reference rater whose answers are the settled ones."""
 UNANIMOUS = "unanimous"
 """The reason of a settlement made on its own: its clinicians agreed."""
