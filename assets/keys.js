@@ -180,8 +180,9 @@ function flush(state) {
     state.held = [];
     state.refusedAt = performance.now();
     note(state, `refused ${entry.key} pressed at ${entry.token}, now ${token}`);
-    notice(state, `Key ${label(entry.key)}${also ? ` and ${also} after it` : ''} not applied: `
-      + 'pressed while the screen was changing. Check what is on screen now and go on.');
+    notice(state, `Your ${label(entry.key)} was not applied`
+      + (also ? `, nor the ${also === 1 ? 'key' : `${also} keys`} after it` : '')
+      + ': it came while the screen was changing. Check what is on screen now, then press again.');
   }
   state.flushTimer = setTimeout(() => flush(state), 25);
 }
