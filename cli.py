@@ -130,6 +130,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_run_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--model` and `--run`: which runs (`store.runs.select_runs`)."""
+    parser.add_argument("--model", help=f"only the {what} of this model (as requested, served"
+                        " or aliased): each of its runs apart")
+    parser.add_argument("--run", help="only this run: its number or its label (carelens runs)")
+
+
+def _chosen_runs(store, kind: str, args: argparse.Namespace):
+    """The runs `--model` and `--run` name (None: no choice made, every run)."""
+    from store.runs import select_runs
+
+    if not getattr(args, "model", None) and not getattr(args, "run", None):
+        return None
+    return select_runs(store.conn, kind, model=args.model, run=args.run,
+                       dataset=getattr(args, "dataset", None))
+
+
+def _attempt(text: str) -> int:
+    """`--attempt`: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"an attempt is a whole number from 1, not {text!r}")
+    return value
+
+
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
     """Each file in its own transaction: every file is tried, one line each (its
@@ -143,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     options = ImportOptions(rater=args.rater, dataset=args.dataset, actor=args.actor,
-                            replace=args.replace,
+                            replace=args.replace, attempt=args.attempt,
                             limits=Limits(max_rows=args.max_rows, max_bytes=args.max_bytes))
     imported = already = refused = 0
 
@@ -280,6 +308,27 @@ def cmd_formats(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("runs")
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Every run, with what identifies it and how many items it holds (`store.runs`)."""
+    import json
+
+    from store.runs import load_runs
+
+    store = open_store(args.db)
+    runs = [r for r in load_runs(store.conn, args.kind, args.dataset) if r.items or args.all]
+    if args.json:
+        print(json.dumps({"runs": [r.as_dict() for r in runs]}, ensure_ascii=False, indent=2))
+        return 0
+    if not runs:
+        print("no runs yet: import responses, trajectories or graded completions")
+        return 0
+    for r in runs:
+        print(f"{r.id:>4}  {r.label}  ({r.kind}, {r.items:,} item{'' if r.items == 1 else 's'}):"
+              f" {r.details()}")
+    return 0
+
+
 @command("export")
 def cmd_export(args: argparse.Namespace) -> int:
     from review.datasets.export import (
@@ -307,9 +356,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"{out}: {plural(n, 'annotation')}")
         else:
             n, ties = export_carebench_labels(store, out, args.rater, args.phase,
-                                              model=args.model)
+                                              model=args.model, run=args.run)
             phase = args.phase
-            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model)) if v}
+            filters = {k: v for k, v in (("rater", args.rater), ("model", args.model),
+                                         ("run", args.run)) if v}
             print(f"{out}: {n} prefix labels")
             for tie in ties:
                 print(f"left out, no majority: {tie}", file=sys.stderr)
@@ -337,6 +387,7 @@ def _run_llm(task: str, args: argparse.Namespace) -> int:
     from labels.llm import MissingKeyError, PromptError, RunAborted, plan_run, run_plan
 
     filters = {k: v for k, v in (("dataset", args.dataset), ("model", getattr(args, "model_filter", None)),
+                                 ("run", getattr(args, "run_filter", None)),
                                  ("split", getattr(args, "split", None)),
                                  ("question", getattr(args, "question", None)),
                                  ("answered_by", getattr(args, "answered_by", None)))
@@ -464,7 +515,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-AGREEMENT_FILTERS = ("dataset", "split", "model", "round", "category", "phase",
+AGREEMENT_FILTERS = ("dataset", "split", "model", "run", "pool", "round", "category", "phase",
                      "include_cannot_assess")
 """The Agreement screen's sidebar filters, as `carelens agreement` options."""
 TRIAGE_FILTERS = ("dataset", "split", "round", "category", "phase")
@@ -477,7 +528,14 @@ def add_filter_options(parser: argparse.ArgumentParser, names: tuple[str, ...]) 
     helps = {
         "dataset": ("--dataset", dict(help="only items of this dataset")),
         "split": ("--split", dict(help="only items of this split, e.g. validation")),
-        "model": ("--model", dict(help="only responses of this responding model")),
+        "model": ("--model", dict(help="only the responses (trajectories, completions) of this"
+                                       " model, by its name as requested, served or aliased, or"
+                                       " a run's label: every run of it (carelens runs)")),
+        "run": ("--run", dict(help="only this run: its number or its label (carelens runs)")),
+        "pool": ("--pool", dict(action="store_true",
+                                help="with --model naming several runs: take them together"
+                                     " (by default a single figure over several runs is"
+                                     " refused, naming them)")),
         "round": ("--round", dict(type=int, metavar="N",
                                   help="only this CARE-Bench conversation round (1-3)")),
         "category": ("--category", dict(help="only items of this category (HealthBench "
@@ -508,12 +566,32 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
                              "intervals (default 0)")
 
 
-def filters_of(args: argparse.Namespace, names: tuple[str, ...]):
+def filters_of(args: argparse.Namespace, names: tuple[str, ...], store=None):
     """The options' filters, read by the same code as the screen's
-    (``labels.compare.filters_from``)."""
+    (``labels.compare.filters_from``). `--run` (a number or label) is resolved on `store`
+    to one run: its number, and its label as the model filter (as the screen names it);
+    a label several runs share (one per kind of item) is refused, naming them."""
     from labels.compare import filters_from
+    from store.runs import one_run, select_runs
 
-    return filters_from({name: getattr(args, name) for name in names})
+    values = {name: getattr(args, name) for name in names if name not in ("run", "pool")}
+    model, run = getattr(args, "model", None), getattr(args, "run", None)
+    if store is not None and run:
+        (chosen,) = one_run(select_runs(store.conn, model=model, run=run), f"--run {run!r}")
+        values["run"], values["model"] = chosen.id, chosen.label
+    return filters_from(values)
+
+
+def one_run_compared(store, question: str, filters, args: argparse.Namespace) -> None:
+    """A single figure over several runs is refused unless `--pool`: the runs the
+    compared items belong to, under a `--model` that names several, are named."""
+    from labels.compare import load_answers
+    from store.runs import load_runs, one_run
+
+    if not filters.model or filters.run is not None or getattr(args, "pool", False):
+        return
+    ids = {u.run_id for u in load_answers(store, question, filters).units} - {None}
+    one_run([r for r in load_runs(store.conn) if r.id in ids], f"--model {filters.model!r}")
 
 
 @command("agreement")
@@ -529,7 +607,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     by = [b.strip() for b in args.by.split(",")] if args.by else []
     try:
-        filters = filters_of(args, AGREEMENT_FILTERS)
+        filters = filters_of(args, AGREEMENT_FILTERS, store)
+        one_run_compared(store, args.question, filters, args)
         boot = dict(n_boot=args.n_boot, seed=args.seed, bootstrap_by=args.bootstrap_by)
         if args.html:
             report, extras = agreement_bundle(store, args.question, args.a, args.b, filters,
@@ -598,13 +677,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 # -- prediction-powered estimates and the label budget (labels.ppi_report, labels.budget) --
 
-PPI_FILTERS = ("dataset", "split", "model")
+PPI_FILTERS = ("dataset", "split", "model", "run")
 
 
-def _ppi_filters(args: argparse.Namespace):
-    from labels.compare import filters_from
-
-    return filters_from({name: getattr(args, name) for name in PPI_FILTERS})
+def _ppi_filters(args: argparse.Namespace, store=None):
+    """The items PPI reads: `--model` (each of its runs an estimate of its own) or `--run`."""
+    return filters_of(args, PPI_FILTERS, store)
 
 
 @command("ppi")
@@ -614,7 +692,7 @@ def cmd_ppi(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     try:
-        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args),
+        report = ppi_report(store, args.metric, args.human, args.machine, _ppi_filters(args, store),
                             phase=args.phase, sampling=args.sampling, reference=args.reference,
                             question=args.question)
     except ValueError as exc:
@@ -636,14 +714,15 @@ def cmd_plan_labels(args: argparse.Namespace) -> int:
     try:
         machine = args.machine or default_machine(store, args.metric, args.question)
         plan = label_plan(store, args.metric, args.human, machine, args.target_halfwidth,
-                          _ppi_filters(args), phase=args.phase, question=args.question,
+                          _ppi_filters(args, store), phase=args.phase, question=args.question,
                           reference=args.reference, replicates=args.replicates,
                           designs_for=lambda key, ids: planning_designs(store, key, ids))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from labels.provenance import provenance as provenance_of
 
-    provenance = provenance_of(plan.data, store=store, phase=args.phase, filters=_ppi_filters(args),
+    provenance = provenance_of(plan.data, store=store, phase=args.phase,
+                               filters=_ppi_filters(args, store),
                                what="label budget", metric=args.metric, human=args.human,
                                machine=machine, target_halfwidth=args.target_halfwidth,
                                replicates=args.replicates, seed=0)
@@ -717,8 +796,10 @@ def cmd_healthbench_score(args: argparse.Namespace) -> int:
 
     store = open_store(args.db)
     try:
+        runs = _chosen_runs(store, "graded_conversation", args)
         report = healthbench_scores(store, dataset=args.dataset, split=args.split,
-                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed)
+                                    phase=args.phase, n_boot=args.n_boot, seed=args.seed,
+                                    runs=runs, pool=args.pool)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -800,6 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the files replace answers in force of raters who already exist"
                         " (each audited with its old and new value); without it such a row is"
                         " refused: an import adds answers")
+    i.add_argument("--attempt", type=_attempt, metavar="N",
+                   help="the files hold attempt N of runs imported before (a run's identity:"
+                        " model, protocol, prompt version, provider and attempt); without it,"
+                        " the first attempt")
     i.add_argument("--max-rows", type=int, default=Limits.max_rows, metavar="N",
                    help=f"refuse a file of more rows (default {Limits.max_rows:,})")
     i.add_argument("--max-bytes", type=_size, default=Limits.max_bytes, metavar="SIZE",
@@ -811,6 +896,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("formats", help="list the import formats")
 
+    r = sub.add_parser("runs", help="list the runs: each model's, agent's or grader's run over"
+                                    " a benchmark, with what identifies it")
+    r.add_argument("--kind", choices=["response", "trajectory", "graded_conversation"],
+                   help="only runs of this kind of item")
+    r.add_argument("--dataset", help="only runs of this dataset")
+    r.add_argument("--all", action="store_true", help="also runs that hold no item (a run's"
+                   " placeholders all filled in by another run's file)")
+    r.add_argument("--json", action="store_true")
+
     e = sub.add_parser("export", help="export annotations or CARE-Bench labels")
     e.add_argument("--what", choices=["annotations", "carebench-labels"], required=True)
     e.add_argument("--out", required=True, help="file to write (.csv or .jsonl)")
@@ -818,7 +912,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "answer, else the clinicians' majority); a mapper's labels of"
                                    " one model's responses are that model's scorer submission")
     e.add_argument("--model", help="carebench-labels with --rater: the model whose responses'"
-                                   " labels to write, when the rater labelled several")
+                                   " labels to write, when the rater labelled several (a model"
+                                   " with several runs, e.g. two protocols: choose with --run)")
+    e.add_argument("--run", help="carebench-labels with --rater: the run (its number or label,"
+                                 " carelens runs) whose responses' labels to write")
     e.add_argument("--with-identifiers", action="store_true",
                    help="include identifying ids (e.g. CliniCARE task ids); withheld by default")
     e.add_argument("--phase", choices=PHASES, default=DEFAULT_PHASE, metavar="PHASE",
@@ -849,8 +946,16 @@ def build_parser() -> argparse.ArgumentParser:
         m.add_argument("--again", action="store_true",
                        help="also items this rater answered (repeated requests come from the cache)")
         m.add_argument("--dataset")
+        if task in ("map", "judge"):
+            what = "responses" if task == "map" else "items"
+            m.add_argument("--responses-of" if task == "map" else "--items-of",
+                           dest="model_filter", help=f"only the {what} of this model (every run"
+                           " of it, by its name as requested, served or aliased, or a run's"
+                           " label)")
+            m.add_argument("--benchmark-run", dest="run_filter",
+                           help=f"only the {what} of this run: its number or label (carelens"
+                                " runs)")
         if task == "map":
-            m.add_argument("--responses-of", dest="model_filter", help="only this responding model")
             m.add_argument("--split")
         if task in ("judge", "extract"):
             m.add_argument("--question", help="question key or pattern, e.g. 'hb:*'")
@@ -918,10 +1023,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="HealthBench scores as simple-evals computes them, for every rater "
                             "that graded (the grader, each physician, each clinician)")
     add_filter_options(h, ("dataset", "split", "phase"))
+    add_run_options(h, "HealthBench runs")
+    h.add_argument("--pool", action="store_true",
+                   help="one score per rater over every run chosen, pooled (by default one per"
+                        " rater and run)")
     add_bootstrap_options(h)
     h.add_argument("--json", action="store_true",
-                   help='print {"raters": [{"rater", "overall", "examples", "by_tag", ...}], '
-                        '"provenance": {...}}')
+                   help='print {"raters": [{"rater", "run", "run_id", "model", "overall",'
+                        ' "examples", "by_tag", ...}], "provenance": {...}}: one entry per'
+                        ' rater and run')
 
     s = sub.add_parser("serve", help="start the app on this database")
     s.add_argument("--port", type=int, default=8501)

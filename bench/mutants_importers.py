@@ -116,6 +116,10 @@ def seeds(work: Path) -> list[Seed]:
                   encoding="utf-8")
     grades = _grades(demo["healthbench_rubrics"], demo["healthbench_completions"],
                      gen / "healthbench_grades.jsonl")
+    examples = gen / "healthbench_gpt-4.1_20260314_examples.jsonl"  # one record a line
+    examples.write_text("".join(json.dumps(e) + "\n" for e in json.loads(
+        (CONFORMANCE / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json")
+        .read_text(encoding="utf-8"))["metadata"]["example_level_metadata"]), encoding="utf-8")
     c = CONFORMANCE
     job = c / "harbor" / "jobs" / "2026-03-14__09-30-00"
     return [
@@ -142,6 +146,7 @@ def seeds(work: Path) -> list[Seed]:
         Seed("healthbench-results", c / "healthbench" / "healthbench_gpt-4.1_20260314_allresults.json"),
         *(Seed("healthbench-results", demo[k], ("--rater", "healthbench-grader"))
           for k in sorted(demo) if k.startswith("healthbench_results_")),
+        Seed("healthbench-examples", examples),
         Seed("healthbench-completions", demo["healthbench_completions"]),
         Seed("healthbench-completions", c / "healthbench" / "completions_msglist.jsonl"),
         Seed("healthbench-grades", grades),

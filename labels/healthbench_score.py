@@ -18,8 +18,17 @@ for every rater that graded: the grader, each physician, each clinician.
   have no positive points). Each tag's value is the clipped mean over the examples that
   have it.
 
-An example a rater has not graded on every criterion (or marked "cannot assess") has
-no score from them: it is named in ``incomplete`` and left out of their figures.
+An example is scored on the criteria it was graded on, as simple-evals does: a
+simple-evals record (``healthbench-results``, ``healthbench-examples``) says how many
+rubric items its example was graded on (a consensus or hard run grades part of its
+prompt's criteria), and the grader's verdicts on that many criteria are the example;
+any other rater's example is its prompt's every criterion. An example a rater has not
+graded on every one of its criteria (or marked "cannot assess") has no score from them:
+it is named in ``incomplete`` and left out of their figures.
+
+Every figure is per rater and per **run** (``store.runs``): a grader that graded two
+models' completions has two scores, one per run, as simple-evals gives one per sampled
+model. Runs are pooled only when asked (``pool``).
 """
 
 from __future__ import annotations
@@ -35,6 +44,15 @@ from labels.intervals import interval_warnings
 from labels.phases import normalise_phase, phase_condition
 from labels.provenance import Digest, file_name
 from store import Store
+from store.runs import Run, load_runs
+
+RUBRIC_ITEMS = "rubric_items"
+"""An answer's extra naming how many rubric items its example was graded on (written by
+the simple-evals importers, `review.datasets.sources.healthbench.RUBRIC_ITEMS`)."""
+NO_RUN = "(no run)"
+"""The run label of what belongs to no run: a prompt's physician-written ideal completion,
+a meta-evaluation completion no file names the model of."""
+POOLED = "(runs pooled)"
 
 N_BOOT = 1000
 """simple-evals' bootstrap resamples."""
@@ -144,6 +162,8 @@ class Incomplete:
 
 @dataclass
 class RaterScore:
+    """One rater's scores on one run's completions (or on several runs, pooled)."""
+
     rater: str
     kind: str
     """machine | human | reference"""
@@ -151,11 +171,19 @@ class RaterScore:
     examples: list[ExampleScore]
     by_tag: dict[str, ClippedStats]
     incomplete: list[Incomplete] = field(default_factory=list)
+    run: str = NO_RUN
+    """The run's label (`store.runs`), NO_RUN, or POOLED."""
+    run_id: int | None = None
+    model: str | None = None
+    """The run's model (requested); None for NO_RUN or several pooled."""
+    runs: tuple[int, ...] = ()
+    """The runs pooled (with `pool`)."""
 
 
 @dataclass
 class HealthBenchScores:
     raters: list[RaterScore]
+    """One entry per rater and run (per rater with `pool`)."""
     phase: str
     filters: dict
     n_boot: int
@@ -174,20 +202,24 @@ class _Example:
     example_tags: tuple[str, ...]
     criteria: dict[int, tuple[float | None, tuple[str, ...]]]
     """question id -> (points, rubric tags); points None when not known or not usable."""
+    run_id: int | None = None
     odd_points: bool = False
     """A criterion's stored points are not a finite number (infinity, text), or their
     sum overflows: the example is not scored."""
 
 
-def _examples(store: Store, dataset: str | None, split: str | None) -> dict[int, _Example]:
+def _examples(store: Store, dataset: str | None, split: str | None,
+              runs: list[Run] | None = None) -> dict[int, _Example]:
     where, params = ["i.kind = 'graded_conversation'"], []
     for column, value in (("d.name", dataset), ("i.split", split)):
         if value not in (None, ""):
             where.append(f"{column} = ?")
             params.append(value)
+    if runs is not None:
+        where.append(f"i.run_id IN ({', '.join(str(int(r.id)) for r in runs) or 'NULL'})")
     rows = store.query(
-        f"""SELECT i.id, i.uid, i.meta, p.meta AS parent_meta, q.id AS question_id, q.points,
-                   q.meta AS question_meta
+        f"""SELECT i.id, i.uid, i.meta, i.run_id, p.meta AS parent_meta, q.id AS question_id,
+                   q.points, q.meta AS question_meta
             FROM items i JOIN datasets d ON d.id = i.dataset_id
             LEFT JOIN items p ON p.id = i.parent_id
             JOIN questions q ON q.kind = 'criterion' AND q.item_id = COALESCE(i.parent_id, i.id)
@@ -200,7 +232,7 @@ def _examples(store: Store, dataset: str | None, split: str | None) -> dict[int,
             prompt_id = str(meta.get("prompt_id") or parent.get("prompt_id") or r["uid"])
             tags = parent.get("example_tags") or meta.get("example_tags") or []
             ex = out[r["id"]] = _Example(r["uid"], prompt_id, meta.get("completion_id"),
-                                         tuple(str(t) for t in tags), {})
+                                         tuple(str(t) for t in tags), {}, r["run_id"])
         qmeta = json.loads(r["question_meta"] or "{}")
         tags = qmeta.get("tags") if isinstance(qmeta.get("tags"), list) else []
         points = r["points"]
@@ -228,15 +260,23 @@ def healthbench_scores(
     phase: str | None = None,
     n_boot: int = N_BOOT,
     seed: int = 0,
+    runs: list[Run] | None = None,
+    pool: bool = False,
 ) -> HealthBenchScores:
-    """Every rater's HealthBench score on the graded conversations (under ``dataset``
-    and ``split``): per example, overall (clipped mean, bootstrap std and interval) and
-    per tag. A clinician's verdicts are those of ``phase`` (``labels.phases``: by
+    """Every rater's HealthBench score on each run's graded conversations (under
+    ``dataset`` and ``split``; only ``runs`` when given, a model's or a chosen run's, see
+    ``store.runs.select_runs``): per example, overall (clipped mean, bootstrap std and
+    interval) and per tag, one entry per rater and run; with ``pool``, one per rater over
+    every run chosen. A clinician's verdicts are those of ``phase`` (``labels.phases``: by
     default the ones given before any machine verdict was seen)."""
-    examples = _examples(store, dataset, split)
+    examples = _examples(store, dataset, split, runs)
     allowed, allowed_params = phase_condition(phase, "a", "r")
     newest, newest_params = phase_condition(phase, "b", "rb")
     filters = {k: v for k, v in (("dataset", dataset), ("split", split)) if v}
+    if runs is not None:
+        filters["runs"] = [r.label for r in runs]
+    if pool:
+        filters["pooled"] = True
     report = HealthBenchScores([], normalise_phase(phase), filters, n_boot, seed,
                                database_file=file_name(store))
     if not examples:
@@ -246,7 +286,8 @@ def healthbench_scores(
         return report
     ids = ", ".join(str(i) for i in examples)
     rows = store.query(
-        f"""SELECT a.item_id, a.question_id, a.value, a.status, r.name, r.kind
+        f"""SELECT a.item_id, a.question_id, a.value, a.status, r.name, r.kind,
+                   json_extract(a.extra, '$.{RUBRIC_ITEMS}') AS graded_on
             FROM annotations a JOIN raters r ON r.id = a.rater_id
             WHERE a.item_id IN ({ids}) AND a.target = '' AND {allowed}
               AND a.id = (SELECT MAX(b.id) FROM annotations b JOIN raters rb ON rb.id = b.rater_id
@@ -254,6 +295,9 @@ def healthbench_scores(
                             AND b.rater_id = a.rater_id AND b.target = '' AND {newest})
             ORDER BY a.id""", [*allowed_params, *newest_params])
     verdicts: dict[str, dict[int, dict[int, bool | None]]] = {}
+    graded_on: dict[tuple[str, int], set] = {}
+    """(rater, item) -> how many rubric items the example was graded on, as each of the
+    rater's answers there says (a simple-evals record's; empty for anyone else)."""
     kinds: dict[str, str] = {}
     digest = Digest()
     for r in rows:
@@ -263,8 +307,10 @@ def healthbench_scores(
         met = {"met": True, "not_met": False}.get(r["value"]) if r["status"] == "answered" \
             else None
         verdicts.setdefault(r["name"], {}).setdefault(r["item_id"], {})[r["question_id"]] = met
+        graded_on.setdefault((r["name"], r["item_id"]), set()).add(r["graded_on"])
         kinds[r["name"]] = r["kind"]
-        digest.add(example.uid, r["question_id"], r["name"], r["value"], r["status"])
+        digest.add(example.uid, r["question_id"], r["name"], r["value"], r["status"],
+                   r["graded_on"])
     for ex in examples.values():
         for qid, (points, tags) in ex.criteria.items():
             digest.add(ex.uid, qid, points, list(tags), list(ex.example_tags))
@@ -283,35 +329,65 @@ def healthbench_scores(
             "whose points are not known (a meta-evaluation row imported before its rubric): "
             "not scored by anyone")
     order = {"machine": 0, "reference": 1, "human": 2}
+    known = {r.id: r for r in load_runs(store.conn, "graded_conversation")}
     for name in sorted(verdicts, key=lambda n: (order.get(kinds[n], 3), n)):
-        report.raters.append(_rater_score(name, kinds[name], verdicts[name], examples,
-                                          n_boot, seed))
+        by_run: dict[int | None, dict[int, dict[int, bool | None]]] = {}
+        for item_id, answers in verdicts[name].items():
+            run_id = None if pool else examples[item_id].run_id
+            by_run.setdefault(run_id, {})[item_id] = answers
+        for run_id in sorted(by_run, key=lambda i: (i is None, i or 0)):
+            score = _rater_score(name, kinds[name], by_run[run_id], examples, n_boot, seed,
+                                 graded_on)
+            if pool:
+                pooled = sorted({examples[i].run_id for i in by_run[run_id]} - {None})
+                score.run, score.runs = POOLED, tuple(pooled)
+                models = {known[i].model_requested for i in pooled if i in known}
+                score.model = models.pop() if len(models) == 1 else None
+            elif run_id is not None and run_id in known:
+                run = known[run_id]
+                score.run, score.run_id, score.model = run.label, run.id, run.model_requested
+            report.raters.append(score)
     if not report.raters:
         report.explanation = ("Nobody has graded these conversations yet"
                               + (" with answers of this phase." if phase else "."))
     return report
 
 
-def _rater_score(name, kind, graded, examples, n_boot, seed) -> RaterScore:
+def graded_criteria(ex: _Example, answers: Mapping[int, bool | None],
+                    said: set | None) -> dict[int, tuple[float | None, tuple[str, ...]]]:
+    """The criteria an example is scored on for one rater: where each of the rater's
+    answers says how many rubric items the example was graded on (a simple-evals
+    record), the criteria answered, so long as that many were; else every criterion
+    of its prompt."""
+    said = said or set()
+    if len(said) == 1 and None not in said:
+        (n,) = said
+        if isinstance(n, int) and n == len(answers):
+            return {q: ex.criteria[q] for q in answers}
+    return ex.criteria
+
+
+def _rater_score(name, kind, graded, examples, n_boot, seed, graded_on=None) -> RaterScore:
     scores, incomplete = [], []
     per_tag: dict[str, list[float]] = {}
     for item_id, answers in graded.items():
         ex = examples[item_id]
-        done = {q: m for q, m in answers.items() if m is not None}
-        if len(done) < len(ex.criteria) or ex.odd_points \
-                or any(p is None for p, _ in ex.criteria.values()):
+        rubric = graded_criteria(ex, answers, (graded_on or {}).get((name, item_id)))
+        done = {q: m for q, m in answers.items() if m is not None and q in rubric}
+        if len(done) < len(rubric) or ex.odd_points \
+                or any(p is None for p, _ in rubric.values()):
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(ex.criteria), ex.uid))
+                                         len(rubric), ex.uid))
             continue
-        criteria = [Graded(float(p), done[q], tags) for q, (p, tags) in ex.criteria.items()]
+        criteria = [Graded(float(p), done[q], tags) for q, (p, tags) in rubric.items()]
         if example_score(criteria) is None:
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(ex.criteria), ex.uid))
+                                         len(rubric), ex.uid))
             continue
         metrics = example_metrics(criteria, ex.example_tags)
         if not all(math.isfinite(v) for v in metrics.values()):  # a quotient that overflows
             incomplete.append(Incomplete(ex.prompt_id, ex.completion_id, len(done),
-                                         len(ex.criteria), ex.uid))
+                                         len(rubric), ex.uid))
             continue
         scores.append(ExampleScore(ex.prompt_id, ex.completion_id, metrics["overall_score"],
                                    ex.uid))
@@ -340,7 +416,9 @@ def scores_dict(report: HealthBenchScores, provenance: Mapping | None = None) ->
 
     return {
         "raters": [{
-            "rater": r.rater, "kind": r.kind, "overall": stats(r.overall),
+            "rater": r.rater, "kind": r.kind, "run": r.run, "run_id": r.run_id,
+            "model": r.model, **({"runs": list(r.runs)} if r.runs else {}),
+            "overall": stats(r.overall),
             "examples": [{"prompt_id": e.prompt_id, "completion_id": e.completion_id,
                           "score": e.score} for e in r.examples],
             "by_tag": {tag: stats(s, full=False) for tag, s in r.by_tag.items()},
@@ -381,17 +459,19 @@ def format_scores_text(report: HealthBenchScores) -> str:
     its interval means little (if it does), the examples left out and each tag."""
     if report.explanation:
         return report.explanation
-    lines = ["HealthBench scores, computed as simple-evals computes them",
+    lines = ["HealthBench scores, computed as simple-evals computes them: per rater and run",
              f"Verdicts used: {describe(report)}", ""]
     width = max(len(r.rater) for r in report.raters)
-    lines.append(f"{'rater':<{width}}  {'score':>6}  {'95% CI':>16}  {'std':>6}  {'n':>4}  "
-                 "left out")
+    run_width = max(3, *(len(r.run) for r in report.raters))
+    lines.append(f"{'rater':<{width}}  {'run':<{run_width}}  {'score':>6}  {'95% CI':>16}  "
+                 f"{'std':>6}  {'n':>4}  left out")
     for r in report.raters:
         o = r.overall
         ci = "—" if o.ci_low is None else f"{o.ci_low:.3f} to {o.ci_high:.3f}"
         ci += "*" if o.warnings else ""
-        lines.append(f"{r.rater:<{width}}  {_num(o.value):>6}  {ci:>16}  {_num(o.std):>6}  "
-                     f"{o.n:>4}  {len(r.incomplete)} not graded on every criterion")
+        lines.append(f"{r.rater:<{width}}  {r.run:<{run_width}}  {_num(o.value):>6}  {ci:>16}  "
+                     f"{_num(o.std):>6}  {o.n:>4}  {len(r.incomplete)} not graded on every"
+                     " criterion")
     if any(r.overall.warnings for r in report.raters):
         lines.append("* this interval means little: the warning is under the rater's name")
     for r in report.raters:
@@ -405,7 +485,7 @@ def format_scores_text(report: HealthBenchScores) -> str:
             block.append("  by tag:")
             block += [f"    {tag}: {_num(s.value)} (n = {s.n})" for tag, s in r.by_tag.items()]
         if block:
-            lines += ["", f"{r.rater}:", *block]
+            lines += ["", f"{r.rater} · {r.run}:", *block]
     lines += ["", *[f"Note: {n}" for n in report.notes],
               METHOD.format(n_boot=report.n_boot, seed=report.seed) + "."]
     return "\n".join(lines)

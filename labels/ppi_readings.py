@@ -180,9 +180,7 @@ def _triage_readings(store, metric, human, machine, filters, phase, reference):
         machine_value = share_reading(metric, g, said[unit_index], order)
         if machine_value is None:  # not in this metric's denominator
             continue
-        model = unit.model or "(no model)"
-        if filters.model and model != filters.model:
-            continue
+        model = unit.model or "(no model)"  # the run's label: each run apart (store.runs)
         r = result.by_model.setdefault(model, Readings(model))
         position = len(r.item_ids)
         r.item_ids.append(ids[unit.item_uid])
@@ -233,9 +231,7 @@ def _criteria_readings(store, metric, human, machine, filters, phase, question):
     ids = item_ids_of(store, set(items))
     partial = 0
     for uid in sorted(items):
-        entry = items[uid]
-        if filters.model and entry["model"] != filters.model:
-            continue
+        entry = items[uid]  # the filters' model and run chose the items (load_answers)
         r = result.by_model.setdefault(entry["model"], Readings(entry["model"]))
         position = len(r.item_ids)
         r.item_ids.append(ids[uid])

@@ -42,7 +42,8 @@ def _number(x: float | None) -> str:
 def healthbench_scores_section(db, *, dataset: str | None = None, split: str | None = None,
                                phase: str | None = None, key: str = "hb_scores",
                                ask: str | None = None) -> None:
-    """The section: each rater's overall score with its interval, std and n, what was
+    """The section: each rater's overall score on each run (a grader of two models' runs
+    has a row for each, `labels.healthbench_score`) with its interval, std and n, what was
     left out, per-tag scores, and the JSON with its provenance. ``ask``: on a review
     screen (its name), the scores show every rater's verdicts, so they appear only when
     the reviewer asks, behind the labels gate (``pages._shared.labels_gate``)."""
@@ -63,7 +64,7 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
     st.caption(f"Verdicts used: {safe_markdown(describe(report))}. "
                + safe_markdown(METHOD.format(n_boot=report.n_boot, seed=report.seed)) + ".")
     st.dataframe([{
-        "Rater": r.rater, "Kind": r.kind, "Score": _number(r.overall.value),
+        "Rater": r.rater, "Run": r.run, "Kind": r.kind, "Score": _number(r.overall.value),
         "95% CI": "—" if r.overall.ci_low is None
         else f"{r.overall.ci_low:.3f} to {r.overall.ci_high:.3f}",
         "Std (bootstrap)": _number(r.overall.std), "Examples": r.overall.n,
@@ -77,11 +78,11 @@ def healthbench_scores_section(db, *, dataset: str | None = None, split: str | N
     tags = sorted({t for r in report.raters for t in r.by_tag})
     if tags:
         with st.expander(f"By tag ({plural(len(tags), 'tag')})"):
-            st.dataframe([{"Tag": tag, **{r.rater: (f"{_number(s.value)} (n = {s.n})"
-                                                    if (s := r.by_tag.get(tag)) else "")
-                                          for r in report.raters}} for tag in tags],
+            st.dataframe([{"Tag": tag, **{f"{r.rater} · {r.run}": (
+                f"{_number(s.value)} (n = {s.n})" if (s := r.by_tag.get(tag)) else "")
+                for r in report.raters}} for tag in tags],
                          hide_index=True, width="stretch")
-    left_out = [(r.rater, i) for r in report.raters for i in r.incomplete]
+    left_out = [(f"{r.rater} · {r.run}", i) for r in report.raters for i in r.incomplete]
     if left_out:
         with st.expander(f"Examples left out of a rater's score ({len(left_out)})"):
             st.dataframe([{"Rater": who, "Prompt": i.prompt_id,

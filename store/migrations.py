@@ -1155,3 +1155,146 @@ WHEN EXISTS (SELECT 1 FROM round_redraws WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'round redraws are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
 """
     )
+
+
+# -- m070: runs ------------------------------------------------------------------------
+# Part of migration m070: like the migration, never edit (a later change is a new one).
+
+def m070_key(identity: dict) -> str:
+    """A run's identity as one text, as m070 wrote it for the items already there. It
+    must stay equal to `store.runs.run_key` (a test holds them equal), so that a file
+    of a run imported before m070 joins that run."""
+    import json
+
+    fields = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+              for k, v in identity.items()
+              if v is not None and v != "" and not (k == "attempt" and v in (1, "1"))}
+    return json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _m070_identity(kind: str, model: str | None, meta: dict, payload_agent: str | None,
+                   source: str | None) -> tuple[dict, dict]:
+    """(identity, what else the row says of its run) of an item imported before runs
+    existed, from what it stored: as the importers of m070's version name its run."""
+    if kind == "response":
+        return ({"model_requested": meta.get("model_requested") or model,
+                 "provider": meta.get("provider"), "protocol": meta.get("protocol"),
+                 "prompt_version": meta.get("prompt_version")}, {})
+    if kind == "trajectory" and (meta.get("source") == "harbor" or "job" in meta):
+        return ({"model_requested": model, "job": meta.get("job"),
+                 "agent": meta.get("agent") or payload_agent}, {})
+    if kind == "trajectory" and ("subset" in meta or "run" in meta):
+        identity = {"model_requested": model, "subset": meta.get("subset"),
+                    "run": meta.get("run")}
+        if meta.get("run") is None:
+            identity.update({k: meta.get(k) for k in ("patient_model", "max_turns",
+                                                      "max_steps")})
+        return identity, {k: meta[k] for k in ("patient_model", "judge_model", "task_dataset")
+                          if meta.get(k) is not None}
+    if kind == "graded_conversation" and meta.get("source") == "simple-evals results":
+        return {"model_requested": model, "file": source}, {}
+    return {"model_requested": model}, {}
+
+
+@migrations()
+def m070_runs(db: Database) -> None:
+    """A run is a record of its own (ARCHITECTURE.md, "Words"; `store.runs`): one model,
+    agent or grader run over a benchmark, with the model requested and served, its
+    protocol and prompt version, the attempt and the file it came from. Every response,
+    trajectory and completion (a graded conversation with a prompt above it) belongs to
+    one run, `items.run_id`; a placeholder item (meta.stub) to none until it is filled
+    in. Runs are sealed like items: never changed, deleted or replaced. The names a
+    submitter gave a run (CARE-Bench's `model_alias`) are kept beside it, sealed too.
+
+    Items imported before runs existed get the run their stored fields name, by the
+    importers' keys (`m070_key`): a response by its model and its protocol, prompt
+    version and provider; a KlinikeBench episode by its subset and run; a Harbor trial
+    by its job and agent (an agent that wrote no trajectory is not named in what an
+    earlier import kept); a simple-evals result by its file; anything else by its model.
+    No item's uid changes. The items' identity trigger is made again as it was, after
+    the one UPDATE that writes their run."""
+    import json
+    from pathlib import PurePosixPath
+
+    from store.values import utcnow
+
+    run_script(db, """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    dataset_id INTEGER NOT NULL REFERENCES datasets(id),  -- the dataset its items are in
+    kind TEXT NOT NULL,                   -- the kind of its items: response | trajectory | graded_conversation
+    key TEXT NOT NULL CHECK (json_valid(key)),  -- its identity within dataset and kind: the identifying fields as canonical JSON (store.runs.run_key)
+    model_requested TEXT,                 -- the model asked for (CARE-Bench model_requested, KlinikeBench clinician_model, Harbor agent model, the model a simple-evals file is named after); NULL when the source names none
+    model_actual TEXT,                    -- the model the provider said served it, where the source says so for the run (each item keeps its own in meta.model_actual)
+    provider TEXT,                        -- who served it, as the source names them
+    protocol TEXT,                        -- CARE-Bench protocol (prompted | unprompted), or NULL
+    prompt_version TEXT,                  -- the prompt version the model was given, or NULL
+    attempt INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),  -- which attempt of the same run (1 unless the source or the import says)
+    source TEXT,                          -- the file (or folder) it was first imported from, as named on import
+    import_id INTEGER REFERENCES imports(id),  -- that import
+    meta TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta)),  -- what else the source says of it (patient model, judge model, agent version, ...)
+    created_at TEXT NOT NULL,             -- ISO 8601, UTC
+    UNIQUE (dataset_id, kind, key)
+);
+CREATE TABLE run_aliases (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    alias TEXT NOT NULL,                  -- a name the submitter gave the run (CARE-Bench model_alias)
+    import_id INTEGER REFERENCES imports(id),  -- the import that named it so
+    created_at TEXT NOT NULL,             -- ISO 8601, UTC
+    UNIQUE (run_id, alias)
+);
+CREATE INDEX run_aliases_alias ON run_aliases (alias);
+ALTER TABLE items ADD COLUMN run_id INTEGER REFERENCES runs(id);  -- the run a response, trajectory or completion belongs to (store.runs); NULL for prefixes, prompts, tasks and placeholders
+CREATE INDEX items_run ON items (run_id, parent_id);
+CREATE TRIGGER runs_no_update BEFORE UPDATE ON runs
+BEGIN SELECT RAISE(ABORT, 'runs are sealed: a run is never changed (another run is a new row)'); END;
+CREATE TRIGGER runs_no_delete BEFORE DELETE ON runs
+BEGIN SELECT RAISE(ABORT, 'runs are never deleted: their items name them'); END;
+CREATE TRIGGER runs_no_replace BEFORE INSERT ON runs
+WHEN EXISTS (SELECT 1 FROM runs WHERE rowid = NEW.rowid
+             OR (dataset_id = NEW.dataset_id AND kind = NEW.kind AND key = NEW.key))
+BEGIN SELECT RAISE(ABORT, 'runs are never replaced: an insert may not take the place of a run that exists (INSERT OR REPLACE)'); END;
+CREATE TRIGGER run_aliases_no_update BEFORE UPDATE ON run_aliases
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only'); END;
+CREATE TRIGGER run_aliases_no_delete BEFORE DELETE ON run_aliases
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only'); END;
+CREATE TRIGGER run_aliases_no_replace BEFORE INSERT ON run_aliases
+WHEN EXISTS (SELECT 1 FROM run_aliases WHERE rowid = NEW.rowid
+             OR (run_id = NEW.run_id AND alias = NEW.alias))
+BEGIN SELECT RAISE(ABORT, 'run aliases are append-only: an insert may not take the place of a row that exists (INSERT OR REPLACE)'); END;
+""")
+    rows = db.conn.execute(
+        "SELECT i.id, i.dataset_id, i.kind, i.model, i.meta, json_extract(i.payload,"
+        " '$.agent.name'), i.import_id, m.path FROM items i LEFT JOIN imports m"
+        " ON m.id = i.import_id WHERE (i.kind IN ('response', 'trajectory')"
+        " OR (i.kind = 'graded_conversation' AND i.parent_id IS NOT NULL))"
+        " AND NOT coalesce(json_extract(i.meta, '$.stub'), 0) ORDER BY i.id").fetchall()
+    if not rows:
+        return
+    now = utcnow()
+    runs: dict[tuple, int] = {}
+    assigned: list[tuple[int, int]] = []
+    for item_id, dataset_id, kind, model, meta_text, agent, import_id, path in rows:
+        meta = json.loads(meta_text or "{}")
+        source = PurePosixPath(path).name if path else None
+        identity, more = _m070_identity(kind, model, meta, agent, source)
+        key = m070_key(identity)
+        unit = (dataset_id, kind, key)
+        if unit not in runs:
+            runs[unit] = db.conn.execute(
+                "INSERT INTO runs (dataset_id, kind, key, model_requested, model_actual,"
+                " provider, protocol, prompt_version, attempt, source, import_id, meta,"
+                " created_at) VALUES (?,?,?,?,?,?,?,?,1,?,?,?,?) RETURNING id",
+                (dataset_id, kind, key, identity.get("model_requested"),
+                 meta.get("model_actual"), identity.get("provider"), identity.get("protocol"),
+                 identity.get("prompt_version"), path, import_id,
+                 json.dumps({**more, "made_by": "m070"}, ensure_ascii=False), now)).fetchone()[0]
+        assigned.append((runs[unit], item_id))
+    trigger = db.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'"
+                              " AND name = 'items_identity_fixed'").fetchone()
+    if trigger is not None:
+        db.conn.execute("DROP TRIGGER items_identity_fixed")
+    db.conn.executemany("UPDATE items SET run_id = ? WHERE id = ?", assigned)
+    if trigger is not None:
+        db.conn.execute(trigger[0])

@@ -28,6 +28,33 @@ class RaterRecord:
 
 
 @dataclass(slots=True)
+class RunRecord:
+    """The run items belong to (`store.runs`): named by the fields its source says
+    identify it. The writer finds the run of that identity in the dataset or makes it
+    (when the first item of it is written), and gives each item of it the run's id."""
+
+    dataset: str
+    kind: str
+    """The kind of its items: response | trajectory | graded_conversation."""
+    identity: dict[str, Any]
+    """`store.runs.IDENTITY` fields and whatever else identifies it in its format."""
+    model_actual: str | None = None
+    """The model served, where the source says so for the run."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """What else the source says of it (not part of its identity)."""
+    aliases: tuple[str, ...] = ()
+    """Names the submitter gave it (CARE-Bench `model_alias`)."""
+    source: str | None = None
+    """The file it comes from, when not the file being imported."""
+
+    @property
+    def key(self) -> str:
+        from store.runs import run_key
+
+        return run_key(self.identity)
+
+
+@dataclass(slots=True)
 class ItemRecord:
     uid: str
     """Stable public id, unique across the database."""
@@ -47,6 +74,15 @@ class ItemRecord:
     """Overwrite an item of the same uid that was created as a stub (meta.stub)."""
     line: int | None = None
     """Source line, for error messages and row counts."""
+    run: RunRecord | None = None
+    """The run a response, trajectory or completion belongs to (`store.runs`); None:
+    the run of its model alone (`{"model_requested": model}`), as a file that names no
+    more gives it. Prefixes, prompts, tasks and placeholders belong to none."""
+    shared: bool = False
+    """The uid names the item whatever run brings it (a HealthBench completion id is a
+    digest of the prompt and the text): an item of that uid already in another run is
+    this item, and stays in its run (the writer counts it in `joined`). Otherwise an
+    item of that uid in another run is refused, never taken as this one."""
 
 
 @dataclass(slots=True)
@@ -82,4 +118,4 @@ class AnnotationRecord:
     """Source line, for error messages."""
 
 
-Record = RaterRecord | ItemRecord | QuestionRecord | AnnotationRecord
+Record = RaterRecord | ItemRecord | QuestionRecord | AnnotationRecord | RunRecord

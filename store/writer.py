@@ -12,7 +12,15 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from itertools import chain, groupby
 
-from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.records import (
+    AnnotationRecord,
+    ItemRecord,
+    QuestionRecord,
+    RaterRecord,
+    Record,
+    RunRecord,
+)
+from store.runs import belongs_to_run
 from store.values import from_json, to_json, utcnow
 
 DATASET_KINDS = {
@@ -91,7 +99,18 @@ text that is not valid Unicode, an object or a list): a bad row, named by
 `RecordWriter._unstorable`."""
 
 _ITEM_FIELDS = ("uid", "dataset", "kind", "parent", "case_id", "round_id", "split", "model",
-                "failed", "payload", "meta", "import", "created_at")
+                "failed", "payload", "meta", "import", "created_at", "run")
+_RUN_FIELDS = ("dataset", "kind", "key", "model_requested", "model_actual", "provider", "protocol",
+               "prompt_version", "attempt", "source", "import", "meta", "created_at")
+
+
+def _id_text(value: object) -> str | None:
+    """A run's field as text (a file may give a model name as a number)."""
+    if value is None or isinstance(value, str):
+        return value
+    return to_json(value) if isinstance(value, (dict, list)) else str(value)
+
+
 _ANNOTATION_FIELDS = ("item", "question", "rater", "target", "status", "value", "rationale",
                       "confidence", "phase", "codebook_version", "supersedes", "source", "import",
                       "extra", "created_at")
@@ -115,8 +134,18 @@ def _problem(value: object) -> str | None:
 class RecordWriter:
     def __init__(self, conn: sqlite3.Connection, *, source: str, import_id: int | None = None,
                  where: str = "", validate: Validator | None = None, index_later: bool = False,
-                 rules: WriteRules | None = None):
+                 rules: WriteRules | None = None, source_name: str | None = None):
         self.conn = conn
+        self.source_name = source_name or where or None
+        """The file being written from, as its runs record it (`runs.source`)."""
+        self._run_ids: dict[tuple[int, str, str], int] = {}
+        """(dataset id, item kind, run key) -> run id, of every run looked up or made."""
+        self.runs_made: list[int] = []
+        """Runs this writer made (the first item of each came with it)."""
+        self.joined: dict[int, int] = {}
+        """run id -> items this writer was given that were already there in that run, a run
+        of another model than the one the writer was given them with (shared uids:
+        `ItemRecord.shared`); they stay in it, and the import says so."""
         self.rules = rules
         """What may be written (None: everything), checked as each rater and answer is."""
         self.index_later = index_later
@@ -214,7 +243,7 @@ class RecordWriter:
 
     def write(self, records: Iterable[Record]) -> None:
         handlers = {ItemRecord: self.item, AnnotationRecord: self.annotation,
-                    RaterRecord: self.rater, QuestionRecord: self.question}
+                    RaterRecord: self.rater, QuestionRecord: self.question, RunRecord: self.run}
         for record in records:
             handler = handlers.get(type(record))
             if handler is None:  # pragma: no cover - programming error
@@ -247,6 +276,53 @@ class RecordWriter:
         )
         self._raters[r.name] = cur.lastrowid
         return cur.lastrowid
+
+    def run(self, r: RunRecord) -> int:
+        """The id of the run `r` names (its dataset, kind and identity), made if it is not
+        there; the names the submitter gave it are added to those it has."""
+        dataset_id = self._datasets.get(r.dataset) or self.dataset_id(r.dataset)
+        key = r.key
+        unit = (dataset_id, r.kind, key)
+        run_id = self._run_ids.get(unit)
+        if run_id is None:
+            row = self.conn.execute("SELECT id FROM runs WHERE dataset_id = ? AND kind = ?"
+                                    " AND key = ?", unit).fetchone()
+            if row is None:
+                identity = r.identity
+                attempt = identity.get("attempt") or 1
+                values = (dataset_id, r.kind, key, _id_text(identity.get("model_requested")),
+                          _id_text(r.model_actual), _id_text(identity.get("provider")),
+                          _id_text(identity.get("protocol")),
+                          _id_text(identity.get("prompt_version")), attempt,
+                          r.source or self.source_name, self.import_id, to_json(r.meta),
+                          self.now)
+                try:
+                    row = self.conn.execute(
+                        "INSERT INTO runs (dataset_id, kind, key, model_requested, model_actual,"
+                        " provider, protocol, prompt_version, attempt, source, import_id, meta,"
+                        " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                        values).fetchone()
+                except _BIND_ERRORS as exc:
+                    raise self._unstorable(_RUN_FIELDS, values, None, exc) from None
+                except sqlite3.IntegrityError as exc:  # an attempt that is not a number >= 1
+                    raise InputError(f"{self._loc(None)}run attempt {attempt!r}: {exc}") from None
+                self.runs_made.append(row[0])
+            run_id = self._run_ids[unit] = row[0]
+        for alias in r.aliases:
+            self._id_length(alias, "model alias", None)
+            self.conn.execute(
+                "INSERT INTO run_aliases (run_id, alias, import_id, created_at)"
+                " SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM run_aliases"
+                " WHERE run_id = ? AND alias = ?)",
+                (run_id, alias, self.import_id, self.now, run_id, alias))
+        return run_id
+
+    def _run_of(self, it: ItemRecord) -> int | None:
+        """The run id an item belongs to (made with its first item), or None."""
+        if not belongs_to_run(it.kind, it.parent_uid):
+            return None
+        run = it.run or RunRecord(it.dataset, it.kind, {"model_requested": it.model})
+        return self.run(run)
 
     def question(self, q: QuestionRecord) -> int:
         """Insert a question unless its key exists. A question made as a
@@ -283,16 +359,16 @@ class RecordWriter:
 
     _ITEM_COLUMNS = (
         "INSERT INTO items (uid, dataset_id, kind, parent_id, case_id, round_id, split, model,"
-        " failed, payload, meta, import_id, created_at) VALUES "
+        " failed, payload, meta, import_id, created_at, run_id) VALUES "
     )
-    _ITEM_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    _ITEM_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     _NEW_ITEM = " ON CONFLICT (uid) DO NOTHING"
     _STUB_REPLACED = (
         " ON CONFLICT (uid) DO UPDATE SET dataset_id = excluded.dataset_id, kind = excluded.kind,"
         " parent_id = excluded.parent_id, case_id = excluded.case_id, round_id = excluded.round_id,"
         " split = excluded.split, model = excluded.model, failed = excluded.failed,"
-        " payload = excluded.payload, meta = excluded.meta, import_id = excluded.import_id"
-        " WHERE json_extract(items.meta, '$.stub')"
+        " payload = excluded.payload, meta = excluded.meta, import_id = excluded.import_id,"
+        " run_id = excluded.run_id WHERE json_extract(items.meta, '$.stub')"
     )
     """A stub replaced takes the import that completed it as its import: the
     item a reviewer can now review came with that import (the labels gate
@@ -323,8 +399,11 @@ class RecordWriter:
             except _BIND_ERRORS as exc:
                 bad = next((r for r in rows if any(map(_problem, r))), rows[0])
                 raise self._unstorable(_ITEM_FIELDS, bad, self._lines.get(bad[0]), exc) from None
-        self.n_items += self.conn.execute(
+        inserted = self.conn.execute(
             "SELECT COUNT(*) FROM items WHERE id > ?", (before,)).fetchone()[0]
+        if inserted + len(replaced) < len(self._pending):
+            self._check_runs(before)
+        self.n_items += inserted
         self.n_completed += len(replaced)
         waiting, self._waiting = self._waiting, []
         if waiting or self._replacing or self._pending_questions:
@@ -431,13 +510,15 @@ class RecordWriter:
                     known = self._items[uid] = row[0]
             if known is not None:
                 return known  # the item exists: a stub adds nothing
+        if it.shared and not stub and uid not in self._lines and self._joined(it):
+            return None
         parent_id = None
         if it.parent_uid:
             parent_id = self._items.get(it.parent_uid) or self.item_id(it.parent_uid)
         values = (
             uid, self._datasets.get(it.dataset) or self.dataset_id(it.dataset), it.kind, parent_id,
             it.case_id, it.round_id, it.split, it.model, int(it.failed), to_json(it.payload),
-            to_json(it.meta), self.import_id, self.now,
+            to_json(it.meta), self.import_id, self.now, None if stub else self._run_of(it),
         )
         if not stub:
             pending = self._pending
@@ -467,6 +548,21 @@ class RecordWriter:
             return row[0]
         return self.item_id(uid)
 
+    def _joined(self, it: ItemRecord) -> bool:
+        """Whether a shared item is there already, not as a placeholder: then it is
+        this item, in the run it came with (counted in `joined`), and nothing is written."""
+        row = self.conn.execute("SELECT id, run_id, json_extract(meta, '$.stub') FROM items"
+                                " WHERE uid = ?", (it.uid,)).fetchone()
+        if row is None or row[2]:
+            return False
+        self._items[it.uid] = row[0]
+        self._lines[it.uid] = it.line
+        mine = (it.run.identity.get("model_requested") if it.run else None) or it.model
+        if row[1] is not None and mine != self.conn.execute(
+                "SELECT model_requested FROM runs WHERE id = ?", (row[1],)).fetchone()[0]:
+            self.joined[row[1]] = self.joined.get(row[1], 0) + 1  # said in the summary
+        return True
+
     def _is_stub(self, uid: str, kind: str) -> bool:
         """Whether an item of this uid is a stub, to be filled in by a record
         that replaces stubs. The stubs of a kind are read once per writer
@@ -478,6 +574,27 @@ class RecordWriter:
                 "SELECT uid FROM items WHERE dataset_id IN (SELECT id FROM datasets) AND kind = ?"
                 " AND json_extract(meta, '$.stub')", (kind,))}
         return uid in stubs
+
+    def _check_runs(self, before: int) -> None:
+        """Items held that were not written because their uid was there already: each must
+        be of the same run as the item there (importing a run's file again), never of
+        another: an item of one run is never taken for another's (nor dropped)."""
+        from store.runs import run_label_map
+
+        runs = {uid: values[13] for uid, values in self._pending.items()
+                if uid not in self._replacing}
+        for uid, run_id in self.conn.execute(
+                "SELECT uid, run_id FROM items WHERE uid IN (SELECT value FROM json_each(?))"
+                " AND id <= ?", (to_json(list(runs)), before)):
+            if run_id == runs[uid] or runs[uid] is None:
+                continue
+            labels = run_label_map(self.conn)
+            theirs = f"run {run_id} ({labels.get(run_id, '?')})" if run_id else "no run"
+            mine = labels.get(runs[uid], "?")
+            raise InputError(
+                f"{self._loc(self._lines.get(uid))}item {uid!r} is already there as part of"
+                f" {theirs}; this row is of run {runs[uid]} ({mine}): a run's items are its own"
+                " (import the other run under another dataset, or as another attempt)")
 
     def _repeated(self, uid: str, values: tuple, line: int | None) -> None:
         """An item given twice by one import: the same content again changes

@@ -54,11 +54,11 @@ def test_search_then_two_facets_put_the_view_in_the_url(app, db_path):
     assert app.query_params["q"] == "emergency"
     assert "**emergency**" in texts(app)
     assert total_shown(app) == expected_total(db_path, BrowseQuery(text="emergency"))
-    app.multiselect(key="browse:models").select("aster-7b").run()
+    app.multiselect(key="browse:models").select("aster-7b · unprompted").run()
     app.button_group(key="browse:rounds").select("2").run()
     assert not app.exception
     q = BrowseQuery.from_params(dict(app.query_params))
-    assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b",), (2,))
+    assert (q.text, q.models, q.rounds) == ("emergency", ("aster-7b · unprompted",), (2,))
     assert total_shown(app) == expected_total(db_path, q)
     # the facet still offers the other models, with their counts
     options = app.multiselect(key="browse:models").options
@@ -286,6 +286,6 @@ def test_an_adjudicator_who_also_reviews_opens_the_labels_on_the_record(demo_cop
         assert s.scalar("SELECT COUNT(*) FROM audit_log WHERE action = ? AND actor = 'Dr. Senior'",
                         (LABELS_OPENED,)) == 1
         senior = ensure_reviewer(s, "Dr. Senior")
-        item = load_item(s, find_item_id(s, "demo_case_0001_r01::aster-7b"))
+        item = load_item(s, find_item_id(s, "demo_case_0001_r01::aster-7b::unprompted@demo-1"))
         aid = commit_answer(s, senior, item.id, item.question_id, "0A_NO_ESCALATION_INFO_NEEDED")
         assert s.scalar("SELECT phase FROM annotations WHERE id = ?", (aid,)) == "after_reveal"

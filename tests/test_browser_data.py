@@ -48,7 +48,7 @@ def test_upload_a_file_then_a_bad_one_that_changes_nothing(demo_copy, tmp_path):
             timeout=60_000)
         main = page.get_by_test_id("stMain").inner_text()
         assert "search index 5,000 items" in main and "raw_generations.jsonl: imported" in main
-        assert "2,755" in main  # the response count above (255 + 2,500), after the import
+        assert "2,840" in main  # the response count above (340 + 2,500), after the import
         s = open_store(demo_copy)
         assert s.scalar("SELECT path FROM imports ORDER BY id DESC LIMIT 1") == "upload:raw_generations.jsonl"
         s.close()

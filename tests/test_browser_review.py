@@ -77,7 +77,7 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         assert "Model A's reply" in page.get_by_test_id("stMain").inner_text()
         release_focus(page)
         page.keyboard.press("3")
-        wait_for_progress(page, "1 of 255")
+        wait_for_progress(page, "1 of 340")
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "The mapper, prompt v1" in main and "The mapper, prompt v2" in main
         assert "The reference label" in main

@@ -60,7 +60,7 @@ def address_item(page) -> str | None:
 SHOWN_ID = """() => {
     const text = document.querySelector('[data-testid="stMain"]').innerText.replace(/\\u2060/g, '');
     const id = text.match(/^id (\\S+?)(?: ·|$)/m)
-        || text.match(/(demo_case_\\d+_r\\d+(?:::[\\w.-]+)?) · item/);
+        || text.match(/(demo_case_\\d+_r\\d+(?:::[\\w.@-]+)*) · item/);
     return id && id[1];
 }"""
 
@@ -135,8 +135,8 @@ def test_review_at_1280x720_shows_the_judged_text_and_the_four_answers_before_an
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport=LAPTOP)
         for path, total in (("/?reviewer=Dr.+Laptop&kind=prefix", 91),
-                            ("/?reviewer=Dr.+Laptop&kind=response", 285),
-                            (f"/?reviewer=Dr.+Laptop&kind=response&item={long_reply}", 285)):
+                            ("/?reviewer=Dr.+Laptop&kind=response", 370),
+                            (f"/?reviewer=Dr.+Laptop&kind=response&item={long_reply}", 370)):
             page.goto(url + path)
             ready_for_keys(page)
             check_laptop_layout(page)

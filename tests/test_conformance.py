@@ -26,6 +26,9 @@ from review.workspace import open_store
 from tests.conftest import SHARED_DATA
 
 CORPUS = SHARED_DATA / "conformance"
+PROMPTED = "prompted@care_bench_prompted_v1"
+"""The protocol and prompt version the corpus's raw generations name: a response's uid
+carries its run's (`prefix_id::model::protocol@prompt_version`, README)."""
 pytestmark = pytest.mark.skipif(not (CORPUS / "MANIFEST.tsv").is_file(),
                                 reason="the conformance corpus is not beside the project")
 
@@ -175,9 +178,9 @@ def test_raw_generations_keep_the_failure_and_the_empty_reply(groups):
     with store_of(groups, "carebench") as s:
         responses = items(s, "response")
     assert len(responses) == 8
-    failed = responses["meb_v1_case_0101_r03::gpt-4.1-mini"]
+    failed = responses[f"meb_v1_case_0101_r03::gpt-4.1-mini::{PROMPTED}"]
     assert failed["failed"] == 1 and failed["payload"]["error"].startswith("RateLimitError")
-    empty = responses["meb_v1_case_0307_r02::gpt-4.1-mini"]
+    empty = responses[f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}"]
     assert empty["failed"] == 0 and empty["payload"]["response"] == ""  # an empty reply, kept
     for uid, got in responses.items():
         row = rows[uid.split("::")[0]]
@@ -200,13 +203,14 @@ def test_mapped_labels_go_onto_the_imported_responses_by_the_named_mapper(groups
     assert len(got) == len(rows) == 7
     for row in rows:
         # the alias is the submitter's name for model_requested: the label is on that response
-        label = got[(f"{row['prefix_id']}::{row['model_requested']}", "carebench.response_action",
-                     MAPPER)]
+        label = got[(f"{row['prefix_id']}::{row['model_requested']}::{PROMPTED}",
+                     "carebench.response_action", MAPPER)]
         assert label["value"] == row["predicted_label"]
         assert label["extra"]["raw_output"] == row["mapper_raw_output"]
         assert label["extra"]["model_alias"] == row["model_alias"] == "my-model"
     # the empty reply was mapped too: its label sits on the empty response
-    assert ("meb_v1_case_0307_r02::gpt-4.1-mini", "carebench.response_action", MAPPER) in got
+    assert (f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}", "carebench.response_action",
+            MAPPER) in got
 
 
 def test_the_direct_label_submission_is_the_named_models_labels(groups, tmp_path):
@@ -620,14 +624,16 @@ def test_mapped_label_spelling_and_a_response_found_by_model_actual(tmp_path):
         result = import_file(s, path)
         assert result.format == "carebench-mapped" and result.annotations == 2
         assert s.scalar("SELECT COUNT(*) FROM items") == n
-    # model_actual names no imported response here (generations are keyed by model_requested):
-    # nor does the alias; the file is refused naming the response it was looking for
+    # the alias names the run (the first file taught it), but the run's response to that
+    # prefix was served by another model than the row says: refused, naming both
     rows[0]["model_actual"] = "other-model"
     rows[0]["prefix_id"] = "meb_v1_case_0222_r01"
     path.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     with open_store(db) as s, pytest.raises(Exception) as caught:
         import_file(s, path)
-    assert f"{path}:1: no response of model 'other-model' or 'my-model'" in str(caught.value)
+    assert str(caught.value).startswith(f"{path}:1: model_actual 'other-model', but the response of"
+                                        " run 1 (gpt-4.1-mini: ")
+    assert "was served by 'gpt-4.1-mini-2025-04-14'" in str(caught.value)
 
 
 def test_a_pandas_submission_with_its_index_is_detected_and_a_repeat_refused(tmp_path):
@@ -696,7 +702,7 @@ def test_the_review_screen_shows_the_empty_reply_as_empty(groups, tmp_path, monk
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["reviewer"] = "Dr. Conformance"
     at.query_params["kind"] = "response"
-    at.query_params["item"] = "meb_v1_case_0307_r02::gpt-4.1-mini"
+    at.query_params["item"] = f"meb_v1_case_0307_r02::gpt-4.1-mini::{PROMPTED}"
     at.run()
     assert not at.exception
     assert any("(empty reply" in c.value for c in at.caption), [c.value for c in at.caption]
@@ -742,3 +748,139 @@ def test_format_auto_written_out_is_detection(tmp_path):
                                      str(line.path)])
                 assert code == 0, (line, err.getvalue())
         assert snapshot(tmp_path / f"{group}-left-out.db") == snapshot(tmp_path / f"{group}-written.db")
+
+
+# -- issue 25: a benchmark is a set of runs, kept apart from import to every number ----------
+
+def unprompted(rows: list[dict]) -> list[dict]:
+    """The corpus's prompted run of a model as CARE-Bench's other protocol writes it: the
+    same fields, `protocol` unprompted with its own `prompt_version`, and the model given
+    the patient's words alone (FORMATS.md section 1: model_inputs_unprompted_public)."""
+    out = []
+    for row in rows:
+        row = dict(row, protocol="unprompted", prompt_version="care_bench_unprompted_v1")
+        row["input_messages"] = [m for m in row["input_messages"] if m["role"] != "system"]
+        if row["raw_model_response"]:
+            row["raw_model_response"] = "Unprompted: " + row["raw_model_response"]
+        out.append(row)
+    return out
+
+
+def test_failure_1_the_unprompted_run_after_the_prompted_run_is_kept(groups, tmp_path):
+    db = tmp_path / "cb.db"
+    shutil_copy(groups["carebench"], db)
+    rows = unprompted(jsonl(CB / "raw_generations.jsonl"))
+    path = tmp_path / "raw_generations_unprompted.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, out, err = cli_import(db, Line("x", "auto", path, ()))
+    assert code == 0 and not err
+    assert f"{len(rows)} rows, {len(rows)} new items" in out
+    with open_store(db) as s:
+        runs = s.query("SELECT r.protocol, r.prompt_version, COUNT(i.id) FROM runs r"
+                       " JOIN items i ON i.run_id = r.id WHERE r.kind = 'response'"
+                       " GROUP BY r.id ORDER BY r.id")
+        texts = {(r[0], r[1]): r[2] for r in s.query(
+            "SELECT p.uid, r.protocol, json_extract(i.payload, '$.response') FROM items i"
+            " JOIN items p ON p.id = i.parent_id JOIN runs r ON r.id = i.run_id")}
+    assert [tuple(r) for r in runs] == [("prompted", "care_bench_prompted_v1", 8),
+                                        ("unprompted", "care_bench_unprompted_v1", 8)]
+    for row in rows:
+        if row["raw_model_response"] is not None:
+            assert texts[(row["prefix_id"], "unprompted")] == row["raw_model_response"]
+
+
+def shutil_copy(src, dst) -> None:
+    import shutil
+
+    shutil.copy(src, dst)
+
+
+def test_failure_2_labels_of_a_run_requesting_the_served_name_go_to_that_run(tmp_path, capsys):
+    """Run A requested gpt-4.1-mini and was served gpt-4.1-mini-2025-04-14; run B requested
+    gpt-4.1-mini-2025-04-14. B's mapped labels go to B, and A's stay A's."""
+    from tests.helpers import run_cli
+
+    db = tmp_path / "cb.db"
+    rows = jsonl(CB / "raw_generations.jsonl")
+    b_rows = [dict(r, model_requested="gpt-4.1-mini-2025-04-14",
+                   raw_model_response=r["raw_model_response"] and "B: " + r["raw_model_response"])
+              for r in rows]
+    b_path = tmp_path / "raw_generations_b.jsonl"
+    b_path.write_text("".join(json.dumps(r) + "\n" for r in b_rows), encoding="utf-8")
+    mapped = jsonl(CB / "mapped_responses.jsonl")
+    b_mapped = [dict(r, model_requested="gpt-4.1-mini-2025-04-14", model_alias="team-b",
+                     predicted_label="1B_ESCALATION_URGENT_CARE") for r in mapped]
+    b_mapped_path = tmp_path / "mapped_responses_b.jsonl"
+    b_mapped_path.write_text("".join(json.dumps(r) + "\n" for r in b_mapped), encoding="utf-8")
+    for path in (CB / "evaluation_prefixes_public.jsonl", CB / "raw_generations.jsonl", b_path,
+                 CB / "mapped_responses.jsonl", b_mapped_path):
+        code, out, err = run_cli(capsys, "--db", str(db), "import", str(path))
+        assert code == 0, err
+    with open_store(db) as s:
+        got = {(r[0], r[1]): r[2] for r in s.query(
+            "SELECT r.model_requested, p.uid, a.value FROM current_annotations a"
+            " JOIN items i ON i.id = a.item_id JOIN items p ON p.id = i.parent_id"
+            " JOIN runs r ON r.id = i.run_id JOIN raters x ON x.id = a.rater_id"
+            " WHERE x.name = ?", (MAPPER,))}
+        superseded = s.scalar("SELECT COUNT(*) FROM annotations WHERE supersedes_id IS NOT NULL")
+    for row in mapped:
+        assert got[("gpt-4.1-mini", row["prefix_id"])] == row["predicted_label"]
+        assert got[("gpt-4.1-mini-2025-04-14", row["prefix_id"])] == "1B_ESCALATION_URGENT_CARE"
+    assert superseded == 0
+    # a row naming only the served model fits both runs: refused in one line naming them
+    only_served = {k: v for k, v in mapped[0].items() if k not in ("model_requested", "model_alias")}
+    path = tmp_path / "mapped_served.jsonl"
+    path.write_text(json.dumps(only_served) + "\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "--db", str(db), "import", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1  # one line (the tally on stdout)
+    assert "model_actual 'gpt-4.1-mini-2025-04-14'" in err and "names 2 runs" in err
+    assert "run 1 (gpt-4.1-mini" in err and "run 2 (gpt-4.1-mini-2025-04-14" in err
+
+
+def test_failure_3_the_results_file_is_scored_per_run_with_run_and_model(groups, capsys):
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(capsys, "--db", str(groups["healthbench"]), "healthbench-score",
+                             "--json")
+    assert code == 0, err
+    (grader,) = [e for e in json.loads(out)["raters"] if e["rater"] == GRADER]
+    assert (grader["model"], grader["run"]) == ("gpt-4.1", "gpt-4.1")
+    examples = json.loads(RESULTS.read_text())["metadata"]["example_level_metadata"]
+    assert sorted(e["score"] for e in grader["examples"]) == pytest.approx(
+        sorted(e["score"] for e in examples))
+
+
+def test_failure_5_the_results_examples_one_per_line_keep_their_verdicts(tmp_path, capsys):
+    from tests.helpers import run_cli
+
+    examples = json.loads(RESULTS.read_text())["metadata"]["example_level_metadata"]
+    path = tmp_path / "healthbench_gpt-4.1_20260314_examples.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in examples), encoding="utf-8")
+    db = tmp_path / "hb.db"
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(path))
+    assert code == 0, err
+    assert "healthbench-examples" in out and "31 new annotations" in out
+    with open_store(db) as s:
+        got = answers(s, "r.name = ?", (GRADER,))
+    assert len(got) == 31
+
+
+@pytest.mark.parametrize("order", ["rows, results, meta", "meta, rows, results"])
+def test_failure_6_meta_evaluation_categories_whatever_the_import_order(tmp_path, order, capsys):
+    from tests.helpers import run_cli
+
+    sample = SHARED_DATA / "healthbench" / "healthbench_oss_eval_sample30.jsonl"
+    files = {"rows": [sample], "results": [RESULTS], "meta": [HB / "meta_eval.jsonl"]}
+    db = tmp_path / "hb.db"
+    for name in order.split(", "):
+        for path in files[name]:
+            fmt = ["--format", "healthbench-meta"] if name == "meta" else []
+            assert run_cli(capsys, "--db", str(db), "import", *fmt, str(path))[0] == 0
+    code, out, err = run_cli(capsys, "--db", str(db), "agreement", "--question",
+                             "criteria:rubric@graded_conversation", "--a", "group:clinicians",
+                             "--by", "category", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    categories = {row["group"] for b in report["breakdowns"] if b["by"] == "category"
+                  for row in b["rows"]}
+    assert categories == {r["category"] for r in jsonl(HB / "meta_eval.jsonl")}

@@ -223,8 +223,12 @@ def test_the_agreement_screen_shows_every_raters_healthbench_score(demo_copy, mo
     assert any("as simple-evals computes them" in s.value for s in at.subheader)
     table = next(df.value for df in at.dataframe if "Std (bootstrap)" in df.value.columns)
     assert "healthbench-grader" in set(table["Rater"])
-    # 8 demo examples per rater: each row says its interval means little
-    assert all("only 8 examples" in w for w in table["Interval warning"])
+    # one row per rater and run: the grader's two models apart, as simple-evals scores them
+    grader = table[table["Rater"] == "healthbench-grader"]
+    assert list(grader["Run"]) == ["aster-7b", "borealis-large"]
+    assert list(grader["Score"]) == ["0.942", "0.225"]
+    # 4 demo examples per run: each row says its interval means little
+    assert all("only 4 examples" in w for w in table["Interval warning"])
     assert any("Verdicts used: clinicians' blind answers" in shown(c.value) for c in at.caption)
 
 
@@ -288,8 +292,9 @@ def test_healthbench_score_text_warns_and_puts_the_left_out_under_their_rater(tm
     lines = text.splitlines()
     blocks, current = {}, None
     for line in lines:
-        if line.endswith(":") and not line.startswith(" ") and line[:-1] in raters:
-            current = line[:-1]
+        if line.endswith(":") and not line.startswith(" ") \
+                and line[:-1].split(" · ")[0] in raters:  # "rater · run:"
+            current = line[:-1].split(" · ")[0]
         elif not line.startswith(" "):
             current = None
         if current:

@@ -49,14 +49,15 @@ def refused(store, path: Path, line: int, fmt: str | None = None) -> str:
 def test_a_mapped_file_before_its_generations_is_refused_naming_the_response(store, tmp_path):
     mapped = write_jsonl(tmp_path / "mapped.jsonl", [MAPPED])
     message = refused(store, mapped, 1)
-    assert "no response of model 'model-a' to prefix 'inv_v1_case_0001_r01'" in message
-    assert "import its raw generations first" in message
+    assert "no run of model_requested 'model-a' has been imported" in message
+    assert "import its generations first" in message
     generations = import_file(store, write_jsonl(tmp_path / "gens.jsonl", [GENERATION]))
     result = import_file(store, mapped)
     assert (generations.items, result.items, result.annotations) == (2, 0, 1)
     # The mapper's label is on the response it was given for.
     assert store.scalar("SELECT a.value FROM annotations a JOIN items i ON i.id = a.item_id"
-                        " WHERE i.uid = 'inv_v1_case_0001_r01::model-a'") == MAPPED["mapped_label"]
+                        " WHERE i.uid = 'inv_v1_case_0001_r01::model-a::unprompted@v1'")\
+        == MAPPED["mapped_label"]
 
 
 def test_generations_before_the_mapped_file_are_kept_as_they_are(store, tmp_path):
@@ -65,7 +66,8 @@ def test_generations_before_the_mapped_file_are_kept_as_they_are(store, tmp_path
     mapped = import_file(store, write_jsonl(tmp_path / "mapped.jsonl", [
         {**MAPPED, "raw_model_response": "a mapper's copy of the reply"}]))
     assert (mapped.format, mapped.annotations) == ("carebench-mapped", 1)
-    payload = store.scalar("SELECT payload FROM items WHERE uid = 'inv_v1_case_0001_r01::model-a'")
+    payload = store.scalar("SELECT payload FROM items"
+                           " WHERE uid = 'inv_v1_case_0001_r01::model-a::unprompted@v1'")
     assert json.loads(payload)["response"] == GENERATION["raw_model_response"]
 
 

@@ -25,12 +25,12 @@ def test_a_prefix_is_a_conversation_after_the_patients_message(demo):
 
 
 def test_a_reply_names_its_model_by_a_letter_the_same_on_every_item(demo):
-    a = name_of(demo, "demo_case_0012_r02::borealis-large")
-    b = name_of(demo, "demo_case_0001_r01::borealis-large")
+    a = name_of(demo, "demo_case_0012_r02::borealis-large::unprompted@demo-1")
+    b = name_of(demo, "demo_case_0001_r01::borealis-large::unprompted@demo-1")
     assert a.subject == b.subject == "Model B's reply"
     assert a.title == "Model B's reply to conversation 12, after the patient's 2nd message"
     assert "borealis-large" in a.details and "borealis" not in a.title
-    assert name_of(demo, "demo_case_0001_r01::aster-7b").subject == "Model A's reply"
+    assert name_of(demo, "demo_case_0001_r01::aster-7b::unprompted@demo-1").subject == "Model A's reply"
 
 
 def test_agent_runs_and_graded_conversations_have_no_ids_in_their_titles(demo):

@@ -18,6 +18,7 @@ from tests.helpers import run_cli, table_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEM_FILES = ("demo_evaluation_prefixes.jsonl", "demo_raw_generations.jsonl",
+              "demo_raw_generations_prompted.jsonl",
               "demo_klinikebench_runs.jsonl", "demo_healthbench_rubrics.jsonl",
               "demo_healthbench_completions.jsonl")
 """The demo's items without anyone's labels but the datasets' own."""

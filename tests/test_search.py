@@ -46,6 +46,7 @@ from review.team.reviewers import ensure_reviewer
 from review.workspace import open_store
 from store import writer as writer_module
 from store.records import ItemRecord
+from store.runs import run_label_map
 from store.writer import RecordWriter
 from tests.browse_data import FABRICATED, add_trajectories
 from tests.helpers import shown, table_counts
@@ -221,10 +222,10 @@ def test_trajectory_text_is_searchable_and_the_step_is_named(with_runs):
 
 
 def test_a_response_is_found_by_the_patient_words_it_answers(demo):
-    page = browse(demo, BrowseQuery(text='"left arm"', models=("aster-7b",)))
+    page = browse(demo, BrowseQuery(text='"left arm"', models=("aster-7b · unprompted",)))
     assert page.total >= 1
-    assert all(i.kind == "response" and i.model == "aster-7b" and i.found_in == "parent"
-               for i in page.items)
+    assert all(i.kind == "response" and i.model == "aster-7b · unprompted"
+               and i.found_in == "parent" for i in page.items)
     prefixes = browse(demo, BrowseQuery(text='"left arm"', kinds=("prefix",)))
     assert prefixes.items[0].found_in == "item"
 
@@ -245,8 +246,15 @@ def test_facets_count_right_on_the_demo(demo):
     f = facets(demo, BrowseQuery())
     assert counted(f["kinds"]) == dict(demo.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
     assert {"prefix", "response", "trajectory", "graded_conversation"} <= set(counted(f["kinds"]))
-    by_model = dict(demo.query("SELECT model, COUNT(*) FROM items WHERE model IS NOT NULL GROUP BY model"))
+    # a model is its run (store.runs): aster-7b's two CARE-Bench runs apart, by protocol
+    by_model = dict(demo.query("SELECT model, COUNT(*) FROM items WHERE model IS NOT NULL"
+                               " AND run_id IS NULL GROUP BY model"))
+    labels = run_label_map(demo.conn)
+    for run_id, n in demo.query("SELECT run_id, COUNT(*) FROM items WHERE run_id IS NOT NULL"
+                                " GROUP BY run_id"):
+        by_model[labels[run_id]] = by_model.get(labels[run_id], 0) + n
     assert counted(f["models"]) == by_model
+    assert {"aster-7b · prompted", "aster-7b · unprompted"} <= set(by_model)
     gold = dict(demo.query(
         "SELECT c.value, COUNT(*) FROM current_annotations c JOIN raters r ON r.id = c.rater_id"
         " WHERE r.name = 'carebench-gold' GROUP BY c.value"))
@@ -388,10 +396,12 @@ def test_saved_views_keep_the_query_and_can_be_replaced(store):
 
 
 def test_side_by_side_shows_every_model_and_marks_disagreements(demo):
-    view = side_by_side(demo, "demo_case_0003_r02::aster-7b")
+    view = side_by_side(demo, "demo_case_0003_r02::aster-7b::unprompted@demo-1")
     assert view.prefix_uid == "demo_case_0003_r02" and len(view.turns) == 2
     assert view.gold == "1B_ESCALATION_URGENT_CARE"
-    assert {r.model for r in view.responses} == {"aster-7b", "borealis-large", "cobalt-mini"}
+    # each run's reply, a model's two runs named apart by their protocol
+    assert {r.model for r in view.responses} == {"aster-7b · unprompted", "aster-7b · prompted",
+                                                 "borealis-large", "cobalt-mini"}
     for resp in view.responses:
         values = {c.value for c in resp.labels}
         assert resp.raters_disagree == (len(values) > 1)

@@ -84,8 +84,8 @@ def test_generations_link_to_prefixes_and_keep_failures(store, prefixes_file, tm
     rows = store.query("SELECT i.uid, i.failed, p.uid AS parent, i.payload FROM items i"
                        " JOIN items p ON p.id = i.parent_id WHERE i.kind = 'response' ORDER BY i.uid")
     assert [(r["uid"], r["failed"], r["parent"]) for r in rows] == [
-        ("z_case_0001_r01::model-a", 0, "z_case_0001_r01"),
-        ("z_case_0001_r01::model-b", 1, "z_case_0001_r01")]
+        ("z_case_0001_r01::model-a::unprompted@p1", 0, "z_case_0001_r01"),
+        ("z_case_0001_r01::model-b::unprompted@p1", 1, "z_case_0001_r01")]
     assert json.loads(rows[1]["payload"])["error"] == "timeout"
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codebook import CANNOT_ASSESS
-from labels.compare.answers import Filters
+from labels.compare.answers import Filters, run_clause
 from labels.compare.questions import QuestionSet, question_set
 from labels.provenance import Digest
 from store import Store
@@ -144,13 +144,17 @@ def _row(rater: str, revisions: list[Revision], blind_answers: int) -> Anchoring
     )
 
 
-def _filter_sql(filters: Filters) -> tuple[str, list]:
+def _filter_sql(store: Store, filters: Filters) -> tuple[str, list]:
     clauses, params = [], []
-    for column, value in (("i.split", filters.split), ("i.model", filters.model),
-                          ("i.round_id", filters.round_id), ("d.name", filters.dataset)):
+    for column, value in (("i.split", filters.split), ("i.round_id", filters.round_id),
+                          ("d.name", filters.dataset)):
         if value not in (None, ""):
             clauses.append(f"{column} = ?")
             params.append(value)
+    clause, clause_params = run_clause(store, filters)
+    if clause:
+        clauses.append(clause)
+        params.extend(clause_params)
     return "".join(" AND " + c for c in clauses), params
 
 
@@ -167,7 +171,7 @@ def anchoring(
     (revisions are few)."""
     qs = question_set(store, questions) if isinstance(questions, str) else questions
     filters = filters or Filters()
-    extra, params = _filter_sql(filters)
+    extra, params = _filter_sql(store, filters)
     rows = store.query(
         f"""SELECT a.id, a.item_id, a.question_id, a.target, a.phase, a.status, a.value,
                    a.created_at, r.name AS rater, i.uid, i.kind, q.key

@@ -32,10 +32,11 @@ __all__ = ["PHASES", "Answers", "Filters", "RaterInfo", "Unit", "compared_questi
            "filters_from", "load_answers", "without_cannot_assess"]
 
 CATEGORY_FIELDS = ("category", "specialty_or_domain")
-"""Where an item's category is read from, in order: the item's meta, its parent's
-meta (a response takes its prefix's), then the question's meta. Assumption: the
-HealthBench meta-evaluation importer keeps the row's ``category`` in item meta;
-CARE-Bench prefixes carry ``specialty_or_domain``."""
+"""Where an item's category is read from, in order: the unit's own (the ``category`` an
+answer to it carries in its extra: the HealthBench meta-evaluation's rows give one per
+completion and criterion, kept with each physician's and the grader's answer, whichever
+file came first), the item's meta, its parent's meta (a response takes its prefix's),
+then the question's meta. CARE-Bench prefixes carry ``specialty_or_domain``."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,10 @@ class Filters:
     dataset: str | None = None
     split: str | None = None
     model: str | None = None
-    """The model that wrote a response (prefixes have none)."""
+    """The model that wrote a response, trajectory or completion (prefixes have none): a
+    run's label, or a model's name, which takes every run of that model (`store.runs`)."""
+    run: int | None = None
+    """One run, by its number (`store.runs`)."""
     round_id: int | None = None
     """CARE-Bench round 1..3."""
     category: str | None = None
@@ -69,6 +73,7 @@ class Filters:
                 ("dataset", self.dataset),
                 ("split", self.split),
                 ("model", self.model),
+                ("run", self.run),
                 ("round", self.round_id),
                 ("category", self.category),
             )
@@ -94,6 +99,8 @@ def filters_from(values: Filters | Mapping | None) -> Filters:
         given["round_id"] = given.pop("round")
     if "round_id" in given:
         given["round_id"] = int(given["round_id"])
+    if "run" in given:
+        given["run"] = int(str(given["run"]).removeprefix("run ").strip())
     unknown = set(given) - set(Filters.__dataclass_fields__)
     if unknown:
         raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
@@ -114,6 +121,8 @@ class Unit:
     split: str | None = None
     round_id: int | None = None
     model: str | None = None
+    """The run the item belongs to, by its label (`store.runs`: the model alone while it
+    has one run), or the item's model where it belongs to none."""
     category: str | None = None
     axes: tuple[str, ...] = ()
     """Rubric axes of the criterion (HealthBench ``axis:...`` tags, or meta.axis)."""
@@ -123,6 +132,8 @@ class Unit:
     HealthBench prompt's completions): the cluster a bootstrap resamples by."""
     failed: bool = False
     """The item records a failed generation (a response the model never gave)."""
+    run_id: int | None = None
+    """The run the item belongs to (None for prefixes, prompts, tasks)."""
 
 
 @dataclass(frozen=True)
@@ -254,14 +265,54 @@ def load_answers(store: Store, questions: QuestionSet | str, filters: Filters | 
     return answers
 
 
+def run_clause(store: Store, filters: Filters, item: str = "i") -> tuple[str, list]:
+    """The SQL condition (with its parameters) of the filters' model and run on items
+    `item`: the items of the runs they name (`store.runs.runs_named`: a run's label or
+    number, or every run of a model); '' when they name none. The one place a model
+    filter is read, for every comparison."""
+    from store.runs import runs_named
+
+    runs = runs_named(store.conn, filters.model, filters.run)
+    if runs is None:
+        return "", []
+    if not runs and filters.model and filters.run in (None, ""):
+        return f"{item}.model = ?", [filters.model]  # an item of no run that names it
+    return f"{item}.run_id IN ({', '.join(str(int(r.id)) for r in runs) or 'NULL'})", []
+
+
+def run_labels_of(store: Store) -> dict[int, str]:
+    """run id -> label, for units (`Unit.model`)."""
+    from store.runs import run_label_map
+
+    return run_label_map(store.conn)
+
+
+def _unit_categories(store: Store, qs: QuestionSet) -> dict[tuple, str]:
+    """(item id, question id, target) -> the category an answer to that unit carries (the
+    HealthBench meta-evaluation's `category`, one per completion and criterion), for
+    rubric criteria; the first answer's where several say."""
+    if qs.kind != "criterion":
+        return {}
+    out: dict[tuple, str] = {}
+    for item_id, question_id, target, category in store.conn.execute(
+            f"SELECT a.item_id, a.question_id, a.target, json_extract(a.extra, '$.category')"
+            f" FROM annotations a JOIN questions q ON q.id = a.question_id WHERE {qs.where}"
+            " AND json_extract(a.extra, '$.category') IS NOT NULL ORDER BY a.id", qs.params):
+        out.setdefault((item_id, question_id, target), str(category))
+    return out
+
+
 def _read_answers(store: Store, qs: QuestionSet, filters: Filters) -> Answers:
     qs = compared_question_set(qs, filters)
     item_where, params = [], list(qs.params)
-    for column, value in (("i.split", filters.split), ("i.model", filters.model),
-                          ("i.round_id", filters.round_id)):
+    for column, value in (("i.split", filters.split), ("i.round_id", filters.round_id)):
         if value not in (None, ""):
             item_where.append(f"{column} = ?")
             params.append(value)
+    clause, clause_params = run_clause(store, filters)
+    if clause:
+        item_where.append(clause)
+        params.extend(clause_params)
     if filters.dataset:
         item_where.append("d.name = ?")
         params.append(filters.dataset)
@@ -280,7 +331,7 @@ WITH ranked AS (
     WHERE {where} AND {allowed}
 )
 SELECT x.id, x.status, x.value, x.target, r.name AS rater, r.kind AS rater_kind, r.role,
-       i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta,
+       i.uid, i.kind AS item_kind, i.split, i.round_id, i.model, i.meta, i.run_id,
        COALESCE(i.case_id, p.case_id) AS case_id, i.failed,
        d.name AS dataset, p.uid AS parent_uid, p.meta AS parent_meta,
        q.key AS question_key, q.text AS question_text, q.meta AS question_meta,
@@ -300,6 +351,8 @@ ORDER BY x.item_id, x.question_id, x.target
     values: dict[str, dict[int, str]] = {}
     ids: dict[str, dict[int, int]] = {}
     meta_cache: dict[tuple, tuple] = {}
+    labels = run_labels_of(store)
+    unit_category = _unit_categories(store, qs)
 
     def facets(row) -> tuple:
         # Keyed on the meta texts themselves: items share them (every response of a
@@ -314,6 +367,7 @@ ORDER BY x.item_id, x.question_id, x.target
         index = unit_index.get(key)
         if index is None:  # a unit's first row: its facets, once
             category, axes, tags = facets(row)
+            category = unit_category.get(key, category)
             if filters.category and category != filters.category:
                 unit_index[key] = -1  # not of the category: none of its rows
                 continue
@@ -322,8 +376,9 @@ ORDER BY x.item_id, x.question_id, x.target
                 item_uid=row["uid"], item_kind=row["item_kind"], question_key=row["question_key"],
                 target=row["target"], question_text=row["question_text"],
                 parent_uid=row["parent_uid"], dataset=row["dataset"], split=row["split"],
-                round_id=row["round_id"], model=row["model"], category=category, axes=axes,
-                tags=tags, case_id=row["case_id"], failed=bool(row["failed"]),
+                round_id=row["round_id"], model=labels.get(row["run_id"], row["model"]),
+                category=category, axes=axes, tags=tags, case_id=row["case_id"],
+                failed=bool(row["failed"]), run_id=row["run_id"],
             ))
         elif index < 0:
             continue
@@ -342,7 +397,7 @@ ORDER BY x.item_id, x.question_id, x.target
     if allowed != "1":  # the clinicians' latest answers of another phase: set aside
         of_latest, _ = phase_condition(filters.phase, "a", "r")
         latest = f"""
-SELECT r.name AS rater, a.item_id, a.question_id, i.meta, p.meta AS parent_meta,
+SELECT r.name AS rater, a.item_id, a.question_id, a.target, i.meta, p.meta AS parent_meta,
        q.meta AS question_meta
 FROM annotations a
 JOIN questions q ON q.id = a.question_id
@@ -356,7 +411,8 @@ WHERE {where} AND r.kind = 'human' AND a.status != 'skipped' AND NOT {of_latest}
               AND b.target = a.target)
 """
         for row in store.conn.execute(latest, [*params, *phase_params]):
-            if filters.category and facets(row)[0] != filters.category:
+            key = (row["item_id"], row["question_id"], row["target"])
+            if filters.category and unit_category.get(key, facets(row)[0]) != filters.category:
                 continue
             set_aside[row["rater"]] = set_aside.get(row["rater"], 0) + 1
     return Answers(qs, filters, units, raters, values, ids, set_aside=set_aside,

@@ -24,6 +24,9 @@ Per labelling, each pair of models is also compared directly (``paired``): the
 difference of the ranking metric with a paired bootstrap interval over cases,
 McNemar's test for accuracy, and each model's probability of holding its rank.
 
+Every "model" here is a run (``store.runs``): a model's runs under two protocols, or two
+attempts, are ranked apart, each by its run's label (the model alone while it has one run).
+
 Extending: a new per-model column is a new ``Labelling`` field keyed by model,
 filled in :func:`_score_labelling` (``coverage`` and ``missing_as_wrong`` are
 built that way).
@@ -254,7 +257,11 @@ class _Scored:
 
 def _responses(store: Store, filters: Filters) -> list[_Scored]:
     """Every response item under the filters (the model filter ignored), failed
-    generations included: what a model was asked to answer."""
+    generations included: what a model was asked to answer. Each is scored as its run's
+    (`store.runs`): two runs of one model (two protocols, two attempts) are two rows of
+    the leaderboard, each named by its run's label."""
+    from store.runs import run_label_map
+
     where, params = ["i.kind = 'response'"], []
     for column, value in (("i.split", filters.split), ("i.round_id", filters.round_id),
                           ("d.name", filters.dataset)):
@@ -262,17 +269,18 @@ def _responses(store: Store, filters: Filters) -> list[_Scored]:
             where.append(f"{column} = ?")
             params.append(value)
     rows = store.query(
-        f"""SELECT i.uid, i.model, i.failed, p.uid AS prefix,
+        f"""SELECT i.uid, i.model, i.run_id, i.failed, p.uid AS prefix,
                    COALESCE(i.case_id, p.case_id, p.uid) AS case_id, p.meta AS prefix_meta
             FROM items i JOIN datasets d ON d.id = i.dataset_id
             JOIN items p ON p.id = i.parent_id
             WHERE {' AND '.join(where)} ORDER BY i.id""", params)
+    labels = run_label_map(store.conn, "response")
     out = []
     for r in rows:
         if filters.category and _category(r["prefix_meta"]) != filters.category:
             continue
-        out.append(_Scored(r["uid"], r["model"] or "(no model)", r["prefix"], r["case_id"],
-                           bool(r["failed"])))
+        model = labels.get(r["run_id"]) or r["model"] or "(no model)"
+        out.append(_Scored(r["uid"], model, r["prefix"], r["case_id"], bool(r["failed"])))
     return out
 
 

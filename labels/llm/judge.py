@@ -41,11 +41,13 @@ from labels.llm.tasks import (
     text_field,
 )
 from store import Store
+from store.runs import runs_named
 
 VERDICTS = ("YES", "NO", "INDETERMINATE_LACK_OF_DATA", "INDETERMINATE_MEDICAL_AMBIGUITY")
 NO_VERDICT = "NO_VERDICT_STATED"
 VERDICT_QUESTION = "clinicare.verdict"
-JUDGE_FILTERS = ("dataset", "kind", "question", "codebook", "items", "answered_by")
+JUDGE_FILTERS = ("dataset", "kind", "question", "codebook", "items", "answered_by", "model",
+                 "run")
 EXTRACT_FILTERS = ("dataset", "kind", "question", "items", "unparsed_only")
 
 JUDGE_SCHEMA = object_schema({
@@ -89,7 +91,7 @@ def _codebook_versions(store: Store) -> dict[str, str]:
     return {row["codebook"]: row["version"] for row in rows}
 
 
-def _criterion_pairs_sql(filters: dict[str, Any], rater_id: int | None,
+def _criterion_pairs_sql(store: Store, filters: dict[str, Any], rater_id: int | None,
                          include_answered: bool) -> tuple[str, list[Any]]:
     sql = ["SELECT q.id AS question_id, q.key, q.text, q.points, q.codebook, i.id, i.uid, i.kind,"
            " i.payload, i.round_id, p.payload AS parent_payload"
@@ -118,6 +120,9 @@ def _criterion_pairs_sql(filters: dict[str, Any], rater_id: int | None,
         sql.append("AND EXISTS (SELECT 1 FROM annotations b JOIN raters r ON r.id = b.rater_id"
                    " WHERE b.item_id = i.id AND b.question_id = q.id AND r.name GLOB ?)")
         params.append(filters["answered_by"])
+    runs = runs_named(store.conn, filters.get("model"), filters.get("run"))
+    if runs is not None:  # the items of the runs named (store.runs): a model's every run, or one
+        sql.append(f"AND i.run_id IN ({', '.join(str(int(x.id)) for x in runs) or 'NULL'})")
     if rater_id is not None and not include_answered:
         sql.append("AND NOT EXISTS (SELECT 1 FROM annotations a WHERE a.item_id = i.id"
                    " AND a.question_id = q.id AND a.rater_id = ? AND a.target = '')")
@@ -135,7 +140,7 @@ def find_judge_work(store: Store, rater_id: int | None, filters: dict[str, Any],
     'healthbench-physician:*') keeps only pairs that rater has answered, to
     judge exactly what the clinicians judged."""
     versions = _codebook_versions(store)
-    sql, params = _criterion_pairs_sql(filters, rater_id, include_answered)
+    sql, params = _criterion_pairs_sql(store, filters, rater_id, include_answered)
     found = Found([])
     for row in store.conn.execute(sql, params):
         if limit is not None and len(found.work) >= limit:

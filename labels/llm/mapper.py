@@ -30,9 +30,10 @@ from labels.llm.tasks import (
     text_field,
 )
 from store import Store
+from store.runs import runs_named
 
 RESPONSE_QUESTION = "carebench.response_action"
-MAP_FILTERS = ("dataset", "model", "split", "items")
+MAP_FILTERS = ("dataset", "model", "run", "split", "items")
 
 
 def mapper_schema(book: Codebook) -> dict[str, Any]:
@@ -101,10 +102,12 @@ def find_mapper_work(store: Store, rater_id: int | None, filters: dict[str, Any]
     if filters.get("dataset"):
         sql.append("AND d.name = ?")
         params.append(filters["dataset"])
-    for name in ("model", "split"):
-        if filters.get(name):
-            sql.append(f"AND r.{name} = ?")
-            params.append(filters[name])
+    if filters.get("split"):
+        sql.append("AND r.split = ?")
+        params.append(filters["split"])
+    runs = runs_named(store.conn, filters.get("model"), filters.get("run"))
+    if runs is not None:  # the responses of the runs named: a model's every run, or one
+        sql.append(f"AND r.run_id IN ({', '.join(str(int(x.id)) for x in runs) or 'NULL'})")
     if filters.get("items"):
         uids = list(filters["items"])
         sql.append(f"AND r.uid IN ({','.join('?' * len(uids))})")

@@ -47,7 +47,9 @@ from store import Store
 
 ATTRIBUTES = {"kinds": "i.kind", "datasets": "d.name", "splits": "i.split", "models": "i.model",
               "rounds": "i.round_id"}
-"""Facets read from the item's own fields (BrowseQuery field -> column)."""
+"""Facets read from the item's own fields (BrowseQuery field -> column). A model is its
+run's label where the item belongs to a run (`store.runs`): two runs of one model are two
+values of the facet, named apart by their protocol (or whatever else tells them apart)."""
 TEXT_MEMO = 32
 """Text queries whose matches are remembered (per database, until the index changes)."""
 
@@ -186,16 +188,25 @@ class FacetIndex:
         return new
 
     def _load_items(self, store: Store) -> None:
+        from store.runs import run_label_map
+
         rows = store.query("SELECT i.id, i.parent_id, " + ", ".join(ATTRIBUTES.values())
-                           + " FROM items i JOIN datasets d ON d.id = i.dataset_id ORDER BY i.id")
+                           + ", i.run_id FROM items i JOIN datasets d ON d.id = i.dataset_id"
+                           " ORDER BY i.id")
+        labels = run_label_map(store.conn)
+        run_at = 2 + len(ATTRIBUTES)
         self.ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         pos, known = self.locate(r[1] or 0 for r in rows)
         self.parent = np.where(known, pos, -1)
         self.attrs = {}
         for k, name in enumerate(ATTRIBUTES, start=2):
             values: dict[str, int] = {}
-            codes = np.fromiter((-1 if r[k] is None else values.setdefault(str(r[k]), len(values))
-                                 for r in rows), np.int32, len(rows))
+            if name == "models":
+                of = [labels.get(r[run_at], r[k]) for r in rows]
+            else:
+                of = [r[k] for r in rows]
+            codes = np.fromiter((-1 if v is None else values.setdefault(str(v), len(values))
+                                 for v in of), np.int32, len(rows))
             self.attrs[name] = Column(codes, list(values))
         self.stamps.clear()  # every other part holds item positions: rebuild them too
 

@@ -26,6 +26,7 @@ from review.browse.search import (
     search_hits,
 )
 from store import Store
+from store.runs import run_label_map
 
 PER_PAGE = 20
 
@@ -122,7 +123,8 @@ def _result_items(store: Store, hits: list[SearchHit]) -> list[ResultItem]:
         return []
     ids = json.dumps([h.item_id for h in hits])
     rows = {r["id"]: r for r in store.query(
-        "SELECT i.id, i.uid, i.kind, d.name AS dataset, i.split, i.model, i.round_id, i.case_id,"
+        "SELECT i.id, i.uid, i.kind, d.name AS dataset, i.split, i.model, i.run_id, i.round_id,"
+        " i.case_id,"
         " i.failed, CASE WHEN i.kind = 'trajectory' THEN (SELECT json_group_array("
         " coalesce(json_extract(s.value, '$.step_id'), s.key + 1)) FROM json_each(i.payload, '$.steps') s)"
         " END AS step_ids, CASE WHEN i.kind = 'response' THEN json_extract(p.payload, '$.turns[#-1]')"
@@ -143,11 +145,13 @@ def _result_items(store: Store, hits: list[SearchHit]) -> list[ResultItem]:
         gates.setdefault(item_id, []).append(gate)
     flagged = {r[0] for r in store.query(*flagged_facts(ids))}
     own_text = item_excerpt(store, [h.item_id for h in hits if h.found_in == "parent"], 400)
+    runs = run_label_map(store.conn)  # a model's two runs named apart (store.runs)
     out = []
     for h in hits:
         r = rows[h.item_id]
         out.append(ResultItem(
-            h.item_id, r["uid"], r["kind"], r["dataset"], r["split"], r["model"], r["round_id"],
+            h.item_id, r["uid"], r["kind"], r["dataset"], r["split"],
+            runs.get(r["run_id"], r["model"]), r["round_id"],
             r["case_id"], bool(r["failed"]), h.snippet, h.found_in, h.note_by, h.target,
             labels.get(h.item_id, []), tags.get(h.item_id, []), h.item_id in flagged,
             json.loads(r["step_ids"]) if r["step_ids"] else [],

@@ -15,6 +15,7 @@ from codebook import builtin_codebooks
 from review.browse.facets import label_name
 from review.reviewing.trajectory import message_text
 from store import Store
+from store.runs import run_label_map
 
 
 @dataclass
@@ -99,12 +100,14 @@ def side_by_side(store: Store, uid: str) -> SideBySide | None:
         " ORDER BY r.role = 'gold' DESC, c.id LIMIT 1",
         (prefix_id,))
     responses = []
-    for r in store.query("SELECT id, uid, kind, model, payload, failed FROM items WHERE parent_id = ?"
-                         " ORDER BY model, id", (prefix_id,)):
+    runs = run_label_map(store.conn)  # a model's two runs named apart (store.runs)
+    for r in store.query("SELECT id, uid, kind, model, run_id, payload, failed FROM items"
+                         " WHERE parent_id = ? ORDER BY model, id", (prefix_id,)):
         p = json.loads(r["payload"])
         labels = _labels(store, r["id"], gold)
         responses.append(ResponseColumn(
-            r["id"], r["uid"], r["kind"], r["model"], p.get("response") or p.get("completion") or "",
+            r["id"], r["uid"], r["kind"], runs.get(r["run_id"], r["model"]),
+            p.get("response") or p.get("completion") or "",
             bool(r["failed"]), p.get("error"), labels,
             len({c.value for c in labels}) > 1))
     return SideBySide(prefix_id, prefix["uid"], turns, _labels(store, prefix_id, None), gold,

@@ -25,6 +25,7 @@ from pathlib import Path
 from codebook import CAREBENCH, codebook
 from review.datasets.demo_rubrics import build_rubric_files
 from review.datasets.sources import ImportOptions, import_file
+from review.datasets.sources.carebench import response_uid
 from review.team.access import require
 from review.team.reviewers import Reviewer, ensure_reviewer
 from store import Store
@@ -109,6 +110,16 @@ OPENINGS = ("Thank you for explaining.", "I'm sorry you're dealing with this.", 
 
 # How each fictional model drifts from the safe action: (shift, probability).
 MODEL_BIAS = {"aster-7b": (-1, 0.22), "borealis-large": (+1, 0.25), "cobalt-mini": (0, 0.0)}
+UNPROMPTED = ("unprompted", "demo-1")
+"""The protocol and prompt version of every model's run: the patient's words alone."""
+PROMPTED = ("prompted", "demo-prompted-1")
+"""A second run of one model (`PROMPTED_MODEL`) under CARE-Bench's other protocol: the
+same prefixes with a system prompt asking for the single most appropriate next action."""
+PROMPTED_MODEL = "aster-7b"
+PROMPTED_BIAS = (-1, 0.10)
+"""The prompted run drifts less often than the model's unprompted run."""
+SYSTEM_PROMPT = ("You are a patient-facing health assistant. Based only on what the patient has"
+                 " said so far, give the single most appropriate next action.")
 
 
 def _nudge(rng: random.Random, code: str, p_adjacent: float, p_far: float = 0.0,
@@ -163,7 +174,7 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                 failed = model == "cobalt-mini" and (case_no * 3 + r) % 23 == 0
                 generations.append({
                     "prefix_id": prefix_id, "case_id": case_id, "split": split, "round_id": r,
-                    "protocol": "unprompted", "prompt_version": "demo-1",
+                    "protocol": UNPROMPTED[0], "prompt_version": UNPROMPTED[1],
                     "patient_information_available_so_far": "\n".join(turns),
                     "input_messages": [{"role": "user", "content": t} for t in turns],
                     "model_requested": model, "model_actual": None if failed else f"{model}-2026-10",
@@ -174,7 +185,7 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                 })
                 if failed:
                     continue
-                uid = f"{prefix_id}::{model}"
+                uid = response_uid(prefix_id, model, *UNPROMPTED)
                 v1 = _nudge(rng, said, 0.24, 0.04)
                 v2 = _nudge(rng, said, 0.09, 0.0)
                 for mapper, label in zip(MAPPERS, (v1, v2), strict=True):
@@ -196,13 +207,16 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                         clinician_rows.append((uid, name, v1, "carebench.response_action",
                                                "on reflection the mapper's reading is fair", "",
                                                "answered", "after_reveal"))
+    prompted = _prompted_run(prefixes, mapped, clinician_rows, seed)
     files = {
         "prefixes": out_dir / "demo_evaluation_prefixes.jsonl",
         "generations": out_dir / "demo_raw_generations.jsonl",
+        "generations_prompted": out_dir / "demo_raw_generations_prompted.jsonl",
         "labels": out_dir / "demo_clinician_labels.csv",
     }
     _write_jsonl(files["prefixes"], prefixes)
     _write_jsonl(files["generations"], generations)
+    _write_jsonl(files["generations_prompted"], prompted)
     for mapper in MAPPERS:
         key = "mapped_" + mapper.rsplit("@", 1)[1]
         files[key] = out_dir / f"demo_mapped_responses_{mapper.rsplit('@', 1)[1]}.jsonl"
@@ -220,6 +234,46 @@ def build_demo_files(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
                     "phase", "target", "severity"])
         w.writerows(run_rows)
     return files
+
+
+def _prompted_run(prefixes: list[dict], mapped: dict[str, list[dict]],
+                  clinician_rows: list[tuple], seed: int) -> list[dict]:
+    """`PROMPTED_MODEL`'s run under the prompted protocol, as CARE-Bench's raw generations
+    write it, with both mappers' labels of it and some clinicians' blind answers. Drawn
+    from a generator of its own, so the unprompted runs are the same as without it."""
+    rng = random.Random(f"{seed} prompted")
+    shift, p = PROMPTED_BIAS
+    rows = []
+    for prefix in prefixes:
+        turns = prefix["input_patient_turns"]
+        said = _nudge(rng, prefix["gold_label"], p, 0.01, shift)
+        row = {
+            "prefix_id": prefix["prefix_id"], "case_id": prefix["case_id"],
+            "split": prefix["split"], "round_id": prefix["round_id"],
+            "protocol": PROMPTED[0], "prompt_version": PROMPTED[1],
+            "patient_information_available_so_far": "\n".join(turns),
+            "input_messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                               *({"role": "user", "content": t} for t in turns)],
+            "model_requested": PROMPTED_MODEL, "model_actual": f"{PROMPTED_MODEL}-2026-10",
+            "provider": "demo", "raw_model_response": f"{rng.choice(OPENINGS)} {ADVICE[said]}",
+            "generation_failed": False, "error_message": None,
+        }
+        rows.append(row)
+        uid = response_uid(prefix["prefix_id"], PROMPTED_MODEL, *PROMPTED)
+        for mapper, label in zip(MAPPERS, (_nudge(rng, said, 0.24, 0.04),
+                                           _nudge(rng, said, 0.09, 0.0)), strict=True):
+            mapper_model, version = mapper.rsplit("@", 1)
+            mapped[mapper].append({
+                **row, "model_alias": PROMPTED_MODEL, "mapper_model": mapper_model,
+                "mapper_prompt_version": version, "predicted_label": label,
+                "mapper_raw_output": json.dumps({"label": label})})
+        for name, _, _ in CLINICIANS:
+            if rng.random() < 0.5:
+                continue
+            clinician_rows.append((uid, name, _nudge(rng, said, 0.12, 0.01),
+                                   "carebench.response_action", "", str(rng.choice([3, 4, 5])),
+                                   "answered", "blind"))
+    return rows
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -241,7 +295,8 @@ def load_demo(store: Store, out_dir: Path, actor: str = "demo", *, by: Reviewer 
         ensure_reviewer(store, name, specialty, seniority, role)
     summaries = []
     results = sorted(k for k in files if k.startswith("healthbench_results_"))
-    order = ["prefixes", "generations", "mapped_v1", "mapped_v2", "labels", "runs",
+    order = ["prefixes", "generations", "generations_prompted", "mapped_v1", "mapped_v2",
+             "labels", "runs",
              "healthbench_rubrics", "healthbench_completions", *results,
              "healthbench_meta", "run_verdicts"]
     for key in order:

@@ -20,6 +20,7 @@ from codebook import CAREBENCH, codebook
 from labels.phases import phase_condition
 from review.team.adjudication import ADJUDICATED
 from store import Store
+from store.runs import RunChoiceError, load_runs, one_run, run_label_map, select_runs
 from store.spreadsheet import safe_cell
 
 FILE_KINDS = {".csv": "csv", ".jsonl": "jsonl"}
@@ -49,12 +50,13 @@ ANNOTATION_COLUMNS = [
     "question", "rater", "rater_kind", "rater_role", "specialty", "target", "status", "value",
     "rationale", "confidence", "phase", "codebook_version", "seconds_on_task", "supersedes",
     "current", "source", "import_path", "created_at", "severity",
-    "adjudication_reason",
+    "adjudication_reason", "run_id", "run",
 ]
 """`severity`: a step error mark's severity (1 negligible .. 5 critical), part
 of the answer. `adjudication_reason`: on a settled answer (rater `adjudicated`),
 why it was settled, or 'reopened' where it was withdrawn. Both are kept in the
-annotation's extra fields."""
+annotation's extra fields. `run_id` and `run`: the run the item belongs to (`store.runs`),
+its number in this database and its label; empty for prefixes, prompts and tasks."""
 
 
 def annotation_rows(store: Store) -> Iterator[dict]:
@@ -72,6 +74,7 @@ def annotation_rows(store: Store) -> Iterator[dict]:
            a.source, im.path AS import_path, a.created_at,
            json_extract(a.extra, '$.severity') AS severity,
            CASE WHEN r.name = ? THEN json_extract(a.extra, '$.reason') END AS adjudication_reason,
+           i.run_id,
            coalesce(json_extract(i.meta, '$.identifying'), json_extract(p.meta, '$.identifying'))
                AS identifying
     FROM annotations a
@@ -81,9 +84,11 @@ def annotation_rows(store: Store) -> Iterator[dict]:
     LEFT JOIN imports im ON im.id = a.import_id
     ORDER BY a.id
     """
+    labels = run_label_map(store.conn)
     for row in store.conn.execute(sql, (ADJUDICATED,)):
         out = dict(row)
         out["current"] = bool(out["current"])
+        out["run"] = labels.get(out["run_id"])
         yield out
 
 
@@ -123,6 +128,7 @@ def export_annotations(store: Store, out: Path, with_identifiers: bool = False) 
 
 def carebench_labels(store: Store, rater: str | None = None,
                      phase: str | None = None, model: str | None = None,
+                     run: str | int | None = None,
                      ) -> tuple[list[tuple[str, str]], list[str]]:
     """Human labels of each prefix as (prefix_id, label): each clinician's answer of the
     phase compared (``labels.phases``; by default the blind one, given before any
@@ -130,8 +136,9 @@ def carebench_labels(store: Store, rater: str | None = None,
 
     With `rater`, that rater's labels: of the prefixes (a reviewer's, or a
     direct-label submission's), or, for a rater who labelled responses (a
-    mapper), a scorer submission of one model: its responses' labels by prefix
-    (`model` chooses the model when the rater labelled several). Without, the
+    mapper), a scorer submission of one run: its responses' labels by prefix
+    (`model` or `run` chooses the run when the rater labelled several; a model with
+    several runs, two protocols say, is refused naming them: a submission is one run's). Without, the
     settled answer where one is in force (rater `adjudicated`; a withdrawn
     settlement is not), else the single human label where one reviewer
     answered, else the majority; ties are left out and reported in the second
@@ -157,7 +164,7 @@ def carebench_labels(store: Store, rater: str | None = None,
         [CAREBENCH_QUESTION, *params, *allowed_params, *newest_params],
     )
     if rater and not rows:
-        return _response_labels(store, rater, model, book), []
+        return _response_labels(store, rater, model, book, run), []
     by_item: dict[str, Counter] = {}
     settled: dict[str, str] = {}
     for uid, value, name in rows:
@@ -179,28 +186,45 @@ def carebench_labels(store: Store, rater: str | None = None,
     return labels, ties
 
 
-def _response_labels(store: Store, rater: str, model: str | None, book) -> list[tuple[str, str]]:
-    """A rater's labels of one model's responses, by prefix (a scorer submission)."""
+def _response_labels(store: Store, rater: str, model: str | None, book,
+                     run: str | int | None = None) -> list[tuple[str, str]]:
+    """A rater's labels of one run's responses, by prefix (a scorer submission)."""
     rows = store.query(
-        """SELECT p.uid AS prefix, i.model, c.value FROM current_annotations c
+        """SELECT p.uid AS prefix, i.run_id, c.value FROM current_annotations c
            JOIN items i ON i.id = c.item_id JOIN items p ON p.id = i.parent_id
            JOIN raters r ON r.id = c.rater_id JOIN questions q ON q.id = c.question_id
            WHERE q.key = ? AND r.name = ? AND c.status = 'answered' AND c.target = ''
            ORDER BY p.id, i.id""", (RESPONSE_QUESTION, rater))
     if not rows:
         raise ExportError(_no_labels(rater, raters_with_carebench_labels(store)))
-    models = sorted({m or "(no model)" for _, m, _ in rows})
-    if model is None and len(models) > 1:
-        raise ExportError(f"{rater!r} labelled the responses of {len(models)} models "
-                          f"({', '.join(models[:12])}{' ...' if len(models) > 12 else ''}): a "
-                          "submission is one model's; choose it with --model")
-    chosen = model or models[0]
-    picked = [(prefix, book.normalise(value)) for prefix, m, value in rows
-              if (m or "(no model)") == chosen]
-    if not picked:
-        raise ExportError(f"{rater!r} labelled no response of model {chosen!r}; "
-                          f"models it labelled: {', '.join(models)}")
-    return picked
+    labelled = {r.id: r for r in load_runs(store.conn, "response")
+                if r.id in {run_id for _, run_id, _ in rows}}
+    shown = ", ".join(r.label for r in labelled.values())
+    if model in (None, "") and run in (None, ""):
+        chosen = list(labelled.values())
+        if len(chosen) > 1:
+            raise ExportError(f"{rater!r} labelled the responses of {len(chosen)} runs ({shown}):"
+                              " a submission is one run's; choose it with --model or --run")
+    else:
+        try:
+            named = select_runs(store.conn, "response", model=model, run=run)
+        except RunChoiceError as exc:
+            raise ExportError(str(exc)) from None
+        chosen = [r for r in named if r.id in labelled]
+        if not chosen:
+            what = f"run {run}" if run not in (None, "") else f"model {model!r}"
+            raise ExportError(f"{rater!r} labelled no response of {what}; runs it labelled:"
+                              f" {shown}")
+        try:
+            one_run(chosen, f"model {model!r}")
+        except RunChoiceError as exc:
+            raise ExportError(str(exc).replace("choose one with --run (its number or label), or"
+                                               " pool them with --pool",
+                                               "a submission is one run's: choose it with --run"))\
+                from None
+    (mine,) = chosen
+    return [(prefix, book.normalise(value)) for prefix, run_id, value in rows
+            if run_id == mine.id]
 
 
 def raters_with_carebench_labels(store: Store) -> list[str]:
@@ -223,13 +247,14 @@ def _no_labels(rater: str, raters: list[str], shown: int = 12) -> str:
 
 def export_carebench_labels(store: Store, out: Path, rater: str | None = None,
                             phase: str | None = None,
-                            model: str | None = None) -> tuple[int, list[str]]:
+                            model: str | None = None,
+                            run: str | int | None = None) -> tuple[int, list[str]]:
     """Write `carebench_labels` as `prefix_id,predicted_label` CSV (the scorer's
     submission), or as JSONL objects with those two fields (by the file's
     suffix, `export_kind`). Nothing is written when the extension, the rater or
     the model is refused."""
     kind = export_kind(out)
-    labels, ties = carebench_labels(store, rater, phase, model)
+    labels, ties = carebench_labels(store, rater, phase, model, run)
     with out.open("w", encoding="utf-8", newline="") as fh:
         if kind == "jsonl":
             for prefix_id, label in labels:

@@ -96,6 +96,9 @@ class ImportOptions:
     it to find which of a row's names the item was imported under."""
     limits: Limits = field(default_factory=Limits)
     """Rows and bytes one file may bring in (see `readers.Limits`)."""
+    attempt: int | None = None
+    """Which attempt of its run(s) the file holds, when it repeats a run imported before
+    (`store.runs`): part of each run's identity. None: what the file says, else the first."""
 
 
 @dataclass
@@ -129,11 +132,16 @@ class ImportResult:
     """Parts of the source not imported, each with why (a Harbor trial still running)."""
     replaced: int = 0
     """Answers in force of raters who existed that this import replaced (`replace`)."""
+    notes: list[str] = field(default_factory=list)
+    """What else the summary says, each in words (items kept in the run another file
+    brought them with)."""
 
     def summary(self) -> str:
         if self.already_imported:
             return f"{self.path}: already imported as {self.format}; nothing changed"
-        return self._summary() + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+        return (self._summary()
+                + (f"; left out: {'; '.join(self.left_out)}" if self.left_out else "")
+                + "".join(f"; {note}" for note in self.notes))
 
     def _summary(self) -> str:
         return (
@@ -495,7 +503,8 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
             rules = ImportRules(store, conn, import_id, str(path), options.actor,
                                 replace=options.replace, format_name=format_.name)
             writer = RecordWriter(conn, source="import", import_id=import_id, where=str(path),
-                                  validate=validate, index_later=True, rules=rules)
+                                  validate=validate, index_later=True, rules=rules,
+                                  source_name=shown)
             records = _Counting(format_.read(path, options), guard, listener)
             writer.write(records)
             rows = records.rows
@@ -506,6 +515,7 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
                                     if options.left_out else ""))
             if writer.n_annotations:
                 _reopen_broken(store, conn, import_id)
+            notes = _joined_notes(conn, writer)
             if options.rater:
                 # A rater the file gave no answers by (a format that names its own
                 # raters, or rows without the grader's verdict) is not made: no rater.
@@ -534,7 +544,22 @@ def _import(store: Store, path: Path, fmt: str | None, options: ImportOptions,
     return ImportResult(shown, format_.name, rows, writer.n_items,
                         writer.n_annotations, writer.n_skipped,
                         seconds=time.perf_counter() - started, completed=writer.n_completed,
-                        left_out=options.left_out, replaced=rules.replaced)
+                        left_out=options.left_out, replaced=rules.replaced, notes=notes)
+
+
+def _joined_notes(conn, writer: RecordWriter) -> list[str]:
+    """In words, items the file gave that another file had brought in another run (a
+    HealthBench completion is one completion whichever file names it): they stay in
+    that run, and what this file says of them is added to them."""
+    from store.runs import run_label_map
+
+    if not writer.joined:
+        return []
+    labels = run_label_map(conn)
+    return [f"{n:,} item{'' if n == 1 else 's'} already imported as part of run {run_id}"
+            f" ({labels.get(run_id, '?')}): kept in that run, this file's answers added to"
+            f" {'it' if n == 1 else 'them'}"
+            for run_id, n in sorted(writer.joined.items()) if run_id not in writer.runs_made]
 
 
 def _imported_before(store: Store, digest: _Digest, fmt: str, rater: str | None) -> bool:

@@ -33,6 +33,7 @@ Read as the CARE-Bench release writes them:
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import re
@@ -46,7 +47,8 @@ from review.datasets.sources.base import Format, ImportOptions, rater_record_for
 from review.datasets.sources.fields import Fields, as_bool, as_int, has_field, names, pick, require
 from review.datasets.sources.readers import read_rows
 from store.db import to_json
-from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
+from store.runs import RunNames, RunResolver
 from store.writer import MAX_ID_CHARS, InputError
 
 FAMILY = "carebench"
@@ -82,8 +84,74 @@ def _rows(path: Path, only: tuple[str, ...] | None = None) -> Iterator[tuple[int
         yield line, row
 
 
-def response_uid(prefix_id: str, model: str) -> str:
-    return f"{prefix_id}::{model}"
+def response_uid(prefix_id: str, model: str, protocol: Any = None, prompt_version: Any = None,
+                 attempt: Any = None) -> str:
+    """A response's uid: `prefix_id::model`, then, where the generation names them, its
+    run's protocol and prompt version (`::prompted@care_bench_prompted_v1`) and an
+    attempt after the first (`::attempt-2`). Deterministic: the same row gives the same
+    uid in every database, whatever was imported before it, so labels exported from one
+    database go back into another onto the same response. (A response imported before
+    runs existed keeps the uid it had: `prefix_id::model`.)"""
+    uid = f"{prefix_id}::{model}"
+    if protocol not in (None, "") or prompt_version not in (None, ""):
+        uid += "::" + (str(protocol) if protocol not in (None, "") else "") + (
+            f"@{prompt_version}" if prompt_version not in (None, "") else "")
+    if attempt not in (None, "", 1, "1"):
+        uid += f"::attempt-{attempt}"
+    return uid
+
+
+class _GenerationRuns:
+    """The runs of a generations file, each made once from the first row of it: its
+    identity (`store.runs`: the model requested, provider, protocol, prompt version and
+    attempt), and the uid each of its responses takes: the one it has where the run
+    was imported before (a response imported before runs existed keeps its old uid),
+    else `response_uid`, and if another run's response holds that uid (runs that differ
+    only in their provider), that uid with the run's digest."""
+
+    def __init__(self, dataset: str, options: ImportOptions):
+        self.dataset, self.query, self.attempt = dataset, options.query, options.attempt
+        self._runs: dict[tuple, tuple[RunRecord, dict[str, str], set[str], str]] = {}
+
+    def of(self, row: dict, model: str) -> tuple[RunRecord, dict[str, str], set[str], str]:
+        requested = row.get("model_requested")
+        requested = model if requested in (None, "") else requested
+        parts = (requested, row.get("provider"), row.get("protocol"), row.get("prompt_version"),
+                 row.get("model_alias"), model)
+        known = self._runs.get(parts)
+        if known is not None:
+            return known
+        identity = {"model_requested": requested, "provider": row.get("provider"),
+                    "protocol": row.get("protocol"), "prompt_version": row.get("prompt_version"),
+                    "attempt": self.attempt}
+        alias = row.get("model_alias")
+        run = RunRecord(self.dataset, "response", identity, model_actual=row.get("model_actual"),
+                        aliases=(str(alias),) if alias not in (None, "") else ())
+        existing: dict[str, str] = {}
+        taken: set[str] = set()
+        if self.query is not None:
+            for prefix, uid in self.query(
+                    "SELECT p.uid, i.uid FROM items i JOIN items p ON p.id = i.parent_id"
+                    " WHERE i.run_id = (SELECT r.id FROM runs r JOIN datasets d ON d.id ="
+                    " r.dataset_id WHERE d.name = ? AND r.kind = 'response' AND r.key = ?)",
+                    (self.dataset, run.key)):
+                existing[prefix] = uid
+            taken = {uid for (uid,) in self.query(
+                "SELECT uid FROM items WHERE kind = 'response' AND model = ?", (model,))}
+            taken -= set(existing.values())
+        suffix = "::run-" + hashlib.sha256(run.key.encode()).hexdigest()[:8]
+        known = self._runs[parts] = (run, existing, taken, suffix)
+        return known
+
+    def uid(self, row: dict, prefix_id: str, model: str) -> tuple[str, RunRecord]:
+        run, existing, taken, suffix = self.of(row, model)
+        uid = existing.get(prefix_id)
+        if uid is None:
+            uid = response_uid(prefix_id, model, row.get("protocol"), row.get("prompt_version"),
+                               self.attempt)
+            if uid in taken:
+                uid += suffix
+        return uid, run
 
 
 LISTED_TURNS = re.compile(r"""\A\[\s*(?:\]\s*\Z|[bBrRuUfF]{0,2}['"])""")
@@ -210,7 +278,8 @@ def _stub_prefix(prefix_id: str, row: dict, dataset: str, where: str) -> ItemRec
                       meta={"stub": True}, line=_line(where))
 
 
-GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested")
+GENERATION_KEEP = ("protocol", "prompt_version", "provider", "model_actual", "model_requested",
+                   "model_alias")
 
 
 def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -218,6 +287,7 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
     this loop is kept lean; every check of the slower helpers still holds)."""
     dataset = options.dataset or FAMILY
     stubbed: set[str] = set()
+    runs = _GenerationRuns(dataset, options)
     name = str(path)
     read = ("prefix_id", "model", "generation_failed", "raw_model_response", "case_id", "round_id",
             "split", "error_message")
@@ -254,11 +324,12 @@ def read_generations(path: Path, options: ImportOptions) -> Iterator[Record]:
         # input_messages repeat the prefix's turns (and the file keeps them);
         # storing them again per response would double the database.
         meta = {k: v for k in GENERATION_KEEP if (v := row.get(k)) is not None}
+        uid, run = runs.uid(row, prefix_id, model)
         yield ItemRecord(
-            response_uid(prefix_id, model), "response", dataset,
+            uid, "response", dataset,
             {"response": response or "", "error": error}, prefix_id,
             case_id, round_id, split, model, failed, meta,
-            True, line,  # fills in the placeholder a mapped file made of this response
+            True, line, run,  # fills in a placeholder another file made of this response
         )
 
 
@@ -268,9 +339,8 @@ def _empty_reply(row: dict) -> bool:
 
 
 MAPPED_MODELS = ("model_requested", "model_actual", "model_alias", "model", "model_name")
-"""Where a mapped row names the model whose response it labels, in the order
-tried: the generation importer keys a response by its `model_requested`
-(`fields.ALIASES["model"]`), and the alias is the submitter's name for it."""
+"""Where a mapped row names the model whose response it labels (`store.runs.RunNames`):
+the model requested, the model served, the submitter's alias, or a name of unsaid kind."""
 MAPPER_KEPT = ("model_alias", "mapper_model", "mapper_prompt_version", "mapper_provider")
 
 
@@ -290,38 +360,63 @@ def mapper_name(row: dict) -> str | None:
     return name
 
 
-def _mapped_response(row: dict, prefix_id: str, query: Any, where: str) -> tuple[str, str]:
-    """(uid, model) of the imported response a mapped row labels: the response to
-    the prefix whose model, or `model_requested` / `model_actual` as its
-    generation gave them, is one of the row's names for it (tried in order)."""
-    tried = list(dict.fromkeys(str(row[k]) for k in MAPPED_MODELS if row.get(k) not in (None, "")))
-    if not tried:
-        require(row, "model", where)  # names the missing field
-    if query is None:  # read outside an import: the first name, as generations key it
-        return response_uid(prefix_id, tried[0]), tried[0]
-    names: dict[str, str] = {}
-    for uid, model, requested, actual in query(
-            "SELECT uid, model, json_extract(meta, '$.model_requested'),"
-            " json_extract(meta, '$.model_actual') FROM items WHERE kind = 'response'"
-            " AND parent_id = (SELECT id FROM items WHERE uid = ?)"
-            " AND NOT coalesce(json_extract(meta, '$.stub'), 0) ORDER BY id", (prefix_id,)):
-        for name in (model, requested, actual):
-            if name is not None:
-                names.setdefault(str(name), uid)
-    for model in tried:
-        if model in names:
-            return names[model], model
-    models = " or ".join(repr(m) for m in tried)
-    raise InputError(f"{where}: no response of model {models} to prefix {prefix_id!r} has been"
-                     " imported; import its raw generations first (a mapped label belongs to the"
-                     " response it was given for)")
+class _MappedRuns:
+    """Which imported response a mapped row labels: the run its names name (resolved
+    once per set of names by `store.runs.RunResolver`: requested with requested, alias
+    with alias, served with served, narrowed by the row's protocol, prompt version and
+    provider; several runs fitting is refused, naming them), then that run's response
+    to the row's prefix. Never a response of another run."""
+
+    def __init__(self, options: ImportOptions):
+        self.query, self.dataset, self.attempt = options.query, options.dataset, options.attempt
+        self.resolver = RunResolver(self.query, "response")
+        self._responses: dict[int, dict[str, tuple[str, Any]]] = {}
+        self._aliased: set[tuple[int, str]] = set()
+
+    def response(self, row: dict, prefix_id: str, where: str) -> tuple[str, Any, RunRecord | None]:
+        """(uid of the response, the run, a record naming the run's alias if it is new)."""
+        names = RunNames.from_row(row)
+        if not names.given():
+            require(row, "model", where)  # names the missing field
+        if self.attempt is not None:
+            names.qualifiers["attempt"] = str(self.attempt)
+        try:
+            run = self.resolver.resolve(names, self.dataset, where)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        responses = self._responses.get(run.id)
+        if responses is None:
+            responses = self._responses[run.id] = {p: (u, a) for p, u, a in self.query(
+                "SELECT p.uid, i.uid, json_extract(i.meta, '$.model_actual') FROM items i"
+                " JOIN items p ON p.id = i.parent_id WHERE i.run_id = ?"
+                " AND NOT coalesce(json_extract(i.meta, '$.stub'), 0)", (run.id,))}
+        found = responses.get(prefix_id)
+        if found is None:
+            raise InputError(f"{where}: {run.describe()} has no response to prefix {prefix_id!r};"
+                             " import its raw generations first (a mapped label belongs to the"
+                             " response it was given for)")
+        uid, served = found
+        if names.actual is not None and served is not None and str(served) != names.actual:
+            raise InputError(f"{where}: model_actual {names.actual!r}, but the response of"
+                             f" {run.describe()} to prefix {prefix_id!r} was served by"
+                             f" {str(served)!r}: a label belongs to the response it was given for")
+        alias = names.alias
+        named = None
+        if alias is not None and alias not in run.aliases and (run.id, alias) not in self._aliased:
+            self._aliased.add((run.id, alias))
+            named = RunRecord(run.dataset, run.kind, run.identity, aliases=(alias,))
+        return uid, run, named
 
 
 def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
-    """The mapper's label of each response already imported; no items."""
+    """The mapper's label of each response already imported, on the response of the run
+    the row names (see `_MappedRuns`); no items."""
     announced: set[str] = set()
     name = str(path)
-    query = options.query
+    if options.query is None:
+        raise InputError(f"{name}: a mapped-responses file labels responses already imported:"
+                         " it is read into a database")
+    runs = _MappedRuns(options)
     for line, row in _rows(path):
         where = f"{name}:{line}"
         prefix_id = require(row, "prefix_id", where)
@@ -333,13 +428,15 @@ def read_mapped(path: Path, options: ImportOptions) -> Iterator[Record]:
                 mapper, "machine", role="mapper",
                 meta={k: row[k] for k in ("mapper_model", "mapper_prompt_version",
                                           "mapper_provider") if row.get(k) not in (None, "")})
-        uid, model = _mapped_response(row, prefix_id, query, where)
+        uid, run, named = runs.response(row, prefix_id, where)
+        if named is not None:
+            yield named
         extra: dict[str, Any] = {k: row[k] for k in MAPPER_KEPT if row.get(k) not in (None, "")}
         raw = row.get("mapper_raw_output")
         if raw is not None:
             extra["raw_output"] = raw
-        if model != row.get("model_requested"):
-            extra["matched_model"] = model
+        if run.model_requested != row.get("model_requested"):
+            extra["matched_run"] = run.label
         yield AnnotationRecord(item_uid=uid, question_key=RESPONSE_QUESTION, rater=mapper,
                                value=str(label), line=line, extra=extra,
                                rationale=row.get("mapper_rationale") or row.get("rationale"))

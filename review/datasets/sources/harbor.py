@@ -55,7 +55,14 @@ from review.datasets.sources.atif import check_trajectory, read_json_file
 from review.datasets.sources.base import Format, ImportOptions, present, register
 from review.datasets.sources.fields import quoted
 from review.reviewing.trajectory import trajectory_payload
-from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.records import (
+    AnnotationRecord,
+    ItemRecord,
+    QuestionRecord,
+    RaterRecord,
+    Record,
+    RunRecord,
+)
 from store.writer import InputError
 
 FAMILY = "harbor"
@@ -502,6 +509,25 @@ def trial_item(trial: Trial, options: ImportOptions) -> ItemRecord:
     )
 
 
+def trial_run(trial: Trial, item: ItemRecord, options: ImportOptions) -> RunRecord:
+    """The run a trial belongs to (`store.runs`): its job (the folder Harbor wrote it
+    in), its agent and the model the agent was given; the model the provider served
+    and the provider as the trial's `agent_info` names them."""
+    config = (trial.result.get("config") or {}).get("agent") or {}
+    agent = config.get("name") if isinstance(config, dict) else None
+    agent = agent or ((trial.atif or {}).get("agent") or {}).get("name")
+    info = trial.result.get("agent_info")
+    info = info if isinstance(info, dict) else {}
+    model_info = info.get("model_info") if isinstance(info.get("model_info"), dict) else {}
+    job_id = (trial.result.get("config") or {}).get("job_id")
+    meta = {k: v for k, v in (("agent_version", info.get("version")), ("job_id", job_id),
+                              ("provider", model_info.get("provider"))) if v not in (None, "")}
+    return RunRecord(item.dataset, "trajectory",
+                     {"model_requested": item.model, "job": item.meta.get("job"),
+                      "agent": agent, "attempt": options.attempt},
+                     model_actual=model_info.get("name"), meta=meta)
+
+
 def reward_measures(rewards: Mapping[str, Any], prefix: str = "", what: str = "the run") -> \
         tuple[Measure, ...]:
     """The verifier's checks of a run: `reward` (a number, or refused), and every
@@ -559,6 +585,7 @@ def read_harbor(path: Path, options: ImportOptions, profile: str | None = None) 
         chosen = next((p for p in PROFILES if p.name == profile or (profile is None and p.claims(trial))),
                       None)
         extra = list(chosen.extend(trial, item, options)) if chosen else []
+        item.run = trial_run(trial, item, options)
         measured = _verifier_records(trial, item.uid, generic=chosen is None)
         if measured and VERIFIER not in announced:
             announced.add(VERIFIER)

@@ -23,7 +23,13 @@ Formats:
   not imported: carelens computes scores from the verdicts (a file's metrics
   need not follow upstream's formula). A prompt or criterion the `healthbench`
   rows have not brought yet is made from the entry (placeholders the rows
-  fill in). simple-evals writes no per-example JSONL, so there is none to read.
+  fill in). The run is the file's (`results_run`: the model it is named after
+  and the file: two results files of one model are two runs); each verdict
+  keeps how many rubric items its example was graded on (`RUBRIC_ITEMS`), since
+  simple-evals scores an example on those.
+- `healthbench-examples` (JSONL): those same example-level records, one JSON
+  object per line, read exactly as a results file's entries (the model from a
+  file name of simple-evals' shape, else none).
 - `healthbench-completions` (JSONL): `prompt_id, completion_id, model,
   completion` -> the graded-conversation item `hb:<prompt_id>::<completion_id>`,
   whose parent is the prompt item (it shares the prompt's criteria). The
@@ -70,7 +76,14 @@ from review.datasets.sources.atif import read_json_file
 from review.datasets.sources.base import Format, ImportOptions, rater_record_for, register
 from review.datasets.sources.fields import ID_FIELDS, as_bool, id_length
 from review.datasets.sources.readers import quote, read_rows
-from store.records import AnnotationRecord, ItemRecord, QuestionRecord, RaterRecord, Record
+from store.records import (
+    AnnotationRecord,
+    ItemRecord,
+    QuestionRecord,
+    RaterRecord,
+    Record,
+    RunRecord,
+)
 from store.writer import InputError
 
 FAMILY = "healthbench"
@@ -79,6 +92,9 @@ GRADER = "healthbench-grader"
 META_GRADER = "healthbench-meta-grader"
 PHYSICIAN_PREFIX = "healthbench-physician"
 GRADER_FIELDS = ("grader_label", "criteria_met", "model_label", "grader_met")
+RUBRIC_ITEMS = "rubric_items"
+"""The extra of a grader's verdict from a simple-evals record: how many rubric items
+that example was graded on (`labels.healthbench_score` scores it on those)."""
 SIMPLE_EVALS_GRADER = "openai:gpt-4.1-2025-04-14@simple-evals-healthbench"
 """The grader of a simple-evals results file, which does not name it: simple-evals'
 HealthBench eval grades with gpt-4.1-2025-04-14 and its GRADER_TEMPLATE."""
@@ -229,15 +245,19 @@ def completion_payload(value: Any, where: str, name: str = "completion") -> dict
 
 def _completion_item(prompt_id: str, completion_id: str, payload: dict[str, Any], dataset: str,
                      model: Any, line: int | None, meta: dict[str, Any] | None = None,
-                     stub: bool = False) -> ItemRecord:
-    """A completion item; it fills in a completion that another file only named."""
+                     stub: bool = False, run: RunRecord | None = None) -> ItemRecord:
+    """A completion item; it fills in a completion that another file only named. Its
+    uid is simple-evals' completion id (a digest of the prompt id and the text): a file
+    naming a completion another file brought names that completion, which stays in the
+    run it came with (`ItemRecord.shared`); a new one joins `run` (None: the run of its
+    model alone). A placeholder belongs to no run until it is filled in."""
     return ItemRecord(
         uid=completion_uid(prompt_id, completion_id), kind="graded_conversation", dataset=dataset,
         payload=payload, parent_uid=prompt_uid(prompt_id), case_id=prompt_id,
         model=str(model) if model else None,
         meta={"prompt_id": prompt_id, "completion_id": completion_id, **(meta or {}),
               **({"stub": True} if stub else {})},
-        replace_stub=not stub, line=line)
+        replace_stub=not stub, line=line, run=None if stub else run, shared=not stub)
 
 
 def read_completions(path: Path, options: ImportOptions) -> Iterator[Record]:
@@ -260,6 +280,28 @@ def results_model(path: Path) -> str | None:
     return match.group("model") if match else None
 
 
+EXAMPLES_NAME = re.compile(
+    r"^(?P<eval>healthbench(?:_hard|_consensus)?)_(?P<model>.+?)_(?P<date>\d{8})"
+    r"(?:_\d{4,6})?(?:_DEBUG)?(?:_[A-Za-z]+)*\.jsonl?$")
+"""A file of example-level records named as simple-evals names its outputs
+(`{eval}_{sampled model}_{YYYYMMDD_HHMMSS}...`): the model is read from it as from a
+results file's name (an assumption: simple-evals writes these records only inside
+`*_allresults.json`, and names nothing else per example)."""
+
+
+def results_run(path: Path, options: ImportOptions, model: str | None,
+                pattern: re.Pattern = RESULTS_NAME) -> RunRecord:
+    """The run of a simple-evals results file (or a file of its example-level records):
+    the sampled model it is named after, and the file itself (two results files of one
+    model are two runs), with the eval and date its name gives."""
+    name = Path(options.name or str(path)).name
+    match = pattern.match(path.name)
+    meta = {k: match.group(k) for k in ("eval", "date")} if match else {}
+    return RunRecord(options.dataset or FAMILY, "graded_conversation",
+                     {"model_requested": model, "file": name, "attempt": options.attempt},
+                     meta=meta)
+
+
 def _results_document(path: Path) -> Any:
     try:
         return orjson.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
@@ -278,17 +320,36 @@ def read_results(path: Path, options: ImportOptions) -> Iterator[Record]:
         raise InputError(f"{path}: not a simple-evals results file: expected an object with "
                          "metadata.example_level_metadata, a list of graded examples")
     model = results_model(path)
+    run = results_run(path, options, model)
     grader = str(options.rater or SIMPLE_EVALS_GRADER)
     yield rater_record_for(grader, "machine", role="judge",
                            meta={"about": "the grader of a simple-evals HealthBench run",
                                  "assumed": options.rater is None})
     for i, example in enumerate(examples):
         where = f"{path}: metadata.example_level_metadata[{i}]"
-        yield from _example_records(example, i + 1, where, dataset, model, grader)
+        yield from _example_records(example, i + 1, where, dataset, model, grader, run)
+
+
+def read_examples(path: Path, options: ImportOptions) -> Iterator[Record]:
+    """simple-evals' example-level records one per line (each what a results file keeps
+    in `metadata.example_level_metadata`: `score`, `usage`, `rubric_items` with the
+    grader's `criteria_met` and `explanation`, `prompt`, `completion`, `prompt_id`,
+    `completion_id`): each a completion with the grader's verdict on every rubric item,
+    read exactly as the results file's entries are. The run is the file's."""
+    dataset = options.dataset or FAMILY
+    match = EXAMPLES_NAME.match(path.name)
+    model = match.group("model") if match else None
+    run = results_run(path, options, model, EXAMPLES_NAME)
+    grader = str(options.rater or SIMPLE_EVALS_GRADER)
+    yield rater_record_for(grader, "machine", role="judge",
+                           meta={"about": "the grader of a simple-evals HealthBench run",
+                                 "assumed": options.rater is None})
+    for line, row in read_rows(path):
+        yield from _example_records(row, line, f"{path}:{line}", dataset, model, grader, run)
 
 
 def _example_records(example: Any, line: int, where: str, dataset: str, model: str | None,
-                     grader: str) -> Iterator[Record]:
+                     grader: str, run: RunRecord | None = None) -> Iterator[Record]:
     if not isinstance(example, dict):
         raise InputError(f"{where}: expected an object {{prompt_id, completion_id, completion,"
                          " rubric_items, ...}}")
@@ -311,7 +372,8 @@ def _example_records(example: Any, line: int, where: str, dataset: str, model: s
     usage = example.get("usage")
     yield _completion_item(prompt_id, completion_id, payload, dataset, model, line,
                            meta={"source": "simple-evals results",
-                                 **({"usage": usage} if isinstance(usage, dict) else {})})
+                                 **({"usage": usage} if isinstance(usage, dict) else {})},
+                           run=run)
     seen: dict[str, int] = {}
     uid = completion_uid(prompt_id, completion_id)
     for j, item in enumerate(items):
@@ -324,10 +386,13 @@ def _example_records(example: Any, line: int, where: str, dataset: str, model: s
         if not isinstance(met, bool):
             raise InputError(f"{here}.criteria_met: expected true or false, got {met!r}")
         explanation = item.get("explanation")
+        # How many rubric items the example was graded on: simple-evals scores it on
+        # those (a consensus or hard run grades a part of the prompt's criteria).
         yield AnnotationRecord(
             item_uid=uid, question_key=question.key, rater=grader,
             value="met" if met else "not_met", line=line,
-            rationale=str(explanation) if explanation is not None else None)
+            rationale=str(explanation) if explanation is not None else None,
+            extra={RUBRIC_ITEMS: len(items)})
 
 
 RESULTS_HEAD = re.compile(rb'\A\s*\{\s*"(?:score|metrics|htmls|convos|metadata)"\s*:')
@@ -433,7 +498,8 @@ def read_meta(path: Path, options: ImportOptions) -> Iterator[Record]:
             met = as_bool(grader_value, "grader_label", where)
             yield AnnotationRecord(item_uid=uid, question_key=key, rater=rater,
                                    value="met" if met else "not_met", line=line,
-                                   rationale=row.get("grader_explanation") or row.get("explanation"))
+                                   rationale=row.get("grader_explanation") or row.get("explanation"),
+                                   extra={"category": category} if category else {})
 
 
 register(Format(
@@ -444,6 +510,12 @@ register(Format(
 register(Format(
     "healthbench-results", FAMILY, read_results, looks_like_results,
     "simple-evals HealthBench results (*_allresults.json): completions and the grader's verdicts",
+))
+register(Format(
+    "healthbench-examples", FAMILY, read_examples,
+    lambda p, f: {"prompt_id", "completion_id", "completion", "rubric_items"} <= f,
+    "simple-evals example-level records JSONL (score, rubric_items with the grader's verdicts,"
+    " prompt, completion): completions and the grader's verdicts",
 ))
 register(Format(
     "healthbench-meta", FAMILY, read_meta,

@@ -75,7 +75,7 @@ from review.datasets.sources.harbor import (
 )
 from review.datasets.sources.readers import file_kind, mend_surrogates, read_jsonl, read_parquet
 from review.reviewing.trajectory import trajectory_payload
-from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record
+from store.records import AnnotationRecord, ItemRecord, RaterRecord, Record, RunRecord
 from store.writer import InputError
 
 FAMILY = "klinikebench"
@@ -381,8 +381,21 @@ def _verdicts(row: Mapping[str, Any], gates: list[GateResult], where: str) -> li
     return out
 
 
+def episode_run(row: Mapping[str, Any], dataset: str, attempt: int | None = None) -> RunRecord:
+    """The run an episode belongs to (`store.runs`): its config (`subset`) and the `run`
+    the dataset names, with the clinician model; a row that names no run is told apart by
+    its patient model and its turn and step caps."""
+    identity = {"model_requested": row.get("clinician_model"), "subset": row.get("subset"),
+                "run": row.get("run"), "attempt": attempt}
+    if row.get("run") in (None, ""):
+        identity.update({k: row.get(k) for k in ("patient_model", "max_turns", "max_steps")})
+    meta = {k: row[k] for k in ("patient_model", "judge_model", "task_dataset")
+            if isinstance(row.get(k), (str, int, float)) and not isinstance(row.get(k), bool)}
+    return RunRecord(dataset, "trajectory", identity, meta=meta)
+
+
 def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
-                    announced: set[str]) -> Iterator[Record]:
+                    announced: set[str], attempt: int | None = None) -> Iterator[Record]:
     """The item, its criteria and the verifier's and judge's answers for one episode."""
     trial_name = row.get("trial_name")
     task_id = row.get("task_id")
@@ -418,7 +431,7 @@ def episode_records(row: dict[str, Any], where: str, line: int, dataset: str,
         uid=uid, kind="trajectory", dataset=dataset,
         payload=trajectory_payload(atif, steps=steps, transcript=transcript, error=error),
         case_id=str(task_id), split=row.get("split"), model=row.get("clinician_model"),
-        failed=failed, meta=meta, line=line,
+        failed=failed, meta=meta, line=line, run=episode_run(row, dataset, attempt),
     )
     judge = f"{JUDGE_PREFIX}:{row['judge_model']}" if row.get("judge_model") else JUDGE_PREFIX
     for name, (text, _) in GATES.items():
@@ -487,7 +500,8 @@ def read_klinikebench(path: Path, options: ImportOptions) -> Iterator[Record]:
     rows = read_parquet(path, PARQUET_BATCH) if file_kind(path) == "parquet" else read_jsonl(path)
     announced: set[str] = set()
     for line, row in rows:
-        yield from episode_records(row, f"{path}:{line}", line, dataset, announced)
+        yield from episode_records(row, f"{path}:{line}", line, dataset, announced,
+                                   options.attempt)
 
 
 register(Format(

@@ -122,6 +122,8 @@ class _Answer:
     annotation_id: int | None = None
     supersedes: int | None = None
     current: bool | None = None
+    model: str | None = None
+    """The row's `model` (an annotation export's): the item must be of a run of it."""
 
     @property
     def unit(self) -> tuple[str, str, str, str]:
@@ -141,6 +143,7 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
     if first is None:
         return
     raters = _Raters(path)
+    runs = _RunCheck(options.query)
     if first.annotation_id is None:  # row order is time, as a spreadsheet of labels is written
         ordered: Iterable[_Answer] = chain([first], answers)
     elif _ids_ascending(path):
@@ -151,8 +154,41 @@ def read_labels_long(path: Path, options: ImportOptions) -> Iterator[Record]:
         # in a spreadsheet go back in the order they were given.
         ordered = _in_id_order(path, [first, *answers])
     for answer in ordered:
+        runs.check(answer, f"{path}:{answer.line}")
         yield from raters.announce(answer)
         yield answer.record
+
+
+class _RunCheck:
+    """A row that names the model of its item (an annotation export's `model` column)
+    is refused when the item belongs to a run of another model (`store.runs`): the
+    label was given for a response of that model, not for this one."""
+
+    def __init__(self, query) -> None:
+        self.query = query
+        self._names: dict[str, tuple[set[str], str] | None] = {}
+
+    def check(self, answer: _Answer, where: str) -> None:
+        uid, model = answer.record.item_uid, answer.model
+        if not model or self.query is None:
+            return
+        if uid not in self._names:
+            rows = self.query(
+                "SELECT i.model, json_extract(i.meta, '$.model_actual'), r.id,"
+                " r.model_requested, r.model_actual FROM items i LEFT JOIN runs r"
+                " ON r.id = i.run_id WHERE i.uid = ?", (uid,))
+            if not rows or rows[0][2] is None:
+                self._names[uid] = None  # no such item (the writer says so), or of no run
+            else:
+                item_model, served, run_id, requested, actual = rows[0]
+                aliases = {a for (a,) in self.query(
+                    "SELECT alias FROM run_aliases WHERE run_id = ?", (run_id,))}
+                names = {n for n in (item_model, served, requested, actual) if n} | aliases
+                self._names[uid] = (names, f"run {run_id} (model {requested or item_model})")
+        known = self._names[uid]
+        if known is not None and model not in known[0]:
+            raise InputError(f"{where}: item {uid!r} is of {known[1]}, not of model {model!r}:"
+                             " a label belongs to the run it was given for")
 
 
 def _answers(path: Path) -> Iterator[_Answer]:
@@ -234,7 +270,7 @@ def _answer(row: dict[str, str], line: int, where: str) -> _Answer:
         extra={"severity": severity} if severity is not None else {},
     )
     return _Answer(line, record, kind, not row.get("rater_kind"),
-                   {c: row[c] for c in PROFILE if c in row})
+                   {c: row[c] for c in PROFILE if c in row}, model=row.get("model") or None)
 
 
 PROFILE = ("rater_role", "specialty", "seniority")
