@@ -475,7 +475,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
              else "Nothing to commit")
     # The commit, its counts and the flag on one line, under the list: the list
     # keeps the window's height for the criterion being answered.
-    row = st.columns([6, 5, 2] if flag else [3, 2], vertical_alignment="center", gap="small")
+    row = st.columns([6, 5, 3] if flag else [3, 2], vertical_alignment="center", gap="small")
     row[0].button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary",
                   width="stretch", disabled=not pending, icon=":material/done_all:",
                   on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),

@@ -71,9 +71,9 @@ def call(name: str, *args, **kwargs):
     return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
+# Each stored rater name (and group) the screen may meet, in words with the name
+# beside: "the mapper, prompt v1 (demo:mapper@v1)". Filled once the store is open.
 _NAMES: dict[str, str] = {}
-"""Each stored rater name (and group) the screen may meet, in words with the name
-beside: "the mapper, prompt v1 (demo:mapper@v1)". Filled once the store is open."""
 
 
 def words(value: object) -> str:

@@ -45,7 +45,7 @@ opened = open_from_queue(
     finished_text="You have graded every conversation under these filters.",
     empty_text="No graded conversations yet. Import HealthBench rows (and model completions) "
                "on the Data screen or with `carelens import`.",
-    opener=open_graded, mode=MODE, title_ratio=(3, 5, 3))
+    opener=open_graded, mode=MODE, title_ratio=(3, 6, 2))
 filt, item_id, screen, in_round = opened.filt, opened.item_id, opened.screen, opened.round
 head, view = screen.header, screen.view
 started_key = f"hb_started:{item_id}"
@@ -63,7 +63,7 @@ screen_keys("hb", {"Left": f"hb_prev:{item_id}", "Right": f"hb_next:{item_id}",
 name = item_name(db, item_id)
 position, total = item_position(db, item_id, filt)
 where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
-         f"conversation {position} of {total}" if position
+         f"{position} of {total} in your queue" if position
          else f"outside this queue of {total} conversations")
 facts = [f"**{safe_markdown(name.title)}**", f":small[{where}]"]
 theme = head.meta.get("theme")
@@ -79,7 +79,7 @@ else:  # as on the Trajectories screen: how far along I am
     facts.append(f":orange-badge[in progress: {done} of {len(asked)} graded by you]" if done
                  else ":orange-badge[not yet graded by you]")
 with opened.head, st.container(key="item_head"):
-    st.markdown(" · ".join(facts), help=" · ".join(facts))
+    st.markdown(" · ".join(facts))
 with st.sidebar, st.container(key="hb_nav", gap="small"):
     # Moving between conversations: beside the filters that make the queue.
     if in_round:

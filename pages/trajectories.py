@@ -161,7 +161,7 @@ if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
     step_facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
                       f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
 with opened.head, st.container(key="item_head"):
-    st.markdown(" · ".join(facts), help=" · ".join(facts))
+    st.markdown(" · ".join(facts))
 with st.sidebar, st.container(key="trj_runs", gap="small"):
     # Moving between runs: beside the filters that make the queue (the screen's
     # height is the step's and the criteria's).

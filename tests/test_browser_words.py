@@ -108,7 +108,28 @@ def screens(db) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_no_code_raw_id_or_stored_name_reads_on_a_clinicians_screen(demo_copy):
+def a_study_under_way(db) -> None:
+    """A review round, with its items' places; a settled item and one taken back."""
+    from review.team.adjudication import adjudication_queue, settle, take_back
+    from review.team.reviewers import ensure_reviewer
+    from review.team.rounds import RoundSpec, create_round
+
+    q = "carebench.escalation_needed"
+    with open_store(db) as s:
+        lead = ensure_reviewer(s, "Jordan Lee")
+        create_round(s, RoundSpec("Pilot", q, reviewers_per_item=2, limit=6), lead)
+        judge = ensure_reviewer(s, "Dr. Sam Rivera")
+        first, second = adjudication_queue(s, None, judge, question_key=q)[:2]
+        settle(s, None, first.item_id, judge, "1B", "reviewer_error", "red flag",
+               question_key=q, expected=first.settled_id, answers_shown=first.answer_ids)
+        take_back(s, judge, settle(s, None, second.item_id, judge, "0A", "ambiguous_item",
+                                   question_key=q, expected=second.settled_id,
+                                   answers_shown=second.answer_ids))
+
+
+def test_no_code_raw_id_or_stored_name_reads_on_a_clinicians_screen(demo_copy, monkeypatch):
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "60")
+    a_study_under_way(demo_copy)
     with running_app(demo_copy) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(120_000)

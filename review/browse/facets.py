@@ -25,7 +25,7 @@ GATE_NAMES = {
     "healthbench": "HealthBench criterion", "criterion": "Rubric criterion",
     "process": "Process rubric", "verifier": "Verifier check",
 }
-KIND_NAMES = {"prefix": "Conversations (the patient's messages)", "response": "Model replies",
+KIND_NAMES = {"prefix": "Conversations", "response": "Model replies",
               "trajectory": "Agent runs", "graded_conversation": "Graded conversations",
               "task": "Tasks"}
 
