@@ -465,10 +465,14 @@ export default function (component) {
   }, true);
 
   function shownItem() {
+    // The item a marker names: `st-key-at_<token>` or `st-key-at_<screen>__<token>`,
+    // the token starting with the item's number ("12", "12_s3", "12_c0").
     const m = document.querySelector('[data-testid="stMain"] [class*="st-key-at_"]');
     if (!m) return null;
     const cls = [...m.classList].find(c => c.startsWith('st-key-at_'));
-    return cls ? cls.slice('st-key-at_'.length).split('_')[0] : null;
+    if (!cls) return null;
+    const token = cls.slice('st-key-at_'.length).split('__').pop();
+    return token.split('_')[0];
   }
 
   function tick() {
