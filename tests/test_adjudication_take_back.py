@@ -141,3 +141,18 @@ def test_a_database_copy_keeps_the_take_back_whole(demo, monkeypatch, tmp_path):
                                   answers_shown=case.answer_ids))
     verdict = verify_file(demo.path)
     assert verdict.whole, verdict.problems
+
+
+def test_the_disagreement_view_says_a_ruling_was_taken_back_not_settled(demo, monkeypatch):
+    from review.browse.item_labels import item_labels
+
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "30")
+    judge = ensure_reviewer(demo, "Dr. Sam Rivera")
+    case = first_disputed(demo, judge)
+    take_back(demo, judge, settle(demo, None, case.item_id, judge, "1B", "reviewer_error",
+                                  question_key=Q, expected=case.settled_id,
+                                  answers_shown=case.answer_ids))
+    unit = item_labels(demo, case.item_uid, Q).questions[0]
+    assert unit.settled is None  # nothing is settled: the ruling was taken back
+    assert unit.withdrawn is not None and unit.withdrawn.reason == TAKEN_BACK
+    assert unit.withdrawn.who == "The settled answer"

@@ -34,6 +34,7 @@ FORBIDDEN = {
     "round for a conversation's turn": re.compile(r"\b[Rr]ound \d+\b|\bconversation round\b",
                                                   re.IGNORECASE),
     "a Markdown escape": re.compile(r"&#\d+;|\\[-*_`#:.()\[\]]"),
+    "a tool's speaker tag": re.compile(r"\bPATIENT:"),
 }
 
 VISIBLE = """() => {
@@ -143,6 +144,8 @@ def test_no_code_raw_id_or_stored_name_reads_on_a_clinicians_screen(demo_copy, m
                 wait_for_app(page, 120_000)
             text = visible(page)
             assert len(text) > 200, (what, text)  # the screen was drawn
+            if what == "Graded conversations":  # the first of them, numbered among its kind
+                assert "Graded conversation 1, model A's completion" in text, text
             if bad := found(text, what in RESEARCHERS):
                 wrong[what] = bad
         assert not wrong, "\n".join(f"{what}: {bad}" for what, bad in wrong.items())
