@@ -76,7 +76,7 @@ from review.team.rounds import (
     late_for_round,
     round_counts,
 )
-from review.text import inline_code, safe_markdown
+from review.text import safe_markdown
 
 KINDS = {"prefix": "Conversations", "response": "Model replies", "conversation": "Chats"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -433,7 +433,7 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
                 else STATUS_WORDS.get(final.status, final.status))
         same = earlier.gold == final.value
         colour, icon = ("green", "check") if same else ("orange", "compare_arrows")
-        st.markdown(f"**Gold label** · {turn(earlier.item.round_id)}, where you said "
+        st.markdown(f"**The reference label** · {turn(earlier.item.round_id)}, where you said "
                     f"{safe_markdown(said)}: :{colour}-badge[:material/{icon}: "
                     f"{safe_markdown(label_name(earlier.item, earlier.gold))}]")
 
@@ -784,8 +784,8 @@ def review_item() -> None:
         with st.expander("Codebook: definitions and decision rules"):
             for lab in labels:
                 # Codebook wording is text, shown as written (an admin may edit it).
-                st.markdown(f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}** — "
-                            f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}")
+                st.markdown(f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}**"
+                            f"  \n{safe_markdown(lab.definition)}")
                 for rule in lab.rules:
                     st.markdown(f"- {safe_markdown(rule)}")
 

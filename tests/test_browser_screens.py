@@ -300,7 +300,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         page.keyboard.press("2")
         wait_for_progress(page, "1 of 85")
         main = page.get_by_test_id("stMain")
-        assert "Gold label" not in main.inner_text()  # not yet: the window is open
+        assert "The reference label" not in main.inner_text()  # not yet: the window is open
         release_focus(page)
         page.keyboard.press("z")
         page.wait_for_function(f"() => ({SHOWN_ID})() === '{last}'")
@@ -312,7 +312,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         # Past the window: the withdrawn answer revealed nothing.
         page.wait_for_timeout(5_500)
         wait_for_app(page)
-        assert "Gold label" not in main.inner_text()
+        assert "The reference label" not in main.inner_text()
         release_focus(page)
         page.keyboard.press("3")
         wait_for_progress(page, "1 of 85")
@@ -321,7 +321,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
             ("answered", "1A_ESCALATION_NONURGENT_CARE", "blind")]
         # The reveal of that answer comes by itself once its window has passed.
         page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
-                               ".innerText.includes('Gold label')", timeout=20_000)
+                               ".innerText.includes('The reference label')", timeout=20_000)
         wait_for_app(page)
         release_focus(page)
         page.keyboard.press("z")  # past the window: Change opens the item again
