@@ -517,3 +517,152 @@ export default function (component) {
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);
   return undefined;
 }
+
+// ---- Long texts, Space and Tab (issue 29, screens; i29-screens owns this block) ----
+//
+// The boxes that hold the text being judged are named in assets/carelens.css
+// (`--carelens-reading`, a selector list, the first the one Space scrolls), as
+// are the text boxes Tab leaves for the page (`--carelens-tab-leaves`). Then:
+//
+// - a reading box taller than its window shows a cue at its bottom edge
+//   ("more below · Space") while there is more of it below;
+// - Space scrolls the first such box on screen down by most of its height,
+//   Shift+Space up: the page, and the answers beside the text, stay where they
+//   are. Space stays a text box's, and a control's reached with Tab
+//   (:focus-visible), whose own key it is;
+// - Tab (or Shift+Tab) in such a text box keeps what was typed (the box
+//   commits it as it loses the focus) and gives the focus back to the page,
+//   not to the next control down it, which the browser would scroll into view;
+// - when another item comes on screen (the `.st-key-at_<item>_...` markers), the
+//   page is scrolled back to its top: a page scrolled for one item (a text box
+//   reached by S, say) is never left scrolled for the next.
+(function readingBoxes() {
+  if (window.__carelensReading) return;
+  const state = {cues: new Map(), item: null};
+  window.__carelensReading = state;
+
+  function listed(name) {
+    const raw = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return raw.replace(/^["']|["']$/g, '');
+  }
+
+  function onScreen(el) {
+    const r = el.getBoundingClientRect();
+    return r.height > 0 && r.bottom > 0 && r.top < window.innerHeight && el.checkVisibility();
+  }
+
+  function boxes() {
+    const sel = listed('--carelens-reading');
+    if (!sel) return [];
+    const found = [];
+    for (const one of sel.split(',')) {
+      for (const el of document.querySelectorAll('[data-testid="stMain"] ' + one.trim())) {
+        if (!found.includes(el)) found.push(el);
+      }
+    }
+    return found;
+  }
+
+  function below(box) {  // pixels of the box's text under its window
+    return box.scrollHeight - box.clientHeight - box.scrollTop;
+  }
+
+  function cueFor(box) {
+    let cue = state.cues.get(box);
+    if (!cue) {
+      cue = document.createElement('div');
+      cue.className = 'carelens-more-below';
+      cue.setAttribute('data-testid', 'carelensMoreBelow');
+      cue.setAttribute('aria-hidden', 'true');
+      cue.textContent = '▾ more below · Space';
+      document.body.appendChild(cue);
+      state.cues.set(box, cue);
+    }
+    return cue;
+  }
+
+  function spaceBox() {  // the box Space scrolls: the first on screen with more to show
+    const shown = boxes().filter(b => b.clientHeight > 0 && onScreen(b));
+    return shown.find(b => b.scrollHeight > b.clientHeight + 2) || shown[0] || null;
+  }
+
+  function drawCues() {
+    const live = new Set(boxes());
+    const spaced = spaceBox();
+    for (const [box, cue] of state.cues) {
+      if (!live.has(box) || !box.isConnected) {
+        cue.remove();
+        state.cues.delete(box);
+      }
+    }
+    for (const box of live) {
+      const more = box.clientHeight > 0 && below(box) > 4 && onScreen(box);
+      const cue = more || state.cues.has(box) ? cueFor(box) : null;
+      if (!cue) continue;
+      cue.style.display = more ? 'block' : 'none';
+      if (!more) continue;
+      cue.textContent = box === spaced ? '▾ more below · Space' : '▾ more below';
+      const r = box.getBoundingClientRect();
+      const bottom = Math.min(r.bottom, window.innerHeight);
+      cue.style.top = `${Math.round(bottom - 28)}px`;
+      cue.style.right = `${Math.round(document.documentElement.clientWidth - r.right + 14)}px`;
+    }
+  }
+
+  function typingIn(t) {
+    if (!t || !t.tagName) return false;
+    if (t.isContentEditable || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT') return true;
+    return t.tagName === 'INPUT' && !['checkbox', 'radio', 'range', 'button', 'file', 'reset',
+      'submit', 'color'].includes(t.type);
+  }
+
+  window.addEventListener('keydown', (e) => {
+    if (e.key === 'Tab' && !e.ctrlKey && !e.altKey && !e.metaKey && typingIn(e.target)) {
+      const sel = listed('--carelens-tab-leaves');
+      if (sel && e.target.closest(sel)) {
+        e.preventDefault();
+        e.stopImmediatePropagation();
+        e.target.blur();  // the box commits its text as it loses the focus
+      }
+      return;
+    }
+    if (e.key !== ' ' || e.ctrlKey || e.altKey || e.metaKey || typingIn(e.target)) return;
+    const t = e.target;
+    if (t && t.matches && t !== document.body && t.matches(':focus-visible')) return;
+    const box = spaceBox();
+    if (!box) return;  // no text to read here: Space is the page's
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    const step = Math.max(40, Math.round(box.clientHeight * 0.85));
+    box.scrollBy({top: e.shiftKey ? -step : step, behavior: 'instant'});
+    if (t && t.blur && t !== document.body) t.blur();  // a clicked button keeps no Space
+    drawCues();
+  }, true);
+
+  function shownItem() {
+    // The item a marker names: `st-key-at_<token>` or `st-key-at_<screen>__<token>`,
+    // the token starting with the item's number ("12", "12_s3", "12_c0").
+    const m = document.querySelector('[data-testid="stMain"] [class*="st-key-at_"]');
+    if (!m) return null;
+    const cls = [...m.classList].find(c => c.startsWith('st-key-at_'));
+    if (!cls) return null;
+    const token = cls.slice('st-key-at_'.length).split('__').pop();
+    return token.split('_')[0];
+  }
+
+  function tick() {
+    const item = shownItem();
+    if (item !== null && item !== state.item) {
+      if (state.item !== null) {
+        const main = document.querySelector('[data-testid="stMain"]');
+        if (main) main.scrollTop = 0;  // a new item starts at the top of the page
+      }
+      state.item = item;
+    }
+    drawCues();
+  }
+  document.addEventListener('scroll', drawCues, true);
+  window.addEventListener('resize', drawCues);
+  setInterval(tick, 100);
+})();
+// ---- end of the block of issue 29, screens ----

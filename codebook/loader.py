@@ -839,6 +839,32 @@ def codebook(key: str) -> Codebook:
     return builtin_codebooks()[key]
 
 
+CODE_LEAD = re.compile(r"^([0-9][A-Z])_")
+"""The short form of a CARE-Bench code (`1B` of `1B_ESCALATION_URGENT_CARE`)."""
+
+
+def label_words(code: str | None, researcher: bool = False, book: Codebook | None = None) -> str:
+    """A stored answer in a clinician's words: a label's short name ("Urgent
+    care", "Wrong tool"), "met", "not met", "cannot assess" (None), never the code
+    it is stored as. `researcher`: the code beside the words, for an export that
+    may be read back against the data ("Urgent care (1B)", "Wrong tool
+    (wrong_tool)"). `book`: the codebook (the version in force), else the
+    shipped ones and the study codebooks this process has read."""
+    if code is None:
+        return "cannot assess"
+    for candidate in ([book] if book is not None else []) + known_codebooks():
+        for label in candidate.labels:
+            if label.code == code:
+                if not researcher:
+                    return label.short
+                lead = CODE_LEAD.match(code)
+                return f"{label.short} ({lead.group(1) if lead else code})"
+    words = {"met": "met", "not_met": "not met", "cannot_assess": "cannot assess"}.get(code)
+    if words:
+        return words
+    return code if researcher else code.replace("_", " ")
+
+
 IN_FORCE_SQL = ("SELECT v.codebook, v.content FROM codebook_versions v WHERE v.id ="
                 " (SELECT MAX(w.id) FROM codebook_versions w WHERE w.codebook = v.codebook)"
                 " ORDER BY v.id")

@@ -56,3 +56,53 @@ SCREEN_KEYS = {
 are picked by key: a label's `shortcut` may not be one of them there (checked when a
 codebook is loaded or added, `codebook.loader`). Keys ignore capitals. Digits with
 Shift, arrows and Ctrl+Enter are never a label's (a shortcut is one letter or digit)."""
+
+# -- the words a clinician reads (every screen and export takes them from here) --------
+
+ROLE_WORDS = {"gold": "the reference label", "verifier": "the verifier",
+              "adjudicated": "the settled answer"}
+"""A reference rater by what it is (the `gold` one: CARE-Bench's `carebench-gold`)."""
+SETTLED_RATER = "adjudicated"
+"""The name the settled answers are stored under (`review.team.settlements.ADJUDICATED`)."""
+GROUP_WORDS = {"group:majority": "the clinicians' majority", "group:clinicians": "the clinicians",
+               "group:adjudicated": "the settled answer"}
+"""The groups a comparison names (`labels.compare`)."""
+
+
+def first_up(words: str) -> str:
+    """Words as the start of a line: "the mapper, prompt v1" -> "The mapper, prompt v1"."""
+    return words[:1].upper() + words[1:]
+
+
+def rater_words(name: str, kind: str | None, role: str | None, model: str | None = None,
+                version: str | None = None) -> str:
+    """A rater in a clinician's words, by their role (never the name it is stored
+    under, `demo:mapper@v1`, `carebench-gold`, `healthbench-grader`, `adjudicated`):
+    "the mapper, prompt v1"; "the judge (judge-1)"; "the grader"; "the reference
+    label"; "the verifier"; "the settled answer"; "the agent itself (model-x)"; a
+    HealthBench physician by their letter; a person by their name. Lower case, as
+    inside a sentence (`first_up` starts a line with it)."""
+    if name in GROUP_WORDS:
+        return GROUP_WORDS[name]
+    if name == SETTLED_RATER:
+        return ROLE_WORDS["adjudicated"]
+    if kind == "reference" or role == "adjudicated":
+        return ROLE_WORDS.get(role or "", "a reference")
+    if kind == "machine":
+        short = (model or name).rsplit("/", 1)[-1].rsplit(":", 1)[-1].split("@", 1)[0]
+        if role == "mapper":
+            who = "the mapper" if short in ("", "mapper") else f"the mapper ({short})"
+            return f"{who}, prompt {version}" if version else who
+        if role == "agent":
+            return f"the agent itself ({short})"
+        if role == "model":
+            return f"the model itself ({short})"
+        if "grader" in name or "grader" in (model or ""):
+            # A grader named for its benchmark ("healthbench-grader") is the grader;
+            # one of several (openai:grader-x@v1) says which.
+            bare = not any(c in name for c in ":@/")
+            return "the grader" if bare else f"the grader ({short})"
+        return "the judge" if short in ("", "judge") else f"the judge ({short})"
+    if role == "physician" and ":" in name:
+        return f"physician {name.rsplit(':', 1)[-1]}"
+    return name

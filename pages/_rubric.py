@@ -48,7 +48,7 @@ from review.team.rounds import (
     late_for_round,
     round_counts,
 )
-from review.text import inline_code, safe_markdown
+from review.text import safe_markdown
 
 CRITERION_CHOICES = ("met", "not_met", CANNOT_ASSESS)
 WORDS = {"met": "Met", "not_met": "Not met", CANNOT_ASSESS: "Can't assess", None: "—"}
@@ -340,7 +340,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
               mode: str, started_key: str, show_scores: bool = False,
               list_height: int | None = None, read_only: bool = False,
               round_id: int | None = None, reference_shown: bool = False,
-              flag: bool = True) -> None:
+              flag: bool = True, context: dict[int, str] | None = None,
+              title: str | None = None) -> None:
     """The whole rubric of one item: answer, commit, and after commit the reveal.
     `mine` and `revealed` come from `open_run` / `open_graded` of this run; a
     long list of criteria scrolls in its own box (`list_height` is no longer
@@ -349,7 +350,9 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     review round (`round_id`) the commit takes the reviewer's place on the item.
     `reference_shown`: a reference answer is on the page (answers given now are
     given after a reveal). `flag`: draw the Flag button (F) under the commit
-    (False when the page draws it elsewhere, see `flag_button`)."""
+    (False when the page draws it elsewhere, see `flag_button`). `context`:
+    a line under a criterion's text (what the task required, beside its gate);
+    `title`: a heading over the criteria."""
     st.session_state[round_key(item_id)] = round_id  # whose place a draft keeps (`_keep_draft`)
     restored = _seed_drafts(reviewer, item_id, questions, mine)
     if restored:
@@ -369,6 +372,10 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     focus = min(st.session_state.get(focus_key(item_id), 0), max(len(ids) - 1, 0))
     st.session_state[focus_key(item_id)] = focus
 
+    title_help = ("Y met, N not met, U can't assess: the current criterion, then the next; "
+                  "↑ ↓ move between criteria; Ctrl+Enter commits your answers.")
+    if title and (read_only or not criteria):
+        st.markdown(f"**{safe_markdown(title)}** · :small[{len(questions)}]", help=title_help)
     flash = st.session_state.pop("rv_flash", None)
     if flash:
         getattr(st, flash[0])(flash[1])
@@ -390,7 +397,11 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
             KEYS[CANNOT_ASSESS]: f"rv_cannot:{item_id}:{focus}", "Up": f"rv_up:{item_id}:{focus}",
             "Down": f"rv_down:{item_id}:{focus}", "Ctrl+Enter": f"rv_commit:{item_id}"},
             token=token, scroll=[f"rv_row_{item_id}_{criteria[focus].id}"], too_soon=TOO_SOON)
-        with st.container(horizontal=True, gap="small", key=marker("rubric", token)):
+        with st.container(horizontal=True, gap="small", key=marker("rubric", token),
+                          vertical_alignment="center"):
+            if title:  # on the keys' line: the list below keeps the height
+                st.markdown(f"**{safe_markdown(title)}** :small[({len(questions)})]",
+                            width="content")
             st.button("Met", key=f"rv_met:{item_id}:{focus}", shortcut=KEYS["met"],
                       on_click=_answer_at, args=(reviewer, item_id, ids, focus, "met", seen, token),
                       help="Answer the current criterion: met, and go to the next")
@@ -402,12 +413,12 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                       on_click=_answer_at,
                       args=(reviewer, item_id, ids, focus, CANNOT_ASSESS, seen, token),
                       help="The run or response does not let you decide this criterion")
-            st.button("Previous", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
-                      help="The criterion above",
+            st.button("", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
+                      help="The criterion above (↑)",
                       icon=":material/arrow_upward:", on_click=_focus_on,
                       args=(item_id, len(ids), focus - 1))
-            st.button("Next", key=f"rv_down:{item_id}:{focus}", shortcut="Down",
-                      help="The criterion below",
+            st.button("", key=f"rv_down:{item_id}:{focus}", shortcut="Down",
+                      help="The criterion below (↓)",
                       icon=":material/arrow_downward:", on_click=_focus_on,
                       args=(item_id, len(ids), focus + 1))
 
@@ -422,17 +433,25 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                     else ":blue-badge[:material/keyboard: current — Y / N / U]")
                 st.markdown(f"**{i + 1}.** {_criterion_heading(q)} {badge}  \n"
                             f"{safe_markdown(q.text)}")
-                st.segmented_control(
-                    f"Your verdict on criterion {i + 1}", CRITERION_CHOICES, key=draft_key(item_id, q.id),
-                    format_func=_words(q).get, label_visibility="collapsed", on_change=_picked,
-                    args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
-                    disabled=read_only,
-                )
-                if current or st.session_state.get(why_key(item_id, q.id)):
-                    st.text_input("Why (optional)", key=why_key(item_id, q.id),
-                                  placeholder="Why? Saved with your verdict (optional)",
-                                  label_visibility="collapsed", persist_state="session",
-                                  on_change=_keep_draft, args=(reviewer, item_id, q.id, q.id in seen))
+                if context and q.id in context:
+                    st.caption(safe_markdown(context[q.id]))
+                # The verdict and its reason on one line: the row being answered stays
+                # short enough to show whole in its box on a laptop.
+                with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                                  key=f"rv_verdict_{item_id}_{q.id}"):
+                    st.segmented_control(
+                        f"Your verdict on criterion {i + 1}", CRITERION_CHOICES,
+                        key=draft_key(item_id, q.id), format_func=_words(q).get,
+                        label_visibility="collapsed", on_change=_picked,
+                        args=(reviewer, item_id, ids, i, q.id in seen), persist_state="session",
+                        disabled=read_only,
+                    )
+                    if current or st.session_state.get(why_key(item_id, q.id)):
+                        st.text_input("Why (optional)", key=why_key(item_id, q.id),
+                                      placeholder="Why? (optional)",
+                                      label_visibility="collapsed", persist_state="session",
+                                      on_change=_keep_draft,
+                                      args=(reviewer, item_id, q.id, q.id in seen))
                 if q.id in revealed:
                     _show_reveal(q, mine.get(q.id), revealed[q.id])
                 elif q.id in mine:
@@ -455,7 +474,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
                 with st.expander("Definitions"):
                     for lab in book.labels:
                         # Codebook wording is text, shown as written (an admin may edit it).
-                        st.markdown(f"**{safe_markdown(lab.short)}** — {inline_code(lab.code)}"
+                        st.markdown(f"**{safe_markdown(lab.short)}**"
                                     f"  \n{safe_markdown(lab.definition)}")
             st.text_input("Why (optional)", key=why_key(item_id, q.id), label_visibility="collapsed",
                           placeholder="Why? Saved with your verdict (optional)",
@@ -467,24 +486,26 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     pending = pending_verdicts(item_id, questions, mine)
     answered = sum(1 for q in questions if st.session_state.get(draft_key(item_id, q.id)))
     label = (f"Commit {len(pending)} answer{'s' * (len(pending) != 1)}" if pending
-             else "Nothing new to commit")
-    st.button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary", width="stretch",
-              disabled=not pending, icon=":material/done_all:",
-              on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id,
-                                      token),
-              help="Record your answers" + (
-                  "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
-    row = st.columns([3, 2], vertical_alignment="center") if flag else [st]
+             else "Nothing to commit")
+    # The commit, its counts and the flag on one line, under the list: the list
+    # keeps the window's height for the criterion being answered.
+    row = st.columns([6, 5, 3] if flag else [3, 2], vertical_alignment="center", gap="small")
+    row[0].button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary",
+                  width="stretch", disabled=not pending, icon=":material/done_all:",
+                  on_click=_commit,
+                  args=(reviewer, item_id, questions, mode, started_key, round_id, token),
+                  help="Record your answers" + (
+                      "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
     committed = sum(1 for q in questions if q.id in mine)
     if committed < len(questions):
-        row[0].caption(f"{answered} of {len(questions)} answered, {committed} committed · "
-                       + ("this review is blind: the judges' verdicts stay hidden" if mode == BLIND
-                          else "a judge's verdict appears once you commit your own"))
+        row[1].caption(f"{answered} of {len(questions)} answered, {committed} committed",
+                       help="This review is blind: the judges' verdicts stay hidden."
+                       if mode == BLIND else "The judges' verdicts show once you commit yours.")
     else:
-        row[0].caption(f"All {len(questions)} committed · a changed answer is kept as a revision"
+        row[1].caption(f"All {len(questions)} committed · a changed answer is kept as a revision"
                        + ("" if mode == BLIND else " after the reveal"))
     if flag:
-        flag_button(reviewer, item_id, row[1])
+        flag_button(reviewer, item_id, row[2])
     if show_scores and any(q.id in mine for q in criteria):
         _scores(questions, mine, revealed, reviewer.name)
     _agreement_line(criteria, mine, revealed)
@@ -531,6 +552,8 @@ class Opened:
     """The blinding: the round's, or the screen's default outside rounds."""
     round: RoundInfo | None = None
     """The review round the item was assigned in, if the reviewer works in one."""
+    head: Any = None
+    """The middle of the title's line, for the page to say which item is open."""
 
     @property
     def round_id(self) -> int | None:
@@ -580,7 +603,7 @@ def next_in_round_button(prefix: str, label: str, reviewed: bool, noun: str) -> 
 def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: str,
                     sidebar_heading: str, done_text: str, missing_text: str,
                     finished_text: str, empty_text: str, opener, mode: str,
-                    title_ratio: tuple[int, int] = (2, 5)) -> Opened:
+                    title_ratio: tuple[int, int, int] = (2, 5, 3)) -> Opened:
     """The round, filters, title and progress of a rubric screen, and the item
     it shows: the one in the URL, else the one open in this session, else the
     reviewer's next: in a review round, the next the round reserves for them;
@@ -613,7 +636,9 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
             _leave_item_in_url()
         st.session_state[filter_key] = (filt, scope)
 
-    head_l, head_r = st.columns(list(title_ratio), vertical_alignment="bottom")
+    # One line: the title, the item (the page writes it in `Opened.head`), the progress.
+    head_l, head_m, head_r = st.columns(list(title_ratio), vertical_alignment="bottom",
+                                        gap="small")
     head_l.title(title, anchor=False)
     if this_round is None:
         progress = review_progress(db, reviewer.id, filt)
@@ -672,4 +697,4 @@ def open_from_queue(db, reviewer: Reviewer, *, kind: str, prefix: str, title: st
     st.session_state[uid_key] = address
     put_item_in_address(address)
     st.session_state.setdefault(f"{prefix}_started:{item_id}", time.monotonic())
-    return Opened(filt, item_id, screen, review_mode, this_round)
+    return Opened(filt, item_id, screen, review_mode, this_round, head_m)

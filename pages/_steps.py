@@ -111,7 +111,7 @@ def _result(result: ResultView, key: str, item_id: int | None) -> None:
     if result.from_patient:
         with st.chat_message("user", avatar=":material/person:"):
             st.caption("Patient replied")
-            show_text(result.content, key=key)
+            show_text(result.said, key=key)
     else:
         st.caption("Result")
         long_code(result.content, key)
@@ -207,13 +207,15 @@ STRIP_SYMBOLS = {"answer": "★", "subagent": "◆"}
 
 
 def timeline(view: TrajectoryView, marks: dict[int, StepMark], key: str,
-             on_pick: Callable[[], None]) -> None:
+             on_pick: Callable[[], None], legend: bool = True) -> str:
     """The whole run at a glance, in a line: one square a step, coloured by what
     happened (a star for the final answer), a cross where I marked an error and
     a tick where I checked it; the current step chosen (the caller sets the
     session's `key` to its step id before this draws it: one key a run, so the
     strip never holds a step other than the one on screen). A click opens a
-    step. (Light: no chart library to load before the screen is ready.)"""
+    step. (Light: no chart library to load before the screen is ready.)
+    Returns what the colours mean; drawn under the strip unless `legend` is
+    False (the caller puts it where it costs no height)."""
     kinds = {m.step_id: m.kind for m in view.timeline.marks}
 
     def square(step_id: int) -> str:
@@ -232,11 +234,13 @@ def timeline(view: TrajectoryView, marks: dict[int, StepMark], key: str,
         format_func=square, on_change=on_pick,
         label_visibility="collapsed", width="stretch")
     shown = {k for k in kinds.values()}
-    legend = [f":{STRIP_COLOURS.get(k, 'gray')}[{STRIP_SYMBOLS.get(k, '■')}] "
-              f"{KIND_NAMES.get(k, k).lower()}" for k in KIND_NAMES if k in shown]
+    words = [f":{STRIP_COLOURS.get(k, 'gray')}[{STRIP_SYMBOLS.get(k, '■')}] "
+             f"{KIND_NAMES.get(k, k).lower()}" for k in KIND_NAMES if k in shown]
     if marks:
-        legend.append(":red[✖] your error mark · :green[✔] checked, no error")
-    st.caption(" · ".join(legend))
+        words.append(":red[✖] your error mark · :green[✔] checked, no error")
+    if legend:
+        st.caption(" · ".join(words))
+    return " · ".join(words)
 
 
 def picked_step(view: TrajectoryView, key: str) -> int | None:
@@ -259,34 +263,50 @@ def dialogue(view: TrajectoryView) -> None:
                 show_text(turn.text, key=f"dialogue:{turn.index}")
 
 
-def final_answer(view: TrajectoryView, go_to: Callable[[int], None]) -> None:
-    """The answer or verdict the run ended with, and where its cited evidence came from."""
+def final_answer(view: TrajectoryView, go_to: Callable[[int], None], folded: bool = False) -> None:
+    """The answer or verdict the run ended with, and where its cited evidence
+    came from. `folded`: in an expander, closed (the split screens keep the
+    window for the step and what the keys act on)."""
     answer = view.final_answer
+    if folded:
+        verdict = f" · {label_text(answer.verdict)}" if answer and answer.verdict else ""
+        with st.expander(f"The run's final answer{verdict}" if answer or view.error
+                         else "The run gave no final answer", icon=":material/flag:"):
+            _final_answer(view, answer, go_to, folded=True)
+        return
     with st.container(border=True, key="final_answer"):
         st.markdown("**Final answer**")
-        if view.error:
-            st.error("The run ended with an error: ", icon=":material/error:")
-            st.code(view.error, language=None, wrap_lines=True)
-        if answer is None:
-            st.caption("The run gave no final answer.")
-            return
-        if answer.verdict:
-            st.markdown(f"Verdict: :blue-badge[{label_text(answer.verdict)}]")
-        if answer.answer_line:
-            st.code(answer.answer_line, language=None, wrap_lines=True)
-        if answer.step_index is not None:
-            st.button(f"Go to step {view.steps[answer.step_index].step_id}", key="go_answer",
-                      on_click=go_to, args=(answer.step_index,), icon=":material/my_location:")
+        _final_answer(view, answer, go_to, folded=False)
+
+
+def _final_answer(view: TrajectoryView, answer, go_to: Callable[[int], None],
+                  folded: bool) -> None:
+    if view.error:
+        st.error("The run ended with an error: ", icon=":material/error:")
+        st.code(view.error, language=None, wrap_lines=True)
+    if answer is None:
+        st.caption("The run gave no final answer.")
+        return
+    if answer.verdict:
+        st.markdown(f"Verdict: :blue-badge[{label_text(answer.verdict)}]")
+    if answer.answer_line:
+        st.code(answer.answer_line, language=None, wrap_lines=True)
+    if answer.step_index is not None:
+        st.button(f"Go to step {view.steps[answer.step_index].step_id}", key="go_answer",
+                  on_click=go_to, args=(answer.step_index,), icon=":material/my_location:")
+    if folded:  # no expander inside an expander
+        show_text(answer.text, key="final_answer_text")
+    else:
         with st.expander("The whole answer", expanded=len(answer.text) < 700):
             show_text(answer.text, key="final_answer_text")
-        if answer.evidence:
-            st.markdown("**Cited evidence**")
-            for ev, steps in evidence_steps(view, answer.evidence).items():
-                cols = st.columns([2, 3], vertical_alignment="center")
-                cols[0].markdown(code_span(ev))
-                if not steps:
-                    cols[1].markdown(":orange-badge[:material/warning: not found in any tool result]")
-                else:
-                    cols[1].button(f"Step {view.steps[steps[0]].step_id}", key=f"ev:{ev}",
-                                   on_click=go_to, args=(steps[0],), icon=":material/search:",
-                                   help="Open the step whose result holds this evidence")
+    if answer.evidence:
+        st.markdown("**Cited evidence**")
+        for ev, steps in evidence_steps(view, answer.evidence).items():
+            cols = st.columns([2, 3], vertical_alignment="center")
+            cols[0].markdown(code_span(ev))
+            if not steps:
+                cols[1].markdown(":orange-badge[:material/warning: not found in any tool result]")
+            else:
+                cols[1].button(f"Step {view.steps[steps[0]].step_id}", key=f"ev:{ev}",
+                               on_click=go_to, args=(steps[0],), icon=":material/search:",
+                               help="Open the step whose result holds this evidence")

@@ -9,11 +9,13 @@ Markdown, never as HTML.
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import quote, urlencode
 
 import streamlit as st
 
 from codebook import CANNOT_ASSESS, CAREBENCH
+from codebook.vocabulary import first_up
 from labels import compare as cmp
 from labels.compare.figures import (
     anchoring_figure,
@@ -34,13 +36,14 @@ from pages._ppi import agreement_panel, leaderboard_caption, leaderboard_cells
 from pages._scores import healthbench_scores_section
 from pages._shared import current_reviewer, labels_gate, store, viewer
 from review.browse import BrowseQuery, browse_link
+from review.browse.facets import rater_words_of
 from review.browse.item_labels import disagreement_link
-from review.reviewing.names import plural
+from review.reviewing.names import item_in_address, item_name, plural, turn
 from review.team.access import Viewer, open_for
 from review.text import safe_markdown
 from review.workspace import default_db_path
 
-BY_WORDS = {"round": "Conversation round", "category": "Category", "model": "Model",
+BY_WORDS = {"round": "Patient's turn", "category": "Category", "model": "Model",
             "split": "Split", "dataset": "Dataset", "criterion": "Criterion",
             "axis": "Rubric axis"}
 WIDE_NOTE = {"Note": st.column_config.TextColumn(width="large")}
@@ -70,9 +73,26 @@ def call(name: str, *args, **kwargs):
     return _call(name, PATH, VERSION, viewer(), *args, **kwargs)
 
 
+# Each stored rater name (and group) the screen may meet, in words with the name
+# beside: "the mapper, prompt v1 (demo:mapper@v1)". Filled once the store is open.
+_NAMES: dict[str, str] = {}
+
+
+def words(value: object) -> str:
+    """A report's text with every rater by role, the name it is stored under beside it
+    (a researcher's view: the names are what `carelens agreement` takes)."""
+    text = str(value)
+    if not _NAMES:
+        return text
+    pattern = "|".join(re.escape(n) for n in sorted(_NAMES, key=len, reverse=True))
+    out = re.sub(rf"(?<![\w:@/.-])(?:{pattern})(?![\w:@/.-])",
+                 lambda m: _NAMES[m.group(0)], text)
+    return first_up(out) if out[:1] != text[:1] else out  # a line that starts with one
+
+
 def md(value: object) -> str:
-    """Data text as inert Markdown."""
-    return safe_markdown(str(value))
+    """Data text as inert Markdown, its raters in words (`words`)."""
+    return safe_markdown(words(value))
 
 
 def reviewer_name() -> str | None:
@@ -92,10 +112,14 @@ def review_links(units) -> None:
             (unit.item_uid, unit.question_text), 0) + 1
     lines = []
     for unit in units:
-        text = md(unit.item_uid)  # escaped whole: brackets cannot end the link text
+        # The item by what it is (its id beside, small: this is a researcher's list).
+        found = item_in_address(store(), unit.item_uid)
+        name = item_name(store(), found) if found is not None else None
+        text = (f"{md(name.title)}" if name else md(unit.item_uid))  # escaped whole
+        ids = f" :small[:gray[id {md(unit.item_uid)}]]" if name else ""
         step = unit.target if unit.target.startswith("step:") else None
         href = disagreement_link(unit.item_uid, unit.question_key, unit.target, reviewer=who)
-        line = f"- [{text}]({href})"
+        line = f"- [{text}]({href}){ids}"
         what = []
         if step:
             what.append(f"step {md(step.removeprefix('step:'))}")
@@ -144,6 +168,9 @@ def coefficient_rows(coefficients, ceiling=None, like=None) -> list[dict]:
 
 st.title("Agreement", anchor=False)
 labels_gate("agreement")
+_NAMES.update({name: f"{said} ({name})" for name, said in rater_words_of(store()).items()
+               if said != name})
+_NAMES.update({"Adjudicated": "Settled answers", "group:adjudicated": "settled answers"})
 sets = call("question_sets")
 if not sets:
     st.info("No answers yet. Load the demo or import labels on the Data screen, then come back "
@@ -169,8 +196,8 @@ with st.sidebar:
                          key="agr_split")
     model = (st.selectbox("Model", facets.models, index=None, placeholder="All models",
                           key="agr_model") if facets.models else None)
-    round_id = (st.selectbox("Conversation round", facets.rounds, index=None,
-                             placeholder="All rounds",
+    round_id = (st.selectbox("Patient's turn", facets.rounds, index=None,
+                             placeholder="All turns", format_func=turn,
                              key="agr_round") if facets.rounds else None)
     category = (st.selectbox("Category", facets.categories, index=None,
                              placeholder="All categories", key="agr_category")
@@ -192,7 +219,7 @@ compared = cmp.compared_question_set(qs, filters)  # nominal once 'cannot assess
 
 choices = call("choices_for", qkey, filters)
 specs = [c.spec for c in choices]
-labels = {c.spec: f"{c.label} · {c.n}" for c in choices}
+labels = {c.spec: f"{words(c.label)} · {c.n}" for c in choices}
 if len(specs) < 2:
     st.info("Fewer than two raters answered this question set under these filters: nothing to "
             "compare. Widen the filters or choose another question set.")

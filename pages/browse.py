@@ -58,6 +58,7 @@ from review.browse import (
     view_item_ids,
 )
 from review.browse.search import ensure_index, plain_markdown, snippet_markdown, unindexed_count
+from review.reviewing.names import item_in_address, item_name, turn
 from review.team.access import open_for
 from review.team.reviewers import is_admin
 from review.team.study import SETTINGS, allows, set_setting
@@ -69,8 +70,11 @@ LIST_FACETS = ("kinds", "datasets", "splits", "models", "rounds", "labels", "gat
                "severities", "tags", "reviewers")
 PILL_FACETS = {"kinds", "splits", "rounds", "severities"}  # few values: pills, not a drop-down
 APP_PARAMS = ("reviewer",)  # URL parameters of the whole app, kept when the view changes
-KIND_WORDS = {"prefix": "prefix", "response": "response", "trajectory": "trajectory",
-              "graded_conversation": "graded conversation", "conversation": "chat"}
+
+def rater_words(who: str, start: bool = True) -> str:
+    """A rater as a clinician reads it (`review.browse.facets.rater_name`)."""
+    return rater_name(who, store(), start=start)
+
 
 db = store()
 reviewer = current_reviewer()
@@ -203,9 +207,9 @@ def compare_raters() -> None:
             st.session_state[key] = None  # a rater named in a link but not in this database
     with st.expander("Compare two raters", icon=":material/compare_arrows:",
                      expanded=bool(query.rater_a or query.rater_b)):
-        st.selectbox("Rater A", raters, key=W + "rater_a", format_func=rater_name, index=None,
+        st.selectbox("Rater A", raters, key=W + "rater_a", format_func=rater_words, index=None,
                      placeholder="Choose a rater", **apply)
-        st.selectbox("Rater B", raters, key=W + "rater_b", format_func=rater_name, index=None,
+        st.selectbox("Rater B", raters, key=W + "rater_b", format_func=rater_words, index=None,
                      placeholder="Choose a rater", **apply)
         if "pair" in counts:
             pair = counts["pair"]
@@ -247,18 +251,22 @@ def show_side_by_side(uid: str) -> None:
         if view is None:
             head.warning(f"No item {code_span(uid)} to show side by side.")
         else:
-            head.markdown(f"**Side by side** · all responses to "
-                          f"[{plain_markdown(view.prefix_uid)}]({item_link('prefix', view.prefix_uid, reviewer=me_name)})")
+            prefix = item_in_address(store(), view.prefix_uid, "prefix")
+            named = item_name(store(), prefix) if prefix is not None else None
+            head.markdown(f"**Side by side** · every model's reply to "
+                          f"[{plain_markdown(named.title if named else view.prefix_uid)}]"
+                          f"({item_link('prefix', view.prefix_uid, reviewer=me_name)})")
         close.button("Close", key=W + "close_side", on_click=go_to, args=(replace(query, side=None),),
                      icon=":material/close:", width="stretch")
         if view is None:
             return
-        for number, turn in enumerate(view.turns, start=1):
-            st.caption(f"Patient, round {number}")
-            show_text(turn, key=f"side_turn_{number}")
-        gold = ", ".join(f"{plain_markdown(rater_name(c.rater))}: **{label_name(c.value)}**"
+        for number, said in enumerate(view.turns, start=1):
+            st.caption(f"Patient · {turn(number)}")
+            show_text(said, key=f"side_turn_{number}")
+        gold = ", ".join(f"{plain_markdown(rater_words(c.rater))}: **{label_name(c.value)}**"
                          for c in view.prefix_labels)
-        st.markdown(f"Labels on the prefix: {gold}" if gold else "No labels on the prefix yet.")
+        st.markdown(f"Labels on the conversation: {gold}" if gold
+                    else "No labels on the conversation yet.")
         if view.models_disagree:
             st.markdown(":orange-badge[:material/call_split: the responses were labelled differently]")
         for start in range(0, len(view.responses), 3):
@@ -270,7 +278,7 @@ def show_side_by_side(uid: str) -> None:
                     show_text(resp.text or resp.error, key=f"side_{resp.item_id}",
                               empty="(no response)")
                     for cell in resp.labels:
-                        st.markdown(f"- {plain_markdown(rater_name(cell.rater))}: **{cell.shown}**"
+                        st.markdown(f"- {plain_markdown(rater_words(cell.rater))}: **{cell.shown}**"
                                     + gold_note(cell.vs_gold))
 
 
@@ -314,7 +322,9 @@ def tag_dialog(item: ResultItem, tag_names: list[str]) -> None:
         st.rerun()
     if flash := st.session_state.pop(W + "flash", None):
         st.error(safe_markdown(flash))
-    st.caption(code_span(item.uid))
+    named = item_name(store(), item.item_id)
+    st.markdown(f"**{plain_markdown(named.title if named else item.uid)}**")
+    st.caption(plain_markdown(f"id {item.uid}"))
     if reviewer is None:
         st.caption("Choose who is reviewing in the sidebar to tag.")
         return
@@ -344,7 +354,7 @@ def labels_line(labels: list[tuple[str, str]]) -> str:
     raters' most common label sits against the reference label of the prefix."""
     by_value: dict[str, list[str]] = {}
     for who, value in labels:
-        by_value.setdefault(value, []).append(rater_name(who))
+        by_value.setdefault(value, []).append(rater_words(who, start=False))
     parts = [f"**{label_name(v)}**: {plain_markdown(', '.join(names))}" for v, names in by_value.items()]
     own = [v for who, v in labels if not who.startswith(PARENT)]
     gold = next((v for who, v in labels if who.startswith(PARENT)), None)
@@ -354,18 +364,21 @@ def labels_line(labels: list[tuple[str, str]]) -> str:
         a, b = ordinal_rank(tally[0][1]), ordinal_rank(gold)
         if a is not None and b is not None and a != b:
             word, colour = ("under-triage", "red") if a < b else ("over-triage", "orange")
-            badges += f" :{colour}-badge[{word} by {abs(a - b)} against the prefix's label]"
+            badges += f" :{colour}-badge[{word} by {abs(a - b)} against the conversation's label]"
     return ":small[" + " · ".join(parts) + "]" + badges
 
 
 def show_item(item: ResultItem, tag_names: list[str]) -> None:
     with st.container(border=True):
-        facts = [KIND_WORDS.get(item.kind, item.kind), item.model, item.dataset, item.split,
-                 f"round {item.round_id}" if item.round_id else None]
+        # The item by what it is ("Conversation 3, after the patient's 2nd message"), a
+        # link to it; its id, model, dataset and split on a details line for researchers.
+        name = item_name(store(), item.item_id)
         badges = (" :red-badge[failed]" if item.failed else "") + (
             " :orange-badge[:material/flag: flagged]" if item.flagged else "")
-        st.markdown(f"[{code_span(item.uid)}]({item_link(item.kind, item.uid, item.target or None, reviewer=me_name)})"
-                    f" · {plain_markdown(' · '.join(str(f) for f in facts if f))}{badges}")
+        link = item_link(item.kind, item.uid, item.target or None, reviewer=me_name)
+        st.markdown(f"[**{plain_markdown(name.title if name else item.uid)}**]({link}){badges}")
+        st.caption(plain_markdown(" · ".join(
+            str(f) for f in (f"id {item.uid}", item.model, item.dataset, item.split) if f)))
         where = []
         if item.target:
             where.append(item.target.replace("step:", "in step "))
@@ -416,7 +429,7 @@ def items_tab() -> None:
     chosen = [f"{f.title}: " + ", ".join(v.label for v in f.values if v.selected)
               for f in counts.values() if any(v.selected for v in f.values)]
     if query.rater_a and query.rater_b:
-        chosen.insert(0, f"A = {rater_name(query.rater_a)}, B = {rater_name(query.rater_b)}")
+        chosen.insert(0, f"A = {rater_words(query.rater_a)}, B = {rater_words(query.rater_b)}")
     if chosen:
         st.caption("In this view: " + plain_markdown(" · ".join(chosen)))
     noun = "item" if page.total == 1 else "items"

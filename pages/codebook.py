@@ -22,6 +22,9 @@ FLASH = "codebook_flash"
 EDIT_FLASH = "codebook_edit_flash"
 ADDED = "codebook_added"
 
+ASKED_OF = {"prefix": "conversation, after the patient's latest message",
+            "response": "model's reply", "trajectory": "agent run",
+            "graded_conversation": "graded conversation", "conversation": "chat"}
 st.title("Codebook", anchor=False)
 db = store()
 me = current_reviewer()
@@ -97,13 +100,16 @@ book = listed[key].book
 # nothing in it may format, link, load an image or run (review.text.safe_markdown).
 scale = {"ordinal": "ordinal: in this order", "interval": "interval: each label a number",
          "nominal": "nominal"}[book.scale]
-facts = [inline_code(book.key), f"version {safe_markdown(book.version)}", scale, book.kind]
+facts = [f"version {safe_markdown(book.version)}", scale]
 if book.multi:
     facts.append("several labels may apply")
 if book.rationale_required:
     facts.append("a rationale with every answer")
 facts.append("shipped with carelens" if listed[key].shipped else "added by this study")
 st.caption(" · ".join(facts))
+ADMIN = is_admin(me)
+if ADMIN:  # what a researcher reads the data by; a clinician reads the words
+    st.caption(f"stored as {inline_code(book.key)}, {book.kind}")
 if book.description:
     st.markdown(safe_markdown(book.description))
 for label in book.labels:
@@ -113,7 +119,9 @@ for label in book.labels:
             head = f"{inline_code(label.shortcut)} · " + head
         if label.value is not None:
             head += f" ({label.value:g})"
-        st.markdown(f"{head} — {inline_code(label.code)}")
+        st.markdown(head)
+        if ADMIN:
+            st.caption(f"stored as {inline_code(label.code)}")
         st.markdown(safe_markdown(label.definition))
         if label.rules:
             st.markdown("\n".join(f"- {safe_markdown(rule)}" for rule in label.rules))
@@ -133,14 +141,16 @@ if severity:
 if book.questions:
     st.subheader("Questions that use it", anchor=False)
     for q in book.questions:
-        st.markdown(f"- *{safe_markdown(q.text)}* — asked of each **{safe_markdown(q.applies_to)}**"
-                    f" ({inline_code(q.key)})")
+        st.markdown(f"- *{safe_markdown(q.text)}* — asked of each "
+                    f"**{ASKED_OF.get(q.applies_to, safe_markdown(q.applies_to))}**"
+                    + (f" :small[:gray[(stored as {inline_code(q.key)})]]" if ADMIN else ""))
 if book.criteria:
     st.subheader("Its checklist", anchor=False)
     for c in book.criteria:
         st.markdown(f"- {safe_markdown(c.text)} — **{c.points:g} points**"
                     + (" · MUST NOT" if c.must_not else "")
-                    + f", of each **{safe_markdown(c.applies_to)}** ({inline_code(c.key)})")
+                    + f", of each **{ASKED_OF.get(c.applies_to, safe_markdown(c.applies_to))}**"
+                    + (f" :small[:gray[(stored as {inline_code(c.key)})]]" if ADMIN else ""))
 
 st.subheader("Versions", anchor=False)
 history = codebook_history(db, key)

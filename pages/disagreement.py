@@ -20,13 +20,14 @@ from pages._shared import (
     server_mode,
     show_messages,
     show_text,
+    store,
     viewer_store,
 )
 from pages._steps import code_span
 from review.browse import item_link
-from review.browse.item_labels import KIND_WORDS, PHASE_WORDS, QuestionLabels, item_labels
+from review.browse.item_labels import PHASE_WORDS, QuestionLabels, item_labels
 from review.reviewing.items import load_item
-from review.reviewing.names import plural
+from review.reviewing.names import item_name, plural, study_round
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import REASONS
 from review.team.reviewers import can_adjudicate
@@ -45,6 +46,7 @@ uid = st.query_params.get("item")
 question = st.query_params.get("question") or None
 target = st.query_params.get("target", "")
 found = item_labels(db, uid, question, target) if uid else None
+name = item_name(store(), found.item_id) if found is not None else None
 if found is None:
     st.info(("No item " + code_span(uid) + " here." if uid else "No item chosen.")
             + " Open one from a cell of the Agreement screen's confusion matrix.",
@@ -67,17 +69,21 @@ def answer_line(e) -> str:
     if e.confidence:
         bits.append(f"confidence {e.confidence} of 5")
     if e.round_name:
-        bits.append(f"round {md(e.round_name)}")
+        bits.append(md(study_round(e.round_name)))
     bits.append(when(e.at))
     line = " · ".join(bits)
     return line if e.in_force else f":grey[{line} · replaced by a later answer]"
 
 
 def rater_block(name: str, entries) -> None:
-    """A rater's answers, oldest first, the one in force last."""
-    role = entries[-1].role
+    """A rater's answers, oldest first, the one in force last: a clinician by name
+    and role, a machine or reference by what it is (the name it is stored under in
+    the tooltip, for researchers)."""
+    last = entries[-1]
+    role = last.role if last.kind == "human" else None
     with st.container(border=True):
-        st.markdown(f"**{md(name)}**" + (f" · :grey[{md(role)}]" if role else ""))
+        st.markdown(f"**{md(last.who or name)}**" + (f" · :grey[{md(role)}]" if role else ""),
+                    help=f"Stored as {name}" if last.who != name else None)
         for e in entries:
             st.markdown(answer_line(e))
             if e.rationale:
@@ -93,6 +99,12 @@ def unit_section(unit: QuestionLabels) -> None:
         "they disagree: " + ", ".join(md(s) for s in said) if unit.disagree
         else "they agree" if in_force else "no answers yet"))
     settled = unit.settled
+    if unit.withdrawn is not None:
+        gone = unit.withdrawn
+        why = ("taken back by its adjudicator" if gone.reason == "taken_back"
+               else "withdrawn: a later answer broke the agreement it rested on")
+        st.info(f"No settled answer: the last settlement was {why} · {when(gone.at)}",
+                icon=":material/history:")
     if settled is not None:
         how = ("the clinicians agreed" if settled.reason == "unanimous"
                else REASONS.get(settled.reason or "", settled.reason or ""))
@@ -123,7 +135,7 @@ def show_item() -> None:
                 show_text(rnd.patient_text, key=f"dis:{item.id}:{rnd.number}")
         if item.kind == "response":
             with st.chat_message("assistant", avatar=":material/smart_toy:"):
-                st.caption(f"Reply · {md(item.model or 'model')}")
+                st.caption(md(name.subject) if name else "The reply")
                 show_text(item.response or item.error, key=f"dis:{item.id}:reply")
         return
     if found.kind == "conversation":
@@ -147,13 +159,16 @@ def show_item() -> None:
         st.caption(md(turn.speaker.capitalize()))
         show_text(turn.text, key=f"dis:{found.item_id}:turn{n}")
     if conversation.completion:
-        st.caption("The graded reply" + (f" · {md(conversation.model)}" if conversation.model else ""))
+        st.caption("The graded reply" + (f" · {md(name.subject)}" if name else ""))
         show_text(conversation.completion, key=f"dis:{found.item_id}:completion")
 
 
 who = me.name if me is not None and not server_mode() else None
-st.markdown(f"{code_span(found.uid)} · {ITEM_WORDS.get(found.kind, found.kind)}"
+# The item by what it is; its ids (and the model) on a details line, for researchers.
+st.markdown(f"**{md(name.title) if name else code_span(found.uid)}**"
             + " · :grey[read-only: every rater's answers, as given]")
+if name:
+    st.caption(md(name.details))
 links = st.columns(2)
 links[0].markdown(
     f"[:material/rate_review: Review it on its screen]"
@@ -173,7 +188,7 @@ with right:
         gold = [e for unit in found.on_parent for e in unit.entries if e.in_force]
         st.markdown("**Reference labels of the conversation it replies to**")
         for e in gold:
-            st.markdown(f"{md(e.rater)} ({KIND_WORDS.get(e.kind, e.kind)}): **{md(e.words)}**")
+            st.markdown(f"{md(e.who or e.rater)}: **{md(e.words)}**")
     if not found.questions:
         st.info("No rater has answered this item yet.", icon=":material/info:")
     for unit in found.questions:

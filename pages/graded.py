@@ -45,7 +45,7 @@ opened = open_from_queue(
     finished_text="You have graded every conversation under these filters.",
     empty_text="No graded conversations yet. Import HealthBench rows (and model completions) "
                "on the Data screen or with `carelens import`.",
-    opener=open_graded, mode=MODE, title_ratio=(3, 4))
+    opener=open_graded, mode=MODE, title_ratio=(3, 6, 2))
 filt, item_id, screen, in_round = opened.filt, opened.item_id, opened.screen, opened.round
 head, view = screen.header, screen.view
 started_key = f"hb_started:{item_id}"
@@ -63,7 +63,7 @@ screen_keys("hb", {"Left": f"hb_prev:{item_id}", "Right": f"hb_next:{item_id}",
 name = item_name(db, item_id)
 position, total = item_position(db, item_id, filt)
 where = (f"assigned to you in {safe_markdown(in_round.name)}" if in_round else
-         f"conversation {position} of {total}" if position
+         f"{position} of {total} in your queue" if position
          else f"outside this queue of {total} conversations")
 facts = [f"**{safe_markdown(name.title)}**", f":small[{where}]"]
 theme = head.meta.get("theme")
@@ -78,19 +78,23 @@ else:  # as on the Trajectories screen: how far along I am
     done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
     facts.append(f":orange-badge[in progress: {done} of {len(asked)} graded by you]" if done
                  else ":orange-badge[not yet graded by you]")
-top = st.columns([1, 1], vertical_alignment="center", gap="small")
-top[0].markdown(" · ".join(facts))
-with top[1], st.container(horizontal=True, gap="small", key="hb_nav",
-                          horizontal_alignment="right"):
+with opened.head, st.container(key="item_head"):
+    st.markdown(" · ".join(facts))
+with st.sidebar, st.container(key="hb_nav", gap="small"):
+    # Moving between conversations: beside the filters that make the queue.
     if in_round:
         next_in_round_button("hb", "Next in the round", graded, "conversation")
     else:
-        st.button("Previous", key=f"hb_prev:{item_id}", shortcut="Left", icon=":material/arrow_back:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-        st.button("Next", key=f"hb_next:{item_id}", shortcut="Right", icon=":material/arrow_forward:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
+        row = st.columns(2, gap="small")
+        row[0].button("Previous", key=f"hb_prev:{item_id}", shortcut="Left",
+                      icon=":material/arrow_back:", width="stretch",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
+        row[1].button("Next", key=f"hb_next:{item_id}", shortcut="Right",
+                      icon=":material/arrow_forward:", width="stretch",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
         st.button("Next to grade", key=f"hb_next_open:{item_id}", icon=":material/playlist_play:",
-                  on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
+                  on_click=go_item, width="stretch",
+                  args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 left, right = st.columns([2, 3], gap="medium")
 with left, st.container(key=marker("hb", str(item_id)), gap="small"):
@@ -119,7 +123,7 @@ with left, st.container(key=marker("hb", str(item_id)), gap="small"):
             show_text(view.ideal_completion, key=f"ideal:{item_id}")
     st.caption(safe_markdown(name.shown_ids(screen.sight.model_hidden)[1]))
 
-with right:
+with right, st.container(key="hb_side", gap="small"):
     n_must_not = sum(c.must_not for c in view.criteria)
     st.markdown(f"**Rubric · {len(view.criteria)} criteria** · :small[{view.max_points:g} positive "
                 "points" + (f" · {n_must_not} MUST-NOT criteri{'a' if n_must_not != 1 else 'on'}"

@@ -83,7 +83,7 @@ from review.team.rounds import (
     late_for_round,
     round_counts,
 )
-from review.text import inline_code, safe_markdown
+from review.text import safe_markdown
 
 KINDS = {"prefix": "Conversations", "response": "Model replies", "conversation": "Chats"}
 STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
@@ -487,7 +487,7 @@ def show_reveal(item_view: ItemView, mine: str | None, sight: Sight) -> None:
                 else STATUS_WORDS.get(final.status, final.status))
         same = earlier.gold == final.value
         colour, icon = ("green", "check") if same else ("orange", "compare_arrows")
-        st.markdown(f"**Gold label** · {turn(earlier.item.round_id)}, where you said "
+        st.markdown(f"**The reference label** · {turn(earlier.item.round_id)}, where you said "
                     f"{safe_markdown(said)}: :{colour}-badge[:material/{icon}: "
                     f"{safe_markdown(label_name(earlier.item, earlier.gold))}]")
 
@@ -894,8 +894,8 @@ def show_item() -> None:
             # Codebook wording is text, shown as written (an admin may edit it). One
             # element for all of it: every element costs the server on every answer.
             st.markdown("\n\n".join(
-                f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}** — "
-                f"{inline_code(lab.code)}  \n{safe_markdown(lab.definition)}"
+                f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}**"
+                f"  \n{safe_markdown(lab.definition)}"
                 + "".join(f"\n\n- {safe_markdown(rule)}" if n == 0 else f"\n- {safe_markdown(rule)}"
                           for n, rule in enumerate(lab.rules))
                 for lab in labels))

@@ -61,17 +61,29 @@ def save_members(round_id: int, key: str) -> None:
 
 
 def redraw(round_id: int) -> None:
+    """Redraw the stuck places, and say what became of them and of the round's size:
+    a place with no item left to go to is taken off the round, which then asks for
+    fewer reviews (never said as places merely "dropped")."""
+    asked = sum(p.needed for p in round_places(store(), round_id))
     try:
         done = redraw_missing_places(store(), me, round_id)
     except RoundError as exc:
         st.session_state["rounds_warning"] = safe_markdown(str(exc))
+        return
+    now = sum(p.needed for p in round_places(store(), round_id))
+    lost = sum(r.places for r in done if r.replacement_id is None)
+    moved = sum(r.places for r in done) - lost
+    to = len({r.replacement_id for r in done if r.replacement_id is not None})
+    words = [f"{len(done)} stuck {'item' if len(done) == 1 else 'items'}: "
+             + (f"{plural(moved, 'place')} moved to {plural(to, 'other item')} drawn from the "
+                "round's candidates" if moved else "no place could move")]
+    if lost:
+        words.append(f"{plural(lost, 'place')} had no item left to go to and "
+                     f"{'was' if lost == 1 else 'were'} taken off the round, which now asks "
+                     f"for {plural(now, 'review')} instead of {asked:,}")
     else:
-        moved = sum(r.places for r in done)
-        lost = sum(r.places for r in done if r.replacement_id is None)
-        st.session_state["rounds_flash"] = (
-            f"Redrew {moved} place{'s' * (moved != 1)} of {len(done)} stuck "
-            f"item{'s' * (len(done) != 1)}"
-            + (f"; {lost} had no candidate left and were dropped." if lost else "."))
+        words.append(f"the round still asks for {plural(now, 'review')}")
+    st.session_state["rounds_flash"] = "; ".join(words) + "."
 
 
 def round_details() -> None:

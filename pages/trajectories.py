@@ -50,7 +50,7 @@ from review.reviewing.drafts import (
 from review.reviewing.names import item_name, plural
 from review.reviewing.presses import TooSoon
 from review.reviewing.screens import open_run
-from review.reviewing.trajectory import blind_to_agent, task_requirements
+from review.reviewing.trajectory import blind_to_agent, gate_of, gate_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
 from review.text import safe_markdown
 
@@ -154,28 +154,34 @@ else:
     done = sum(mine[q].status in ("answered", "cannot_assess") for q in asked if q in mine)
     facts.append(f":orange-badge[in progress: {done} of {len(asked)} answered by you]" if done
                  else ":orange-badge[not yet reviewed by you]")
+# Over the step, on the left: what concerns the run's steps (a line the title's keeps free).
+step_facts = []
 if head.failed:
-    facts.append(":red-badge[:material/error: the run failed]")
+    step_facts.append(":red-badge[:material/error: the run failed]")
 if unsaved := unsaved_step_marks(db, reviewer.id, item_id):
     # A mark begun and left (→ before M) reaches no review: say so wherever the run is.
     steps_words = ", ".join(str(s) for s in unsaved)
-    facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
-                 f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
-top = st.columns([1, 1], vertical_alignment="center", gap="small")
-top[0].markdown(" · ".join(facts))
-with top[1], st.container(horizontal=True, gap="small", key="trj_runs",
-                          horizontal_alignment="right"):
+    step_facts.append(f":orange-badge[:material/bookmark: {plural(len(unsaved), 'unsaved mark')}: "
+                      f"step{'s' * (len(unsaved) != 1)} {steps_words} (M saves)]")
+with opened.head, st.container(key="item_head"):
+    st.markdown(" · ".join(facts))
+with st.sidebar, st.container(key="trj_runs", gap="small"):
+    # Moving between runs: beside the filters that make the queue (the screen's
+    # height is the step's and the criteria's).
     if in_round:
         next_in_round_button("trj", "Next run in the round", reviewed, "run")
     else:
-        st.button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, -1),))
-        st.button("Next run", key="trj_next_run", icon=":material/skip_next:",
-                  on_click=go_item, args=(neighbour(db, item_id, filt, +1),))
-        st.button("To review", key="trj_next_open", icon=":material/playlist_play:",
+        row = st.columns(2, gap="small")
+        row[0].button("Previous run", key="trj_prev_run", icon=":material/skip_previous:",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, -1),),
+                      width="stretch")
+        row[1].button("Next run", key="trj_next_run", icon=":material/skip_next:",
+                      on_click=go_item, args=(neighbour(db, item_id, filt, +1),),
+                      width="stretch")
+        st.button("Next run to review", key="trj_next_open", icon=":material/playlist_play:",
                   on_click=go_item, args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),),
-                  help="The next run you have not reviewed")
-    flag_button(reviewer, item_id, width="content")  # every run, with criteria or without
+                  help="The next run you have not reviewed", width="stretch")
+    flag_button(reviewer, item_id)  # every run, with criteria or without (F)
 
 tl = view.timeline
 counts = tl.counts
@@ -196,9 +202,11 @@ if tl.duration_s is not None:
     summary.append(f"{tl.duration_s / 60:.1f} min")
 summary += [f"{key} in the file is not a number: {code_span(str(raw)[:40])}"
             for key, raw in tl.unread.items()]
+strip_legend = ""
 if view.steps:
     st.session_state[strip_key] = view.steps[current].step_id
-    timeline(view, screen.marks, key=strip_key, on_pick=on_timeline)
+    strip_legend = timeline(view, screen.marks, key=strip_key, on_pick=on_timeline,
+                            legend=False)
 
 # -- marking a step -------------------------------------------------------------------
 
@@ -254,7 +262,7 @@ def save_mark(sid: int) -> None:
         st.session_state["trj_flash"] = ("warning", f"Step {sid} marked: {what}. "
                                          + full_text(store(), opened.round_id, item_id))
         return
-    st.session_state["trj_flash"] = ("success", f"Step {sid} marked: {what}.")
+    st.session_state["trj_mark_flash"] = ("success", f"Step {sid} marked: {label_text(what)}.")
 
 
 def pick(name: str, sid: int, value: object) -> None:
@@ -268,8 +276,19 @@ def pick(name: str, sid: int, value: object) -> None:
 SOURCE_WORDS = {"system": "system prompt", "user": "task as given", "patient": "patient's reply"}
 
 
+def meanings() -> str:
+    """What the error types and severities mean: the mark line's help."""
+    lines = [f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}**: "
+             f"{safe_markdown(lab.definition)}" for lab in book.labels]
+    lines += [f"**Severity {level} · {safe_markdown(levels[level]['name'])}**: "
+              f"{safe_markdown(levels[level]['definition'])}" for level in sorted(levels)]
+    return "  \n".join(lines)
+
+
 def mark_panel(sid: int) -> None:
-    """Error type (keys 0-6), severity (Shift+1..5), note, save (M)."""
+    """Error type (keys 0-6), severity (Shift+1..5), note, save (M): compact, so
+    that the step on the left and the criterion being answered under it share
+    a laptop's window."""
     saved = screen.marks.get(sid)
     err_key, sev_key, note_key = mark_keys(sid)
     restored_key = f"trj_restored:{reviewer.id}:{item_id}:{sid}"
@@ -286,61 +305,69 @@ def mark_panel(sid: int) -> None:
             st.session_state[sev_key] = saved.severity
             st.session_state.setdefault(note_key, saved.note or "")
     err, sev = st.session_state.get(err_key), st.session_state.get(sev_key)
-    with st.container(border=True, key="trj_mark"):
+    with st.container(border=True, key="trj_mark", gap="small"):
         if saved is None:
-            st.markdown(f"**Mark step {sid}** · :gray[not marked yet]",
-                        help="What went wrong (keys 0–6), its severity (Shift+1 … 5), then save (M)")
+            head = f"**Mark step {sid}** · :gray[not marked yet]"
         else:
             words = book.label(saved.error).short
             if saved.severity:
                 words += f" · severity {saved.severity} ({levels[saved.severity]['name']})"
-            st.markdown(f"**Mark step {sid}** · your mark: :red-badge[{label_text(words)}]"
-                        if saved.is_error else
-                        f"**Mark step {sid}** · your mark: :green-badge[{label_text(words)}]")
+            head = (f"**Mark step {sid}** · your mark: :red-badge[{label_text(words)}]"
+                    if saved.is_error else
+                    f"**Mark step {sid}** · your mark: :green-badge[{label_text(words)}]")
             if saved.note:
-                st.caption(safe_markdown(saved.note))
+                head += f" · :small[{safe_markdown(saved.note)}]"
+        flash = st.session_state.pop("trj_mark_flash", None)
+        if flash:  # said on the mark's own line: a banner would push the criteria down
+            colour = {"success": "green", "warning": "orange", "error": "red"}.get(flash[0], "gray")
+            head += f"  \n:{colour}[{flash[1]}]"
+        top = st.columns([1, 1], vertical_alignment="center", gap="small")
+        top[0].markdown(head, help="What went wrong at this step (keys 0–6), its severity "
+                                   "(Shift+1 … 5), then save (M).  \n" + meanings())
+        top[1].text_input("Note", key=note_key, label_visibility="collapsed",
+                          placeholder="Note on this step (optional)", persist_state="session",
+                          on_change=keep_step_draft, args=(sid,))
         with st.container(horizontal=True, gap="small", key="trj_errors"):
-            for lab in book.labels:
+            # In the order of their keys, 0 (no error) to 6: two lines on a laptop.
+            for lab in sorted(book.labels, key=lambda lab: lab.shortcut or "~"):
                 st.button(safe_markdown(lab.short), key=f"trj_errbtn:{item_id}:{sid}:{lab.code}",
-                          shortcut=lab.shortcut, help=safe_markdown(lab.definition), type="primary" if err == lab.code else "secondary",
+                          shortcut=lab.shortcut, help=safe_markdown(lab.definition),
+                          type="primary" if err == lab.code else "secondary",
                           on_click=pick, args=("err", sid, lab.code))
-        with st.container(horizontal=True, gap="small", key="trj_severity",
-                          vertical_alignment="center"):
-            st.caption("Severity (⇧1–5)")
-            for level in sorted(levels):
-                st.button(f"{level} {safe_markdown(levels[level]['name'])}",
-                          key=f"trj_sevbtn:{item_id}:{sid}:{level}", shortcut=f"Shift+{level}",
-                          help=safe_markdown(levels[level]["definition"]),
-                          type="primary" if sev == level else "secondary",
-                          disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
         ready = err == NO_ERROR or (err is not None and sev is not None)
         unchanged = saved is not None and saved.error == err and saved.severity == (
             None if err == NO_ERROR else sev) and (saved.note or "") == (
             st.session_state.get(note_key) or "")
+        with st.container(horizontal=True, gap="small", key="trj_severity",
+                          vertical_alignment="center"):
+            st.caption("Severity ⇧1–5")
+            for level in sorted(levels):
+                # The level's name on the one chosen (all of them in the tooltips): the
+                # row stays one line on a laptop.
+                st.button(f"{level} {safe_markdown(levels[level]['name'])}" if sev == level
+                          else str(level),
+                          key=f"trj_sevbtn:{item_id}:{sid}:{level}", shortcut=f"Shift+{level}",
+                          help=f"{level} · {safe_markdown(levels[level]['name'])}: "
+                               f"{safe_markdown(levels[level]['definition'])}",
+                          type="primary" if sev == level else "secondary",
+                          disabled=err in (None, NO_ERROR), on_click=pick, args=("sev", sid, level))
+            st.space("stretch")
+            st.button(f"Save step {sid}", key=f"trj_save_mark:{item_id}:{sid}", shortcut="M",
+                      help=f"Save the mark on step {sid} (M)",
+                      type="primary", disabled=not ready or unchanged,
+                      icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
         if unchanged:
             st.session_state.pop(restored_key, None)
         elif st.session_state.get(restored_key):
             st.caption(f"Your unsaved mark on step {sid} was restored (kept "
                        f"{st.session_state[restored_key][:16].replace('T', ' ')} UTC); "
                        "save it (M) when you are ready.")
-        row = st.columns([3, 2], vertical_alignment="center")
-        row[0].text_input("Note", key=note_key, label_visibility="collapsed",
-                          placeholder="Note on this step (optional)", persist_state="session",
-                          on_change=keep_step_draft, args=(sid,))
-        row[1].button(f"Save step {sid}", key=f"trj_save_mark:{item_id}:{sid}", shortcut="M",
-                      help=f"Save the mark on step {sid} (M)",
-                      type="primary", width="stretch", disabled=not ready or unchanged,
-                      icon=":material/bookmark_add:", on_click=save_mark, args=(sid,))
-        with st.expander("What the error types and severities mean"):
-            for lab in book.labels:
-                st.markdown(f"**{safe_markdown(lab.shortcut)} · {safe_markdown(lab.short)}** — "
-                            f"{safe_markdown(lab.definition)}")
-            for level in sorted(levels):
-                st.markdown(f"**Severity {level} · {safe_markdown(levels[level]['name'])}** — "
-                            f"{safe_markdown(levels[level]['definition'])}")
 
 
-left, right = st.columns([3, 2], gap="medium")
+# The split, as on the Review screen: the step on the left, in its own scrolling box;
+# on the right what the keys act on - the step's mark, then the run's criteria with the
+# one being answered in view - so that nothing a key changes is off screen.
+left, right = st.columns([1, 1], gap="medium")
 
 # -- the step -------------------------------------------------------------------------
 with left:
@@ -358,17 +385,21 @@ with left:
         row[2].button("Next step", key=f"trj_next:{item_id}:{step.step_id}", shortcut="Right",
                       icon=":material/arrow_forward:", width="stretch", on_click=go_step,
                       args=(current + 1,), disabled=current == last)
+        if step_facts:
+            st.markdown(" · ".join(step_facts))
         with st.container(key=marker("trj", f"{item_id}_s{step.step_id}")):
             with st.container(border=True, key="trj_step"):
                 show_step(step, view, key=f"run:{item_id}", item_id=item_id)
     # While the reviewer is blind to the agent, neither its name nor an id naming it.
     hidden = screen.sight.model_hidden
-    st.caption(" · ".join(summary) + "  \n" + safe_markdown(name.shown_ids(hidden)[1])
+    st.caption(" · ".join(summary) + "  \nThe line of steps: " + strip_legend + "  \n"
+               + safe_markdown(name.shown_ids(hidden)[1])
                + (f" · agent {safe_markdown(agent)}" if agent and not hidden else ""))
+    final_answer(view, go_step, folded=True)
     dialogue(view)
 
-# -- the mark, the answer, the criteria and the verdict ----------------------------------
-with right:
+# -- the mark, the criteria and the verdict ---------------------------------------------
+with right, st.container(key="trj_side", gap="small"):
     flash = st.session_state.pop("trj_flash", None)
     if flash:
         getattr(st, flash[0])(flash[1])
@@ -380,19 +411,18 @@ with right:
                        "marks are for the agent's steps.")
         else:
             mark_panel(step.step_id)
-    final_answer(view, go_step)
-    st.markdown("#### Criteria and verdict")
-    if needs := task_requirements(head.meta):
-        # The gates ask about these: without them a reviewer could only guess.
-        with st.container(border=True, key="trj_task_needs"):
-            st.markdown("**What the task requires**")
-            for what, things in needs:
-                st.markdown(f"{what}: " + "; ".join(safe_markdown(t) for t in things))
-    if not screen.questions:
-        st.caption("This run has no criteria to answer; mark its steps on the left.")
-    else:
-        checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
-                  mode=opened.mode, started_key=started_key, list_height=560,
-                  round_id=opened.round_id, flag=False)
+    with st.container(key="trj_criteria", gap="small"):
+        if not screen.questions:
+            st.caption("This run has no criteria to answer; mark its steps on the left.")
+        else:
+            # What the task required, beside the gate that asks about it: the reviewer
+            # answers "did the agent reach the reference diagnosis?" with the diagnosis
+            # in view.
+            needs = gate_requirements(head.meta)
+            context = {q.id: needs[gate] for q in screen.questions
+                       if (gate := gate_of(q.key)) in needs}
+            checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
+                      mode=opened.mode, started_key=started_key, round_id=opened.round_id,
+                      flag=False, context=context, title="Criteria")
 
 address_follows()  # the address names the run shown, now that it is drawn (app.py does too)

@@ -36,14 +36,18 @@ def coefficient_table(at: AppTest):
 
 def review_links(at: AppTest) -> list[str]:
     """Addresses of the item links on the page (Markdown links to the Review screen)."""
-    return [line.split("](", 1)[1].rstrip(")") for m in at.markdown
-            for line in m.value.splitlines() if "](./" in line and "item=" in line]
+    import re
+
+    return [found.group(1) for m in at.markdown for line in m.value.splitlines()
+            if (found := re.search(r"\]\((\./[^)]*item=[^)]*)\)", line))]
 
 
 def test_first_start_on_the_demo_shows_a_real_report(tmp_path, monkeypatch, demo_copy):
     at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER)
     assert at.selectbox(key="agr_question").value == "carebench.response_action"
-    assert shown(at.subheader[0].value) == "Clinicians' majority vs demo:mapper@v1"
+    # Raters by role, the name they are stored under beside (what `carelens agreement` takes).
+    assert shown(at.subheader[0].value) == (
+        "Clinicians' majority vs the mapper, prompt v1 (demo:mapper@v1)")
     table = coefficient_table(at)
     rows = dict(zip(table["Coefficient"], table["Value"], strict=True))
     assert {"Cohen's kappa (quadratic)", "Krippendorff's alpha (ordinal)",
@@ -69,7 +73,8 @@ def test_choosing_rater_b_and_a_cell_lists_its_items(tmp_path, monkeypatch, demo
     at = open_page(demo_copy, monkeypatch, reviewer=REVIEWER)
     at.selectbox(key="agr_b:carebench.response_action").set_value("demo:mapper@v2").run()
     assert not at.exception
-    assert shown(at.subheader[0].value) == "Clinicians' majority vs demo:mapper@v2"
+    assert shown(at.subheader[0].value) == (
+        "Clinicians' majority vs the mapper, prompt v2 (demo:mapper@v2)")
     cell = at.selectbox(key=next(k for k in at.session_state if str(k).startswith("agr_cell:")
                                  and "v2" in str(k)))
     cell.set_value((3, 2)).run()  # clinicians said urgent care, the mapper see a clinician
@@ -115,14 +120,14 @@ def test_anchoring_and_meta_eval_sections(tmp_path, monkeypatch, demo_copy):
     metrics = {shown(m.label): m.value for m in at.metric}
     # The demo's grader on its graded conversations, not the agent runs' judge (whose
     # must-ask criteria the demo clinicians answer): sets are split by kind of item.
-    assert "healthbench-grader vs physicians" in metrics
+    assert "The grader (healthbench-grader) vs physicians" in metrics
     assert "Physicians vs each other" in metrics
     assert metrics["Criterion rows"] == "34"
     # With the agent runs' criteria chosen above, the meta-evaluation still takes the
     # conversations': the runs' judge against the demo clinicians is not HealthBench's metric.
     at.selectbox(key="agr_question").set_value("criteria:rubric@trajectory").run()
     assert not at.exception
-    assert "healthbench-grader vs physicians" in {shown(m.label) for m in at.metric}
+    assert "The grader (healthbench-grader) vs physicians" in {shown(m.label) for m in at.metric}
 
 
 def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):
@@ -151,7 +156,7 @@ def test_rubric_criteria_with_physicians(tmp_path, monkeypatch):
     assert links and all(link.startswith("./disagreement?item=hb-") and "&question=hb%3A" in link
                          for link in links)
     at = open_page(db, monkeypatch, reviewer="phys-1", tab="HealthBench meta-eval")
-    assert any(shown(m.label) == "judge@v1 vs physicians" for m in at.metric)
+    assert any(shown(m.label) == "The judge (judge@v1) vs physicians" for m in at.metric)
 
 
 def test_an_empty_database_explains_itself(tmp_path, monkeypatch):
@@ -268,10 +273,10 @@ def test_with_cannot_assess_counted_the_page_uses_the_reports_statistics(tmp_pat
     values = coefficients(at)
     labels = [shown(m.label) for m in at.metric]
     assert labels[0] == "Cohen's kappa" and labels[0] in values  # the nominal headline
-    head = next(shown(s.value) for s in at.subheader if s.value.startswith("By conversation"))
+    head = next(shown(s.value) for s in at.subheader if s.value.startswith("By patient"))
     name = head.split(": ", 1)[1]
     assert name == "Krippendorff's alpha (nominal)"
-    per_round = next(d.value for d in at.dataframe if "Conversation round" in d.value.columns)
+    per_round = next(d.value for d in at.dataframe if "Patient's turn" in d.value.columns)
     assert per_round["Value"][0] == values[name]  # one group: the table's own figure
     assert any(shown(c.value).startswith("Nominal labels ('cannot assess' counted")
                for c in at.caption)

@@ -81,7 +81,7 @@ def test_ceiling_beside_the_majority_counts_units_where_the_clinicians_tied(stor
     # Per group too: each round's ceiling stands on all of its 20 units, ties included.
     rows = report.breakdowns[0].rows
     assert [(r.label, r.n_units, r.ceiling_units) for r in rows] == [
-        ("round 1", 12, 20), ("round 2", 12, 20)]
+        ("turn 1", 12, 20), ("turn 2", 12, 20)]
     assert all(r.ceiling.value == pytest.approx(0.6) for r in rows)
 
 

@@ -28,8 +28,8 @@ def test_the_log_says_who_did_what_to_which_item(demo):
     lines = {(x.entry.action, x.what, x.item, x.change)
              for x in audit_lines(demo, audit_entries(demo, limit=12))}
     assert ("reserve", "took a place in round Pilot", uid, "") in lines
-    assert ("answer", "answered in round Pilot", uid, "0A Ask first · “needs more history”") in lines
-    assert ("revise", "changed an answer in round Pilot", uid, "0A Ask first → 1B Urgent care") in lines
+    assert ("answer", "answered in round Pilot", uid, "Ask first · “needs more history”") in lines
+    assert ("revise", "changed an answer in round Pilot", uid, "Ask first → Urgent care") in lines
     assert ("name_round_members", "named the reviewers of round Pilot", "", "anyone → Dr. New") in lines
     assert ("grant_role", "changed the role of Dr. New", "", "reviewer → adjudicator") in lines
     assert all("{" not in x[3] for x in lines)  # no JSON in the words

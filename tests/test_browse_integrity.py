@@ -78,8 +78,8 @@ def open_page(db_path, monkeypatch, page: str, params: dict[str, str], reviewer:
 
 
 def result_lines(at: AppTest) -> list[str]:
-    """The first line of each result: [uid](link) · facts."""
-    return [m.value for m in at.markdown if m.value.startswith("[`")]
+    """The first line of each result: [**the item's name**](link), badges."""
+    return [m.value for m in at.markdown if m.value.startswith("[**")]
 
 
 # -- 1. a result opens the item it names ------------------------------------------------

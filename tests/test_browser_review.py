@@ -64,7 +64,7 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         # (the current item is unanswered, so its own labels are still hidden)
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
         assert "Your answer to Conversation 1, after the patient's 3rd message" in main
-        assert "Gold label" in main
+        assert "The reference label" in main
         assert "stay hidden until you answer" not in main
 
         # Reload: nothing committed is lost, and the reviewer is still chosen.
@@ -80,8 +80,8 @@ def test_choose_reviewer_answer_with_keyboard_reload_and_reveal(demo_copy):
         page.keyboard.press("3")
         wait_for_progress(page, "1 of 340")
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
-        assert "Automated grader (v1)" in main and "Automated grader (v2)" in main
-        assert "Gold label" in main
+        assert "The mapper, prompt v1" in main and "The mapper, prompt v2" in main
+        assert "The reference label" in main
         page.screenshot(path=str(demo_copy.parent / "review.png"), full_page=True)
 
 

@@ -79,7 +79,7 @@ def test_a_long_conversation_shows_its_latest_patient_turn_at_1280x720(demo_copy
         release_focus(page)
         page.keyboard.press("Shift+1")
         page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
-                               ".innerText.includes('Gold label')", timeout=20_000)
+                               ".innerText.includes('The reference label')", timeout=20_000)
         wait_for_app(page)
         page.wait_for_timeout(500)
         latest = page.evaluate(RECT, "st-key-rv_latest")

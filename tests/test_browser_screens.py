@@ -310,7 +310,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         page.keyboard.press("2")
         wait_for_progress(page, "1 of 85")
         main = page.get_by_test_id("stMain")
-        assert "Gold label" not in main.inner_text()  # not yet: the window is open
+        assert "The reference label" not in main.inner_text()  # not yet: the window is open
         release_focus(page)
         page.keyboard.press("z")
         page.wait_for_function(f"() => ({SHOWN_ID})() === '{last}'")
@@ -324,14 +324,14 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         release_focus(page)
         page.keyboard.press("Shift+2")  # a run of the screen
         wait_for_app(page)
-        assert "Gold label" not in main.inner_text()
+        assert "The reference label" not in main.inner_text()
         release_focus(page)
         page.keyboard.press("3")
         wait_for_progress(page, "1 of 85")
         shown_next = page.evaluate(SHOWN_ID)
         assert [a[1:4] for a in answers_of(demo_copy, "Dr. Undo")][2:] == [
             ("answered", "1A_ESCALATION_NONURGENT_CARE", "blind")]
-        assert "Gold label" not in main.inner_text()  # its window is open
+        assert "The reference label" not in main.inner_text()  # its window is open
         # The next answer, once that window has passed: the labels of the answer
         # before it show beside the item after.
         page.wait_for_timeout(4_500)
@@ -340,7 +340,7 @@ def test_a_mis_key_corrected_within_the_undo_window_stays_blind(demo_copy, monke
         wait_for_progress(page, "2 of 85")
         assert "The labels of your answer to Conversation 1, after the patient's 3rd message" \
             in main.inner_text().replace("\u2060", "")
-        assert "Gold label" in main.inner_text()
+        assert "The reference label" in main.inner_text()
         assert answers_of(demo_copy, "Dr. Undo")[-1][0] == shown_next
         # A change after the reveal: Back to it, and another answer.
         for _ in range(2):

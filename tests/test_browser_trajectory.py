@@ -102,7 +102,7 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
 
         # Criteria: Y, N, U answer the current one and move on; Ctrl+Enter commits.
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
-        assert "Verifier" not in main and "asked at step 3" not in main
+        assert "The verifier" not in main and "asked at step 3" not in main
         for n, key in enumerate(("y", "n", "u", "y", "n", "y", "y", "n", "y"), start=1):
             press(page, key)
             wait_text(page, f"Commit {n} answer")
@@ -113,8 +113,11 @@ def test_step_through_mark_a_step_commit_criteria_and_see_the_reveal(db_path):
                                                  ("cannot_assess", None)]
         assert len(answers) == 9
         main = page.get_by_test_id("stMain").inner_text().replace("\u2060", "")  # word joiners: see review.text
-        assert "Verifier" in main and "asked at step 3" in main  # the reveal
+        assert "The verifier" in main and "asked at step 3" in main  # the reveal
         assert "reviewed by you" in main
+        # The final answer (folded on the left, under the step) shows the payload as text.
+        page.get_by_text("The run's final answer").click()
+        page.wait_for_timeout(300)
         assert_payloads_inert(page)
         page.screenshot(path=str(db_path.parent / "trajectory.png"), full_page=True)
 
@@ -138,7 +141,7 @@ def test_grade_a_conversation_with_the_keys_and_the_payloads_do_not_run(db_path)
         press(page, "f")  # flag it to come back to
         page.get_by_role("button", name="Unflag").wait_for()
         assert flags(db_path) == [("hb:p-inv-1::c1", 1)]
-        assert "Automated judge (grader-x)" in main and main.count("0.62") >= 2  # mine, the judge's
+        assert "The grader (grader-x)" in main and main.count("0.62") >= 2  # mine, the judge's
         assert_payloads_inert(page)
 
 

@@ -129,11 +129,11 @@ def test_an_edit_saved_meanwhile_is_kept_in_the_next_version(book, tmp_path, mon
         other.close()
 
     _before_writing(s, a_saves, monkeypatch)
-    assert edit_label(s, b, KEY, codes[1], {"short": "Self-care at home"}, "B's change") == "1.2"
+    assert edit_label(s, b, KEY, codes[1], {"short": "Self-care at home"}, "B's change") == "1.3"
     newest = current_codebook(s, KEY)
     assert newest.label(codes[1]).short == "Self-care at home"
     assert newest.label(codes[0]).short == "Ask a question first", "Dr. A's edit was lost"
-    assert [v.version for v in codebook_history(s, KEY)] == ["1.2", "1.1", "1.0"]
+    assert [v.version for v in codebook_history(s, KEY)] == ["1.3", "1.2", "1.1"]
 
 
 def test_saves_racing_for_one_version_number_all_land(tmp_path, book):
@@ -166,18 +166,18 @@ def test_saves_racing_for_one_version_number_all_land(tmp_path, book):
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(v.version for v in codebook_history(s, KEY)) == ["1.0", "1.1", "1.2", "1.3", "1.4"]
+    assert sorted(v.version for v in codebook_history(s, KEY)) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
     newest = current_codebook(s, KEY)
     assert [newest.label(c).short for c in codes] == [f"New words for {c}" for c in codes]
 
 
 def test_a_save_on_a_version_edited_meanwhile_is_refused(book):
     s, a, b, codes = book
-    assert edit_label(s, a, KEY, codes[0], {"short": "A words"}, "A", base_version="1.0") == "1.1"
+    assert edit_label(s, a, KEY, codes[0], {"short": "A words"}, "A", base_version="1.1") == "1.2"
     with pytest.raises(CodebookError, match=r"edited meanwhile by Dr\. A .*reload to see it"):
-        edit_label(s, b, KEY, codes[1], {"short": "B words"}, "B", base_version="1.0")
-    assert [v.version for v in codebook_history(s, KEY)] == ["1.1", "1.0"]
-    assert edit_label(s, b, KEY, codes[1], {"short": "B words"}, "B", base_version="1.1") == "1.2"
+        edit_label(s, b, KEY, codes[1], {"short": "B words"}, "B", base_version="1.1")
+    assert [v.version for v in codebook_history(s, KEY)] == ["1.2", "1.1"]
+    assert edit_label(s, b, KEY, codes[1], {"short": "B words"}, "B", base_version="1.2") == "1.3"
 
 
 def _codebook_page(db, monkeypatch) -> AppTest:
@@ -199,9 +199,9 @@ def _save(at: AppTest, note: str, **fields) -> AppTest:
 def test_the_codebook_screen_saves_an_edit_and_says_so(demo_copy, monkeypatch):
     at = _save(_codebook_page(demo_copy, monkeypatch), "shorter", **{"Short name": "Urgent care"})
     assert not at.exception
-    assert any("Saved as version 1.1" in shown(x.value) for x in at.success), [e.value for e in at.error]
+    assert any("Saved as version 1.2" in shown(x.value) for x in at.success), [e.value for e in at.error]
     with open_store(demo_copy) as s:
-        assert current_codebook(s, KEY).version == "1.1"
+        assert current_codebook(s, KEY).version == "1.2"
 
 
 def test_the_codebook_screen_refuses_a_save_on_a_version_edited_meanwhile(demo_copy, monkeypatch):
@@ -215,7 +215,7 @@ def test_the_codebook_screen_refuses_a_save_on_a_version_edited_meanwhile(demo_c
     assert any("edited meanwhile by Dr. Other" in shown(e.value) and "reload to see it" in e.value
                for e in at.error), [e.value for e in at.error]
     with open_store(demo_copy) as s:
-        assert [v.version for v in codebook_history(s, KEY)] == ["1.1", "1.0"]
+        assert [v.version for v in codebook_history(s, KEY)] == ["1.2", "1.1"]
         assert current_codebook(s, KEY).label(code).definition == "Their definition."
 
 
@@ -227,7 +227,7 @@ def test_an_edit_that_changes_nothing_is_refused(book):
     for changes in ({}, {"short": label.short, "rules": list(label.rules)}):
         with pytest.raises(CodebookError, match="nothing changed"):
             edit_label(s, a, KEY, codes[1], changes, "no change")
-    assert [v.version for v in codebook_history(s, KEY)] == ["1.0"]
+    assert [v.version for v in codebook_history(s, KEY)] == ["1.1"]
     edit_label(s, a, KEY, codes[1], {"short": label.short, "example": "A new invented case."}, "one")
     entry = s.query_one("SELECT old, new FROM audit_log WHERE action = 'codebook_edit'")
     assert '"example"' in entry["new"] and '"short"' not in entry["new"]  # only what changed
@@ -238,7 +238,7 @@ def test_the_codebook_screen_says_when_nothing_changed(demo_copy, monkeypatch):
     assert not at.exception
     assert any("nothing changed" in e.value for e in at.error), [e.value for e in at.error]
     with open_store(demo_copy) as s:
-        assert [v.version for v in codebook_history(s, KEY)] == ["1.0"]
+        assert [v.version for v in codebook_history(s, KEY)] == ["1.1"]
 
 
 # -- 4, 5. fields of a run the importer accepts ------------------------------------------------

@@ -20,18 +20,18 @@ def test_an_edit_makes_a_version_and_answers_keep_theirs(demo):
                         " q.id = a.question_id WHERE q.codebook = ?", (KEY,))
     version = edit_label(demo, admin, KEY, CODE, {"definition": "Same-day or emergency care."},
                          "plainer wording")
-    assert version == "1.1"
+    assert version == "1.2"  # the shipped file is at 1.1
     book = current_codebook(demo, KEY)
-    assert book.version == "1.1" and book.label(CODE).definition == "Same-day or emergency care."
+    assert book.version == "1.2" and book.label(CODE).definition == "Same-day or emergency care."
     after = commit_answer(demo, admin, 2, 1, "1B")
     versions = dict(demo.query("SELECT id, codebook_version FROM annotations WHERE id IN (?, ?)",
                                (before, after)))
-    assert versions == {before: "1.0", after: "1.1"}
+    assert versions == {before: "1.1", after: "1.2"}
     history = codebook_history(demo, KEY)
-    assert [(h.version, h.answers) for h in history] == [("1.1", 1), ("1.0", given)]
+    assert [(h.version, h.answers) for h in history] == [("1.2", 1), ("1.1", given)]
     assert history[0].note == "plainer wording"
     entry = demo.query_one("SELECT old, new FROM audit_log WHERE action = 'codebook_edit'")
-    assert "1.0" in entry["old"] and "Same-day" in entry["new"]
+    assert "1.1" in entry["old"] and "Same-day" in entry["new"]
 
 
 def test_only_admins_edit_and_codes_cannot_change(demo):
@@ -44,4 +44,4 @@ def test_only_admins_edit_and_codes_cannot_change(demo):
         edit_label(demo, admin, KEY, CODE, {"short": "Now"}, "  ")
     with pytest.raises(CodebookError, match="definition: expected a non-empty"):
         edit_label(demo, admin, KEY, CODE, {"definition": ""}, "blank it")
-    assert current_codebook(demo, KEY).version == "1.0"
+    assert current_codebook(demo, KEY).version == "1.1"

@@ -260,7 +260,7 @@ def test_breakdown_and_ceiling_use_the_same_units(store, three_clinicians):
     report = compare(store, "gold", "group:majority", PREFIX_Q, by=("round", "category"))
     assert report.ceiling_raters == ["Ann", "Ben", "Cat"]
     rounds = report.breakdowns[0]
-    assert [(r.label, r.n_units) for r in rounds.rows] == [("round 1", 3)]
+    assert [(r.label, r.n_units) for r in rounds.rows] == [("turn 1", 3)]
     categories = report.breakdowns[1]
     assert [(r.group, r.n_units) for r in categories.rows] == [("cardiology", 2), ("neuro", 1)]
     assert all(r.ceiling is not None for r in categories.rows)
@@ -472,7 +472,7 @@ def test_demo_gives_a_non_trivial_first_report(demo):
     assert report.n_units > 150
     assert all(c.value is not None and c.ci_low <= c.value <= c.ci_high
                for c in report.coefficients)
-    assert [r.label for r in report.breakdowns[0].rows] == ["round 1", "round 2", "round 3"]
+    assert [r.label for r in report.breakdowns[0].rows] == ["turn 1", "turn 2", "turn 3"]
     # by model is by run: aster-7b's prompted and unprompted runs are two rows
     assert sorted(r.label for r in report.breakdowns[1].rows) == [
         "aster-7b · prompted", "aster-7b · unprompted", "borealis-large", "cobalt-mini"]

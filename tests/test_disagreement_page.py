@@ -43,7 +43,7 @@ def test_an_adjudicator_reads_every_raters_answers_and_nothing_answers(team, mon
     at.query_params["reviewer"] = "Dr. Sam Rivera"
     text = page_text(open_view(at, uid := okafors_item(path)))
     assert uid in text and "Dr. Amara Okafor" in text and SECRET_NOTE in text
-    assert "Settled: **1B Urgent care** · a reviewer erred · by Dr. Sam Rivera" in text
+    assert "Settled: **Urgent care** · a reviewer erred · by Dr. Sam Rivera" in text
     assert not [b for b in at.button if (b.key or "").startswith(("label:", "adj"))]
     assert "Review it on its screen" in text
 
@@ -54,4 +54,4 @@ def test_a_reviewer_on_a_server_sees_their_own_answers_and_the_labels_only(team,
                                            "email_verified": True, "name": "Dr. Signed In"})
     text = page_text(open_view(at, okafors_item(path)))
     assert "Okafor" not in text and SECRET_NOTE not in text and "Settled" not in text
-    assert "carebench-gold" in text  # the reference label, which the gate let them see
+    assert "The reference label" in text  # which the gate let them see

@@ -40,8 +40,9 @@ def test_agent_runs_and_graded_conversations_have_no_ids_in_their_titles(demo):
     completion = demo.scalar("SELECT uid FROM items WHERE uid LIKE 'hb:demo-hb-004::%'"
                              " AND model = 'borealis-large'")
     graded = name_of(demo, completion)
-    # numbered after the demo's 40 CARE-Bench conversations: one numbering a study
-    assert graded.title == "Conversation 44, model B's completion"
+    # numbered among the graded conversations, under their own word: the first is 1
+    # (it was "Conversation 41", after the demo's 40 CARE-Bench conversations)
+    assert graded.title == "Graded conversation 4, model B's completion"
 
 
 def test_two_datasets_never_both_have_a_conversation_1(demo, tmp_path):
@@ -60,7 +61,7 @@ def test_two_datasets_never_both_have_a_conversation_1(demo, tmp_path):
     assert all(len(ids) == 1 for ids in places.values()), {
         p: ids for p, ids in places.items() if len(ids) > 1}
     assert name_of(demo, "demo_case_0001_r01").place.startswith("Conversation 1,")
-    assert name_of(demo, "hb:p-inv-1::c1").place == "Conversation 45"
+    assert name_of(demo, "hb:p-inv-1::c1").place == "Graded conversation 5"
     assert name_of(demo, KB_UID).place != name_of(
         demo, "kb:demo/r1/kb-demo-001__atlas-clinician").place == "Case 1"
 
@@ -74,10 +75,13 @@ def test_a_count_of_one_is_singular():
 
 
 @pytest.mark.parametrize("raw, words", [
-    ("demo:mapper@v1", "Automated grader (v1)"),
-    ("klinikebench-judge:demo/judge-1", "Automated judge (judge-1)"),
-    ("carebench-gold", "Gold label"),
-    ("klinikebench-verifier", "Verifier"),
+    ("demo:mapper@v1", "The mapper, prompt v1"),
+    ("klinikebench-judge:demo/judge-1", "The judge (judge-1)"),
+    ("healthbench-grader", "The grader"),
+    ("carebench-gold", "The reference label"),
+    ("klinikebench-verifier", "The verifier"),
+    ("adjudicated", "The settled answer"),
+    ("healthbench-physician:ph-a", "Physician ph-a"),
     ("Dr. Mei Tanaka", "Dr. Mei Tanaka"),
     ("nobody-known", "nobody-known"),
 ])

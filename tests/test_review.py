@@ -93,7 +93,7 @@ def test_change_after_reveal_is_a_new_after_reveal_annotation(demo):
     assert [(a.value[:2], a.phase) for a in answers] == [("0B", "blind"), ("0A", "after_reveal")]
     row = demo.query_one("SELECT seconds_on_task, codebook_version, extra FROM annotations WHERE id = ?",
                          (answers[0].annotation_id,))
-    assert row["seconds_on_task"] == 4.2 and row["codebook_version"] == "1.0"
+    assert row["seconds_on_task"] == 4.2 and row["codebook_version"] == "1.1"
     assert '"blinding":"reveal_after_commit"' in row["extra"]
 
 

@@ -32,14 +32,14 @@ def test_the_last_answer_is_revealed_on_the_end_screen(tmp_path, monkeypatch):
     assert any("answered every item" in s.value for s in at.success)
     texts = " ".join(shown(m.value) for m in at.markdown)
     assert "Your answer to" in texts and "3rd message" in texts
-    assert "**Gold label**" in texts
+    assert "**The reference label**" in texts
     assert any(b.key.startswith("reopen_last:") for b in at.button)
 
 
 def test_the_last_answer_can_be_undone_on_the_end_screen(tmp_path, monkeypatch):
     at, path = end_of_queue_app(tmp_path, monkeypatch, "30")
     texts = " ".join(shown(m.value) for m in at.markdown)
-    assert "Your answer to" in texts and "**Gold label**" not in texts  # its window is open
+    assert "Your answer to" in texts and "**The reference label**" not in texts  # its window is open
     undo = next(b for b in at.button if b.key.startswith("reopen_last:"))
     undo.click().run()
     assert not at.exception, at.exception

@@ -65,7 +65,7 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     # tell about round 3, which is next and still answered blind: it waits.
     texts = " ".join(shown(m.value) for m in app.markdown)
     assert "Your answer to Conversation 1, after the patient's 2nd message" in texts
-    assert "**Gold label**" not in texts
+    assert "**The reference label**" not in texts
     assert any("appear once you have answered round 3 of this case, so that round is still answered blind" in c.value for c in app.caption)
     action_button(app, "label", "1B_ESCALATION_URGENT_CARE").click().run()
     assert human_answers(demo_copy)[-1] == (
@@ -73,9 +73,9 @@ def test_answer_two_prefixes_and_see_the_reveal(app, demo_copy):
     # The case's last round answered: its gold, and that of the rounds before it.
     texts = " ".join(shown(m.value) for m in app.markdown)
     assert "Your answer to Conversation 1, after the patient's 3rd message" in texts
-    assert "**Gold label** · :green-badge" in texts
-    assert "**Gold label** · turn 1, where you said" in texts
-    assert "**Gold label** · turn 2, where you said" in texts
+    assert "**The reference label** · :green-badge" in texts
+    assert "**The reference label** · turn 1, where you said" in texts
+    assert "**The reference label** · turn 2, where you said" in texts
 
 
 def test_response_queue_shows_the_response_and_failures(app, demo_copy):
@@ -86,9 +86,9 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     assert "Model A's reply" in captions
     action_button(app, "label", "0A_NO_ESCALATION_INFO_NEEDED").click().run()
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "Automated grader (v1)" in texts and "Automated grader (v2)" in texts
+    assert "The mapper, prompt v1" in texts and "The mapper, prompt v2" in texts
     # The prefix's gold waits for my own blind answer to the prefix, and I am told so.
-    assert "**Gold label**" not in texts
+    assert "**The reference label**" not in texts
     assert any("stays hidden until you answer the prefix" in c.value for c in app.caption)
     # Once I have answered the prefix, the gold answers another question: shown as what the
     # response should have done, not as agreeing or differing with my reading of the response.
@@ -97,7 +97,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     prefix = load_item(s, find_item_id(s, "demo_case_0001_r01"))
     commit_answer(s, me, prefix.id, prefix.question_id, "1A_ESCALATION_NONURGENT_CARE")
     app.run()  # ... and the case's later rounds: round 1's gold would tell about theirs
-    assert "**Gold label**" not in " ".join(shown(m.value) for m in app.markdown)
+    assert "**The reference label**" not in " ".join(shown(m.value) for m in app.markdown)
     assert any("appears once you have answered rounds 2 and 3 of this case" in c.value
                for c in app.caption)
     for later in ("demo_case_0001_r02", "demo_case_0001_r03"):
@@ -105,7 +105,7 @@ def test_response_queue_shows_the_response_and_failures(app, demo_copy):
     s.close()
     app.run()
     texts = " ".join(shown(m.value) for m in app.markdown)
-    assert "**Gold label** · what the reply should have done" in texts
+    assert "**The reference label** · what the reply should have done" in texts
 
 
 def test_reopening_an_answered_item_and_revising_is_after_reveal(app, demo_copy):
@@ -123,7 +123,9 @@ def test_codebook_and_data_screens_render(app, demo_copy):
     app.run()
     app.switch_page("pages/codebook.py").run()
     assert not app.exception
-    assert any("1B_ESCALATION_URGENT_CARE" in m.value for m in app.markdown)
+    # The labels in words; their codes, for researchers, on an admin's "stored as" line only.
+    assert any("Urgent care" in m.value for m in app.markdown)
+    assert not any("1B_ESCALATION_URGENT_CARE" in m.value for m in app.markdown)
     app.switch_page("pages/data.py").run()
     assert not app.exception
     metrics = {m.label: m.value for m in app.metric}
@@ -245,11 +247,11 @@ def test_a_blind_rounds_item_gold_is_not_shown_in_a_later_rounds_reveal(demo_cop
     # Opened on its own in Free review, the blind round's item stays blind:
     at = open_app("pages/review.py", "Dr. Blind Test", item=earlier.uid)
     text = " ".join(shown(m.value) for m in at.markdown)
-    assert "**Gold label**" not in text
+    assert "**The reference label**" not in text
     assert any("blind in Blind study" in c.value for c in at.caption)
     # ...but the last round's reveal shows its gold beside the others'.
     at = open_app("pages/review.py", "Dr. Blind Test", item=last_uid)
     text = " ".join(shown(m.value) for m in at.markdown)
-    assert "**Gold label** · :" in text  # the last round's own reveal is fine
-    assert f"**Gold label** · turn {earlier.round_id}," not in text, (
+    assert "**The reference label** · :" in text  # the last round's own reveal is fine
+    assert f"**The reference label** · turn {earlier.round_id}," not in text, (
         "round held by a fully blind review round shows its gold in Free review")

@@ -83,6 +83,32 @@ def test_the_lead_redraws_from_the_rounds_screen(demo_copy, monkeypatch):
     assert at.dataframe[1].value["State"].tolist() == ["stuck: 3 places free, 2 reviewers left"] * 2
     next(b for b in at.button if b.key == f"rounds_redraw:{rid}").click().run()
     assert not at.exception
-    assert any("Redrew 2 places of 2 stuck items" in x.value for x in at.success)
+    assert any("2 stuck items: 2 places moved to 2 other items drawn from the round's "
+               "candidates; the round still asks for 6 reviews." in x.value for x in at.success)
     states = at.dataframe[1].value["State"].tolist()
     assert not any("stuck" in x for x in states) and len(states) == 4
+
+
+def test_places_with_nowhere_to_go_are_said_to_shrink_the_round(demo_copy, monkeypatch):
+    """Every conversation drawn, three reviews each, two reviewers named: no place
+    can move (no candidate is left), so each item loses one, and the lead reads
+    that the round now asks for fewer reviews (it said "dropped" and no more)."""
+    from review.workspace import open_store
+    from tests.test_team_pages import app_as
+
+    s = open_store(demo_copy)
+    admin = ensure_reviewer(s, "Jordan Lee")
+    rid = create_round(s, RoundSpec("All", Q, reviewers_per_item=3), admin)
+    for name in ("Rev One", "Rev Two"):
+        ensure_reviewer(s, name)
+    name_round_members(s, admin, rid, ["Rev One", "Rev Two"])
+    n = len(round_places(s, rid))
+    s.close()
+    at = app_as("Jordan Lee", demo_copy, monkeypatch).run()
+    at.switch_page("pages/rounds.py").run()
+    next(b for b in at.button if b.key == f"rounds_redraw:{rid}").click().run()
+    assert not at.exception
+    said = [x.value for x in at.success]
+    assert any(f"{n} stuck items: no place could move; {n} places had no item left to go to "
+               f"and were taken off the round, which now asks for {2 * n:,} reviews instead "
+               f"of {3 * n:,}." in x for x in said), said

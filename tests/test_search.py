@@ -467,4 +467,4 @@ def test_case_study_sheet_quotes_the_case_and_names_reviewers_on_request(with_ru
     assert "Dr. Browse Test" not in md and f"Clinician {letter}" in md
     demo_ids = selected_item_ids(s, BrowseQuery(text="reflection", kinds=("response",)), limit=2)
     sheet = shown(case_study_markdown(gather_cases(s, demo_ids, with_blocks=True)))
-    assert "Patient, round 1" in sheet and "| Rater | Label |" in sheet
+    assert "Patient · turn 1" in sheet and "| Rater | Label |" in sheet

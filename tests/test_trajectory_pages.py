@@ -142,7 +142,7 @@ def test_mark_a_step_with_the_error_codebook_severity_and_note(db_path):
 def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path):
     at = open_page("pages/trajectories.py", item=KB_UID)
     before = texts(at)
-    for hidden in ("klinikebench-verifier", "klinikebench-judge", "Verifier", "Automated judge",
+    for hidden in ("klinikebench-verifier", "klinikebench-judge", "The verifier", "The judge",
                    "asked at step 3", "never asked"):
         assert hidden not in before
     action_button(at, "rv_met").click().run()  # criterion 1 (diagnosis): met, focus moves on
@@ -156,7 +156,7 @@ def test_criteria_are_blind_until_committed_then_shown_beside_the_judges(db_path
     assert got == [("gate:diagnosis", "answered", "met"), ("gate:required_tools", "answered", "not_met"),
                    ("gate:parameterised_actions", "cannot_assess", None)]
     page = texts(at)
-    assert "Committed 3 answers." in page and "Verifier" in page  # its id is in a tooltip
+    assert "Committed 3 answers." in page and "The verifier" in page  # its id is in a tooltip
     assert "asked at step 3" not in page  # the must-ask topics are not committed yet: still hidden
     # answer the rest with the keyboard's buttons, then commit: every judge appears
     for _ in range(6):
@@ -215,15 +215,16 @@ def test_the_clinicare_verdict_with_its_evidence_and_the_reveal(db_path, tmp_pat
     at = open_page("pages/trajectories.py", item=trial_uid("sc07-a1b2c3__x1"))
     page = texts(at)
     assert "sc07-a1b2c3" not in page  # the task id identifies a patient
-    assert "Final answer" in page and "`obs-3`" in page
+    assert "Verdict: " in page and "`obs-3`" in page  # the final answer, folded on the left
+    assert any(e.label.startswith("The run's final answer") for e in at.expander)
     at.button(key="ev:obs-3").click().run()
     assert "step 3 of 5" in texts(at)
-    assert "The agent itself" not in texts(at) and "Gold label" not in texts(at)
+    assert "The agent itself" not in texts(at) and "The reference label" not in texts(at)
     at.segmented_control(key=f"rv:{run}:{verdict}").set_value("NO").run()
     action_button(at, "rv_commit").click().run()
     page = texts(at)
     # The raters in plain words (their ids, agent:vendor/model-x and clinicare-cohort, in tooltips)
-    assert "The agent itself (model-x)" in page and "Gold label" in page and "on the task" in page
+    assert "The agent itself (model-x)" in page and "The reference label" in page and "on the task" in page
 
 
 def test_an_embedded_subagent_run_opens(db_path):
@@ -247,7 +248,7 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     assert qp(at, "item") == opaque
     assert "MUST NOT · -4" in page and "+5 pts" in page
     assert "It says to stop the soap." not in page and "openai:grader-x@v1" not in page
-    assert "Automated judge" not in page
+    assert "The judge" not in page
     # A MUST-NOT criterion's verdicts say what "met" means there: it did the harmful thing.
     must_not = [c for c in at.segmented_control if "Did it (harmful)" in str(c.proto)]
     assert len(must_not) == 1
@@ -259,7 +260,7 @@ def test_grade_a_completion_with_the_keys_and_see_both_scores(db_path):
     page = texts(at)
     assert "It says to stop the soap." in page and "Lips only, not breathing." in page
     scores = {shown(m.label): m.value for m in at.metric}
-    assert scores == {"You": "0.62", "Automated judge (grader-x)": "0.62"}  # 5 of 8 positive points
+    assert scores == {"You": "0.62", "The grader (grader-x)": "0.62"}  # 5 of 8 positive points
     assert any(e.label.startswith("Reference: the physician-written") for e in at.expander)
     action_button(at, "rv_up").click().run()  # the focus stays on the last criterion: up, then down
     action_button(at, "rv_down").click().run()
@@ -375,7 +376,7 @@ def test_another_reviewer_in_the_same_browser_starts_from_their_own_work(db_path
     at.session_state["reviewer"] = "Dr. Second"  # as the sidebar's choice does
     at.run()
     assert not at.exception
-    assert "Nothing new to commit" in action_button(at, "rv_commit").label
+    assert "Nothing to commit" in action_button(at, "rv_commit").label
     assert all(sc.value is None for sc in at.segmented_control if sc.key.startswith("rv:"))
 
 
@@ -443,15 +444,20 @@ def test_a_step_mark_begun_and_left_unsaved_is_shown_on_the_run(db_path):
 
 def test_the_criteria_come_with_what_the_task_requires(demo_copy, monkeypatch):
     """'Did the agent reach the task's reference diagnosis?' can only be answered
-    with the reference diagnosis (and the required tools and parameters) in view."""
+    with the reference diagnosis (and the required tools and parameters) in view:
+    each under the gate that asks about it."""
     monkeypatch.setenv("CARELENS_DB", str(demo_copy))
     with open_store(demo_copy) as s:
         ensure_reviewer(s, REVIEWER)
     at = open_app("pages/trajectories.py", REVIEWER, item="kb:demo/r1/kb-demo-001__atlas-clinician")
     text = texts(at)
-    assert "What the task requires" in text and "Reference diagnosis: stable angina" in text
-    assert "Required tools: check_vitals; order_test; refer" in text
-    assert "prescribe: drug glyceryl trinitrate spray, dose 400 micrograms, route sublingual" in text
+    gates = {"reference diagnosis?": "Reference diagnosis: stable angina",
+             "tool the task requires?": "Required tools: check_vitals; order_test; refer",
+             "parameters the task requires?": "prescribe: drug glyceryl trinitrate spray, dose "
+                                              "400 micrograms, route sublingual"}
+    captions = [shown(c.value) for c in at.caption]
+    for gate, need in gates.items():
+        assert gate in text and any(need in c for c in captions), gate
 
 
 def test_a_reviewer_blind_to_the_agent_reads_its_name_on_no_step(demo_copy, monkeypatch):

@@ -238,7 +238,8 @@ def _group_fn(by: str) -> Callable[[Unit], list[tuple[str, str]]]:
         value = getattr(u, attribute)
         if value in (None, ""):
             return [("", f"(no {by})")]
-        return [(str(value), f"round {value}" if by == "round" else str(value))]
+        # A conversation's round is the patient's turn ("round" names a study's review round).
+        return [(str(value), f"turn {value}" if by == "round" else str(value))]
 
     return groups
 

@@ -19,6 +19,7 @@ import html
 import io
 import json
 import re
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,8 @@ from review.browse.facts import (
 )
 from review.browse.query import PARENT
 from review.browse.search import item_parts
-from review.text import inline_code, safe_markdown
+from review.reviewing.names import item_name
+from review.text import inline_code
 from store import Store
 from store.spreadsheet import safe_cell
 
@@ -94,12 +96,16 @@ class Case:
     text: str = ""
     blocks: list[tuple[str, str]] = field(default_factory=list)
     """(heading, text) for the case-study sheet."""
+    title: str = ""
+    """The item by what it is, for the sheet's heading ("Model B's reply to
+    conversation 12, after the patient's 2nd message"); ids never in it."""
 
 
 class _Names:
     """Human raters as 'Clinician A', 'Clinician B', ... (in name order) when asked."""
 
     def __init__(self, store: Store, anonymise: bool):
+        self.store = store
         humans = [r[0] for r in store.query("SELECT name FROM raters WHERE kind = 'human' ORDER BY name")]
         self.humans = set(humans)
         self.given = {name: "Clinician " + (chr(65 + n) if n < 26 else str(n + 1))
@@ -107,8 +113,8 @@ class _Names:
 
     def __call__(self, who: str) -> str:
         base = who[len(PARENT):] if who.startswith(PARENT) else who
-        if base not in self.given:
-            return rater_name(who)
+        if base not in self.given:  # by role, the stored name beside (a researcher's sheet)
+            return rater_name(who, self.store, researcher=True)
         return rater_name(who.replace(base, self.given[base]))
 
 
@@ -178,6 +184,8 @@ def _gather(store: Store, ids: list[int], options: ExportOptions, names: _Names,
             r = rows[item_id]
             case.blocks = _blocks(case, json.loads(r["payload"]),
                                   json.loads(r["parent_payload"]) if r["parent_payload"] else {})
+            name = item_name(store, item_id)
+            case.title = name.title if name is not None else ""
     for item_id, hidden in secrets.items():
         case = cases[item_id]
         case.notes = [_scrub(n, hidden) for n in case.notes]
@@ -212,9 +220,9 @@ def _blocks(case: Case, payload: dict[str, Any], parent: dict[str, Any]) -> list
     marked and tagged steps of a run."""
     if case.kind in ("prefix", "response"):
         turns = (payload if case.kind == "prefix" else parent).get("turns") or []
-        out = [(f"Patient, round {i}", str(t)) for i, t in enumerate(turns, start=1)]
+        out = [(f"Patient · turn {i}", str(t)) for i, t in enumerate(turns, start=1)]
         if case.kind == "response":
-            out.append((f"Response ({case.model or 'model'})",
+            out.append((f"The reply ({case.model or 'model unknown'})",
                         payload.get("response") or f"(no response: {payload.get('error') or 'failed'})"))
         return out
     if case.kind == "conversation":
@@ -282,14 +290,15 @@ def to_csv(cases: Sequence[Case]) -> str:
 
 # -- case-study sheets ---------------------------------------------------------------
 
-KIND_WORDS = {"prefix": "patient turns", "response": "response", "trajectory": "agent run",
-              "graded_conversation": "graded conversation"}
+KIND_WORDS = {"prefix": "a conversation", "response": "a model's reply", "trajectory": "an agent run",
+              "graded_conversation": "a graded conversation"}
 
 
 def _heading(c: Case) -> str:
-    bits = [KIND_WORDS.get(c.kind, c.kind), c.model, c.split,
-            f"round {c.round_id}" if c.round_id else None]
-    return f"Case {c.number}: " + " · ".join(str(b) for b in bits if b)
+    """The case by what it is; its model and split beside (a researcher's sheet)."""
+    bits = [c.model, c.split]
+    what = c.title or KIND_WORDS.get(c.kind, c.kind)
+    return f"Case {c.number}: {what}" + "".join(f" · {b}" for b in bits if b)
 
 
 def _clip(text: str) -> str:
@@ -309,13 +318,53 @@ def _verbatim(text: str) -> list[str]:
     return [fence + "text", *body.split("\n"), fence]
 
 
+_SCHEME = re.compile(r"(?i)\b(https?|ftp|mailto|file|data|javascript):")
+_ENTITY = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};)")
+_EDGE = re.compile(r"^(\s*)([-+>#]|\d{1,9}[.)])(?=\s|$)")
+
+
+def plain_line(text: Any, table: bool = False) -> str:
+    r"""Text as CommonMark that renders as it is written, in one line of a sheet (a
+    heading, a list item, a table cell with `table`): escaped only where Markdown
+    would read something in it (emphasis, code, a link or an autolink, HTML, an
+    entity, a list or heading marker at its start, a table's `|`), so that the raw
+    file reads as written too (no `&#58;`, no `\-` mid-line). Whitespace runs are
+    one space: a cell stays one line."""
+    line = " ".join(str(text).split())
+    out = []
+    for i, ch in enumerate(line):
+        before = line[i - 1] if i else " "
+        after = line[i + 1] if i + 1 < len(line) else " "
+        if ch == "\\" and after in string.punctuation:
+            out.append("\\\\")
+        elif ch in "*`[]" or (ch == "|" and table) or (ch == "~" and "~" in (before, after)):
+            out.append("\\" + ch)
+        elif ch == "_" and not (before.isalnum() and after.isalnum()):
+            out.append("\\_")  # inside a word an underscore is never emphasis
+        elif ch == "<" and (after.isalpha() or after in "/!?"):
+            out.append("\\<")  # an HTML tag or an autolink would start here
+        else:
+            out.append(ch)
+    line = "".join(out)
+    line = _ENTITY.sub(r"\\&", line)
+    # A bare address or e-mail is linked by GitHub's Markdown (and linkify): a backslash
+    # before its ':', '.' or '@' leaves it as text.
+    line = _SCHEME.sub(r"\1\\:", line)
+    line = re.sub(r"(?i)\b(www)\.", r"\1\\.", line)
+    line = re.sub(r"(?<=\w)@(?=\w)", r"\\@", line)
+    line = _EDGE.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], line)
+    if line.endswith("#"):  # a heading's closing sequence would be taken off
+        line = line[:-1] + "\\#"
+    return line
+
+
 def _cell(text: Any) -> str:
-    return safe_markdown(" ".join(str(text).split()))  # '|' included: a cell stays one cell
+    return plain_line(text, table=True)  # '|' included: a cell stays one cell
 
 
 def _mark_line(m: StepMark) -> str:
     severity = f", severity {m.severity}" if m.severity else ""
-    return f"{m.target.replace('step:', 'step ')}: {label_name(m.error)}{severity} ({m.by})" + (
+    return f"{m.target.replace('step:', 'step ')}: {label_name(m.error, True)}{severity} ({m.by})" + (
         f": {m.note}" if m.note else "")
 
 
@@ -331,7 +380,7 @@ def case_study_markdown(cases: Sequence[Case], title: str = "Case studies") -> s
             out.append("")
         if c.labels:
             out += ["| Rater | Label |", "|---|---|"]
-            out += [f"| {_cell(who)} | {_cell(label_name(v))} |" for who, v in c.labels.items()]
+            out += [f"| {_cell(who)} | {_cell(label_name(v, True))} |" for who, v in c.labels.items()]
             out.append("")
         for name, values in (("Failed gates", [GATE_NAMES.get(g, g) for g in c.failed_gates]),
                              ("Marked steps", [_mark_line(m) for m in c.step_marks]),
@@ -365,7 +414,7 @@ def case_study_html(cases: Sequence[Case], title: str = "Case studies") -> str:
             out.append(f"<p><strong>{e(heading)}</strong></p><blockquote>{e(_clip(text))}</blockquote>")
         if c.labels:
             out.append("<table><tr><th>Rater</th><th>Label</th></tr>" + "".join(
-                f"<tr><td>{e(who)}</td><td>{e(label_name(v))}</td></tr>" for who, v in c.labels.items())
+                f"<tr><td>{e(who)}</td><td>{e(label_name(v, True))}</td></tr>" for who, v in c.labels.items())
                 + "</table>")
         for name, values in (("Failed gates", [GATE_NAMES.get(g, g) for g in c.failed_gates]),
                              ("Marked steps", [_mark_line(m) for m in c.step_marks]),

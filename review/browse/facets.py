@@ -8,12 +8,12 @@ labelled 1B counts once under each clinician's value.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from codebook import known_codebooks
+from codebook import known_codebooks, label_words
+from codebook.vocabulary import first_up, rater_words
 from review.browse.index import FacetIndex, facet_index
 from review.browse.query import PARENT, BrowseQuery, split_label
 from store import Store
@@ -25,8 +25,9 @@ GATE_NAMES = {
     "healthbench": "HealthBench criterion", "criterion": "Rubric criterion",
     "process": "Process rubric", "verifier": "Verifier check",
 }
-KIND_NAMES = {"prefix": "Prefixes", "response": "Responses", "trajectory": "Trajectories",
-              "graded_conversation": "Graded conversations", "conversation": "Conversations",
+KIND_NAMES = {"prefix": "Conversations", "response": "Model replies",
+              "trajectory": "Agent runs", "graded_conversation": "Graded conversations",
+              "conversation": "Chats",
               "task": "Tasks"}
 
 
@@ -48,16 +49,12 @@ class Facet:
     values: list[FacetValue] = field(default_factory=list)
 
 
-def label_name(code: str | None) -> str:
-    """A label code in the clinician's words: '1B Urgent care', 'Wrong tool', 'met'."""
+def label_name(code: str | None, researcher: bool = False) -> str:
+    """A label code in the clinician's words: 'Urgent care', 'Wrong tool', 'met'
+    (`codebook.label_words`); `researcher`: with the code beside, 'Urgent care (1B)'."""
     if code is None:
         return "no answer"
-    for book in known_codebooks():
-        for label in book.labels:
-            if label.code == code:
-                lead = re.match(r"^([0-9][A-Z])_", code)
-                return f"{lead.group(1)} {label.short}" if lead else label.short
-    return code.replace("_", " ")
+    return label_words(code, researcher)
 
 
 def ordinal_rank(code: str | None) -> int | None:
@@ -68,9 +65,37 @@ def ordinal_rank(code: str | None) -> int | None:
     return None
 
 
-def rater_name(who: str) -> str:
-    """`parent:<rater>` shown as '<rater> (on the prefix)'."""
-    return f"{who[len(PARENT):]} (on the prefix)" if who.startswith(PARENT) else who
+_RATERS: dict[tuple, dict[str, str]] = {}
+"""A database's raters in words, by (path, how many raters there are)."""
+
+
+def rater_words_of(store: Store) -> dict[str, str]:
+    """Every rater of the database in words (`codebook.vocabulary.rater_words`)."""
+    key = (store.path, store.scalar("SELECT COUNT(*) FROM raters"))
+    if key not in _RATERS:
+        _RATERS.clear()
+        _RATERS[key] = {r["name"]: rater_words(r["name"], r["kind"], r["role"], r["model"],
+                                               r["prompt_version"])
+                        for r in store.query("SELECT name, kind, role, model, prompt_version"
+                                             " FROM raters")}
+    return _RATERS[key]
+
+
+def rater_name(who: str, store: Store | None = None, researcher: bool = False,
+               start: bool = True) -> str:
+    """A rater as a clinician reads it, by role ('The reference label', 'The mapper,
+    prompt v1', a person's name); `parent:<rater>` as '<rater> (on the conversation)':
+    a label on the conversation a reply answers. `researcher`: the name it is stored
+    under beside the words, for an export read back against the data. `start`
+    False: as inside a sentence ("the reference label")."""
+    parent = who.startswith(PARENT)
+    base = who[len(PARENT):] if parent else who
+    words = (rater_words_of(store).get(base) if store is not None else None) \
+        or rater_words(base, None, None)
+    words = words if words == base or not start else first_up(words)  # a name as written
+    if researcher and words != base:
+        words += f" ({base})"
+    return f"{words} (on the conversation)" if parent else words
 
 
 def _values(counts: dict[str, int], selected, label=str, order: str = "count") -> list[FacetValue]:
@@ -100,13 +125,13 @@ def facets(store: Store, q: BrowseQuery) -> dict[str, Facet]:
                           _values(ix.attrs["datasets"].counts(base("datasets")), q.datasets)),
         "splits": Facet("splits", "Split", _values(ix.attrs["splits"].counts(base("splits")), q.splits)),
         "models": Facet("models", "Model", _values(ix.attrs["models"].counts(base("models")), q.models)),
-        "rounds": Facet("rounds", "Conversation round", _values(ix.attrs["rounds"].counts(base("rounds")), q.rounds,
-                                                    lambda r: f"round {r}", order="natural")),
+        "rounds": Facet("rounds", "Patient's turn", _values(ix.attrs["rounds"].counts(base("rounds")), q.rounds,
+                                                    lambda r: f"turn {r}", order="natural")),
     }
 
     def show_label(pair: str) -> str:
         who, value = split_label(pair)
-        return f"{rater_name(who)}: {label_name(value)}"
+        return f"{rater_name(who, store)}: {label_name(value)}"
     out["labels"] = Facet("labels", "Label given", _values(
         ix.labels.counts(base("labels")), q.labels, show_label, order="natural"))
     if q.rater_a and q.rater_b:

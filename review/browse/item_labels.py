@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
+from codebook.vocabulary import first_up, rater_words
 from review.browse.facets import label_name
 from review.team.adjudication import ADJUDICATED
 from store import Store, from_json
@@ -52,6 +53,9 @@ class LabelEntry:
     reason: str | None = None
     """A settled answer's reason (the adjudicator's, or 'unanimous')."""
     adjudicator: str | None = None
+    who: str = ""
+    """The rater as a clinician reads it: "The reference label", "The mapper,
+    prompt v1", a person's name (`codebook.vocabulary.rater_words`)."""
 
 
 @dataclass
@@ -70,9 +74,18 @@ class QuestionLabels:
 
     @property
     def settled(self) -> LabelEntry | None:
-        """The settled answer in force, if any."""
-        return next((e for e in reversed(self.entries) if e.rater == ADJUDICATED and e.in_force),
+        """The settled answer in force, if any (a settlement withdrawn is none)."""
+        last = next((e for e in reversed(self.entries) if e.rater == ADJUDICATED and e.in_force),
                     None)
+        return last if last is not None and last.status == "answered" else None
+
+    @property
+    def withdrawn(self) -> LabelEntry | None:
+        """The settlement withdrawn (reopened by a later answer, or taken back by its
+        adjudicator) that is the last word on the unit, if so."""
+        last = next((e for e in reversed(self.entries) if e.rater == ADJUDICATED and e.in_force),
+                    None)
+        return last if last is not None and last.status != "answered" else None
 
     @property
     def disagree(self) -> bool:
@@ -113,7 +126,8 @@ def _entries(store: Store, item_id: int, question_key: str | None, target: str |
         params.extend(kinds)
     rows = store.query(
         "SELECT a.id, a.status, a.value, a.rationale, a.confidence, a.phase, a.target,"
-        " a.created_at, a.extra, r.name AS rater, r.kind AS rater_kind, r.role, q.key,"
+        " a.created_at, a.extra, r.name AS rater, r.kind AS rater_kind, r.role, r.model,"
+        " r.prompt_version, q.key,"
         " q.text, rr.name AS round_name,"
         " a.id = (SELECT MAX(b.id) FROM annotations b WHERE b.item_id = a.item_id"
         "   AND b.question_id = a.question_id AND b.rater_id = a.rater_id"
@@ -133,7 +147,9 @@ def _entries(store: Store, item_id: int, question_key: str | None, target: str |
             phase=r["phase"], rationale=r["rationale"], confidence=r["confidence"],
             at=r["created_at"], in_force=bool(r["in_force"]), round_name=r["round_name"],
             reason=extra.get("reason") if r["rater"] == ADJUDICATED else None,
-            adjudicator=extra.get("adjudicator") if r["rater"] == ADJUDICATED else None))
+            adjudicator=extra.get("adjudicator") if r["rater"] == ADJUDICATED else None,
+            who=first_up(rater_words(r["rater"], r["rater_kind"], r["role"], r["model"],
+                                     r["prompt_version"]))))
     return list(out.values())
 
 

@@ -60,14 +60,22 @@ and graded conversations are committed as a checked batch: no wait.
 $CARELENS_REVEAL_DELAY (seconds) sets another window; 0 shows the labels at once."""
 
 
-def reveal_delay(item_kind: str | None) -> float:
-    """The undo window of an answer to an item of this kind, in seconds."""
-    if item_kind not in LABEL_KINDS:
-        return 0.0
+def undo_window() -> float:
+    """The undo window, in seconds ($CARELENS_REVEAL_DELAY, else 5): how long
+    after an answer to a prefix or a response its labels wait (a correction
+    within it is still blind), and how long an adjudicator may take back a
+    settlement (`review.team.adjudication.take_back`)."""
     try:
         return max(0.0, float(os.environ.get("CARELENS_REVEAL_DELAY", REVEAL_DELAY_SECONDS)))
     except ValueError:
         return REVEAL_DELAY_SECONDS
+
+
+def reveal_delay(item_kind: str | None) -> float:
+    """The undo window of an answer to an item of this kind, in seconds."""
+    if item_kind not in LABEL_KINDS:
+        return 0.0
+    return undo_window()
 
 
 def reveal_cutoff(item_kind: str | None, now: datetime | None = None) -> str:

@@ -340,7 +340,8 @@ def _write(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
         actor = author.actor
         extra = {"reason": author.reason, "adjudicator": author.adjudicator,
                  **(answer.extra or {})}
-        action = ("adjudicate" if author.adjudicator else
+        action = ("withdraw_settlement" if (answer.extra or {}).get(WITHDRAWN) else
+                  "adjudicate" if author.adjudicator else
                   "reopen_settlement" if author.reason == REOPENED else "settle_unanimous")
     cur = conn.execute(
         "INSERT INTO annotations (item_id, question_id, rater_id, target, status, value,"
@@ -394,9 +395,22 @@ def withdraw_before_reveal(store: Store, reviewer: Reviewer, item_id: int, quest
             return None
         if reveal_wait(store, reviewer.id, item_id, question_id, _kind(conn, item_id), mode) <= 0:
             return None
-        return write_answers(store, conn, Clinician(reviewer, mode, round_id, None, "app"),
-                             item_id, [AnswerSpec(question_id, None, "skipped", WITHDRAWN_REASON,
-                                                  extra={WITHDRAWN: prev["id"]})])[0]
+        return withdraw(store, conn, Clinician(reviewer, mode, round_id, None, "app"), item_id,
+                        question_id, "", prev["id"], WITHDRAWN_REASON)
+
+
+def withdraw(store: Store, conn: Any, author: Clinician | Settler, item_id: int,
+             question_id: int, target: str, withdrawn_id: int, reason: str) -> int:
+    """Inside the caller's transaction, after its checks: withdraw the
+    author's answer `withdrawn_id` on the unit (a clinician's answer within its
+    undo window, `withdraw_before_reveal`; an adjudicator's settlement within
+    it, `review.team.adjudication.take_back`). The withdrawal is a new answer,
+    status skipped with the `reason`, that supersedes the answer and names it
+    (`WITHDRAWN` in its extra): the answer stays in the record, in force no
+    more. Returns the withdrawal's id."""
+    return write_answers(store, conn, author, item_id,
+                         [AnswerSpec(question_id, None, "skipped", reason, target=target,
+                                     extra={WITHDRAWN: withdrawn_id})])[0]
 
 
 def is_withdrawal(store: Store, annotation_id: int) -> bool:

@@ -7,15 +7,17 @@ so one thing has one name everywhere:
   patient's 2nd message", "Model B's reply", "Case 3, agent run A",
   "Conversation 4, Model A's completion"; the ids stay on a details line
   (`ItemName.details`) and in the address, for researchers;
-- a machine or reference rater by its role: "Automated grader (v1)",
-  "Automated judge (judge-1)", "Gold label", "Verifier";
+- a machine or reference rater by its role (`codebook.vocabulary.rater_words`):
+  "The mapper, prompt v1", "The judge (judge-1)", "The reference label",
+  "The verifier", "The settled answer";
 - a study's review round as "Study round: Pilot", and a conversation's
   rounds as the patient's turns: "turn 2", "the patient's 2nd message".
 
 Numbers are places, not ids: a conversation's number is its place among the
 study's conversations (every dataset's, in the order they were imported: two
-datasets never both have a "Conversation 1"), a case's among the study's
-agent-run cases, a model's letter
+datasets never both have a "Conversation 1"), a graded conversation's among
+the study's graded conversations, a case's among the study's agent-run cases,
+a model's letter
 its place among the dataset's models (in alphabetical order), so "Model B"
 is the same model on every item of a dataset. Nothing here is Markdown: a
 page escapes what it shows.
@@ -27,6 +29,7 @@ import json
 import string
 from dataclasses import dataclass
 
+from codebook.vocabulary import first_up, rater_words
 from review.text import plural as plural  # a count in words (one place: review.text)
 from store import Store
 from store.runs import run_label
@@ -118,10 +121,12 @@ _ITEM = ("SELECT i.id, i.uid, i.kind, i.dataset_id, d.name AS dataset, i.case_id
 CASE_KIND = {"prefix": "prefix", "response": "prefix", "trajectory": "trajectory",
              "graded_conversation": "graded_conversation"}
 """Whose order numbers an item's conversation: a reply belongs to its prefix's."""
-NUMBERED_TOGETHER = {"prefix": ("prefix", "graded_conversation"), "trajectory": ("trajectory",),
-                     "graded_conversation": ("prefix", "graded_conversation")}
-"""The kinds numbered in one sequence: those a screen calls "Conversation N"
-(CARE-Bench's and HealthBench's), and those it calls "Case N" (agent runs)."""
+NUMBERED_TOGETHER = {"prefix": ("prefix",), "trajectory": ("trajectory",),
+                     "graded_conversation": ("graded_conversation",)}
+"""The kinds numbered in one sequence, each under its own word: "Conversation N"
+(CARE-Bench's), "Graded conversation N" (HealthBench's and other rubric-graded
+ones, so that the first of them is number 1 on its own screen, not the 41st
+after CARE-Bench's), "Case N" (agent runs)."""
 
 
 def conversation_number(store: Store, dataset_id: int, kind: str, case_id: str | None) -> int | None:
@@ -206,7 +211,7 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
         return ItemName(f"{place}, {subject[0].lower()}{subject[1:]}", subject, place, details,
                         mark, **ids)
     if kind == "graded_conversation":
-        place = f"Conversation {number}" if number else "A conversation"
+        place = f"Graded conversation {number}" if number else "A graded conversation"
         if row["parent_id"] is None:
             subject = "Its ideal completion" if meta.get("ideal_completion") else "No completion"
         else:
@@ -234,34 +239,12 @@ def _turns(store: Store, row) -> int:
         return 0
 
 
-ROLE_WORDS = {"gold": "Gold label", "verifier": "Verifier", "adjudicated": "Settled answer"}
-
-
 def rater_name(store: Store, name: str) -> str:
-    """A rater in words: a machine by its role and version ("Automated grader
-    (v1)", "Automated judge (judge-1)"), a reference by what it is ("Gold
-    label", "Verifier"), a person by their name."""
+    """A rater in words, as a line starts (`codebook.vocabulary.rater_words`):
+    "The mapper, prompt v1", "The judge (judge-1)", "The reference label",
+    "The verifier", "The settled answer", a person by their name."""
     row = store.query_one(
         "SELECT kind, role, model, prompt_version FROM raters WHERE name = ?", (name,))
-    if row is None:
-        return name
-    return rater_words(name, row["kind"], row["role"], row["model"], row["prompt_version"])
-
-
-def rater_words(name: str, kind: str, role: str | None, model: str | None = None,
-                version: str | None = None) -> str:
-    """`rater_name` from the rater's fields."""
-    if kind == "reference":
-        return ROLE_WORDS.get(role or "", "Reference")
-    if kind == "machine":
-        short = (model or name).rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-        if role == "mapper":
-            return f"Automated grader ({version or short})"
-        if role == "agent":
-            return f"The agent itself ({short})"
-        if role == "model":
-            return f"The model itself ({short})"
-        return f"Automated judge ({short})"
-    if role == "physician" and ":" in name:
-        return f"Physician {name.rsplit(':', 1)[-1]}"
-    return ROLE_WORDS.get(role or "", name) if role == "adjudicated" else name
+    said = rater_words(name, None, None) if row is None else rater_words(
+        name, row["kind"], row["role"], row["model"], row["prompt_version"])
+    return said if said == name else first_up(said)  # a person's name as they write it

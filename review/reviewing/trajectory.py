@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -104,6 +105,10 @@ class ToolCallView:
     """The shell command the call ran, when it ran one."""
 
 
+SPEAKER_TAG = re.compile(r"\A\s*patient\s*:[ \t]*", re.IGNORECASE)
+"""How a clinic tool's output names the patient as its speaker ("PATIENT: ...")."""
+
+
 @dataclass(slots=True)
 class SubagentRef:
     session_id: str | None
@@ -127,6 +132,13 @@ class ResultView:
     from_patient: bool = False
     """True when this is the simulated patient's reply to something said."""
     subagents: list[SubagentRef] = field(default_factory=list)
+
+    @property
+    def said(self) -> str:
+        """What the patient said: a reply without the clinic tool's speaker tag
+        (`PATIENT: ...`), which a screen shows as a caption ("Patient replied")
+        instead; any other result as it is."""
+        return SPEAKER_TAG.sub("", self.content, count=1) if self.from_patient else self.content
 
 
 @dataclass(slots=True)
@@ -276,6 +288,24 @@ def task_requirements(meta: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     if isinstance(actions, list) and actions:
         out.append(("Required actions, with their parameters", [_requirement(a) for a in actions]))
     return out
+
+
+REQUIREMENT_GATES = {"Reference diagnosis": "diagnosis", "Required tools": "required_tools",
+                     "Required actions, with their parameters": "parameterised_actions"}
+"""Which gate asks about each of `task_requirements` (KlinikeBench's gate names)."""
+
+
+def gate_of(question_key: str) -> str | None:
+    """The gate a run's question asks about (`<uid>:gate:<name>`), or None."""
+    head, sep, name = question_key.rpartition(":gate:")
+    return name if sep and head else None
+
+
+def gate_requirements(meta: Mapping[str, Any]) -> dict[str, str]:
+    """gate name -> what the task required of it, in words ("Reference
+    diagnosis: stable angina"): shown beside the gate that asks about it."""
+    return {REQUIREMENT_GATES[what]: f"{what}: " + "; ".join(things)
+            for what, things in task_requirements(meta) if what in REQUIREMENT_GATES}
 
 
 def _requirement(value: Any) -> str:

@@ -31,10 +31,12 @@ screen and the exports it is a rater like any other. This module sits above
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from codebook import NO_ERROR, STEP_CODEBOOK, STEP_ERROR_QUESTION, Codebook, codebook_in_force
 from review.reviewing.answers import normalise_value
-from review.reviewing.commit import AnswerSpec, Settler, reopen_broken, write_answers
+from review.reviewing.blinding import undo_window
+from review.reviewing.commit import AnswerSpec, Settler, reopen_broken, withdraw, write_answers
 from review.reviewing.criteria import step_count
 from review.reviewing.presses import Press, check_press
 from review.team.access import may
@@ -45,6 +47,7 @@ from review.team.settlements import (
     REOPENED,
     REOPENED_ELSEWHERE,
     SEVERITY_SPREAD,
+    TAKEN_BACK,
     UNANIMOUS,
     Agreement,
     Family,
@@ -57,7 +60,7 @@ from review.team.settlements import (
     settlement_on,
     step_family,
 )
-from store import Store
+from store import Store, from_json
 
 __all__ = [
     "ADJUDICATED", "ELSEWHERE", "REASONS", "REOPENED", "REOPENED_ELSEWHERE", "SEVERITY_SPREAD",
@@ -65,7 +68,8 @@ __all__ = [
     "ItemDisputes", "RoundAnswer", "RunStepDisputes", "StepAnswer", "StepDispute",
     "adjudication_queue", "reopen_broken", "rubric_queue", "settle", "settle_step",
     "settle_unanimous", "settle_unanimous_rubric", "settle_unanimous_steps", "step_queue",
-    "unanimous_rubric_waiting", "unanimous_steps_waiting", "unanimous_waiting",
+    "take_back", "take_back_wait", "unanimous_rubric_waiting", "unanimous_steps_waiting",
+    "unanimous_waiting",
 ]
 
 REASONS = {
@@ -309,6 +313,9 @@ def _check_unchanged(store: Store, words: str, unit: Unit, adjudicator: Reviewer
     if now is None:
         raise AdjudicationError(f"{words} changed meanwhile; reload to see it")
     value = now.value if now.severity is None else f"{now.value} (severity {now.severity})"
+    if now.status != "answered" and now.reason == TAKEN_BACK:
+        raise AdjudicationError(f"the settlement of {words} was taken back meanwhile by "
+                                f"{now.adjudicator}; reload to see it")
     if now.status != "answered":
         raise AdjudicationError(f"the settlement of {words} was withdrawn meanwhile (a later "
                                 "answer broke the agreement it rested on); reload to see it")
@@ -609,3 +616,55 @@ def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer,
                    adjudicator, error, None if severity is None else int(severity), reason, note,
                    expected=expected, answers_shown=answers_shown,
                    words=f"step {int(step_id)} of this run", noun="run", book=book)
+
+
+# -- taking a ruling back within the undo window ---------------------------------------
+
+TAKEN_BACK_WORDS = "Taken back by its adjudicator within the undo window"
+"""The rationale of a settlement's withdrawal by `take_back`."""
+
+
+def take_back_wait(store: Store, annotation_id: int) -> float:
+    """Seconds left in which the ruling `annotation_id` may be taken back (0: none)."""
+    made = store.scalar("SELECT created_at FROM annotations WHERE id = ?", (annotation_id,))
+    if made is None:
+        return 0.0
+    due = datetime.fromisoformat(made) + timedelta(seconds=undo_window())
+    return max(0.0, (due - datetime.now(UTC)).total_seconds())
+
+
+def take_back(store: Store, adjudicator: Reviewer, annotation_id: int) -> int:
+    """An adjudicator takes back their own ruling within the undo window
+    (`review.reviewing.blinding.undo_window`, as a clinician withdraws an answer
+    with Z): recorded as a withdrawn answer is (`review.reviewing.commit.withdraw`:
+    a new settled answer, status skipped, reason TAKEN_BACK, naming the ruling it
+    withdraws), so the ruling stays in the record and the unit is open to be
+    settled again. Refused (AdjudicationError, nothing written) for someone
+    else's ruling or a settlement made on its own, once the window has passed,
+    or when the ruling is no longer the settlement in force on its unit.
+    Returns the withdrawal's id."""
+    _require_adjudicator(adjudicator, "take back a settlement")
+    with store.transaction() as conn:
+        row = conn.execute(
+            "SELECT a.id, a.item_id, a.question_id, a.target, a.status, a.extra, a.round_id,"
+            " r.name AS rater FROM annotations a JOIN raters r ON r.id = a.rater_id"
+            " WHERE a.id = ?", (annotation_id,)).fetchone()
+        if row is None or row["rater"] != ADJUDICATED:
+            raise AdjudicationError(f"no settlement {annotation_id}")
+        extra = from_json(row["extra"] or "{}")
+        if row["status"] != "answered" or extra.get("adjudicator") != adjudicator.name:
+            raise AdjudicationError("only the adjudicator who settled a unit can take it back")
+        newest = conn.execute(
+            "SELECT MAX(id) FROM annotations WHERE item_id = ? AND question_id = ?"
+            " AND rater_id = (SELECT id FROM raters WHERE name = ?) AND target = ?",
+            (row["item_id"], row["question_id"], ADJUDICATED, row["target"])).fetchone()[0]
+        if newest != annotation_id:
+            raise AdjudicationError("it is no longer the settlement in force (settled again or "
+                                    "withdrawn since); reload to see it")
+        if take_back_wait(store, annotation_id) <= 0:
+            raise AdjudicationError(
+                f"the undo window ({undo_window():g} s) has passed: settle it again to change it")
+        return withdraw(store, conn, Settler(TAKEN_BACK, adjudicator.name, row["round_id"],
+                                             adjudicator.name),
+                        row["item_id"], row["question_id"], row["target"], annotation_id,
+                        TAKEN_BACK_WORDS)

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from codebook import RUBRIC_KINDS, STEP_ERROR_QUESTION
+from codebook.vocabulary import SETTLED_RATER
 from review.team.reviewers import people_sql
 from store import Store, from_json, to_json, utcnow
 
-ADJUDICATED = "adjudicated"
+ADJUDICATED = SETTLED_RATER
 """The reference rater whose answers are the settled ones."""
 UNANIMOUS = "unanimous"
 """The reason of a settlement made on its own: its clinicians agreed."""
@@ -37,6 +38,9 @@ ELSEWHERE = "unanimous elsewhere"
 """How a settlement made on its own in one scope (a round, or all clinicians'
 answers outside rounds) is seen from another: settled; it answers to the
 scope it was made in (`Settlement.reason_in`)."""
+TAKEN_BACK = "taken_back"
+"""The reason recorded when an adjudicator takes back their own ruling within
+the undo window (`review.team.adjudication.take_back`): the unit is open again."""
 REOPENED_ELSEWHERE = "reopened elsewhere"
 """How a settlement withdrawn in one scope is seen from another: nothing is
 settled, but it was not this scope's agreement that broke."""
@@ -97,10 +101,11 @@ class Settlement:
     annotation_id: int
     unit: Unit
     status: str
-    """answered, or skipped: withdrawn (REOPENED)."""
+    """answered, or skipped: withdrawn (REOPENED by a later answer, or TAKEN_BACK
+    by its adjudicator)."""
     value: str | None
     reason: str | None
-    """A reason of `review.team.adjudication.REASONS`, UNANIMOUS or REOPENED."""
+    """A reason of `review.team.adjudication.REASONS`, UNANIMOUS, REOPENED or TAKEN_BACK."""
     adjudicator: str | None
     """Who ruled; None when it settled on its own."""
     severity: int | None
@@ -139,8 +144,8 @@ def is_open(settled: Settlement | None, agreed: Agreement | None, scope: int | N
     its raters agree on has changed since, or while they no longer agree
     (`agreed` None): a later answer can undo an agreement, never an
     adjudicator's ruling."""
-    if settled is None:
-        return True
+    if settled is None or settled.status != "answered":
+        return True  # withdrawn: reopened by a later answer, or taken back by its adjudicator
     reason = settled.reason_in(scope)
     if reason in (REOPENED, REOPENED_ELSEWHERE):
         return True
