@@ -11,8 +11,8 @@ import pytest
 
 from cli import main
 from labels.compare.study_triage import question_triage
-from labels.ppi_readings import read_metric
-from labels.ppi_report import ppi_report
+from labels.ppi.readings import read_metric
+from labels.ppi.report import ppi_report
 from review.datasets.sources import import_file
 from review.team.codebook_versions import add_codebook
 

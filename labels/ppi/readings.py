@@ -398,7 +398,7 @@ def _label_readings(store, metric, human, machine, filters, phase, question):
     answers = load_readings(store, qs, replace(filters, include_cannot_assess=False), phase)
     said, _ = one_column(answers, machine, "machine")
     read, notes = one_column(answers, human, "human")
-    rounds = _answer_rounds(store, answers, human)
+    rounds, first = _answer_rounds(store, answers, human)
     result = MetricReadings(metric, METRICS[metric], human, machine, qs.key, None, phase, {},
                             list(notes))
     ids = item_ids_of(store, {answers.units[u].item_uid for u in said})
@@ -418,9 +418,11 @@ def _label_readings(store, metric, human, machine, filters, phase, question):
         r.item_ids.append(ids[unit.item_uid])
         r.item_uids.append(unit.item_uid)
         r.machine.append(value_of[said[unit_index]])
+        r.score.append(None)  # a label's value carries no confidence to calibrate
         if read.get(unit_index) in value_of:
             r.human[position] = value_of[read[unit_index]]
             r.rounds[position] = rounds.get(unit_index, frozenset())
+            r.first_answer[position] = first.get(unit_index, 0)
     if outside:
         result.notes.append(f"{outside} labels outside the codebook left out")
     return result
