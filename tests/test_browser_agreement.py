@@ -3,7 +3,7 @@ and an item opens the read-only view of every rater's label on it."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 
@@ -12,6 +12,11 @@ from review.workspace import open_store
 from tests.browser import chromium, running_app, wait_for_app
 
 pytestmark = pytest.mark.browser
+
+
+def uid_of(link) -> str:
+    """The item a link opens, as its address names it (the link reads as words)."""
+    return parse_qs(urlparse(link.get_attribute("href")).query)["item"][0]
 
 
 def plain(text: str) -> str:
@@ -33,11 +38,11 @@ def test_a_disagreement_cell_opens_a_read_only_view_of_every_label(demo_copy):
         page.wait_for_function("() => document.body.innerText.includes('items where the raters disagree')"
                                " && document.querySelector(\"a[href*='item=']\")", timeout=60_000)
         text = plain(main.inner_text())
-        assert "Clinicians' majority vs demo:mapper@v1" in text and "95% CI" in text
+        assert "Clinicians' majority vs the mapper, prompt v1 (demo:mapper@v1)" in text and "95% CI" in text
         items = main.locator("a[href*='item=']")
         # An item whose clinician revised an answer after the reveal, where there is one.
         s = open_store(demo_copy)
-        listed = [plain(items.nth(n).inner_text()).strip() for n in range(items.count())]
+        listed = [uid_of(items.nth(n)) for n in range(items.count())]
         labels = {uid: item_labels(s, uid, "carebench.response_action") for uid in listed}
         s.close()
         uid = next((u for u, x in labels.items()
@@ -54,7 +59,7 @@ def test_a_disagreement_cell_opens_a_read_only_view_of_every_label(demo_copy):
         unit = labels[uid].questions[0]
         assert unit.disagree and "they disagree" in shown
         for e in unit.entries:  # every rater, every answer they gave, in words
-            assert e.rater in shown and e.words in shown
+            assert e.who in shown and e.words in shown
         assert {e.kind for e in unit.entries} >= {"human", "machine"}
         assert "blind" in shown
         if any(e.phase == "after_reveal" for e in unit.entries):
@@ -63,7 +68,7 @@ def test_a_disagreement_cell_opens_a_read_only_view_of_every_label(demo_copy):
             if e.rationale:
                 assert e.rationale in shown
         for gold in labels[uid].on_parent[0].entries:  # the conversation's gold
-            assert gold.rater in shown and gold.words in shown
+            assert gold.who in shown and gold.words in shown
         # Read-only: nothing to answer with, a link to review it properly.
         buttons = view.get_by_test_id("stMain").get_by_role("button").all_inner_texts()
         assert not [b for b in buttons if any(w in b for w in ("Ask first", "Self-care",
@@ -107,7 +112,7 @@ def test_clicking_a_cell_of_the_confusion_matrix_lists_its_items(demo_copy):
         said = now.split(": ", 1)[1]
         assert said and said != first.split(": ", 1)[1]
         link = main.locator("a[href*='item=']").first
-        uid = plain(link.inner_text()).strip()
+        uid = uid_of(link)
         with page.context.expect_page() as opened:
             link.click()
         view = opened.value

@@ -58,7 +58,7 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
         wait_for_url(page, r"q=examination")
 
         # 2. narrow by two facets: trajectories, then the test split
-        main.get_by_role("button", name=re.compile(r"^Trajectories \(\d+\)$")).click()
+        main.get_by_role("button", name=re.compile(r"^Agent runs \(\d+\)$")).click()
         wait_for_url(page, r"item_kind=trajectory")
         main.get_by_role("button", name=re.compile(r"^test \(\d+\)$")).click()
         wait_for_url(page, r"split=test")
@@ -106,7 +106,7 @@ def test_search_narrow_tag_a_step_and_share_the_view(demo_copy):
             "() => document.querySelectorAll('[data-testid=\"stMain\"] button[aria-pressed=\"true\"]')"
             ".length >= 2")
         pressed = other.get_by_test_id("stMain").locator("button[aria-pressed='true']").all_inner_texts()
-        assert any(t.startswith("Trajectories") for t in pressed)
+        assert any(t.startswith("Agent runs") for t in pressed)
         assert any(t.startswith("test") for t in pressed)
         fresh.close()
 
@@ -148,7 +148,8 @@ def test_an_admin_lets_reviewers_add_tags_and_a_researcher_creates_and_uses_one(
 
         open_browse("Dr. Researcher")
         main = page.get_by_test_id("stMain")
-        first = main.locator("a[href*='item=']").first.inner_text().strip()
+        href = main.locator("a[href*='item=']").first.get_attribute("href")
+        first = parse_qs(urlparse(href).query)["item"][0]  # the link reads as words
         main.get_by_role("button", name="Tag", exact=True).first.click()
         body = page.get_by_role("dialog")
         body.get_by_role("textbox", name="Or a new tag").fill("mapper error")

@@ -51,6 +51,9 @@ def sealed_db(demo_db, tmp_path_factory) -> Path:
     admin = find_reviewer(s, s.scalar("SELECT name FROM raters WHERE role = 'admin' LIMIT 1"))
     rid = create_round(s, RoundSpec("sealed", "carebench.escalation_needed",
                                     reviewers_per_item=1, limit=4), admin)
+    # An active round: its draws are the rows of round_sequence.
+    create_round(s, RoundSpec("sealed active", "carebench.response_action", design="active",
+                              limit=20, reviewers_per_item=1), admin)
     me = ensure_reviewer(s, "Dr. Tamper")
     qid = s.scalar("SELECT id FROM questions WHERE key = 'carebench.escalation_needed'")
     item = reserve_next_item(s, rid, me)
@@ -412,6 +415,7 @@ EDITS = {
     "items": "split = 'forged'", "questions": "text = 'forged'", "datasets": "kind = 'forged'",
     "imports": "actor = 'forged'", "review_rounds": "blinding = 'suggest'",
     "round_items": "answers_needed = 9", "row_versions": "digest = 'forged'",
+    "round_sequence": "drawn_at = 'later'",
 }
 """A change to a row of each sealed table (a table sealed later adds its own)."""
 
@@ -474,6 +478,9 @@ def test_every_sealed_table_with_a_row_slipped_in_past_its_seal(db, capsys, tabl
         picked[columns.index("item_id")] = "(SELECT max(id) FROM items)"
     if table == "reveals":
         picked[columns.index("annotation_id")] = "(SELECT max(id) FROM annotations)"
+    if table == "round_sequence":  # one draw a place, and an item drawn once
+        picked[columns.index("position")] = "position + 1000"
+        picked[columns.index("item_id")] = "(SELECT max(id) FROM items)"
     kinds = ("chain", "no_replace") if SEALED[table].kind == CHAINED else ("seal_insert",)
     with put_back(conn, *_protections(conn, table, kinds)):
         new = conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT"
