@@ -889,18 +889,20 @@ def codebooks(db: Any = None) -> dict[str, Codebook]:
     rows = db.query(IN_FORCE_SQL) if hasattr(db, "query") else db.execute(IN_FORCE_SQL).fetchall()
     for key, content in rows:
         books[key] = _stored(key, content)
-    _SEEN.update({k: b for k, b in books.items() if k not in builtin_codebooks()})
+    _SEEN.update({key: books[key] for key, _ in rows})
     return books
 
 
 _SEEN: dict[str, Codebook] = {}
-"""The study codebooks this process has read from a database, by key (the latest read)."""
+"""The codebooks this process has read from a database at their version in force, by
+key (the latest read): a study's own, and a shipped one an admin has edited."""
 
 
 def known_codebooks() -> list[Codebook]:
-    """For words shown where no database is at hand (a label code's short name): the
-    shipped codebooks first, then the study codebooks this process has read."""
-    return [*builtin_codebooks().values(), *_SEEN.values()]
+    """For words shown where no database is at hand (a label code's short name): every
+    codebook at the version in force this process last read (a shipped one an admin
+    edited: the edit), then the shipped ones no database has given."""
+    return list({**builtin_codebooks(), **_SEEN}.values())
 
 
 def codebook_in_force(db: Any, key: str) -> Codebook | None:

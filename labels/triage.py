@@ -267,9 +267,10 @@ _WHAT = {  # what a metric's denominator counts, for the reason it is undefined
 }
 
 
-def denominator_words(key: str, order: Sequence[str]) -> str:
-    """What a share's denominator counts, in words ("a gold label that escalates care")."""
-    _, urgent = escalation_split(order)
+def denominator_words(key: str, order: Sequence[str], risk=None) -> str:
+    """What a share's denominator counts, in words ("a gold label that escalates care");
+    `risk`: a study codebook's risk order, which names its urgent label."""
+    _, urgent = escalation_split(order, risk)
     return _WHAT.get(key) or (f"gold label {urgent}" if key == "urgent_false_negative"
                               else f"a gold label other than {urgent}")
 
@@ -315,7 +316,6 @@ def triage_metrics(
     order = list(order)
     tables = triage_tables(gold, predicted, order)
     total = tables.sum(axis=0)[None]
-    _, urgent = escalation_split(order, risk)
     if clusters is not None and len(set(clusters)) == len(tables):
         clusters = None  # every response its own case: nothing correlated to keep together
     out: dict[str, TriageMetric] = {}
@@ -327,7 +327,7 @@ def triage_metrics(
         count, n = (int(x[0]) for x in _parts(key, total, order, escalating, missing, risk))
         if n == 0:
             out[key] = TriageMetric(key, name, None, 0, 0,
-                                    f"no scored prefix has {denominator_words(key, order)}")
+                                    f"no scored prefix has {denominator_words(key, order, risk)}")
             continue
         if clusters is None or not n_boot:
             low, high = wilson_interval(count, n)

@@ -463,7 +463,7 @@ def _preview(step, limit: int = 240) -> str:
     """A step in a line: its message, what it said to the patient and what
     came back from the patient, cut short."""
     parts = [step.message] + [f"said: {t}" for t in step.said_to_patient] + [
-        f"patient: {r.content}" for r in step.results if r.from_patient]
+        f"patient: {r.said}" for r in step.results if r.from_patient]
     parts += [f"tool: {c.name}" for c in step.tool_calls if c.kind != "say"]
     text = " · ".join(p.replace("\n", " ").strip() for p in parts if p and p.strip()) or "(no text)"
     return text if len(text) <= limit else text[: limit - 1] + "…"

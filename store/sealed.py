@@ -133,9 +133,10 @@ SEALED: dict[str, Sealed] = {
 """Every sealed table: its kind, the fields sealed and the word for a row. Not
 sealed, on purpose: drafts (work not yet given), reservations (a place held for
 twenty minutes), saved views, the search index (made from sealed rows, rebuilt at
-will), LLM calls and runs (how machine labels were obtained, updated while a run
-goes; the labels themselves are answers), and the record's head and key rows,
-which the chain itself checks."""
+will), LLM calls and LLM runs (`llm_calls`, `llm_runs`: how machine labels were
+obtained, updated while a run goes; the labels themselves are answers), server
+sessions (`sessions`: state that ends, its events in the audit log), and the
+record's head and key rows, which the chain itself checks."""
 
 
 VERSIONS = "row_versions"

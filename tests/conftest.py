@@ -57,6 +57,9 @@ def isolated_environment(tmp_path, monkeypatch):
     # No undo window before a reveal (review.reviewing.blinding.reveal_delay) unless
     # a test of that window sets one: the other tests see the reveal at once.
     monkeypatch.setenv("CARELENS_REVEAL_DELAY", "0")
+    # The codebooks a process has read from a database (codebook.loader._SEEN, for the
+    # words of a label where no database is at hand): each test's its own.
+    monkeypatch.setattr("codebook.loader._SEEN", {})
     yield
 
 

@@ -45,3 +45,16 @@ def test_only_admins_edit_and_codes_cannot_change(demo):
     with pytest.raises(CodebookError, match="definition: expected a non-empty"):
         edit_label(demo, admin, KEY, CODE, {"definition": ""}, "blank it")
     assert current_codebook(demo, KEY).version == "1.1"
+
+
+def test_a_labels_words_edited_read_the_same_on_every_screen(demo):
+    """Browse, exports and Progress name a label by `codebook.label_words` (no database
+    at hand): after an admin renames a label, they read the version in force, as Review
+    and Adjudicate do, not the shipped wording."""
+    from codebook import codebooks, label_words
+
+    admin = ensure_reviewer(demo, "Jordan Lee")
+    edit_label(demo, admin, KEY, CODE, {"short": "Same-day care"}, "plainer wording")
+    codebooks(demo)  # every screen's run reads the codebooks in force first
+    assert label_words(CODE) == "Same-day care"
+    assert label_words(CODE, researcher=True) == "Same-day care (1B)"

@@ -177,3 +177,16 @@ def test_a_report_verdict_is_extracted_or_recorded_as_not_stated(tmp_path, fake)
             " JOIN questions q ON q.id = a.question_id WHERE q.key = 'clinicare.verdict'")}
     assert rows == {"cc:t1": ("answered", "INDETERMINATE_LACK_OF_DATA"),
                     "cc:t3": ("cannot_assess", None)}
+
+
+def test_a_studys_chat_is_put_before_a_judge_message_by_message():
+    """A study's own chat (`conversation` items, issue 26): a criterion asked of chats
+    is judged on the chat as its file gave it, not counted as 'nothing to judge'."""
+    from labels.llm.render import ItemView, render_record
+
+    chat = ItemView("conversation", {"id": "c1", "messages": [
+        {"role": "user", "content": "My chest hurts when I climb stairs."},
+        {"role": "assistant", "content": "Please call your doctor today."}]}, None, None)
+    assert render_record(chat) == ("user: My chest hurts when I climb stairs.\n\n"
+                                   "assistant: Please call your doctor today.")
+    assert render_record(ItemView("conversation", {"id": "c2", "messages": []}, None, None)) is None

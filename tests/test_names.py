@@ -27,10 +27,20 @@ def test_a_prefix_is_a_conversation_after_the_patients_message(demo):
 def test_a_reply_names_its_model_by_a_letter_the_same_on_every_item(demo):
     a = name_of(demo, "demo_case_0012_r02::borealis-large::unprompted@demo-1")
     b = name_of(demo, "demo_case_0001_r01::borealis-large::unprompted@demo-1")
-    assert a.subject == b.subject == "Model B's reply"
-    assert a.title == "Model B's reply to conversation 12, after the patient's 2nd message"
+    assert a.subject == b.subject == "Model C's reply"
+    assert a.title == "Model C's reply to conversation 12, after the patient's 2nd message"
     assert "borealis-large" in a.details and "borealis" not in a.title
     assert name_of(demo, "demo_case_0001_r01::aster-7b::unprompted@demo-1").subject == "Model A's reply"
+
+
+def test_two_runs_of_one_model_are_two_letters(demo):
+    """The demo's aster-7b answered twice (unprompted, prompted): two different replies to
+    one conversation are never both "Model A's reply"."""
+    unprompted = name_of(demo, "demo_case_0001_r01::aster-7b::unprompted@demo-1")
+    prompted = name_of(demo, "demo_case_0001_r01::aster-7b::prompted@demo-prompted-1")
+    assert unprompted.subject == "Model A's reply" and prompted.subject == "Model B's reply"
+    assert name_of(demo, "demo_case_0001_r01::cobalt-mini::unprompted@demo-1").subject \
+        == "Model D's reply"
 
 
 def test_agent_runs_and_graded_conversations_have_no_ids_in_their_titles(demo):

@@ -157,8 +157,16 @@ def render_trajectory(item: ItemView) -> str | None:
     return "\n\n".join(parts) if parts else None
 
 
+def render_conversation(item: ItemView) -> str | None:
+    """A study's own chat (`conversation` items): each message as `role: text`, in
+    order, as the study's file gave it."""
+    lines = [f"{role}: {text}" for role, text in _messages(item.payload.get("messages"))]
+    return "\n\n".join(lines) if lines else None
+
+
 RENDERERS: dict[str, Callable[[ItemView], str | None]] = {
     "response": render_response,
+    "conversation": render_conversation,
     "graded_conversation": render_graded_conversation,
     "trajectory": render_trajectory,
 }

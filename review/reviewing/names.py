@@ -162,13 +162,19 @@ def _numbers(store: Store, kinds: tuple[str, ...]) -> dict[tuple[int, str], int]
     return numbers
 
 
-def model_letter(store: Store, dataset_id: int, kind: str, model: str | None) -> str | None:
-    """The model's letter among the models of the dataset's items of this kind."""
+def model_letter(store: Store, dataset_id: int, kind: str, model: str | None,
+                 run_id: int | None = None) -> str | None:
+    """The run's letter among the runs of the dataset's items of this kind, in the
+    order of their models (then of the runs of one model): two runs of one model
+    (two protocols) are two letters, never one letter for two different replies."""
     if not model:
         return None
+    run = -1 if run_id is None else int(run_id)
     before = store.scalar(
-        "SELECT COUNT(DISTINCT model) FROM items WHERE dataset_id = ? AND kind = ?"
-        " AND model IS NOT NULL AND model < ?", (dataset_id, kind, model))
+        "SELECT COUNT(*) FROM (SELECT DISTINCT model, coalesce(run_id, -1) AS run FROM items"
+        " WHERE dataset_id = ? AND kind = ? AND model IS NOT NULL"
+        " AND (model < ? OR (model = ? AND coalesce(run_id, -1) < ?)))",
+        (dataset_id, kind, model, model, run))
     return letter(int(before or 0))
 
 
@@ -182,7 +188,7 @@ def item_name(store: Store, item_id: int) -> ItemName | None:
     # A case id that identifies a patient is not shown, even to researchers.
     case_id = None if meta.get("identifying") else row["case_id"]
     number = conversation_number(store, row["dataset_id"], kind, row["case_id"])
-    mark = model_letter(store, row["dataset_id"], kind, row["model"])
+    mark = model_letter(store, row["dataset_id"], kind, row["model"], row["run_id"])
     facts = [f"id {row['uid']}"]
     if row["model"]:
         # the run's label: its model, and beside another run of it, what tells them apart
