@@ -36,6 +36,7 @@ if __name__ == "__main__" and not st.runtime.exists():  # pragma: no cover - a n
 from pages._keys import page_keys
 from pages._shared import (
     SWITCH_TO,
+    address_follows,
     begin_run,
     current_reviewer,
     login_identity,
@@ -205,3 +206,5 @@ try:
 except SessionEnded as exc:  # ended while this run was under way: nothing was written
     st.warning(safe_markdown(f"{exc}."), icon=":material/lock_clock:")
     st.button("Sign in", on_click=st.login, type="primary", icon=":material/login:")
+finally:
+    address_follows()  # the address names the item drawn, once it is drawn

@@ -1,23 +1,34 @@
-// carelens: keys that never go astray (pages/_keys.py mounts this).
+// carelens: keys that never go astray, and count only on what was read
+// (pages/_keys.py mounts this; review/reviewing/presses.py holds the rule).
 //
 // Loads nothing from anywhere; touches no text from the data (what it shows
-// is its own fixed words, set as textContent). One listener for the whole
-// page, installed once, whatever the number of mounts:
+// is its own fixed words and the screen's, set as textContent). One listener
+// for the whole page, installed once, whatever the number of mounts:
 //
-// - after a choice in a drop-down list, the focus goes back to the page, so
-//   the next key is a shortcut, not a letter typed into the list;
+// - a key that answers, picks or settles counts only once what it acts on
+//   has been on screen for the least dwell (`dwell_ms`, from
+//   CARELENS_MIN_DWELL_MS) since it was drawn, and as long since the last
+//   key refused on that screen (a burst stays refused until it stops): an
+//   earlier one is refused at once, never sent, and said beside the answers
+//   (`slot`) in the screen's words (`too_soon`). What a screen's keys act on
+//   is its marker's token (`.st-key-at_<token>`); the time each token was
+//   first drawn on this page is kept (`drawn`);
 // - a screen's shortcut pressed while the screen is being redrawn (the
 //   script running, or elements still loading) is held, not sent to a button
 //   that is about to go: once the screen is still, it is applied if the
-//   screen shows what it showed when the key was pressed (the same item, the
-//   same step or criterion, from the `.st-key-at_<token>` marker), or if it
-//   is a relative move (Left, Right, Up, Down: "one more"); otherwise it is
-//   refused, and a notice says so;
+//   screen shows what it showed when the key was pressed (the same token), or
+//   if it is a relative move (Left, Right, Up, Down, the screen's undo: "one
+//   more"); otherwise it is refused, and said;
+// - after a choice in a drop-down list, the focus goes back to the page, so
+//   the next key is a shortcut, not a letter typed into the list;
 // - a key that puts the focus in a box (S: the reason for a skip);
-// - scrolling the judged text into view inside its scrolling box;
-// - a rerun when a reveal falls due (`due_in`, seconds).
+// - scrolling the judged text into view inside its scrolling box.
+//
+// It never asks the server for a run of its own (no timers): every run costs
+// the server as much as an answer.
 
 const STATE = '__carelensKeys';
+const TOO_SOON = 'Not recorded: too soon after the last answer. Press again to answer this one.';
 
 function canonical(e) {
   // "ctrl+shift+1", "left", "f": as pages/_keys.py writes a shortcut.
@@ -52,14 +63,16 @@ function appBusy() {
   // go to a button about to go).
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.dataset.testScriptState !== 'notRunning') return true;
-  if (document.querySelector('.st-key-keys_waiting')) return true;  // its item comes next
   const state = window[STATE];
   if (state && state.sentAt !== null) {
     const now = performance.now();
     // Over once a run that started after the press has ended (a run already on
-    // when it was sent is another press's).
+    // when it was sent is another press's); or, with no run seen, after 10 s (a
+    // busy server can take seconds to begin the run, and until it has, the screen
+    // still shows what the press was for: a key let through then went to a
+    // button about to go, the redraw guard's leak on a busy machine).
     if (state.endedStart >= state.sentAt || now - state.sentAt > (state.started >= state.sentAt
-                                                                   ? 30000 : 1500)) {
+                                                                   ? 30000 : 10000)) {
       state.sentAt = null;
     } else {
       return true;
@@ -70,29 +83,114 @@ function appBusy() {
 
 function watchRuns(state) {
   // When runs start and end: a press is over once a run after it has ended.
+  // Every change of the run state is read from the records (a run over before
+  // the observer was called is still seen).
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app) {
     setTimeout(() => watchRuns(state), 20);
     return;
   }
   let was = app.dataset.testScriptState;
-  new MutationObserver(() => {
-    const now = app.dataset.testScriptState;
-    if (now === was) return;
-    if (now === 'running') state.started = performance.now();
-    if (was === 'running' && now !== 'running') state.endedStart = state.started;
-    was = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  new MutationObserver((records) => {
+    const values = [...records.map(r => r.oldValue), app.dataset.testScriptState];
+    const now = performance.now();
+    for (const value of values.slice(1)) {
+      if (value === was) continue;
+      if (value === 'running') state.started = now;
+      if (was === 'running') state.endedStart = state.started;
+      was = value;
+    }
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state'],
+                   attributeOldValue: true});
 }
 
-function shownToken() {
-  // What the screen shows: its markers' tokens (the item; the step; the
-  // criterion), as they are on screen now. During a redraw a marker not yet
-  // redrawn still says what the clinician is looking at.
-  const tokens = [...document.querySelectorAll('[class*="st-key-at_"]')]
-    .map(m => [...m.classList].find(k => k.startsWith('st-key-at_')))
-    .filter(Boolean).map(c => c.slice('st-key-at_'.length));
-  return tokens.length ? [...new Set(tokens)].sort().join('|') : null;
+function markerTokens(prefix) {
+  // [marker element, its class] for every marker on the page now (a screen's
+  // alone, with its `prefix`: "st-key-at_<screen>__").
+  const start = prefix || 'st-key-at_';
+  return [...document.querySelectorAll('[class*="st-key-at_"]')].map(m => {
+    const cls = [...m.classList].find(k => k.startsWith(start));
+    return cls ? [m, cls] : null;
+  }).filter(Boolean);
+}
+
+function tokensOf(state, id) {
+  // What screen `id`'s markers show now (every screen's, with no id). During a
+  // redraw a marker not yet redrawn still says what the clinician is looking at.
+  const screen = id ? state.screens.get(id) : null;
+  const prefix = screen && screen.marker;
+  const tokens = markerTokens(prefix).map(([, cls]) => cls);
+  return [...new Set(tokens)].sort();
+}
+
+function shownToken(state, id) {
+  const tokens = tokensOf(state, id);
+  return tokens.length ? tokens.join('|') : null;
+}
+
+function noteDrawn(state) {
+  // When each marker was first drawn (in the page, with something in it); a
+  // token gone from a still screen is forgotten, so an item shown again (Back)
+  // is timed afresh.
+  state.drawScheduled = false;
+  const now = performance.now();
+  const present = new Set();
+  for (const [m, token] of markerTokens(null)) {
+    present.add(token);
+    if (!state.drawn.has(token) && m.getBoundingClientRect().height > 0) state.drawn.set(token, now);
+  }
+  if (!appBusy()) {
+    for (const token of [...state.drawn.keys()]) if (!present.has(token)) state.drawn.delete(token);
+  }
+}
+
+function reveal(state) {
+  // The page's first screen is shown (assets/carelens.css hides it until then)
+  // once its first run is over, every element is drawn, and every screen's keys
+  // have said what they act on: from then on a key on it is taken or refused,
+  // and said, never lost to a button not yet drawn or a screen not yet timed.
+  if (document.body.dataset.carelensKeys) return;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.dataset.testScriptState !== 'notRunning') return;
+  if (document.querySelector('[data-testid="stMain"] [data-testid*="Skeleton"]')) return;
+  for (const el of document.querySelectorAll('[data-testid="stMain"] [class*="st-key-keys_"]')) {
+    const cls = [...el.classList].find(c => c.startsWith('st-key-keys_'));
+    const id = cls && cls.slice('st-key-'.length);
+    if (id && id !== 'keys_page' && !state.screens.has(id)) return;  // keys_page: app.py's
+  }
+  document.body.dataset.carelensKeys = 'live';
+  noteDrawn(state);
+  // Shown only now: what is on screen is timed from now.
+  const now = performance.now();
+  for (const [, token] of markerTokens(null)) state.drawn.set(token, now);
+}
+
+function watchDrawing(state) {
+  // Each change to the page: the markers looked at once, at the next frame.
+  new MutationObserver(() => {
+    if (state.drawScheduled) return;
+    state.drawScheduled = true;
+    requestAnimationFrame(() => noteDrawn(state));
+  }).observe(document.body, {childList: true, subtree: true});
+}
+
+function tooSoon(state, id, now) {
+  // The rule (review/reviewing/presses.py) on this page's clock: what screen
+  // `id`'s keys act on drawn at least `dwell` ago, and no key refused on it
+  // within `dwell`.
+  const screen = state.screens.get(id);
+  const dwell = screen ? screen.dwell : 0;
+  if (!dwell) return false;
+  const refused = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+  if (now - refused < dwell) return true;
+  // Nothing counts before the server has heard that these keys are live (its
+  // clock starts then: this one no earlier, so it is never the laxer of the two).
+  if (screen.live === null) return true;
+  const tokens = tokensOf(state, id);
+  const drawnAt = tokens.length
+    ? Math.max(...tokens.map(t => (state.drawn.has(t) ? state.drawn.get(t) : now)))
+    : screen.since;
+  return now - Math.max(drawnAt, screen.live) < dwell;
 }
 
 function buttonFor(cls) {
@@ -108,19 +206,65 @@ function note(state, what) {
   if (state.log.length > 60) state.log.shift();
 }
 
-function notice(state, words) {
-  let box = document.getElementById('carelens-key-notice');
+function notice(state, id, words) {
+  // Said beside the answers of screen `id` (its slot), else at the bottom left.
+  let box = state.noticeBox;
   if (!box) {
-    box = document.createElement('div');
+    box = state.noticeBox = document.createElement('div');
     box.id = 'carelens-key-notice';
     box.setAttribute('role', 'status');
+    box.setAttribute('aria-live', 'polite');
     box.setAttribute('data-testid', 'carelensKeyNotice');
-    document.body.appendChild(box);
   }
   box.textContent = words;
+  state.notice = {id, until: performance.now() + 8000};
+  placeNotice(state);
+}
+
+function hideNotice(state, id) {
+  if (state.notice && (id === undefined || state.notice.id === id)) {
+    state.notice.until = 0;
+    placeNotice(state);
+  }
+}
+
+function placeNotice(state) {
+  // Kept in its slot while it is due (a redraw may make the slot anew).
+  const box = state.noticeBox;
+  if (!box) return;
+  const on = state.notice && performance.now() < state.notice.until;
+  const screen = state.notice && state.screens.get(state.notice.id);
+  // Under the element the screen names (a class, or a marker's class prefix).
+  const after = on && screen && screen.slot
+    ? document.querySelector(`[class*="${CSS.escape(screen.slot)}"]`) : null;
+  if (!on) {
+    box.style.display = 'none';
+    return;
+  }
+  if (after) {
+    if (box.previousElementSibling !== after) after.after(box);
+    box.dataset.place = 'beside';
+  } else {
+    if (box.parentElement !== document.body) document.body.appendChild(box);
+    box.dataset.place = 'corner';
+  }
   box.style.display = 'block';
-  clearTimeout(state.noticeTimer);
-  state.noticeTimer = setTimeout(() => { box.style.display = 'none'; }, 5000);
+}
+
+function pressedAt(e) {
+  // When a key went down, on this page's clock (performance.now()'s).
+  const t = e && e.timeStamp;
+  return typeof t === 'number' && t > 0 && t <= performance.now() ? t : performance.now();
+}
+
+function refuse(state, id, words, what, at) {
+  // A key not taken: said, and the next keys on this screen wait for the dwell
+  // from when it was pressed (`at`; a held key refused later: from then).
+  const was = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+  state.refusedAt.set(id, Math.max(was, at === undefined ? performance.now() : at));
+  note(state, what);
+  const screen = state.screens.get(id);
+  notice(state, id, words || (screen && screen.tooSoon) || TOO_SOON);
 }
 
 function visibleIn(el) {
@@ -138,11 +282,6 @@ function visibleIn(el) {
   else if (r.bottom > b.bottom) box.scrollTop += r.bottom - b.bottom + 4;
 }
 
-function label(key) {
-  return key.replace('left', '←').replace('right', '→').replace('up', '↑')
-    .replace('down', '↓').replace('shift+', 'Shift+').toUpperCase().replace('SHIFT+', 'Shift+');
-}
-
 function flush(state) {
   // Apply or refuse held keys, one at a time, each once the screen is still.
   clearTimeout(state.flushTimer);
@@ -158,17 +297,31 @@ function flush(state) {
     state.flushTimer = setTimeout(() => flush(state), 25);
     return;
   }
+  noteDrawn(state);
   const entry = state.held.shift();
-  const screen = entry.screen === null ? state.screens.get(screenFor(state, entry.key))
-    : state.screens.get(entry.screen);
-  const token = shownToken();
+  const id = entry.screen === null ? screenFor(state, entry.key) : entry.screen;
+  const screen = id ? state.screens.get(id) : null;
+  const token = shownToken(state, id);
   const same = entry.token !== null && entry.token === token;
-  if (screen && (same || (screen.nav.includes(entry.key) && entry.token !== null))) {
+  const relative = screen && (screen.nav.includes(entry.key) || screen.relative.includes(entry.key));
+  // A key held before any screen was there: the dwell is checked now, on what it would act on.
+  const early = entry.screen === null && screen && !relative && tooSoon(state, id, entry.at);
+  // A key refused after this one was pressed: the burst it belongs to is not taken, the
+  // keys held in it included (applied later, they would act on what was not read).
+  const behind = id && state.refusedAt.has(id) && state.refusedAt.get(id) > entry.at;
+  if (behind) {
+    note(state, `dropped ${entry.key} and ${state.held.length} after it: a key behind them was refused`);
+    state.held = [];
+    state.flushTimer = setTimeout(() => flush(state), 25);
+    return;
+  }
+  if (screen && !early && (same || (relative && entry.token !== null))) {
     const button = buttonFor(screen.buttons[entry.key]);
     if (button) {
       state.stillSince = null;
       state.sentAt = performance.now();
       note(state, `applied ${entry.key} at ${token}`);
+      if (!relative) hideNotice(state, id);
       button.click();
     } else {
       note(state, `no button for ${entry.key}`);
@@ -178,11 +331,8 @@ function flush(state) {
     // (Y N Y: once the N is refused, the second Y would land on N's criterion).
     const also = state.held.length;
     state.held = [];
-    state.refusedAt = performance.now();
-    note(state, `refused ${entry.key} pressed at ${entry.token}, now ${token}`);
-    notice(state, `Your ${label(entry.key)} was not applied`
-      + (also ? `, nor the ${also === 1 ? 'key' : `${also} keys`} after it` : '')
-      + ': it came while the screen was changing. Check what is on screen now, then press again.');
+    refuse(state, id, null, `refused ${entry.key} pressed at ${entry.token}, now ${token}`
+      + (also ? `, and ${also} after it` : ''));
   }
   state.flushTimer = setTimeout(() => flush(state), 25);
 }
@@ -198,62 +348,89 @@ function screenFor(state, key) {
 
 function install() {
   const state = {screens: new Map(), held: [], stillSince: null, flushTimer: null,
-                 noticeTimer: null, scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1, endedStart: -1,
-                 refusedAt: -1e9, log: [], due: new Map(), gates: new Map()};
+                 scrolled: new Set(), scrollTries: new Map(), sentAt: null, started: -1,
+                 endedStart: -1, refusedAt: new Map(), drawn: new Map(), drawScheduled: false,
+                 notice: null, noticeBox: null, log: [], gates: new Map()};
   window[STATE] = state;
+  // Whether no press is in flight and no key is held (a test waits for it after
+  // a key: a busy server may not have begun the key's run yet).
+  state.quiet = () => !appBusy() && !state.held.length;
+  // Whether every screen's keys would count now (for tests and benches, which
+  // wait for it as a clinician reads before answering).
+  state.dwellOver = () => {
+    const now = performance.now();
+    noteDrawn(state);
+    for (const id of state.screens.keys()) {
+      if (document.querySelector('.st-key-' + CSS.escape(id)) && tooSoon(state, id, now)) return false;
+    }
+    return true;
+  };
   watchRuns(state);
+  watchDrawing(state);
 
   window.addEventListener('keydown', (e) => {
     if (e.__carelensReplay || typing(e.target)) return;
     const key = canonical(e);
-    if (!screenFor(state, key) && appBusy() && /^(shift\+)?[0-9a-z]$|^(left|right|up|down)$|^ctrl\+enter$/.test(key)) {
+    const id = screenFor(state, key);
+    if (!id && appBusy() && /^(shift\+)?[0-9a-z]$|^(left|right|up|down)$|^ctrl\+enter$/.test(key)) {
       // No screen has said its keys yet (the page is still loading): held, and
-      // applied once a screen with that key is there, if the item is the same.
+      // applied once a screen with that key is there, if the item is the same
+      // and has been on screen long enough.
       e.preventDefault();
       e.stopImmediatePropagation();
       if (!e.repeat) {
-        note(state, `held ${key} before any screen, at ${shownToken()}`);
-        state.held.push({key, screen: null, token: shownToken(), at: performance.now()});
+        note(state, `held ${key} before any screen, at ${shownToken(state, null)}`);
+        state.held.push({key, screen: null, token: shownToken(state, null), at: pressedAt(e)});
         flush(state);
       }
       return;
     }
-    for (const [id, screen] of state.screens) {
-      if (!document.querySelector('.st-key-' + CSS.escape(id))) continue;  // not mounted
-      if (key in screen.focus) {
-        const box = document.querySelector('.' + CSS.escape(screen.focus[key]));
-        const input = box && box.querySelector('input, textarea');
-        if (input && !input.disabled) {
-          e.preventDefault();
-          e.stopImmediatePropagation();
-          input.focus();
-        }
-        return;
-      }
-      if (!(key in screen.buttons)) continue;
-      if (performance.now() - state.refusedAt < 1000) {
-        // Typed right behind a refused key, in the same burst: meant to follow it.
+    if (!id) return;
+    const screen = state.screens.get(id);
+    if (key in screen.focus) {
+      const box = document.querySelector('.' + CSS.escape(screen.focus[key]));
+      const input = box && box.querySelector('input, textarea');
+      if (input && !input.disabled) {
         e.preventDefault();
         e.stopImmediatePropagation();
-        state.refusedAt = performance.now();
-        note(state, `refused ${key}, right behind a refused key`);
-        return;
-      }
-      if (!appBusy() && !state.held.length) {  // keys wait behind those held before them
-        // Streamlit's own shortcut presses the button (or nothing, without one);
-        // until its run is over, the next keys wait.
-        if (buttonFor(screen.buttons[key])) state.sentAt = performance.now();
-        note(state, `passed ${key} at ${shownToken()}`);
-        return;
-      }
-      e.preventDefault();
-      e.stopImmediatePropagation();
-      if (!e.repeat) {
-        note(state, `held ${key} at ${shownToken()}`);
-        state.held.push({key, screen: id, token: shownToken(), at: performance.now()});
-        flush(state);
+        input.focus();
       }
       return;
+    }
+    // When the key went down (the event's own time: a busy or throttled page
+    // runs this handler late, and a burst's keys would seem further apart).
+    const now = pressedAt(e);
+    const free = screen.relative.includes(key);  // an undo: never refused for haste
+    const counted = !free && !screen.nav.includes(key);  // answers, picks, marks, settlements
+    if (counted && e.repeat) {
+      // A key held down is one press, not one an item.
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      return;
+    }
+    const refused = state.refusedAt.has(id) ? state.refusedAt.get(id) : -Infinity;
+    if ((counted && tooSoon(state, id, now)) || (!free && now - refused < screen.dwell)) {
+      // Too soon after what it acts on was drawn, or right behind a refused key
+      // (in the same burst: meant to follow it): not taken, and said.
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      refuse(state, id, null, `refused ${key} at ${shownToken(state, id)}: too soon`, now);
+      return;
+    }
+    if (!appBusy() && !state.held.length) {  // keys wait behind those held before them
+      // Streamlit's own shortcut presses the button (or nothing, without one);
+      // until its run is over, the next keys wait.
+      if (buttonFor(screen.buttons[key])) state.sentAt = performance.now();
+      if (counted) hideNotice(state, id);
+      note(state, `passed ${key} at ${shownToken(state, id)}`);
+      return;
+    }
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    if (!e.repeat) {
+      note(state, `held ${key} at ${shownToken(state, id)}`);
+      state.held.push({key, screen: id, token: shownToken(state, id), at: now});
+      flush(state);
     }
   }, true);
 
@@ -282,6 +459,9 @@ function install() {
 
   // After each redraw: the judged text in view inside its box, once per screen state.
   const watch = () => {
+    reveal(state);
+    noteDrawn(state);
+    placeNotice(state);
     if (!appBusy()) {
       for (const [id, screen] of state.screens) {
         const mark = `${id}:${screen.version}`;
@@ -309,11 +489,11 @@ function install() {
 }
 
 export default function (component) {
-  const {data, setTriggerValue, setStateValue} = component;
+  const {data, setStateValue} = component;
   const state = window[STATE] || install();
   if (!data || !data.id) return undefined;
-  // A screen that shows its item only once its keys are live (a key pressed as
-  // soon as the item is in view is then never lost): say they are.
+  // Say this screen's keys are live (this script is running and times what the
+  // screen draws): the server counts no press on the screen until then.
   if (data.gate) {
     const sent = state.gates.get(data.id) || 0;
     if (sent < 3) {
@@ -326,20 +506,15 @@ export default function (component) {
   const old = state.screens.get(data.id);
   const version = JSON.stringify([data.token, data.scroll]);
   state.screens.set(data.id, {
-    buttons: data.buttons || {}, nav: data.nav || [], focus: data.focus || {},
-    scroll: data.scroll || [], version: old && old.version === version ? old.version : version,
+    buttons: data.buttons || {}, nav: data.nav || [], relative: data.relative || [],
+    focus: data.focus || {}, scroll: data.scroll || [], marker: data.marker || null,
+    dwell: data.dwell_ms || 0, tooSoon: data.too_soon || TOO_SOON, slot: data.slot || null,
+    since: old && old.token === data.token ? old.since : performance.now(), token: data.token,
+    // When the server was first seen to know these keys are live (null: not yet).
+    live: data.gate ? null : (old && old.live !== null ? old.live : performance.now()),
+    version: old && old.version === version ? old.version : version,
   });
   if (!(old && old.version === version)) state.scrolled.delete(`${data.id}:${version}`);
-  // One timer a screen: Streamlit calls this again on new data without the
-  // cleanup of the last call, so the last timer is cleared here.
-  clearTimeout(state.due.get(data.id));
-  state.due.delete(data.id);
-  if (data.due_in > 0) {
-    state.due.set(data.id, setTimeout(() => {
-      state.due.delete(data.id);
-      setTriggerValue('due', Date.now());
-    }, data.due_in * 1000 + 100));
-  }
   return undefined;
 }
 

@@ -4,17 +4,21 @@ Starts the real server (`carelens serve`) on a demo database and opens it in
 headless Chromium (Debian's /usr/bin/chromium). For each screen (Review with
 prefixes, Review with responses, Trajectories, Graded conversations):
 
-- first render until ready for keys, in a fresh browser context (nothing
+- a new tab until its content is shown, in a fresh browser context (nothing
   cached) and in a warm tab (a reload of a tab that has shown it): from the
-  start of the navigation until the script has run, every element is drawn
-  (no skeleton, so the buttons' shortcuts are wired) and the judged text is
-  there. Measured in the page (performance.now()).
+  start of the navigation until the judged text is in view and a button to
+  answer with is drawn (no skeleton left in the main area), against
+  Streamlit's near-empty app measured between the screens, round by round
+  (issue 29, point 7: within 1.2x of it); then until ready for keys (the
+  script has run and every element is drawn). Measured in the page
+  (performance.now()).
 - key -> next item readable, at 1280x800: from the key press (keydown, in the
   page) until the next item's judged text (the reply, the latest patient
   turn, the step, the completion) has changed and is in the window; how often
   it was in the window at all.
-- a key pressed as soon as the item appears after a reload (before the
-  screen has settled): how often it was taken.
+- a key pressed as soon as the item appears after a reload (before anyone
+  could have read it): how often it was taken (never, by design: issue 29's
+  least dwell), and how often the screen said it was not.
 
 The reference, measured in the same run on the same machine: Streamlit's own
 near-empty app (a title, a line of text, a button with a shortcut), served
@@ -51,7 +55,7 @@ from review.datasets.demo import load_demo  # noqa: E402
 from review.datasets.sources import import_file  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
-from tests.browser import SETTLED, chromium, free_port, running_app, stop_group  # noqa: E402
+from tests.browser import READ, SETTLED, chromium, free_port, running_app, stop_group  # noqa: E402
 
 WHO = "Dr.+Bench"
 JUDGED = {
@@ -81,13 +85,28 @@ READY = f"""sel => {{
     return !!judged && ({SETTLED})()
         && !!document.querySelector('[data-testid=stMain] button:not([disabled])');
 }}"""
+SHOWN = f"""sel => {{
+    // The content is on screen: the judged text in view, and a button to answer
+    // with drawn (no skeleton left in the main area), whatever runs after.
+    const judged = ({FIND_JUDGED})(sel);
+    if (sel === '#judged') return !!judged;
+    return !!judged && judged.checkVisibility({{visibilityProperty: true}})
+        && !!document.querySelector('[data-testid=stMain] button:not([disabled])')
+        && ![...document.querySelectorAll('[data-testid=stMain] [data-testid]')]
+            .some(e => /Skeleton/.test(e.dataset.testid));
+}}"""
 WATCH = f"""sel => {{
-    // Record, in the page, when the screen is first ready for keys.
+    // Record, in the page, when the content is first shown and when the screen
+    // is first ready for keys (settled).
+    window.__shown = null;
     window.__ready = null;
+    const shown = {SHOWN};
     const ready = {READY};
     const iv = setInterval(() => {{
+        if (window.__shown === null && shown(sel)) window.__shown = performance.now();
         if (window.__ready === null && ready(sel)) {{
             window.__ready = performance.now();
+            if (window.__shown === null) window.__shown = window.__ready;
             clearInterval(iv);
         }}
     }}, 5);
@@ -209,8 +228,11 @@ def static_page():
         server.server_close()
 
 
-def first_render(browser, url: str, judged: str, repeat: int, size=(1280, 800)) -> tuple:
-    """(fresh, warm) medians in ms: a new context each time, then reloads of its tab."""
+def first_render(browser, url: str, judged: str, repeat: int, size=(1280, 800),
+                 what: str = "__shown") -> tuple:
+    """(fresh, warm) medians in ms: a new context each time, then reloads of its
+    tab; until the content is shown (`what` "__shown") or the screen is ready
+    for keys ("__ready")."""
     fresh, warm = [], []
     for _ in range(repeat):
         context = browser.new_context(viewport={"width": size[0], "height": size[1]})
@@ -218,13 +240,37 @@ def first_render(browser, url: str, judged: str, repeat: int, size=(1280, 800)) 
         page = context.new_page()
         page.goto(url, wait_until="commit")
         page.wait_for_function("() => window.__ready !== null", timeout=60_000)
-        fresh.append(page.evaluate("window.__ready"))
+        fresh.append(page.evaluate(f"window.{what}"))
         page.wait_for_timeout(500)
         page.reload(wait_until="commit")
         page.wait_for_function("() => window.__ready !== null", timeout=60_000)
-        warm.append(page.evaluate("window.__ready"))
+        warm.append(page.evaluate(f"window.{what}"))
         context.close()
     return statistics.median(fresh), statistics.median(warm)
+
+
+def first_screens(browser, url: str, ref_url: str, repeat: int, rounds: int = 3) -> None:
+    """Each screen against Streamlit's near-empty app, interleaved (the reference
+    measured between the screens, `rounds` times), so that a machine whose load
+    changes loads both alike: median of the rounds' medians."""
+    got: dict[str, list] = {"reference": []}
+    for _ in range(rounds):
+        got["reference"].append(first_render(browser, ref_url, JUDGED["reference"], repeat))
+        for name, path, judged, _key in SCREENS:
+            got.setdefault(name, []).append(first_render(browser, url + path, JUDGED[judged],
+                                                         repeat))
+    ref = (statistics.median(r[0] for r in got["reference"]),
+           statistics.median(r[1] for r in got["reference"]))
+    print(f"a new tab until its content is shown (the judged text in view, a button to answer "
+          f"drawn), median of {rounds} rounds of {repeat} (1280x800), against Streamlit's "
+          "near-empty app measured between them:")
+    print(f"  {'screen':<24} {'fresh':>8} {'ratio':>6} {'warm':>8} {'ratio':>6}")
+    for name, _path, _judged, _key in SCREENS:
+        fresh = statistics.median(r[0] for r in got[name])
+        warm = statistics.median(r[1] for r in got[name])
+        print(f"  {name:<24} {fresh:>6.0f}ms {fresh / ref[0]:>6.2f} {warm:>6.0f}ms "
+              f"{warm / ref[1]:>6.2f}")
+    print(f"  reference: Streamlit's near-empty app {ref[0]:.0f} ms fresh, {ref[1]:.0f} ms warm")
 
 
 def key_to_next(browser, url: str, judged: str, key: str, answers: int) -> dict:
@@ -237,6 +283,7 @@ def key_to_next(browser, url: str, judged: str, key: str, answers: int) -> dict:
     for n in range(answers):
         page.evaluate("document.activeElement && document.activeElement.blur()")
         page.wait_for_timeout(300)
+        page.wait_for_function(READ, timeout=30_000)  # as a reader: a key counts now
         page.evaluate(f"() => {{ window.__next = ({NEXT})({judged!r}); }}")
         page.keyboard.press(str(1 + n % 4) if key == "1-4" else key)
         got = page.evaluate("window.__next")
@@ -249,12 +296,13 @@ def key_to_next(browser, url: str, judged: str, key: str, answers: int) -> dict:
     return {"rendered": rendered, "readable": readable, "n": answers}
 
 
-def early_key(browser, url: str, db: Path, judged: str, tries: int) -> int:
-    """A key pressed as soon as the judged text appears after a reload: taken how often."""
+def early_key(browser, url: str, db: Path, judged: str, tries: int) -> tuple[int, int]:
+    """A key pressed as soon as the judged text appears after a reload: (taken,
+    said not taken) how often."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(url)
     page.wait_for_function(SETTLED, timeout=60_000)
-    taken = 0
+    taken = said = 0
     for _ in range(tries):
         before = answers_by(db)
         page.reload(wait_until="commit")
@@ -266,8 +314,10 @@ def early_key(browser, url: str, db: Path, judged: str, tries: int) -> int:
         page.wait_for_timeout(2500)
         page.wait_for_function(SETTLED, timeout=30_000)
         taken += answers_by(db) > before
+        said += page.evaluate("() => { const n = document.getElementById('carelens-key-notice');"
+                              " return !!n && n.checkVisibility(); }")
     page.close()
-    return taken
+    return taken, said
 
 
 def answers_by(db: Path) -> int:
@@ -302,12 +352,14 @@ def main(repeat: int, answers: int, early: int, long: bool) -> None:
         s.close()
         with running_app(db) as url, reference_app(tmp) as (ref_url, _), static_page() as static, \
                 chromium() as browser:
+            first_screens(browser, url, ref_url, repeat)
             rows = []
-            ref = first_render(browser, ref_url, JUDGED["reference"], repeat)
-            stat = first_render(browser, static, JUDGED["static"], repeat)
+            ref = first_render(browser, ref_url, JUDGED["reference"], repeat, what="__ready")
+            stat = first_render(browser, static, JUDGED["static"], repeat, what="__ready")
             for name, path, judged, _key in SCREENS:
-                rows.append((name, *first_render(browser, url + path, JUDGED[judged], repeat)))
-            print(f"first render until ready for keys, median of {repeat} (1280x800):")
+                rows.append((name, *first_render(browser, url + path, JUDGED[judged], repeat,
+                                                 what="__ready")))
+            print(f"\nfirst render until ready for keys (settled), median of {repeat} (1280x800):")
             print(f"  {'screen':<24} {'fresh':>8} {'ratio':>6} {'warm':>8} {'ratio':>6}")
             for name, fresh, warm in rows:
                 print(f"  {name:<24} {fresh:>6.0f}ms {fresh / ref[0]:>6.2f} {warm:>6.0f}ms "
@@ -325,9 +377,10 @@ def main(repeat: int, answers: int, early: int, long: bool) -> None:
             print(f"  reference: Streamlit's near-empty app, a button press re-run and drawn: "
                   f"{med(ref_keys['rendered'])}")
             if early:
-                taken = early_key(browser, url + SCREENS[0][1], db, JUDGED["review"], early)
+                taken, said = early_key(browser, url + SCREENS[0][1], db, JUDGED["review"],
+                                        early)
                 print(f"\na key pressed as soon as the item appears after a reload: taken {taken} "
-                      f"of {early}")
+                      f"of {early}; not taken, and said beside the answers, {said} of {early}")
 
 
 if __name__ == "__main__":

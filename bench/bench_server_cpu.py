@@ -14,7 +14,13 @@ button - the least any Streamlit screen can spend on one answer.
 At one answer per 10 s per reviewer, two cores hold about
 2 x 10 s / (CPU per answer) reviewers.
 
-    python bench/bench_server_cpu.py [--answers 40] [--long]
+At a clinician's pace (--pace, one answer every 10 s; --paced answers of it)
+the same figure is measured over the whole time, minus what the server spends
+idle with the tab open over the same time: it is the quick loop's figure when
+nothing runs between two answers (issue 29, point 8: a timer reran the screen
+about 5 s after each answer, when its reveal fell due).
+
+    python bench/bench_server_cpu.py [--answers 40] [--paced 12] [--pace 10] [--long]
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from review.datasets.demo import load_demo  # noqa: E402
 from review.datasets.sources import import_file  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
-from tests.browser import SETTLED, chromium, running_server  # noqa: E402
+from tests.browser import READ, SETTLED, chromium, running_server  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -55,27 +61,33 @@ def group_cpu(pgid: int) -> float:
     return total / TICK
 
 
-def answer_by_key(page, judged: str, n: int, keys: str) -> float:
-    """Press n keys (cycling through `keys`), each once the last item is drawn;
-    returns the wall time taken."""
+def answer_by_key(page, judged: str, n: int, keys: str, pace: float = 0.0) -> float:
+    """Press n keys (cycling through `keys`), each once the last item is drawn
+    and, with `pace`, `pace` seconds after the last; returns the wall time taken."""
     t0 = time.perf_counter()
     for i in range(n):
+        page.wait_for_function(READ, timeout=30_000)  # as a reader: a key counts now
+        if pace:
+            time.sleep(max(0.0, t0 + i * pace - time.perf_counter()))
         page.evaluate("document.activeElement && document.activeElement.blur()")
         page.evaluate(f"() => {{ window.__next = ({NEXT})({judged!r}); }}")
         page.keyboard.press(keys[i % len(keys)])
         page.evaluate("window.__next")
         page.wait_for_function(SETTLED, timeout=30_000)
+    if pace:
+        time.sleep(max(0.0, t0 + n * pace - time.perf_counter()))  # the last answer's time too
     return time.perf_counter() - t0
 
 
-def measure(browser, url: str, pgid: int, judged: str, n: int, keys: str) -> tuple[float, float]:
+def measure(browser, url: str, pgid: int, judged: str, n: int, keys: str,
+            pace: float = 0.0) -> tuple[float, float]:
     """(CPU ms per key press, idle CPU ms over the same wall time / n)."""
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(url)
     page.wait_for_function(SETTLED, timeout=60_000)
     page.wait_for_timeout(1000)
     cpu0 = group_cpu(pgid)
-    wall = answer_by_key(page, judged, n, keys)
+    wall = answer_by_key(page, judged, n, keys, pace)
     cpu1 = group_cpu(pgid)
     page.wait_for_timeout(500)
     idle0 = group_cpu(pgid)
@@ -85,7 +97,7 @@ def measure(browser, url: str, pgid: int, judged: str, n: int, keys: str) -> tup
     return (cpu1 - cpu0) * 1000 / n, (idle1 - idle0) * 1000 / n
 
 
-def main(answers: int, long: bool) -> None:
+def main(answers: int, long: bool, paced: int, pace: float) -> None:
     if not Path("/usr/bin/chromium").exists():
         sys.exit("needs Debian's chromium at /usr/bin/chromium")
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -97,10 +109,11 @@ def main(answers: int, long: bool) -> None:
                 import_file(s, path)
         load_demo(s, tmp / "files")
         ensure_reviewer(s, "Dr. Bench")
+        ensure_reviewer(s, "Dr. Paced")
         s.close()
-        # The reveal of each answer falls due (after its undo window) within the pace
-        # of the bench, so that its rerun is counted with the answer, as at a
-        # clinician's pace (a 5 s window outlasts the bench's second per answer).
+        # The reveal of each answer falls due (after its undo window) before the next
+        # answer in both loops, so that showing it is counted with the answers, as at
+        # a clinician's pace (the 5 s default outlasts the quick loop's second).
         os.environ["CARELENS_REVEAL_DELAY"] = "0.3"
         with running_server(db) as (url, proc), reference_app(tmp) as (ref_url, ref_proc), \
                 chromium() as browser:
@@ -108,21 +121,35 @@ def main(answers: int, long: bool) -> None:
                                     answers, "1")
             print(f"server CPU per key press, {answers} presses (user + system, whole process "
                   "group):")
+            quick = {}
             for name, path in (("Review, prefixes", "/?reviewer=Dr.+Bench"),
                                ("Review, responses", "/?reviewer=Dr.+Bench&kind=response")):
                 cpu, idle = measure(browser, url + path, proc.pid, JUDGED["review"], answers,
                                     "1234")
+                quick[name] = cpu - idle
                 print(f"  {name:<20} {cpu:6.0f} ms per answer (idle over the same time: "
                       f"{idle:.0f} ms); ratio to the reference {cpu / ref:.1f}; about "
                       f"{2 * 10_000 / cpu:.0f} reviewers on two cores at one answer per 10 s")
             print(f"  reference: Streamlit's near-empty app {ref:.0f} ms per press (idle "
                   f"{ref_idle:.0f} ms)")
+            if paced:
+                cpu, idle = measure(browser, url + "/?reviewer=Dr.+Paced", proc.pid,
+                                    JUDGED["review"], paced, "1234", pace)
+                base = quick["Review, prefixes"]
+                print(f"\nat a clinician's pace, one answer every {pace:g} s, {paced} answers "
+                      "(Review, prefixes):")
+                print(f"  {cpu:6.0f} ms per answer, of which idle over the same time {idle:.0f} ms:"
+                      f" {cpu - idle:.0f} ms for the answer; the quick loop's {base:.0f} ms; "
+                      f"ratio {(cpu - idle) / base:.2f}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--answers", type=int, default=40)
+    ap.add_argument("--paced", type=int, default=12,
+                    help="answers at a clinician's pace (0: none)")
+    ap.add_argument("--pace", type=float, default=10.0, help="seconds between paced answers")
     ap.add_argument("--long", action="store_true",
                     help="200 generated replies of about 1,100 characters first in the queues")
     a = ap.parse_args()
-    main(a.answers, a.long)
+    main(a.answers, a.long, a.paced, a.pace)

@@ -9,8 +9,11 @@ and nothing is still loading). Then, on Agreement and Browse, each facet click:
 from the click until the screen is redrawn; and on Agreement, its triage tab: from the
 click on the tab until the leaderboard is drawn (shown in the first-render column).
 
-The reference, measured in the same run on the same server: the Codebook
-screen's first render (a screen that reads a few rows and draws text).
+The references, measured in the same run: the Codebook screen's first render
+(a screen that reads a few rows and draws text), on the same server; and
+Streamlit's own near-empty app (bench/bench_screens.py), served beside it and
+opened between the screens: issue 29, point 7 asks a new tab to show its
+content within 1.2x of it.
 
     .venv/bin/python bench/bench_team_screens.py [--items 20000] [--repeat 3]
 """
@@ -31,6 +34,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_agreement import synthetic  # noqa: E402
+from bench.bench_screens import reference_app  # noqa: E402
 from review.datasets.demo import load_demo  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
@@ -47,12 +51,14 @@ SCREENS = {  # name: (address, text that says the screen is there)
     "Data": ("data", "Imports so far"),
 }
 TRIAGE_TAB = ("Triage & leaderboard", "Would the mapper have changed the leaderboard?")
+EMPTY = "Streamlit's empty app"
+"""The near-empty app's row (bench/bench_screens.py REFERENCE_APP)."""
 
 
 def ready(page, text: str) -> None:
     page.wait_for_function("t => document.body.innerText.includes(t)", arg=text, timeout=120_000,
                            polling=20)
-    wait_for_app(page, timeout=120_000)
+    wait_for_app(page, timeout=120_000, read=False)  # drawn (a key's dwell is the reader's)
 
 
 def first_render(browser, url: str, path: str, text: str, who: str) -> tuple[float, object]:
@@ -74,7 +80,7 @@ def timed_click(page, do) -> float:
         page.wait_for_function(
             "() => document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState"
             " === 'running'", timeout=5_000, polling=5)
-    wait_for_app(page, timeout=120_000)
+    wait_for_app(page, timeout=120_000, read=False)
     return time.perf_counter() - t0 - 0.3
 
 
@@ -121,13 +127,18 @@ def triage_tab(page) -> float:
     return time.perf_counter() - t0 - 0.3
 
 
-def measure(url: str, repeat: int, screens: dict) -> dict[str, dict[str, list[float]]]:
+def measure(url: str, repeat: int, screens: dict,
+            empty_url: str | None = None) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     with chromium() as browser:
         # One warm-up visit: the server imports its modules on the first session.
         seconds, (ctx, _) = first_render(browser, url, "codebook", "Codebook", ADMIN)
         ctx.close()
         for _ in range(repeat):
+            if empty_url:
+                seconds, (ctx, _) = first_render(browser, empty_url, "", "Pressed 0 times", ADMIN)
+                out.setdefault(EMPTY, {"first": [], "clicks": []})["first"].append(seconds)
+                ctx.close()
             for name, (path, text) in screens.items():
                 seconds, (ctx, page) = first_render(browser, url, path, text, ADMIN)
                 row = out.setdefault(name, {"first": [], "clicks": []})
@@ -147,15 +158,17 @@ def report(title: str, results: dict) -> None:
     the median what a user meets; each with its ratio to the reference's."""
     ref = results["Codebook (reference)"]["first"]
     ref_med, ref_min = statistics.median(ref), min(ref)
-    print(f"\n{title}: seconds over {len(ref)} runs (ratio to the reference's)")
+    empty = statistics.median(results[EMPTY]["first"]) if EMPTY in results else None
+    print(f"\n{title}: seconds over {len(ref)} runs (ratio to the Codebook's)"
+          + (f"; ratio to {EMPTY}, measured between them" if empty else ""))
     print(f"{'screen':<24}{'first render: median':>22}{'best':>14}{'facet click: median':>22}"
-          f"{'max':>7}")
+          f"{'max':>7}" + (f"{'/ empty app':>13}" if empty else ""))
     for name, row in results.items():
         med, best = statistics.median(row["first"]), min(row["first"])
         click = (f"{statistics.median(row['clicks']):>22.2f}{max(row['clicks']):>7.2f}"
                  if row["clicks"] else f"{'—':>22}{'—':>7}")
         print(f"{name:<24}{med:>14.2f} ({med / ref_med:.1f}x){best:>8.2f} ({best / ref_min:.1f}x)"
-              f"{click}")
+              f"{click}" + (f"{med / empty:>12.2f}x" if empty else ""))
 
 
 def main() -> int:
@@ -174,8 +187,8 @@ def main() -> int:
         demo = Path(tmp) / "demo.db"
         with open_store(demo) as s:
             load_demo(s, Path(tmp) / "files")
-        with running_app(demo) as url:
-            report("Demo database", measure(url, args.repeat, screens))
+        with running_app(demo) as url, reference_app(Path(tmp)) as (empty_url, _):
+            report("Demo database", measure(url, args.repeat, screens, empty_url))
         if args.items:
             big = Path(tmp) / "big.db"
             synthetic(big, args.items)

@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from codebook import BLIND, CANNOT_ASSESS
-from pages._keys import marker, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._shared import item_asked_by_address, put_item_in_address, store
 from pages._steps import code_span, label_text
 from review.reviewing.blinding import seen_while_answering, what_reviewer_sees
@@ -36,6 +36,7 @@ from review.reviewing.drafts import drop_draft, load_drafts, save_draft
 from review.reviewing.items import flag_item, is_flagged
 from review.reviewing.names import FREE_REVIEW, item_in_address, item_name, rater_name, study_round
 from review.reviewing.navigation import next_item, round_in_address, screen_rounds
+from review.reviewing.presses import TooSoon
 from review.reviewing.queue import QueueFilter, filter_choices
 from review.team.reviewers import Reviewer
 from review.team.rounds import (
@@ -143,9 +144,15 @@ def pending_verdicts(item_id: int, questions: Sequence[ItemQuestion],
 
 # -- callbacks ----------------------------------------------------------------------
 
-HOLD = "rv_keys_held_until"
-"""Session key: until when Y / N / U presses are dropped, after one that came
-before the screen had caught up (`_answer_at`)."""
+TOO_SOON = "Not recorded: too soon after the last verdict. Press again to answer this criterion."
+"""Said beside the criteria when a key is not taken (`review.reviewing.presses`)."""
+
+
+def criterion_token(item_id: int, at: int, choice: str | None) -> str:
+    """What Y / N / U and Ctrl+Enter act on: the item, the criterion highlighted
+    and its pick (a pick made anew makes it anew, so a second key right after
+    one never changes it unread)."""
+    return f"{item_id}_c{at}" + (f"_p{choice}" if choice else "")
 
 
 def _focus_on(item_id: int, n: int, index: int) -> None:
@@ -155,21 +162,18 @@ def _focus_on(item_id: int, n: int, index: int) -> None:
 
 
 def _answer_at(reviewer: Reviewer, item_id: int, criteria: list[int], at: int, choice: str,
-               seen: frozenset[int] = frozenset()) -> None:
+               seen: frozenset[int] = frozenset(), token: str = "") -> None:
     """Y / N / U: answer the criterion highlighted when the key was pressed (`at`)
     and move to the next unanswered one."""
     if not 0 <= at < len(criteria):
         return
-    now = time.monotonic()
-    if at != st.session_state.get(focus_key(item_id), 0) or now < st.session_state.get(HOLD, 0.0):
-        # Pressed before the screen caught up with the last key: the criterion it was
-        # meant for is not the one it would answer now; nor, after one such, are the
-        # keys typed ahead right behind it. Dropped, and said: a verdict left open
+    if at != st.session_state.get(focus_key(item_id), 0) or not press_counts("rubric", token):
+        # Pressed before the screen caught up with the last key (the criterion it was
+        # meant for is not the one it would answer now), too soon after this criterion
+        # was drawn, or right behind such a key: dropped, and said. A verdict left open
         # shows; one on the wrong criterion (a MUST-NOT's "did it") would not.
-        st.session_state[HOLD] = now + 1.0
-        st.session_state["rv_flash"] = (
-            "info", "Keys pressed before the screen had caught up were not applied: "
-                    "check the highlighted criterion and go on from there.")
+        refused("rubric")
+        st.session_state["rv_flash"] = ("warning", TOO_SOON)
         return
     st.session_state[draft_key(item_id, criteria[at])] = choice
     _keep_draft(reviewer, item_id, criteria[at], criteria[at] in seen)
@@ -194,7 +198,7 @@ def _flag(reviewer: Reviewer, item_id: int, raise_flag: bool) -> None:
 
 
 def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion], mode: str,
-            started_key: str, round_id: int | None = None) -> None:
+            started_key: str, round_id: int | None = None, token: str = "") -> None:
     s = store()
     mine = my_current_answers(s, reviewer.id, item_id)
     drafts = load_drafts(s, reviewer.id, item_id)
@@ -204,7 +208,13 @@ def _commit(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion],
     started = st.session_state.get(started_key, time.monotonic())
     try:
         ids = commit_verdicts(s, reviewer, item_id, batch, mode=mode, round_id=round_id,
-                              seconds_on_task=round(time.monotonic() - started, 2))
+                              seconds_on_task=round(time.monotonic() - started, 2),
+                              press=press("rubric", token) if token else None)
+    except TooSoon:
+        refused("rubric")
+        st.session_state["rv_flash"] = ("warning", "Not committed: too soon after the last "
+                                                   "verdict. Press again to commit.")
+        return
     except RoundError as exc:
         # Nothing of this batch was written; the page moves on to the round's next item.
         st.session_state["rv_flash"] = ("error", f"{exc}. Nothing was committed.")
@@ -369,6 +379,7 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     flash = st.session_state.pop("rv_flash", None)
     if flash:
         getattr(st, flash[0])(flash[1])
+    token = ""
     if read_only:
         focus = -1
     elif criteria:
@@ -379,25 +390,28 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
         # the wrong criteria, a MUST-NOT's "did it" among them). A key pressed while the
         # screen is redrawn is held, and applied only if the same criterion is still
         # highlighted (pages/_keys.py); the current one is kept in view in its list.
+        token = criterion_token(item_id, focus,
+                                st.session_state.get(draft_key(item_id, criteria[focus].id)))
         screen_keys("rubric", {
             KEYS["met"]: f"rv_met:{item_id}:{focus}", KEYS["not_met"]: f"rv_not_met:{item_id}:{focus}",
             KEYS[CANNOT_ASSESS]: f"rv_cannot:{item_id}:{focus}", "Up": f"rv_up:{item_id}:{focus}",
             "Down": f"rv_down:{item_id}:{focus}", "Ctrl+Enter": f"rv_commit:{item_id}"},
-            token=f"{item_id}_c{focus}", scroll=[f"rv_row_{item_id}_{criteria[focus].id}"])
-        with st.container(horizontal=True, gap="small", key=marker(f"{item_id}_c{focus}"),
+            token=token, scroll=[f"rv_row_{item_id}_{criteria[focus].id}"], too_soon=TOO_SOON)
+        with st.container(horizontal=True, gap="small", key=marker("rubric", token),
                           vertical_alignment="center"):
             if title:  # on the keys' line: the list below keeps the height
                 st.markdown(f"**{safe_markdown(title)}** :small[({len(questions)})]",
                             width="content")
             st.button("Met", key=f"rv_met:{item_id}:{focus}", shortcut=KEYS["met"],
-                      on_click=_answer_at, args=(reviewer, item_id, ids, focus, "met", seen),
+                      on_click=_answer_at, args=(reviewer, item_id, ids, focus, "met", seen, token),
                       help="Answer the current criterion: met, and go to the next")
             st.button("Not met", key=f"rv_not_met:{item_id}:{focus}", shortcut=KEYS["not_met"],
-                      on_click=_answer_at, args=(reviewer, item_id, ids, focus, "not_met", seen),
+                      on_click=_answer_at,
+                      args=(reviewer, item_id, ids, focus, "not_met", seen, token),
                       help="Answer the current criterion: not met, and go to the next")
             st.button("Can't assess", key=f"rv_cannot:{item_id}:{focus}", shortcut=KEYS[CANNOT_ASSESS],
                       on_click=_answer_at,
-                      args=(reviewer, item_id, ids, focus, CANNOT_ASSESS, seen),
+                      args=(reviewer, item_id, ids, focus, CANNOT_ASSESS, seen, token),
                       help="The run or response does not let you decide this criterion")
             st.button("", key=f"rv_up:{item_id}:{focus}", shortcut="Up",
                       help="The criterion above (↑)",
@@ -478,7 +492,8 @@ def checklist(reviewer: Reviewer, item_id: int, questions: Sequence[ItemQuestion
     row = st.columns([6, 5, 3] if flag else [3, 2], vertical_alignment="center", gap="small")
     row[0].button(label, key=f"rv_commit:{item_id}", shortcut="Ctrl+Enter", type="primary",
                   width="stretch", disabled=not pending, icon=":material/done_all:",
-                  on_click=_commit, args=(reviewer, item_id, questions, mode, started_key, round_id),
+                  on_click=_commit,
+                  args=(reviewer, item_id, questions, mode, started_key, round_id, token),
                   help="Record your answers" + (
                       "" if mode == BLIND else "; the judges' verdicts on them are shown afterwards"))
     committed = sum(1 for q in questions if q.id in mine)

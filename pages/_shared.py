@@ -299,14 +299,29 @@ def note_page(name: str) -> None:
     st.session_state[_PAGES] = (st.session_state.get(_PAGES, (None, None))[1], name)
 
 
+_PENDING = "_item_for_the_address"
+"""The item uid this run shows, written into the address at the run's end
+(`address_follows`)."""
+
+
 def put_item_in_address(uid: str) -> None:
-    """Keep the address on the item shown, so a reload or a shared link opens it again."""
+    """Keep the address on the item shown, so a reload or a shared link opens it
+    again. Written once the run has drawn the item (`address_follows`): the
+    browser applies a new address as soon as it arrives, and one sent before
+    the item named the next item while the screen still showed the last."""
     written = st.session_state.setdefault(_WRITTEN, {})
     written.pop(uid, None)
     written[uid] = None
     while len(written) > 500:
         del written[next(iter(written))]
-    if st.query_params.get("item") != uid:
+    st.session_state[_PENDING] = uid
+
+
+def address_follows() -> None:
+    """At the end of a run (app.py) or of a fragment's run (Review's item): the
+    address names the item the run drew (`put_item_in_address`)."""
+    uid = st.session_state.pop(_PENDING, None)
+    if uid is not None and st.query_params.get("item") != uid:
         st.query_params["item"] = uid
 
 

@@ -11,16 +11,19 @@ says how many.
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from codebook import NO_ERROR
-from pages._keys import marker, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._rubric import WORDS
 from pages._shared import require_reviewer, show_messages, show_text, store
 from pages._steps import code_span
 from review.reviewing.criteria import severity_levels, step_codebook
 from review.reviewing.items import load_item
 from review.reviewing.names import item_name, plural, rater_name, study_round, turn
+from review.reviewing.presses import TooSoon
 from review.reviewing.trajectory import load_graded_conversation, load_trajectory
 from review.team.adjudication import (
     REASONS,
@@ -156,9 +159,11 @@ def last_settled() -> None:
                   icon=":material/undo:", on_click=take_back_last, args=(annotation_id,),
                   help="Take this settlement back (Z), within a few seconds of making it: "
                        "recorded as withdrawn, and the item waits to be settled again")
-    # Draw the screen again once the window has passed, without the Undo.
+    # Z is an undo: never refused for haste. No timer redraws the screen when the window
+    # has passed (a run costs the server as much as a settlement, pages/_keys.py): the
+    # Undo goes with the next run, and one pressed too late is refused, and said.
     screen_keys("adjudicate_undo", {"Z": f"adj_undo:{annotation_id}"},
-                token=f"settled{annotation_id}", due_in=wait)
+                token=f"settled{annotation_id}", relative=["Z"])
 
 
 # The Settle buttons run these as callbacks, with what their form showed when
@@ -180,6 +185,16 @@ def _refused(form: str, exc: ValueError) -> None:
             st.session_state.pop(f"{form}:{part}", None)
 
 
+# Said when a settling key is not taken (`review.reviewing.presses`).
+ADJ_TOO_SOON = "Not recorded: too soon after the screen changed. Press again to settle this one."
+
+
+def unit_token(form: str) -> str:
+    """What a settle form's keys act on: the unit it settles (its form's name, as
+    a marker takes it)."""
+    return re.sub(r"[^A-Za-z0-9]", "_", form)
+
+
 def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, item_id: int,
                      question_key: str | None, seen: int | None, shown: tuple[int, ...],
                      book=None) -> None:
@@ -190,7 +205,12 @@ def settle_from_form(form: str, adjudicator: Reviewer, round_id: int | None, ite
     s = store()
     try:
         made = settle(s, round_id, item_id, adjudicator, value, reason, note,
-                      question_key=question_key, expected=seen, answers_shown=shown)
+                      question_key=question_key, expected=seen, answers_shown=shown,
+                      press=press("adj", unit_token(form)))
+    except TooSoon:
+        refused("adj")
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     except ValueError as exc:
         _refused(form, exc)
         return
@@ -209,6 +229,9 @@ REASON_SHORT = {"ambiguous_item": "Ambiguous item", "codebook_gap": "Codebook ga
 
 
 def _choose(key: str, value) -> None:
+    if not press_counts("adj", unit_token(key.rsplit(":", 1)[0])):  # too soon: said, not taken
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     st.session_state[key] = value
 
 
@@ -236,6 +259,13 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
     beforehand: the adjudicator chooses, every time."""
     chosen = st.session_state.get(f"{form}:value")
     reason = st.session_state.get(f"{form}:reason")
+    if keys:  # first, before what they press (pages/_keys.py): held during a redraw, and timed
+        shortcuts = {k: f"{form}:pick:{code}" for code, k in keys.items() if k}
+        shortcuts.update({f"Shift+{level}": f"{form}:sev:{level}" for level in severities or {}})
+        shortcuts.update({REASON_KEYS[why]: f"{form}:why:{why}" for why in SETTLE_REASONS
+                          if why in REASON_KEYS})
+        shortcuts["Ctrl+Enter"] = f"{form}:settle"
+        screen_keys("adj", shortcuts, token=unit_token(form), too_soon=ADJ_TOO_SOON)
     with st.container(border=True, key="adj_settle", gap="small"):
         st.markdown(f"**Settled {noun}**")
         with st.container(horizontal=True, gap="small", key="adj_values"):
@@ -270,12 +300,15 @@ def settle_controls(form: str, codes: list[str], words, label: str, on_settle, a
             row[0].text_input("Note", placeholder="What decided it; a codebook gap to fix",
                               key=f"{form}:note", label_visibility="collapsed")
             row[1].form_submit_button(label, type="primary", on_click=on_settle, args=args,
-                                      shortcut="Ctrl+Enter" if keys else None, width="stretch")
+                                      shortcut="Ctrl+Enter" if keys else None, width="stretch",
+                                      key=f"{form}:settle")
         if keys:
-            st.caption(f"Keys: {' '.join(k for k in keys.values() if k)} the settled {noun} · "
-                       + ("Shift+1–5 the severity · " if severities else "")
-                       + " ".join(REASON_KEYS.values()) + " the reason · Ctrl+Enter settle · "
-                       "Z undo · ← → previous / next")
+            # The marker of what the keys act on, drawn after the unit and its answers.
+            with st.container(key=marker("adj", unit_token(form))):
+                st.caption(f"Keys: {' '.join(k for k in keys.values() if k)} the settled {noun} · "
+                           + ("Shift+1–5 the severity · " if severities else "")
+                           + " ".join(REASON_KEYS.values()) + " the reason · Ctrl+Enter settle · "
+                           "Z undo · ← → previous / next")
 
 
 def settle_agreed_button(where, count: int, one: str, many: str, settle_own, **scope) -> None:
@@ -401,7 +434,7 @@ def rubric_mode() -> None:
     left, right = st.columns([1, 1], gap="medium")
     with left:
         last_settled()  # on the left: the settle panel on the right stays where it is
-    with left, st.container(key=marker(f"{case.item_id}"), gap="small"):
+    with left, st.container(key=marker("adj_item", f"{case.item_id}"), gap="small"):
         item_heading(case.item_id, " · " + plural(len(case.disputes), "disputed criterion",
                                                    "disputed criteria"))
         evidence(case)
@@ -448,7 +481,12 @@ def settle_step_from_form(form: str, adjudicator: Reviewer, item_id: int, step_i
     try:
         made = settle_step(s, item_id, step_id, adjudicator, error,
                            None if error == NO_ERROR else severity, reason, note,
-                           expected=seen, answers_shown=shown)
+                           expected=seen, answers_shown=shown,
+                           press=press("adj", unit_token(form)))
+    except TooSoon:
+        refused("adj")
+        st.session_state[SETTLE_ERROR] = ADJ_TOO_SOON
+        return
     except ValueError as exc:
         _refused(form, exc)
         return
@@ -494,7 +532,7 @@ def steps_mode() -> None:
     step = steps.get(d.step_id)
     with left:
         last_settled()  # on the left: the settle panel on the right stays where it is
-    with left, st.container(key=marker(f"{case.item_id}_s{d.step_id}"), gap="small"):
+    with left, st.container(key=marker("adj_item", f"{case.item_id}_s{d.step_id}"), gap="small"):
         item_heading(case.item_id, " · " + plural(len(case.disputes), "disputed step"))
         st.markdown(f"**Step {d.step_id}**"
                     + (f" · {safe_markdown(step.source)}" if step else ""))
@@ -582,7 +620,7 @@ def labels_mode() -> None:
     left, right = st.columns([1, 1], gap="medium")
     with left:
         last_settled()  # on the left: the settle panel on the right stays where it is
-    with left, st.container(key=marker(str(item.id)), gap="small"):
+    with left, st.container(key=marker("adj_item", str(item.id)), gap="small"):
         item_heading(item.id)
         with st.container(border=True, key="adj_item"):
             for rnd in item.rounds:

@@ -14,7 +14,7 @@ import streamlit as st
 from pages._keys import marker, screen_keys
 from pages._rubric import checklist, next_in_round_button, open_from_queue
 from pages._scores import healthbench_scores_section
-from pages._shared import require_reviewer, show_text, store
+from pages._shared import address_follows, require_reviewer, show_text, store
 from pages._steps import label_text
 from review.reviewing.blinding import DEFAULT_MODE
 from review.reviewing.criteria import (
@@ -97,7 +97,7 @@ with st.sidebar, st.container(key="hb_nav", gap="small"):
                   args=(next_unreviewed(db, reviewer.id, filt, after_id=item_id),))
 
 left, right = st.columns([2, 3], gap="medium")
-with left, st.container(key=marker(str(item_id)), gap="small"):
+with left, st.container(key=marker("hb", str(item_id)), gap="small"):
     if view.turns:
         with st.container(border=True, key="hb_conversation"):
             for turn in view.turns:
@@ -145,3 +145,5 @@ with right, st.container(key="hb_side", gap="small"):
                   reference_shown=reference_shown)
 
 healthbench_scores_section(db, ask="graded")  # every rater's, when asked: pages/_scores.py
+
+address_follows()  # the address names the item shown, now that it is drawn (app.py does too)

@@ -23,9 +23,9 @@ import time
 
 import streamlit as st
 
-from pages._keys import marker, screen_keys
-from pages._keys import waiting as keys_waiting
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._shared import (
+    address_follows,
     came_from_another_screen,
     item_asked_by_address,
     put_item_in_address,
@@ -34,7 +34,13 @@ from pages._shared import (
     show_text,
     store,
 )
-from review.reviewing.blinding import DEFAULT_MODE, Sight, reveal_wait, what_reviewer_sees
+from review.reviewing.blinding import (
+    DEFAULT_MODE,
+    Sight,
+    reveal_delay,
+    reveal_wait,
+    what_reviewer_sees,
+)
 from review.reviewing.commit import (
     commit_answer,
     is_withdrawal,
@@ -59,6 +65,7 @@ from review.reviewing.names import (
     turn,
 )
 from review.reviewing.navigation import item_place, next_item, round_in_address, screen_rounds
+from review.reviewing.presses import TOO_SOON, TooSoon
 from review.reviewing.queue import (
     Progress,
     QueueFilter,
@@ -83,6 +90,13 @@ STATUS_WORDS = {"cannot_assess": "cannot assess", "skipped": "skipped"}
 # Session key: (the item just answered, the item shown after it). The reveal
 # panel describes that answer only while that next item is on screen.
 LAST = "last_answer"
+# Session key: {item answered: [when (time.time()), the item beside which its
+# reveal was shown, or None while it waits]}. An answer's labels show once its
+# undo window has passed, in the next run of the screen (the next answer's, or
+# any key's): never by a run of their own, and never sent to the browser before
+# they are due. Shown beside one item, then gone; the newest few are kept.
+OWED = "reveals_owed"
+END = "end"  # the end of the queue, where the last answer's panel is shown (no item)
 
 reviewer = require_reviewer()
 
@@ -101,6 +115,7 @@ def confidence_key(item_id: int) -> str:
 db = store()
 if came_from_another_screen():
     st.session_state.pop(LAST, None)  # the last answer's panel belongs to that visit
+    st.session_state.pop(OWED, None)
 
 # -- what to review ---------------------------------------------------------
 choices = filter_choices(db)
@@ -209,14 +224,29 @@ def ahead_of_the_screen(item_id: int) -> bool:
     current = st.session_state.get(state_key)
     if current is None or current == item_id:
         return False
-    flash("info", "A key pressed before the next item was on screen was not applied; "
-                  "answer the item you see now.")
+    refused("review")
+    flash("warning", TOO_SOON)
     return True
 
 
-def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str) -> None:
+def too_soon(item_id: int, token: str) -> bool:
+    """A press that writes no answer (a flag, a confidence) and does not count
+    (`review.reviewing.presses`: not on what the screen shows now, or too soon
+    after it was drawn): dropped, and said beside the answers."""
     if ahead_of_the_screen(item_id):
-        return
+        return True
+    if press_counts("review", token):
+        return False
+    flash("warning", TOO_SOON)
+    return True
+
+
+def on_answer(item_id: int, question_id: int, value: str | None, status: str, mode: str,
+              token: str = "") -> bool:
+    """Commit the answer a press gave; True when it was written (a press that does not
+    count, or an answer refused, writes nothing and says why beside the answers)."""
+    if ahead_of_the_screen(item_id):
+        return False
     s = store()
     before = my_answers(s, reviewer.id, item_id, question_id)
     # An answer withdrawn before its reveal (Z) leaves the item to be answered afresh.
@@ -228,32 +258,54 @@ def on_answer(item_id: int, question_id: int, value: str | None, status: str, mo
             rationale=st.session_state.get(rationale_key(item_id)),
             confidence=st.session_state.get(confidence_key(item_id)),
             seconds_on_task=round(time.monotonic() - started, 2), mode=mode, round_id=round_id,
+            press=press("review", token),
         )
+    except TooSoon as exc:  # nothing written: said beside the answers, the item stays
+        refused("review")
+        flash("warning", str(exc))
+        return False
     except RoundError as exc:
         flash("warning", safe_markdown(str(exc)))
         _advance_from(item_id)
-        return
+        return False
     except ValueError as exc:
         flash("error", safe_markdown(str(exc)))
-        return
+        return False
     if this_round and late_for_round(s, [annotation_id]) is not None:
         flash("warning", full_text(s, this_round.id, item_id))
         _advance_from(item_id)
-        return
+        return True
     if already:
         st.session_state.pop(LAST, None)
         flash("success", "Answer changed; the earlier one is kept in the history.")
     else:
         _advance_from(item_id)
         st.session_state[LAST] = (item_id, st.session_state.get(state_key))
+        owe_reveal(item_id)
+    return True
 
 
-def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str) -> None:
+def owe_reveal(item_id: int) -> None:
+    """The labels of this answer are to be shown once its undo window has passed
+    (`OWED`)."""
+    owed = st.session_state.setdefault(OWED, {})
+    owed.pop(item_id, None)
+    owed[item_id] = [time.time(), None]
+    while len(owed) > 3:
+        del owed[next(iter(owed))]
+
+
+def on_skip(item_id: int, question_id: int, withdraws: bool, mode: str, token: str = "") -> None:
     if ahead_of_the_screen(item_id):
         return
     reason = st.session_state.get(f"skip_reason:{item_id}", "")
     try:
-        skip_item(store(), reviewer, item_id, question_id, reason, mode=mode, round_id=round_id)
+        skip_item(store(), reviewer, item_id, question_id, reason, mode=mode, round_id=round_id,
+                  press=press("review", token))
+    except TooSoon as exc:
+        refused("review")
+        flash("warning", str(exc))
+        return
     except ValueError as exc:
         flash("error", safe_markdown(str(exc)))
         return
@@ -271,16 +323,16 @@ def on_draft(item_id: int, question_id: int) -> None:
                st.session_state.get(confidence_key(item_id)))
 
 
-def on_confidence(item_id: int, question_id: int, level: int) -> None:
-    if ahead_of_the_screen(item_id):
+def on_confidence(item_id: int, question_id: int, level: int, token: str = "") -> None:
+    if too_soon(item_id, token):
         return
     key = confidence_key(item_id)
     st.session_state[key] = None if st.session_state.get(key) == level else level
     on_draft(item_id, question_id)
 
 
-def on_flag(item_id: int, raise_flag: bool) -> None:
-    if ahead_of_the_screen(item_id):
+def on_flag(item_id: int, raise_flag: bool, token: str = "") -> None:
+    if too_soon(item_id, token):
         return
     flag_item(store(), reviewer, item_id, raise_flag,
               st.session_state.get(f"flag_note:{item_id}"))
@@ -305,6 +357,7 @@ def on_undo(item_id: int, question_id: int | None, mode: str) -> None:
             return
         if withdrawn is not None:
             st.session_state.pop(LAST, None)
+            st.session_state.get(OWED, {}).pop(item_id, None)  # withdrawn: nothing to reveal
             flash("info", "Your answer is withdrawn before its labels were shown (the history "
                           "keeps it); answer again: it is still a blind answer.")
     on_open(item_id)
@@ -337,25 +390,26 @@ def multi_key(item_id: int, question_id: int) -> str:
     return f"multi:{reviewer.id}:{item_id}:{question_id}"
 
 
-def on_toggle(item_id: int, question_id: int, code: str) -> None:
-    """A label of a multiple-choice question added to the answer being made, or taken out."""
-    if ahead_of_the_screen(item_id):
+def on_toggle(item_id: int, question_id: int, code: str, token: str = "") -> None:
+    """A label of a multiple-choice question added to the answer being made, or taken out
+    (a pick: it counts only as a key that answers does, `too_soon`)."""
+    if too_soon(item_id, token):
         return
     chosen = set(st.session_state.get(multi_key(item_id, question_id)) or ())
     chosen.symmetric_difference_update({code})
     st.session_state[multi_key(item_id, question_id)] = sorted(chosen)
 
 
-def on_multi_commit(item_id: int, question_id: int, mode: str) -> None:
+def on_multi_commit(item_id: int, question_id: int, mode: str, token: str = "") -> None:
     chosen = st.session_state.get(multi_key(item_id, question_id)) or []
     if not chosen:
         flash("warning", "Choose one label or more first (their keys), then answer.")
         return
-    on_answer(item_id, question_id, list(chosen), "answered", mode)
-    st.session_state.pop(multi_key(item_id, question_id), None)
+    if on_answer(item_id, question_id, list(chosen), "answered", mode, token):
+        st.session_state.pop(multi_key(item_id, question_id), None)  # refused: kept, to press again
 
 
-def multi_choice(item: ItemView, labels, current, mode: str) -> None:
+def multi_choice(item: ItemView, labels, current, mode: str, token: str) -> None:
     """A multiple-choice question: each label's key adds it or takes it out; Ctrl+Enter
     answers with the labels chosen (the answer in force shows as chosen until changed)."""
     key = multi_key(item.id, item.question_id)
@@ -370,12 +424,12 @@ def multi_choice(item: ItemView, labels, current, mode: str) -> None:
                   icon=":material/check_box:" if lab.code in chosen
                   else ":material/check_box_outline_blank:",
                   type="primary" if lab.code in chosen else "secondary",
-                  on_click=on_toggle, args=(item.id, item.question_id, lab.code),
+                  on_click=on_toggle, args=(item.id, item.question_id, lab.code, token),
                   disabled=item.failed)
     st.button(f"Answer: {len(chosen)} chosen" if chosen else "Answer", type="primary",
               key=f"multi_commit:{item.id}", shortcut="Ctrl+Enter", width="stretch",
               icon=":material/done_all:", on_click=on_multi_commit,
-              args=(item.id, item.question_id, mode), disabled=item.failed or not chosen)
+              args=(item.id, item.question_id, mode, token), disabled=item.failed or not chosen)
 
 
 def show_chat(item: ItemView, name, sight: Sight) -> None:
@@ -470,39 +524,94 @@ def last_answer_wait(shown: int | None) -> float:
 def last_answer_panel(shown: int | None) -> None:
     """The answer just given (to the item before the one `shown`, or the last
     of the queue: None): what it was, a way back to change it (Z: undo within
-    its undo window), and once that window has passed, its reveal."""
+    its undo window), and once that window has passed, its reveal; then the
+    reveals of earlier answers that fell due since (`OWED`)."""
     last = just_answered(shown)
-    if last is None:
-        return
-    answered, answers = last
-    final = answers[-1]
-    said = (label_name(answered, final.value) if final.status == "answered"
-            else STATUS_WORDS.get(final.status, final.status))
-    name = item_name(db_now(), answered.id)
-    wait = last_answer_wait(shown)
-    with st.container(border=True, key="rv_last", gap="small"):
-        top = st.columns([5, 3], vertical_alignment="center", gap="small")
-        top[0].markdown(f":small[Your answer to {safe_markdown(name.title if name else answered.uid)}:"
-                        f"] **{safe_markdown(said)}**")
-        top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
-                      on_click=on_undo,
-                      args=(answered.id, answered.question_id, sight_of(answered.id).mode),
-                      width="stretch", shortcut="Z",
-                      help="Withdraw that answer before its labels show, and answer again"
-                      if wait > 0 else "Open that item again to change your answer")
-        if final.status == "skipped":
-            st.caption("Skipped, with your reason. Back reaches it again.")
-        elif wait > 0:
-            st.caption("Its labels show in a few seconds: a correction made before then "
-                       "is still recorded as blind.")
-        else:
-            show_reveal(answered, final.value, sight_of(answered.id))
+    where = END if shown is None else shown
+    if last is not None:
+        answered, answers = last
+        final = answers[-1]
+        said = (label_name(answered, final.value) if final.status == "answered"
+                else STATUS_WORDS.get(final.status, final.status))
+        name = item_name(db_now(), answered.id)
+        wait = last_answer_wait(shown)
+        with st.container(border=True, key="rv_last", gap="small"):
+            top = st.columns([5, 3], vertical_alignment="center", gap="small")
+            top[0].markdown(f":small[Your answer to "
+                            f"{safe_markdown(name.title if name else answered.uid)}:] "
+                            f"**{safe_markdown(said)}**")
+            top[1].button("Undo" if wait > 0 else "Change", key=f"reopen_last:{answered.id}",
+                          on_click=on_undo,
+                          args=(answered.id, answered.question_id, sight_of(answered.id).mode),
+                          width="stretch", shortcut="Z",
+                          help="Withdraw that answer before its labels show, and answer again"
+                          if wait > 0 else "Open that item again to change your answer")
+            if final.status == "skipped":
+                st.caption("Skipped, with your reason. Back reaches it again.")
+            elif wait > 0:
+                st.caption(f"Undo (Z) within {reveal_words()} withdraws it before any label "
+                           "is shown: your answer is still a blind one. Its labels show with "
+                           "your next answer.")
+            else:
+                show_reveal(answered, final.value, sight_of(answered.id))
+                st.session_state.setdefault(OWED, {}).pop(answered.id, None)
+    earlier_reveals(where, None if last is None else last[0].id)
+
+
+def reveal_words() -> str:
+    """The undo window in words ("5 seconds")."""
+    seconds = reveal_delay("prefix")
+    return f"{seconds:g} second{'s' * (seconds != 1)}"
+
+
+def earlier_reveals(where: int | str, last_id: int | None) -> None:
+    """The labels of earlier answers that fell due since they were given,
+    beside the item `where` (shown once, beside one item)."""
+    owed = st.session_state.get(OWED) or {}
+    due = []
+    for answered_id, (given, shown_on) in list(owed.items()):
+        if answered_id == last_id:
+            continue
+        if shown_on not in (None, where):
+            del owed[answered_id]  # shown beside another item: gone for good
+            continue
+        if time.time() < given + reveal_delay("prefix"):
+            continue  # not yet (the database says so too): no query for it
+        item = load_item(db_now(), answered_id, question)
+        answers = my_answers(db_now(), reviewer.id, answered_id, item.question_id) \
+            if item is not None and item.question_id else []
+        if not answers or answers[-1].status == "skipped":
+            del owed[answered_id]  # withdrawn or skipped since: nothing to reveal
+            continue
+        if reveal_wait(db_now(), reviewer.id, item.id, item.question_id, item.kind,
+                       sight_of(item.id).mode) > 0:
+            continue  # not yet: with a later run
+        owed[answered_id][1] = where
+        due.append((item, answers[-1]))
+    for item, final in due:
+        name = item_name(db_now(), item.id)
+        said = label_name(item, final.value) if final.status == "answered" \
+            else STATUS_WORDS.get(final.status, final.status)
+        with st.container(border=True, key=f"rv_earlier_{item.id}", gap="small"):
+            st.markdown(f":small[The labels of your answer to "
+                        f"{safe_markdown(name.title if name else item.uid)} "
+                        f"(you said **{safe_markdown(said)}**):]")
+            show_reveal(item, final.value, sight_of(item.id))
 
 
 # -- the item and its answers: rerun alone after an answer ---------------------------
 
 @st.fragment
 def review_item() -> None:
+    """The item and its answers: a run of its own after an answer (a fragment),
+    the address following the item once it is drawn."""
+    try:
+        show_item()
+    finally:
+        address_follows()
+
+
+def show_item() -> None:
     _SIGHTS.clear()  # asked afresh each run: an answer changes them
     _ANSWERED.clear()
     s = db_now()
@@ -546,8 +655,8 @@ def review_item() -> None:
             st.info("No items match. Load the demo or import data on the Data screen.")
         if (last := st.session_state.get(LAST)) and last[1] is None:
             # The queue's last answer: its undo (Z) and, once due, its reveal, here too.
-            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token="end",
-                        due_in=last_answer_wait(None))
+            screen_keys("review", {"Z": f"reopen_last:{last[0]}"}, token=END,
+                        relative=["Z"])
             last_answer_panel(None)
         return
 
@@ -592,18 +701,16 @@ def review_item() -> None:
                     **{f"Shift+{n}": f"confidence_{n}:{item.id}" for n in range(1, 6)}})
     answers = my_answers(s, reviewer.id, item.id, item.question_id) if asks else []
     current = answers[-1] if answers else None
+    # What the keys act on: this item as it stands (an answer given or changed makes
+    # it anew, so a key pressed right after one never changes it again unread).
+    token = f"{item.id}_{len(answers)}"
     # First on the screen, before what the keys act on: a key pressed while the rest
     # is drawn (a reload, an answer being redrawn) is held until its button is there.
-    live = screen_keys(
-        "review", buttons, token=str(item.id), focus={"S": f"skip_reason:{item.id}"},
+    screen_keys(
+        "review", buttons, token=token, focus={"S": f"skip_reason:{item.id}"}, relative=["Z"],
+        notice_after="rv_confidence",
         scroll=["rv_latest"] if item.kind == "prefix" else [] if item.kind == "conversation"
-        else ["rv_context_latest"], gate=True,
-        due_in=max(last_answer_wait(item.id),
-                   reveal_wait(s, reviewer.id, item.id, item.question_id, item.kind, mode)
-                   if current is not None else 0.0))
-    if not live:  # the first run after a page load: the item comes once keys are held
-        keys_waiting()
-        return
+        else ["rv_context_latest"])
     st.progress(progress.done / progress.total if progress.total else 0.0, text=words)
 
     place = item_place(s, reviewer.id, item.id, filt, round_id=round_id)
@@ -614,7 +721,7 @@ def review_item() -> None:
     # -- the judged text -------------------------------------------------------------
     with left:
         st.markdown(f"**{safe_markdown(name.title)}** :small[· {where}]")
-        with st.container(key=marker(str(item.id)), gap="small"):
+        with st.container(key=marker("review", token), gap="small"):
             if item.kind == "conversation":
                 show_chat(item, name, sight)
             elif item.kind == "prefix":
@@ -693,7 +800,7 @@ def review_item() -> None:
         # still shows this item, as the next one is being made ready, acts on this item
         # (or, once the next is on screen, on nothing), never on one not yet seen.
         if multi:
-            multi_choice(item, labels, current, mode)
+            multi_choice(item, labels, current, mode, token)
         for lab in [] if multi else labels:
             chosen = current is not None and current.value == lab.code
             st.button(
@@ -701,23 +808,25 @@ def review_item() -> None:
                 help=safe_markdown(lab.definition), width="stretch",
                 type="primary" if chosen else "secondary",
                 on_click=on_answer,
-                args=(item.id, item.question_id, lab.code, "answered", mode),
+                args=(item.id, item.question_id, lab.code, "answered", mode, token),
                 disabled=item.failed,
             )
         if current and current.status != "skipped":
             st.caption("You answered this item; choosing again changes your answer"
                        + (" (after the reveal, once its labels have shown)."
                           if sight.shown else "."))
-        row = st.columns(2, gap="small")
+        # Rows of two: one horizontal container (one element to send on every answer,
+        # where two columns are three).
+        row = [st.container(horizontal=True, gap="small")] * 2
         row[0].button("Cannot assess", key=f"cannot_assess:{item.id}", shortcut="0",
                       width="stretch", on_click=on_answer,
-                      args=(item.id, item.question_id, None, "cannot_assess", mode),
+                      args=(item.id, item.question_id, None, "cannot_assess", mode, token),
                       help="The item does not give enough to answer")
         flagged = is_flagged(s, reviewer.id, item.id)
         row[1].button("Unflag" if flagged else "Flag", key=f"flag:{item.id}", shortcut="F",
                       width="stretch", icon=":material/flag:",
                       type="primary" if flagged else "secondary",
-                      on_click=on_flag, args=(item.id, not flagged),
+                      on_click=on_flag, args=(item.id, not flagged, token),
                       help="Mark the item for a second look")
         with st.container(horizontal=True, gap="small", vertical_alignment="center",
                           key="rv_confidence"):
@@ -726,14 +835,14 @@ def review_item() -> None:
                 st.button(str(n), key=f"confidence_{n}:{item.id}", shortcut=f"Shift+{n}",
                           help=f"Confidence {n} of 5 (1 = a guess, 5 = certain): Shift+{n}",
                           type="primary" if st.session_state.get(ckey) == n else "secondary",
-                          on_click=on_confidence, args=(item.id, item.question_id, n))
+                          on_click=on_confidence, args=(item.id, item.question_id, n, token))
 
         flashed = st.session_state.pop("flash", None)
         if flashed:
             getattr(st, flashed[0])(flashed[1])
         last_answer_panel(item.id)
 
-        nav = st.columns(2, gap="small")
+        nav = [st.container(horizontal=True, gap="small")] * 2  # a row of two (as `row`)
         nav[0].button("Back", key=f"prev:{item.id}", shortcut="Left",
                       icon=":material/arrow_back:", width="stretch", on_click=on_step,
                       args=(item.id, -1), disabled=place.earlier is None)
@@ -753,14 +862,14 @@ def review_item() -> None:
                        "counts nowhere (it stays in the item's history). To change it, choose "
                        "another label instead.")
         with st.form(f"skip:{item.id}", border=False, enter_to_submit=True):
-            skip = st.columns([3, 2], vertical_alignment="bottom", gap="small")
+            skip = [st.container(horizontal=True, vertical_alignment="bottom", gap="small")] * 2
             skip[0].text_input("Why skip?", key=f"skip_reason:{item.id}",
                                label_visibility="collapsed",
                                placeholder="Why skip it? (S, type, Enter)")
             skip[1].form_submit_button(
                 "Withdraw and skip" if withdraws else "Skip", key=f"skip:{item.id}",
                 icon=":material/skip_next:", width="stretch",
-                on_click=on_skip, args=(item.id, item.question_id, withdraws, mode),
+                on_click=on_skip, args=(item.id, item.question_id, withdraws, mode, token),
                 type="primary" if withdraws else "secondary",
                 help="Withdraw my answer and pass over this item" if withdraws
                 else "Pass over this item, with the reason typed beside (Enter)")
@@ -782,12 +891,14 @@ def review_item() -> None:
                 show_reveal(item, current.value, sight)
 
         with st.expander("Codebook: definitions and decision rules"):
-            for lab in labels:
-                # Codebook wording is text, shown as written (an admin may edit it).
-                st.markdown(f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}**"
-                            f"  \n{safe_markdown(lab.definition)}")
-                for rule in lab.rules:
-                    st.markdown(f"- {safe_markdown(rule)}")
+            # Codebook wording is text, shown as written (an admin may edit it). One
+            # element for all of it: every element costs the server on every answer.
+            st.markdown("\n\n".join(
+                f"**{safe_markdown(lab.shortcut or '·')} · {safe_markdown(lab.short)}**"
+                f"  \n{safe_markdown(lab.definition)}"
+                + "".join(f"\n\n- {safe_markdown(rule)}" if n == 0 else f"\n- {safe_markdown(rule)}"
+                          for n, rule in enumerate(lab.rules))
+                for lab in labels))
 
 
 

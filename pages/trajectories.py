@@ -15,9 +15,9 @@ import time
 import streamlit as st
 
 from codebook import NO_ERROR
-from pages._keys import marker, screen_keys
+from pages._keys import marker, press, press_counts, refused, screen_keys
 from pages._rubric import checklist, flag_button, next_in_round_button, open_from_queue
-from pages._shared import require_reviewer, store
+from pages._shared import address_follows, require_reviewer, store
 from pages._steps import (
     code_span,
     dialogue,
@@ -48,6 +48,7 @@ from review.reviewing.drafts import (
     unsaved_step_marks,
 )
 from review.reviewing.names import item_name, plural
+from review.reviewing.presses import TooSoon
 from review.reviewing.screens import open_run
 from review.reviewing.trajectory import blind_to_agent, gate_of, gate_requirements
 from review.team.rounds import full_text, keep_reservation, late_for_round
@@ -133,7 +134,9 @@ step_keys = {"Left": f"trj_prev:{item_id}:{sid}", "Right": f"trj_next:{item_id}:
              "F": f"rv_flag:{item_id}", "M": f"trj_save_mark:{item_id}:{sid}"}
 step_keys.update({lab.shortcut: f"trj_errbtn:{item_id}:{sid}:{lab.code}" for lab in book.labels})
 step_keys.update({f"Shift+{lv}": f"trj_sevbtn:{item_id}:{sid}:{lv}" for lv in levels})
-screen_keys("trj", step_keys, token=f"{item_id}_s{sid}")
+STEP_TOO_SOON = "Not recorded: too soon after the step changed. Press again to mark this step."
+screen_keys("trj", step_keys, token=f"{item_id}_s{sid}", too_soon=STEP_TOO_SOON,
+            notice_after="trj_severity")
 
 name = item_name(db, item_id)
 agent = " ".join(str(view.agent[k]) for k in ("name", "version") if view.agent.get(k))
@@ -243,8 +246,12 @@ def save_mark(sid: int) -> None:
     try:
         annotation_id = mark_step(
             store(), reviewer, item_id, sid, err, sev, note, mode=opened.mode,
-            round_id=opened.round_id,
+            round_id=opened.round_id, press=press("trj", f"{item_id}_s{sid}"),
             seconds_on_task=round(time.monotonic() - st.session_state[started_key], 2))
+    except TooSoon:
+        refused("trj")
+        st.session_state["trj_flash"] = ("warning", STEP_TOO_SOON)
+        return
     except ValueError as exc:
         st.session_state["trj_flash"] = ("error", safe_markdown(str(exc)))
         return
@@ -259,6 +266,9 @@ def save_mark(sid: int) -> None:
 
 
 def pick(name: str, sid: int, value: object) -> None:
+    if not press_counts("trj", f"{item_id}_s{sid}"):  # review.reviewing.presses: too soon
+        st.session_state["trj_flash"] = ("warning", STEP_TOO_SOON)
+        return
     st.session_state[f"trj_{name}:{reviewer.id}:{item_id}:{sid}"] = value
     keep_step_draft(sid)
 
@@ -377,7 +387,7 @@ with left:
                       args=(current + 1,), disabled=current == last)
         if step_facts:
             st.markdown(" · ".join(step_facts))
-        with st.container(key=marker(f"{item_id}_s{step.step_id}")):
+        with st.container(key=marker("trj", f"{item_id}_s{step.step_id}")):
             with st.container(border=True, key="trj_step"):
                 show_step(step, view, key=f"run:{item_id}", item_id=item_id)
     # While the reviewer is blind to the agent, neither its name nor an id naming it.
@@ -414,3 +424,5 @@ with right, st.container(key="trj_side", gap="small"):
             checklist(reviewer, item_id, screen.questions, screen.mine, screen.revealed,
                       mode=opened.mode, started_key=started_key, round_id=opened.round_id,
                       flag=False, context=context, title="Criteria")
+
+address_follows()  # the address names the run shown, now that it is drawn (app.py does too)

@@ -114,23 +114,43 @@ def chromium() -> Iterator[object]:
 SETTLED = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     return app && app.dataset.testScriptState === 'notRunning'
-        && !document.querySelector('.st-key-keys_waiting')
         && document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')
         && ![...document.querySelectorAll('[data-testid]')].some(e => /Skeleton/.test(e.dataset.testid));
 }"""
 """The script has run (Streamlit marks the app root with its run state) and
 every element it sent is on screen: Streamlit shows skeletons while an
 element's code is still loading, and a button's keyboard shortcut only works
-once the button itself is there; and no screen waits for its keys to be live
-(pages/_keys.py, `gate`) to draw its item."""
+once the button itself is there."""
+
+READ = """() => !(window.__carelensKeys && window.__carelensKeys.dwellOver
+                 && !window.__carelensKeys.dwellOver())"""
+"""What each screen's keys act on has been on screen long enough for a key to
+count (the least dwell, review/reviewing/presses.py), as a clinician reads
+before answering."""
 
 
-def wait_for_app(page, timeout: float = 30_000) -> None:
-    """Wait until Streamlit has run the script and drawn what it sent."""
+QUIET = """() => !window.__carelensKeys || !window.__carelensKeys.quiet
+                || window.__carelensKeys.quiet()"""
+"""No key or click is in flight (assets/keys.js): a busy server may not have
+begun the run a key asked for, and until it has, the screen looks settled."""
+
+
+def wait_for_app(page, timeout: float = 30_000, read: bool = True) -> None:
+    """Wait until Streamlit has run the script and drawn what it sent (the run
+    of the last key or click included), and (with `read`) until a key would
+    count on what is drawn (`READ`)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout)
+    page.wait_for_function(QUIET, timeout=timeout)
     page.wait_for_function(SETTLED, timeout=timeout)
     page.wait_for_timeout(300)
     page.wait_for_function(SETTLED, timeout=timeout)  # not a second run just begun
+    if read:
+        try:
+            page.wait_for_function(READ, timeout=timeout)
+        except Exception:
+            raise AssertionError("a key would still not count: " + str(page.evaluate(
+                "() => window.__carelensKeys && [...window.__carelensKeys.screens.entries()]"
+                ".map(([id, s]) => [id, s.live, s.token, s.dwell])"))) from None
 
 
 def ready_for_keys(page) -> None:
@@ -161,3 +181,58 @@ def wait_for_progress(page, text: str) -> None:
         "t => (document.querySelector('[data-testid=\"stProgress\"]') || {innerText: ''})"
         ".innerText.includes(t)", arg=text)
     wait_for_app(page)
+
+
+_KEYS = {"ArrowLeft": 37, "ArrowUp": 38, "ArrowRight": 39, "ArrowDown": 40, "Enter": 13}
+_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+
+
+def press_at(page, keys: list[tuple[str, float]]) -> None:
+    """Press keys at given moments (seconds after the first), as a clinician's
+    fingers do, however busy the browser: each key event carries the time it
+    was pressed (DevTools' Input.dispatchKeyEvent `timestamp`), so that a page
+    slow to take it (a throttled CPU, a redraw under way) still sees the keys
+    as far apart as they were pressed. Playwright's own key presses wait for
+    the page to take each one, and a slow page spaced them out. `keys`:
+    [(key as Playwright names it, e.g. "2", "y", "ArrowLeft", "Control+Enter";
+    when, in seconds)]."""
+    cdp = getattr(page, "_carelens_cdp", None)
+    if cdp is None:
+        cdp = page._carelens_cdp = page.context.new_cdp_session(page)
+    t0 = time.time()
+    for key, at in keys:
+        time.sleep(max(0.0, t0 + at - time.time()))
+        *mods, name = key.split("+")
+        modifiers = sum(_MODIFIERS[m] for m in mods)
+        if len(name) == 1:
+            code = f"Digit{name}" if name.isdigit() else f"Key{name.upper()}"
+            vk, text = ord(name.upper()), name if not modifiers else ""
+        else:
+            code, vk, text = name, _KEYS[name], "\r" if name == "Enter" and not modifiers else ""
+        event = {"key": name, "code": code, "windowsVirtualKeyCode": vk, "modifiers": modifiers,
+                 "timestamp": t0 + at}
+        cdp.send("Input.dispatchKeyEvent", {**event, "type": "keyDown",
+                                            **({"text": text} if text else {})})
+        cdp.send("Input.dispatchKeyEvent", {**event, "type": "keyUp",
+                                            "timestamp": t0 + at + 0.02})
+
+
+SAID = """() => {
+    // What the screen says about a key not taken, beside the answers: the
+    // browser's notice (assets/keys.js), or the server's (a press it refused).
+    const n = document.getElementById('carelens-key-notice');
+    if (n && n.checkVisibility()) return n.innerText;
+    const alert = [...document.querySelectorAll('[data-testid=stMain] [data-testid=stAlert]')]
+        .find(a => /not (recorded|committed)/i.test(a.innerText));
+    return alert ? alert.innerText : null;
+}"""
+
+
+def key_notice(page) -> str:
+    """What the screen said about a key not taken (beside the answers)."""
+    try:
+        page.wait_for_function(SAID, timeout=30_000)
+    except Exception:
+        raise AssertionError("nothing said about a key not taken; the keys' log: "
+                             f"{page.evaluate('(window.__carelensKeys || {}).log')}") from None
+    return page.evaluate(SAID)

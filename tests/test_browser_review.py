@@ -13,6 +13,7 @@ from review.workspace import open_store
 from tests.browser import (
     add_reviewers,
     chromium,
+    press_at,
     ready_for_keys,
     release_focus,
     running_app,
@@ -280,9 +281,8 @@ def test_quick_criterion_keys_never_land_on_another_criterion(demo_copy):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{url}/graded?reviewer={who.replace(' ', '+')}&item={GRADED}")
             ready_for_keys(page)
-            for key, pause in zip("ynyny", (40, 60, 40, 60, 0), strict=True):
-                page.keyboard.press(key)
-                page.wait_for_timeout(pause)
+            press_at(page, [(key, at) for key, at in zip("ynyny", (0, .04, .1, .14, .2),
+                                                         strict=True)])
             wait_for_app(page)
             page.wait_for_timeout(1500)
             wait_for_app(page)

@@ -42,7 +42,7 @@ RECT = """cls => { const el = document.querySelector('.' + cls);
 
 
 def test_a_long_conversation_shows_its_latest_patient_turn_at_1280x720(demo_copy, monkeypatch):
-    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "2")  # the reveal's rerun comes too
+    monkeypatch.setenv("CARELENS_REVEAL_DELAY", "2")  # the reveal's redraw comes too
     add_long_prefix(demo_copy)
     add_reviewers(demo_copy, "Dr. Long")
     with running_app(demo_copy) as url, chromium() as browser:
@@ -73,7 +73,11 @@ def test_a_long_conversation_shows_its_latest_patient_turn_at_1280x720(demo_copy
         page.wait_for_timeout(500)
         latest = page.evaluate(RECT, "st-key-rv_latest")
         assert latest is not None and 0 <= latest["top"] < LAPTOP["height"] - 60, latest
-        # The last answer's reveal falls due and the item is drawn again: still in view.
+        # The last answer's reveal falls due and shows with the next run (a confidence
+        # key here), the item drawn again: still in view.
+        page.wait_for_timeout(2_500)
+        release_focus(page)
+        page.keyboard.press("Shift+1")
         page.wait_for_function("() => document.querySelector('[data-testid=stMain]')"
                                ".innerText.includes('The reference label')", timeout=20_000)
         wait_for_app(page)

@@ -51,6 +51,7 @@ from review.reviewing.criteria import (
     step_question_id,
 )
 from review.reviewing.drafts import clear_draft
+from review.reviewing.presses import Press, check_press
 from review.team.access import require_role
 from review.team.reviewers import Reviewer
 from review.team.rounds import WITHDRAWAL, claim_answer_slot, complete_review
@@ -115,7 +116,7 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
                   confidence: int | None = None, seconds_on_task: float | None = None,
                   mode: str = DEFAULT_MODE, target: str = "",
                   extra: dict[str, Any] | None = None, source: str = "app",
-                  round_id: int | None = None) -> int:
+                  round_id: int | None = None, press: Press | None = None) -> int:
     """Record one answer as one transaction and return its annotation id.
 
     A second answer to the same question is a new row that supersedes the
@@ -125,18 +126,25 @@ def commit_answer(store: Store, reviewer: Reviewer, item_id: int, question_id: i
     `review.team.rounds.claim_answer_slot`), so an item never counts more answers
     in the round than it asks for, however many reviewers commit at once; an
     answer that comes after its places were taken is kept outside the round
-    (`review.team.rounds.late_for_round` tells the caller)."""
+    (`review.team.rounds.late_for_round` tells the caller).
+
+    `press`: the key or click that gave the answer on a screen, as the server
+    saw it; one that does not count (`review.reviewing.presses`: pressed on
+    what the screen no longer shows, or too soon after it was drawn) raises
+    `TooSoon` and writes nothing."""
     answer = AnswerSpec(question_id, value, status, rationale, confidence, target, extra)
     return commit_answers(store, reviewer, item_id, [answer], seconds_on_task=seconds_on_task,
-                          mode=mode, source=source, round_id=round_id)[0]
+                          mode=mode, source=source, round_id=round_id, press=press)[0]
 
 
 def commit_answers(store: Store, reviewer: Reviewer, item_id: int, answers: list[AnswerSpec], *,
                    seconds_on_task: float | None = None, mode: str = DEFAULT_MODE,
-                   source: str = "app", round_id: int | None = None) -> list[int]:
+                   source: str = "app", round_id: int | None = None,
+                   press: Press | None = None) -> list[int]:
     """Record several answers about one item (a rubric's criteria) as one
     transaction: all are written, or none is. Each follows `commit_answer`'s
-    rules; returns the annotation ids in the order given."""
+    rules (`press` included); returns the annotation ids in the order given."""
+    check_press(press)
     _check(answers)
     with store.transaction() as conn:
         return write_answers(store, conn, Clinician(reviewer, mode, round_id, seconds_on_task,
@@ -426,13 +434,15 @@ class Verdict:
 
 def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: Iterable[Verdict],
                     *, mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
-                    round_id: int | None = None) -> list[int]:
+                    round_id: int | None = None, press: Press | None = None) -> list[int]:
     """Record a batch of answers about one item as one transaction, and return
     their annotation ids. Only questions the item asks are accepted; a bad
     value anywhere rejects the whole batch. In a review round (`round_id`),
     the batch takes the reviewer's place on the item; if the item already
     has all the reviewers the round asks for, the whole batch is kept outside
-    the round (`review.team.rounds.late_for_round`)."""
+    the round (`review.team.rounds.late_for_round`). `press`: as for
+    `commit_answer`."""
+    check_press(press)
     asked = {q.id for q in item_questions(store, item_id)}
     answers = []
     for v in verdicts:
@@ -448,16 +458,18 @@ def commit_verdicts(store: Store, reviewer: Reviewer, item_id: int, verdicts: It
     if not answers:
         raise ValueError("nothing to commit: answer at least one question")
     return commit_answers(store, reviewer, item_id, answers, mode=mode,
-                          seconds_on_task=seconds_on_task, round_id=round_id)
+                          seconds_on_task=seconds_on_task, round_id=round_id, press=press)
 
 
 def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, error: str,
               severity: int | None = None, note: str | None = None, *,
               mode: str = DEFAULT_MODE, seconds_on_task: float | None = None,
-              round_id: int | None = None) -> int:
+              round_id: int | None = None, press: Press | None = None) -> int:
     """Mark one step of a trajectory with an error type and a severity (1-5),
     or record it as checked with `no_error` (no severity). One transaction;
-    a new mark on the same step supersedes the old one."""
+    a new mark on the same step supersedes the old one. `press`: as for
+    `commit_answer`."""
+    check_press(press)
     qid = step_question_id(store)
     if qid is None:
         raise ValueError("the trajectory-errors codebook is not loaded")
@@ -473,5 +485,5 @@ def mark_step(store: Store, reviewer: Reviewer, item_id: int, step_id: int, erro
     answer = AnswerSpec(qid, error, "answered", (note or "").strip() or None,
                         target=f"step:{int(step_id)}", extra=extra)
     return commit_answers(store, reviewer, item_id, [answer], mode=mode,
-                          seconds_on_task=seconds_on_task, round_id=round_id)[0]
+                          seconds_on_task=seconds_on_task, round_id=round_id, press=press)[0]
 

@@ -38,6 +38,7 @@ from review.reviewing.answers import normalise_value
 from review.reviewing.blinding import undo_window
 from review.reviewing.commit import AnswerSpec, Settler, reopen_broken, withdraw, write_answers
 from review.reviewing.criteria import step_count
+from review.reviewing.presses import Press, check_press
 from review.team.access import may
 from review.team.reviewers import Reviewer
 from review.team.settlements import (
@@ -485,7 +486,7 @@ def adjudication_queue(store: Store, round_id: int | None, adjudicator: Reviewer
 def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Reviewer, value: str,
            reason: str, note: str | None = None, question_key: str | None = None, *,
            expected: int | None | _Unruled = UNRULED,
-           answers_shown: tuple[int, ...] | None = None) -> int:
+           answers_shown: tuple[int, ...] | None = None, press: Press | None = None) -> int:
     """Record the settled answer for one item, by an adjudicator who answered
     nothing about that item (in any round, to any question).
 
@@ -497,7 +498,12 @@ def settle(store: Store, round_id: int | None, item_id: int, adjudicator: Review
     `answers_shown`: the clinicians' answers the adjudicator saw (the queue
     entry's `answer_ids`); if any changed since (one came round, say), nothing
     is written (AnswersChanged). Without it, a caller that passes `expected`
-    is refused only once the answers agree; one that passes neither, not."""
+    is refused only once the answers agree; one that passes neither, not.
+
+    `press`: the key or click that settled it on a screen, as the server saw
+    it; one that does not count (`review.reviewing.presses`) raises `TooSoon`
+    and writes nothing."""
+    check_press(press)
     _require_adjudicator(adjudicator, "settle disagreements")
     _check_reason(reason)
     question = _round_question(store, round_id, question_key)
@@ -587,13 +593,14 @@ def step_queue(store: Store, adjudicator: Reviewer, show_names: bool = False) ->
 def settle_step(store: Store, item_id: int, step_id: int, adjudicator: Reviewer, error: str,
                 severity: int | None, reason: str, note: str | None = None, *,
                 expected: int | None | _Unruled = UNRULED,
-                answers_shown: tuple[int, ...] | None = None) -> int:
+                answers_shown: tuple[int, ...] | None = None, press: Press | None = None) -> int:
     """Record the settled mark of one step of a run: an error of the
     trajectory-errors codebook with a severity 1-5, or `no_error`; by an
     adjudicator who answered nothing about the run. A settled mark it
     replaces is named in the audit trail. `expected` and `answers_shown`:
     the settled mark and the clinicians' marks the adjudicator saw (the queue
-    entry's `settled_id` and `answer_ids`), as in `settle`."""
+    entry's `settled_id` and `answer_ids`), as in `settle`; `press` too."""
+    check_press(press)
     _require_adjudicator(adjudicator, "settle disagreements")
     _check_reason(reason)
     if not 1 <= int(step_id) <= step_count(store, item_id):
