@@ -37,14 +37,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.server
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +51,13 @@ from review.datasets.demo import load_demo  # noqa: E402
 from review.datasets.sources import import_file  # noqa: E402
 from review.team.reviewers import ensure_reviewer  # noqa: E402
 from review.workspace import open_store  # noqa: E402
-from tests.browser import READ, SETTLED, chromium, free_port, running_app, stop_group  # noqa: E402
+from tests.browser import (  # noqa: E402
+    READ,
+    SETTLED,
+    chromium,
+    running_app,
+    running_streamlit,
+)
 
 WHO = "Dr.+Bench"
 JUDGED = {
@@ -179,30 +181,9 @@ def reference_app(tmp: Path):
     """Streamlit's near-empty app, served as `carelens serve` serves ours."""
     script = tmp / "reference_app.py"
     script.write_text(REFERENCE_APP)
-    port = free_port()
-    log = tmp / "reference.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--browser.serverAddress", "localhost", "--server.runOnSave", "false",
-             "--client.toolbarMode", "minimal"],
-            cwd=tmp, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false"))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log.read_text()) from None
-                time.sleep(0.2)
-        yield url, proc
-    finally:
-        stop_group(proc)
+    with running_streamlit(script, "--server.runOnSave", "false",
+                           "--client.toolbarMode", "minimal") as served:
+        yield served
 
 
 @contextlib.contextmanager

@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import chromium, free_port, running_server, stop_group, wait_for_app  # noqa: E402
+from tests.browser import (  # noqa: E402
+    chromium,
+    running_server,
+    running_streamlit,
+    wait_for_app,
+)
 
 REFERENCE_APP = """
 import streamlit as st
@@ -71,31 +74,11 @@ def settle(pid: int, seconds: float = 5) -> float:
 
 @contextlib.contextmanager
 def reference_server(tmp: Path, max_mb: int):
+    """Streamlit's own uploader in a plain script, with the same upload limit."""
     script = tmp / "reference_upload_app.py"
     script.write_text(REFERENCE_APP)
-    port = free_port()
-    log = tmp / "reference.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--browser.serverAddress", "localhost", "--server.maxUploadSize", str(max_mb)],
-            cwd=tmp, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false"))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log.read_text()) from None
-                time.sleep(0.2)
-        yield url, proc
-    finally:
-        stop_group(proc)
+    with running_streamlit(script, "--server.maxUploadSize", str(max_mb)) as served:
+        yield served
 
 
 def upload_after(url, files, wait, before_fn):

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +118,7 @@ def main(tabs: int) -> None:
     from review.datasets.demo import load_demo
     from review.team.reviewers import ensure_reviewer
     from review.workspace import open_store
-    from tests.browser import chromium, free_port, stop_group
+    from tests.browser import chromium, free_port, stop_group, wait_until_healthy
 
     if not Path("/usr/bin/chromium").exists():
         sys.exit("needs Debian's chromium at /usr/bin/chromium")
@@ -143,15 +142,7 @@ def main(tabs: int) -> None:
                                 stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    urllib.request.urlopen(url + "/_stcore/health", timeout=2).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("the profiled server did not start") from None
-                    time.sleep(0.2)
+            wait_until_healthy(url, proc)
             with reference_app(tmp) as (ref_url, _), chromium() as browser:
                 def open_tab(address: str, judged: str) -> tuple[float, int, int]:
                     before = sum(1 for _ in out.glob("run-*.prof"))

@@ -65,17 +65,48 @@ def running_server(db: Path, timeout: float = 60, carelens: list[str] | None = N
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the app did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+        wait_until_healthy(url, proc, timeout, log)
+        yield url, proc
+    finally:
+        stop_group(proc)
+
+
+def wait_until_healthy(url: str, proc: subprocess.Popen, timeout: float = 60,
+                       log: Path | None = None) -> None:
+    """Until the Streamlit server at `url` answers its health check; a server that
+    exits or is not up within `timeout` seconds raises, with its log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            said = log.read_text() if log is not None and log.exists() else "(no log)"
+            raise RuntimeError(f"the server at {url} did not start:\n{said}")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running_streamlit(script: Path, *options: str, timeout: float = 60
+                      ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A plain Streamlit script (the benches' reference: Streamlit's own near-empty
+    app) served by `streamlit run` on a free port, headless, no usage statistics,
+    with these extra `options`, in its own process group, until the block ends."""
+    port = free_port()
+    log = script.parent / f"{script.stem}-{port}.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+             "--server.headless", "true", "--browser.gatherUsageStats", "false",
+             "--browser.serverAddress", "localhost", *options],
+            cwd=script.parent, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, proc, timeout, log)
         yield url, proc
     finally:
         stop_group(proc)
