@@ -15,8 +15,7 @@ import pytest
 
 from review.workspace import open_store
 from tests.browser import wait_for_app
-from tests.test_browser_login import idp, site  # noqa: F401 - the fixtures
-from tests.test_browser_sessions import sign_in_context
+from tests.test_browser_login import idp, sign_in_context, site  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.browser
 

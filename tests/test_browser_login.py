@@ -65,23 +65,30 @@ server_metadata_url = "{idp}/.well-known/openid-configuration"
         yield url, db, browser
 
 
-def sign_in(site, idp, sub: str, claims: dict) -> str:
-    """Sign in through the provider's page in a fresh browser; the sidebar's text."""
+def sign_in_context(site, idp, sub: str, claims: dict, viewport: dict | None = None):
+    """A fresh browser (context) signed in through the provider's page, the user
+    `sub` made with these claims first: (context, tab). The caller closes it."""
     import httpx
 
     url, _, browser = site
     assert httpx.put(f"{idp}/users/{quote(sub, safe='')}", json=claims).status_code == 204
-    context = browser.new_context()
+    context = browser.new_context(viewport=viewport or {"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{idp}/oauth2/authorize*")
+    page.get_by_placeholder("sub").fill(sub)
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(f"{url}/**")
+    page.get_by_text("signed in as").wait_for(timeout=60_000)
+    wait_for_app(page)
+    return context, page
+
+
+def sign_in(site, idp, sub: str, claims: dict) -> str:
+    """Sign in through the provider's page in a fresh browser; the sidebar's text."""
+    context, page = sign_in_context(site, idp, sub, claims)
     try:
-        page = context.new_page()
-        page.goto(url)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{idp}/oauth2/authorize*")
-        page.get_by_placeholder("sub").fill(sub)
-        page.get_by_role("button", name="Authorize").click()
-        page.wait_for_url(f"{url}/**")
-        page.get_by_text("signed in as").wait_for(timeout=60_000)
-        wait_for_app(page)
         return page.locator('[data-testid="stSidebar"]').inner_text().replace("\u2060", "")
     finally:
         context.close()

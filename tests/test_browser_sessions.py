@@ -13,39 +13,19 @@ too. An admin's "Sign them out" ends another person's session the same way."""
 from __future__ import annotations
 
 import contextlib
-from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 from review.workspace import open_store
 from tests.browser import ready_for_keys, wait_for_app, wait_for_progress
-from tests.test_browser_login import ADMIN, idp, site  # noqa: F401 - the fixtures
+from tests.test_browser_login import ADMIN, idp, sign_in_context, site  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.browser
 
 REVIEWER = ("tabs-sub", {"email": "tess@example.org", "email_verified": True,
                          "name": "Tess Tabs"})
 ENDED = "Your session has ended"
-
-
-def sign_in_context(site, idp, sub, claims):  # noqa: F811 - the fixtures' names
-    """A browser (context) signed in through the provider's page: (context, tab)."""
-    import httpx
-
-    url, _, browser = site
-    assert httpx.put(f"{idp}/users/{quote(sub, safe='')}", json=claims).status_code == 204
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.goto(url)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{idp}/oauth2/authorize*")
-    page.get_by_placeholder("sub").fill(sub)
-    page.get_by_role("button", name="Authorize").click()
-    page.wait_for_url(f"{url}/**")
-    page.get_by_text("signed in as").wait_for(timeout=60_000)
-    wait_for_app(page)
-    return context, page
 
 
 def answers(db, sub):
